@@ -1,0 +1,26 @@
+"""MoE Cache Explorer: what llama.cpp's MoE expert cache (--moe-cache-mib) does for a model and a GPU.
+
+Pure Python (numpy, pandas, gguf); no Streamlit here. Modules, in the order data flows:
+gguf_header -> model_spec -> slot_plan -> workload -> simulate -> timing; logs; charts; cli.
+"""
+
+from moe_model.errors import GGUFError, LogError, MoeModelError, TruncatedHeaderError, WorkloadError
+from moe_model.model_spec import ModelSpec, load_model
+from moe_model.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache
+
+__all__ = [
+    # errors
+    "GGUFError",
+    "LogError",
+    "MoeModelError",
+    "TruncatedHeaderError",
+    "WorkloadError",
+    # model and plan
+    "CachePlan",
+    "ModelSpec",
+    "Placement",
+    "full_budget_mib",
+    "load_model",
+    "min_budget_mib",
+    "plan_cache",
+]

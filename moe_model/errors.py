@@ -1,0 +1,38 @@
+"""The project's own error types: one-line messages meant for end users."""
+
+
+class MoeModelError(Exception):
+    """Base class: any input the library refuses, with a message a user can act on."""
+
+
+class GGUFError(MoeModelError):
+    """The bytes are not a GGUF header we can read (bad magic, absurd counts, unknown types)."""
+
+
+class TruncatedHeaderError(GGUFError):
+    """The data ends inside the GGUF header; `needed_bytes` is the least total size that could parse."""
+
+    def __init__(self, have_bytes: int, needed_bytes: int) -> None:
+        self.have_bytes = have_bytes
+        self.needed_bytes = needed_bytes
+        super().__init__(
+            f"the GGUF header is cut off: got {have_bytes:,} bytes, need at least "
+            f"{needed_bytes:,} ({needed_bytes - have_bytes:,} more); make a longer prefix, "
+            f"e.g. head -c {_suggest_mib(needed_bytes)}M model.gguf > header.gguf"
+        )
+
+
+class WorkloadError(MoeModelError):
+    """A routing trace or workload setting that does not fit the model or is malformed."""
+
+
+class LogError(MoeModelError):
+    """A file that is not a llama.cpp log, or cannot be read as one."""
+
+
+def _suggest_mib(needed_bytes: int) -> int:
+    """A round prefix size in MiB comfortably above what is needed."""
+    mib = 1
+    while mib * 1024 * 1024 < needed_bytes * 1.25:
+        mib *= 2
+    return mib

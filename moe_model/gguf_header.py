@@ -1,0 +1,333 @@
+"""Read the metadata and tensor infos of a GGUF file without touching tensor data.
+
+`gguf.GGUFReader` memory-maps the whole file and fails on prefixes, so this module walks the
+header itself (offset-returning helpers, as in gguf-py) and skips array payloads it does not need.
+Enums, key names and block sizes come from the `gguf` package.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+
+from moe_model.errors import GGUFError, TruncatedHeaderError
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
+MAX_TENSORS = 1_000_000
+MAX_KV = 1_000_000
+MAX_STRING_BYTES = 256 * 1024 * 1024
+MAX_ARRAY_ITEMS = 1 << 32
+MAX_DIMS = 4  # GGML_MAX_DIMS
+KEEP_ARRAY_ITEMS = 4096  # numeric arrays up to this size are kept (per-layer hparams)
+FIRST_CHUNK_BYTES = 2 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+_SCALARS: dict[int, struct.Struct] = {
+    GGUFValueType.UINT8: struct.Struct("<B"),
+    GGUFValueType.INT8: struct.Struct("<b"),
+    GGUFValueType.UINT16: struct.Struct("<H"),
+    GGUFValueType.INT16: struct.Struct("<h"),
+    GGUFValueType.UINT32: struct.Struct("<I"),
+    GGUFValueType.INT32: struct.Struct("<i"),
+    GGUFValueType.FLOAT32: struct.Struct("<f"),
+    GGUFValueType.BOOL: struct.Struct("<?"),
+    GGUFValueType.UINT64: struct.Struct("<Q"),
+    GGUFValueType.INT64: struct.Struct("<q"),
+    GGUFValueType.FLOAT64: struct.Struct("<d"),
+}
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """A metadata array whose items were skipped: its item type and length."""
+
+    item_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the header describes it; `shape` is in ggml order (ne0 first)."""
+
+    name: str
+    ggml_type: int
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def type_name(self) -> str:
+        return GGMLQuantizationType(self.ggml_type).name
+
+    @property
+    def row_bytes(self) -> int:
+        """nb[1]: bytes of one row of ne0 elements (ggml_row_size)."""
+        block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(self.ggml_type)]
+        return self.shape[0] // block * type_bytes
+
+    @property
+    def nbytes(self) -> int:
+        n_rows = 1
+        for ne in self.shape[1:]:
+            n_rows *= ne
+        return self.row_bytes * n_rows
+
+    def stride_bytes(self, dim: int) -> int:
+        """nb[dim] for a contiguous tensor: nb[2] of an expert tensor is the bytes of one expert."""
+        size = self.row_bytes
+        for ne in self.shape[1:dim]:
+            size *= ne
+        return size
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """Metadata and tensor infos of one GGUF file (one shard of a split model)."""
+
+    version: int
+    metadata: Mapping[str, Any]
+    tensors: tuple[TensorInfo, ...]
+    header_bytes: int
+
+    @property
+    def alignment(self) -> int:
+        return int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+
+    @property
+    def data_offset(self) -> int:
+        align = self.alignment
+        return (self.header_bytes + align - 1) // align * align
+
+
+# --- the binary walk: every helper takes (buf, offset) and returns (value, new offset) ---
+
+
+def _need(buf: memoryview, off: int, n: int) -> None:
+    if off + n > len(buf):
+        raise TruncatedHeaderError(len(buf), off + n)
+
+
+def _get_u32(buf: memoryview, off: int) -> tuple[int, int]:
+    _need(buf, off, 4)
+    return _U32.unpack_from(buf, off)[0], off + 4
+
+
+def _get_u64(buf: memoryview, off: int) -> tuple[int, int]:
+    _need(buf, off, 8)
+    return _U64.unpack_from(buf, off)[0], off + 8
+
+
+def _get_str(buf: memoryview, off: int) -> tuple[str, int]:
+    n, off = _get_u64(buf, off)
+    if n > MAX_STRING_BYTES:
+        raise GGUFError(f"corrupt GGUF header: a string of {n:,} bytes at offset {off - 8:,}")
+    _need(buf, off, n)
+    return bytes(buf[off : off + n]).decode("utf-8", errors="replace"), off + n
+
+
+def _skip_str_array(buf: memoryview, off: int, count: int) -> int:
+    """Walk `count` strings without decoding them: only their lengths are read."""
+    size = len(buf)
+    unpack = _U64.unpack_from
+    for _ in range(count):
+        if off + 8 > size:
+            raise TruncatedHeaderError(size, off + 8)
+        n = unpack(buf, off)[0]
+        if n > MAX_STRING_BYTES:
+            raise GGUFError(f"corrupt GGUF header: a string of {n:,} bytes at offset {off:,}")
+        off += 8 + n
+    if off > size:
+        raise TruncatedHeaderError(size, off)
+    return off
+
+
+def _value_type(raw: int, off: int) -> GGUFValueType:
+    try:
+        return GGUFValueType(raw)
+    except ValueError:
+        raise GGUFError(f"corrupt GGUF header: unknown value type {raw} at offset {off:,}") from None
+
+
+def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
+    raw, off = _get_u32(buf, off)
+    item_type = _value_type(raw, off - 4)
+    count, off = _get_u64(buf, off)
+    if count > MAX_ARRAY_ITEMS:
+        raise GGUFError(f"corrupt GGUF header: an array of {count:,} items at offset {off - 8:,}")
+    if item_type == GGUFValueType.STRING:
+        return SkippedArray("STRING", count), _skip_str_array(buf, off, count)
+    if item_type == GGUFValueType.ARRAY:
+        for _ in range(count):
+            _, off = _get_array(buf, off)
+        return SkippedArray("ARRAY", count), off
+    scalar = _SCALARS[item_type]
+    end = off + scalar.size * count
+    _need(buf, off, end - off)
+    if count <= KEEP_ARRAY_ITEMS:
+        items = struct.unpack_from(f"<{count}{scalar.format[1:]}", buf, off)
+        return tuple(items), end
+    return SkippedArray(item_type.name, count), end
+
+
+def _get_value(buf: memoryview, off: int, value_type: GGUFValueType) -> tuple[Any, int]:
+    if value_type == GGUFValueType.STRING:
+        return _get_str(buf, off)
+    if value_type == GGUFValueType.ARRAY:
+        return _get_array(buf, off)
+    scalar = _SCALARS[value_type]
+    _need(buf, off, scalar.size)
+    return scalar.unpack_from(buf, off)[0], off + scalar.size
+
+
+def _get_tensor_info(buf: memoryview, off: int) -> tuple[TensorInfo, int]:
+    start = off
+    name, off = _get_str(buf, off)
+    n_dims, off = _get_u32(buf, off)
+    if not 1 <= n_dims <= MAX_DIMS:
+        raise GGUFError(f"corrupt GGUF header: tensor {name!r} has {n_dims} dimensions")
+    _need(buf, off, 8 * n_dims)
+    shape = struct.unpack_from(f"<{n_dims}Q", buf, off)
+    off += 8 * n_dims
+    raw_type, off = _get_u32(buf, off)
+    offset, off = _get_u64(buf, off)
+    try:
+        ggml_type = GGMLQuantizationType(raw_type)
+        block, _ = GGML_QUANT_SIZES[ggml_type]
+    except (ValueError, KeyError):
+        raise GGUFError(f"unsupported GGUF tensor type {raw_type} for {name!r} at offset {start:,}") from None
+    n_elements = 1
+    for ne in shape:
+        n_elements *= ne
+    if n_elements >= 1 << 62 or shape[0] % block:
+        raise GGUFError(f"corrupt GGUF header: tensor {name!r} has shape {list(shape)}")
+    return TensorInfo(name, int(ggml_type), tuple(int(x) for x in shape), offset), off
+
+
+def parse_header(data: bytes | bytearray | memoryview) -> GGUFHeader:
+    """Parse a GGUF header from bytes that start at the file's first byte (a prefix is enough).
+
+    Raises TruncatedHeaderError when the bytes end inside the header, GGUFError when they are not GGUF.
+    """
+    buf = memoryview(data)
+    _need(buf, 0, 4)
+    if bytes(buf[:4]) != GGUF_MAGIC:
+        raise GGUFError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not b'GGUF'")
+    version, off = _get_u32(buf, 4)
+    if version not in (2, 3):
+        hint = " (a big-endian file?)" if version > 0xFFFF else ""
+        raise GGUFError(f"unsupported GGUF version {version}{hint}; versions 2 and 3 are read")
+    n_tensors, off = _get_u64(buf, off)
+    n_kv, off = _get_u64(buf, off)
+    if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
+        raise GGUFError(f"corrupt GGUF header: {n_tensors:,} tensors and {n_kv:,} metadata entries")
+    metadata: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key, off = _get_str(buf, off)
+        raw, off = _get_u32(buf, off)
+        metadata[key], off = _get_value(buf, off, _value_type(raw, off - 4))
+    tensors = []
+    for _ in range(n_tensors):
+        info, off = _get_tensor_info(buf, off)
+        tensors.append(info)
+    return GGUFHeader(version, metadata, tuple(tensors), off)
+
+
+# --- sources: a growing read until the header parses ---
+
+
+def _parse_growing(read_prefix: Callable[[int], bytes], first_bytes: int = FIRST_CHUNK_BYTES) -> GGUFHeader:
+    """Parse, re-reading a longer prefix (at least doubling) while the header is cut off."""
+    want = first_bytes
+    while True:
+        data = read_prefix(want)
+        try:
+            return parse_header(data)
+        except TruncatedHeaderError:
+            if len(data) < want:  # the source itself ends inside the header: a short prefix
+                raise
+            if want >= MAX_HEADER_BYTES:
+                raise GGUFError(f"the GGUF header is larger than {MAX_HEADER_BYTES // 2**20} MiB") from None
+            want = min(MAX_HEADER_BYTES, max(2 * want, err.needed_bytes + first_bytes))
+
+
+def _read_path_prefix(path: Path) -> Callable[[int], bytes]:
+    def read(n: int) -> bytes:
+        with path.open("rb") as f:
+            return f.read(n)
+
+    return read
+
+
+def _read_url_prefix(url: str, timeout_s: float) -> Callable[[int], bytes]:
+    def read(n: int) -> bytes:
+        request = urllib.request.Request(url, headers={"Range": f"bytes=0-{n - 1}", "User-Agent": "moe-cache-explorer"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                if response.status != 206:
+                    raise GGUFError(f"the server ignored the HTTP Range request (status {response.status}): {url}")
+                return response.read(n)
+        except urllib.error.HTTPError as err:
+            raise GGUFError(f"HTTP {err.code} for {url}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            raise GGUFError(f"cannot read {url}: {getattr(err, 'reason', err)}") from None
+
+    return read
+
+
+def is_url(source: object) -> bool:
+    return isinstance(source, str) and source.lower().startswith(("http://", "https://"))
+
+
+def read_header(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> GGUFHeader:
+    """Read one GGUF header from a path, an http(s) URL, bytes, or a binary file object.
+
+    Paths and URLs are read in growing chunks (2 MiB first, 64 MiB at most); bytes and file
+    objects are taken as a prefix, and a prefix that ends inside the header raises
+    TruncatedHeaderError saying how many more bytes are needed.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return parse_header(source)
+    if hasattr(source, "read"):
+        return parse_header(source.read(MAX_HEADER_BYTES))  # type: ignore[union-attr]
+    if is_url(source):
+        return _parse_growing(_read_url_prefix(str(source), timeout_s))
+    path = Path(source)  # type: ignore[arg-type]
+    if not path.is_file():
+        raise GGUFError(f"no such file: {path}")
+    return _parse_growing(_read_path_prefix(path))
+
+
+def shard_sources(source: str | Path, n_shards: int) -> list[str]:
+    """The names of every shard of a split model, given the name of one (`-00001-of-00003.gguf`)."""
+    text = str(source)
+    match = _SHARD_RE.search(text)
+    if match is None:
+        raise GGUFError(f"{text} is a split model but its name has no -NNNNN-of-NNNNN.gguf suffix")
+    stem = text[: match.start()]
+    return [f"{stem}-{i:05d}-of-{n_shards:05d}.gguf" for i in range(1, n_shards + 1)]
+
+
+def read_model_headers(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> list[GGUFHeader]:
+    """All headers of a model: one, or every shard's when the first shard names a split model."""
+    first = read_header(source, timeout_s)
+    n_shards = int(first.metadata.get("split.count", 1) or 1)
+    if n_shards <= 1:
+        return [first]
+    if not isinstance(source, (str, Path)):
+        raise GGUFError(
+            f"this is shard 1 of a {n_shards}-shard model; give its path or URL so the other shards can be read"
+        )
+    if int(first.metadata.get("split.no", 0)) != 0:
+        raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
+    return [first] + [read_header(name, timeout_s) for name in shard_sources(source, n_shards)[1:]]
