@@ -25,16 +25,41 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def _add_placement_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n-cpu-moe", type=int, metavar="K", help="experts of the first K layers in host memory (default: --cpu-moe, all layers)")
-    parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N", help="layers offloaded to the GPU(s) (default: all)")
-    parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...", help="split of layers and budget across GPUs")
+    parser.add_argument(
+        "--n-cpu-moe",
+        type=int,
+        metavar="K",
+        help="experts of the first K layers in host memory (default: --cpu-moe, all layers)",
+    )
+    parser.add_argument(
+        "--n-gpu-layers",
+        "-ngl",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="layers offloaded to the GPU(s) (default: all)",
+    )
+    parser.add_argument(
+        "--tensor-split",
+        "-ts",
+        type=_floats,
+        default=(),
+        metavar="A,B,...",
+        help="split of layers and budget across GPUs",
+    )
 
 
 def placement_from_args(args: argparse.Namespace) -> Placement:
     n_gpus = max(1, len(args.tensor_split))
     if args.n_cpu_moe is None:
         return Placement(cpu_moe=True, n_gpu_layers=args.n_gpu_layers, n_gpus=n_gpus, tensor_split=args.tensor_split)
-    return Placement(cpu_moe=False, n_cpu_moe=args.n_cpu_moe, n_gpu_layers=args.n_gpu_layers, n_gpus=n_gpus, tensor_split=args.tensor_split)
+    return Placement(
+        cpu_moe=False,
+        n_cpu_moe=args.n_cpu_moe,
+        n_gpu_layers=args.n_gpu_layers,
+        n_gpus=n_gpus,
+        tensor_split=args.tensor_split,
+    )
 
 
 def _format_plan(report: dict) -> str:
@@ -42,7 +67,8 @@ def _format_plan(report: dict) -> str:
     lines = [
         f"{m['name']} ({m['architecture']}, {m['file_type']}): {m['n_layer']} layers, "
         f"{m['n_expert']} experts, {m['n_expert_used']} used per token, {m['expert_mib']:.2f} MiB of experts",
-        f"--moe-cache-mib {report['budget_mib']}: " + ("starts" if report["starts"] else f"refuses to start ({report['error']})"),
+        f"--moe-cache-mib {report['budget_mib']}: "
+        + ("starts" if report["starts"] else f"refuses to start ({report['error']})"),
         "",
         "llama-server -lv 4 would print:",
         *(f"  {line}" for line in report["log_lines"]),

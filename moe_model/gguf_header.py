@@ -253,7 +253,7 @@ def _parse_growing(read_prefix: Callable[[int], bytes], first_bytes: int = FIRST
         data = read_prefix(want)
         try:
             return parse_header(data)
-        except TruncatedHeaderError:
+        except TruncatedHeaderError as err:
             if len(data) < want:  # the source itself ends inside the header: a short prefix
                 raise
             if want >= MAX_HEADER_BYTES:

@@ -166,7 +166,9 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     n_expert = _meta_int(meta, f"{arch}.expert_count", 0)
     n_used = _meta_int(meta, f"{arch}.expert_used_count", 0)
     if not n_layer or not n_expert or not n_used:
-        raise GGUFError(f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model")
+        raise GGUFError(
+            f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
+        )
     tensors = [t for h in headers for t in h.tensors]
     layers, other = _build_layers(tensors, n_layer)
     if not any(layer.has_experts for layer in layers):

@@ -201,7 +201,9 @@ class CachePlan:
             )
             for g in self.groups:
                 if g.device == d.device:
-                    lines.append(f"I impl: {g.n_layers:2d} layers, {g.type_name}: {g.n_slots:5d} slots ({g.percent:.1f}%)")
+                    lines.append(
+                        f"I impl: {g.n_layers:2d} layers, {g.type_name}: {g.n_slots:5d} slots ({g.percent:.1f}%)"
+                    )
         return lines
 
 

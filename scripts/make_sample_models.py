@@ -46,17 +46,77 @@ class Arch:
 
 MODELS = (
     # Qwen/Qwen3-30B-A3B config.json
-    Arch("Qwen3-30B-A3B-Q4_K_M", "Qwen3-30B-A3B", "qwen3moe", 48, 2048, 32, 4, 128, 128, 8, 768, 151936, 40960,
-         LlamaFileType.MOSTLY_Q4_K_M, qk_norm=True),
+    Arch(
+        "Qwen3-30B-A3B-Q4_K_M",
+        "Qwen3-30B-A3B",
+        "qwen3moe",
+        48,
+        2048,
+        32,
+        4,
+        128,
+        128,
+        8,
+        768,
+        151936,
+        40960,
+        LlamaFileType.MOSTLY_Q4_K_M,
+        qk_norm=True,
+    ),
     # openai/gpt-oss-20b config.json
-    Arch("gpt-oss-20b-MXFP4", "gpt-oss-20b", "gpt-oss", 24, 2880, 64, 8, 64, 32, 4, 2880, 201088, 131072,
-         LlamaFileType.MOSTLY_MXFP4_MOE, biases=True),
+    Arch(
+        "gpt-oss-20b-MXFP4",
+        "gpt-oss-20b",
+        "gpt-oss",
+        24,
+        2880,
+        64,
+        8,
+        64,
+        32,
+        4,
+        2880,
+        201088,
+        131072,
+        LlamaFileType.MOSTLY_MXFP4_MOE,
+        biases=True,
+    ),
     # Qwen/Qwen3-235B-A22B config.json; written as 3 shards like the published Q4_K_M files
-    Arch("Qwen3-235B-A22B-Q4_K_M", "Qwen3-235B-A22B", "qwen3moe", 94, 4096, 64, 4, 128, 128, 8, 1536, 151936, 40960,
-         LlamaFileType.MOSTLY_Q4_K_M, qk_norm=True, n_shards=3),
+    Arch(
+        "Qwen3-235B-A22B-Q4_K_M",
+        "Qwen3-235B-A22B",
+        "qwen3moe",
+        94,
+        4096,
+        64,
+        4,
+        128,
+        128,
+        8,
+        1536,
+        151936,
+        40960,
+        LlamaFileType.MOSTLY_Q4_K_M,
+        qk_norm=True,
+        n_shards=3,
+    ),
     # mistralai/Mixtral-8x7B-v0.1 config.json (llama architecture with 8 experts)
-    Arch("Mixtral-8x7B-Q4_K_M", "Mixtral-8x7B-v0.1", "llama", 32, 4096, 32, 8, 128, 8, 2, 14336, 32000, 32768,
-         LlamaFileType.MOSTLY_Q4_K_M),
+    Arch(
+        "Mixtral-8x7B-Q4_K_M",
+        "Mixtral-8x7B-v0.1",
+        "llama",
+        32,
+        4096,
+        32,
+        8,
+        128,
+        8,
+        2,
+        14336,
+        32000,
+        32768,
+        LlamaFileType.MOSTLY_Q4_K_M,
+    ),
 )
 
 
@@ -104,9 +164,16 @@ def layer_tensors(a: Arch, il: int) -> list[tuple[str, T, list[int]]]:
         f32 |= {"attn_q_norm": [a.head_dim], "attn_k_norm": [a.head_dim]}
     out += [(f"blk.{il}.{k}.weight", T.F32, shape) for k, shape in f32.items()]
     if a.biases:
-        bias = {"attn_q": [q], "attn_k": [kv], "attn_v": [kv], "attn_output": [a.n_embd],
-                "ffn_gate_inp": [a.n_expert], "ffn_gate_exps": [a.n_ff_exp, a.n_expert],
-                "ffn_up_exps": [a.n_ff_exp, a.n_expert], "ffn_down_exps": [a.n_embd, a.n_expert]}
+        bias = {
+            "attn_q": [q],
+            "attn_k": [kv],
+            "attn_v": [kv],
+            "attn_output": [a.n_embd],
+            "ffn_gate_inp": [a.n_expert],
+            "ffn_gate_exps": [a.n_ff_exp, a.n_expert],
+            "ffn_up_exps": [a.n_ff_exp, a.n_expert],
+            "ffn_down_exps": [a.n_embd, a.n_expert],
+        }
         out += [(f"blk.{il}.{k}.bias", T.F32, shape) for k, shape in bias.items()]
         out.append((f"blk.{il}.attn_sinks.weight", T.F32, [a.n_head]))
     return out
@@ -117,8 +184,10 @@ def all_tensors(a: Arch) -> list[tuple[str, T, list[int]]]:
     out = [("token_embd.weight", embd_type, [a.n_embd, a.n_vocab])]
     for il in range(a.n_layer):
         out += layer_tensors(a, il)
-    out += [("output_norm.weight", T.F32, [a.n_embd]),
-            ("output.weight", weight_type(a, "output", 0, a.n_embd), [a.n_embd, a.n_vocab])]
+    out += [
+        ("output_norm.weight", T.F32, [a.n_embd]),
+        ("output.weight", weight_type(a, "output", 0, a.n_embd), [a.n_embd, a.n_vocab]),
+    ]
     return out
 
 
@@ -162,8 +231,11 @@ def write_model(a: Arch) -> list[Path]:
     paths = []
     for i, tensors in enumerate(shards):
         meta = metadata(a) if i == 0 else {}
-        meta |= {"split.no": Scalar(GGUFValueType.UINT16, i), "split.count": Scalar(GGUFValueType.UINT16, len(shards)),
-                 "split.tensors.count": Scalar(GGUFValueType.INT32, sum(len(s) for s in shards))}
+        meta |= {
+            "split.no": Scalar(GGUFValueType.UINT16, i),
+            "split.count": Scalar(GGUFValueType.UINT16, len(shards)),
+            "split.tensors.count": Scalar(GGUFValueType.INT32, sum(len(s) for s in shards)),
+        }
         path = OUT / f"{a.file_stem}-{i + 1:05d}-of-{len(shards):05d}.gguf"
         path.write_bytes(header_bytes(meta, tensors))
         paths.append(path)

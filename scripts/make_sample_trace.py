@@ -1,6 +1,6 @@
 """Cut the bundled GPT-OSS-20B routing sample from the shared trace (every third sequence).
 
-    python scripts/make_sample_trace.py [../shared/traces/gpt-oss-20b]
+python scripts/make_sample_trace.py [../shared/traces/gpt-oss-20b]
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""Shared paths and fixtures: every test reads the bundled sample data, never ../shared."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_data"
+GROUNDTRUTH = SAMPLE / "groundtruth"
+GT_HEADER = GROUNDTRUTH / "synthetic-qwen3moe-Q4_K_M-header.gguf"
+MODELS = SAMPLE / "models"
+QWEN30B = MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf"
+QWEN235B_SHARD1 = MODELS / "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+GPT_OSS = MODELS / "gpt-oss-20b-MXFP4.gguf"
+MIXTRAL = MODELS / "Mixtral-8x7B-Q4_K_M.gguf"
+
+# budgets of the ground-truth runs (groundtruth/README.md)
+GT_BUDGETS = {
+    "minany_minus1": 14,
+    "minany": 15,
+    "minall": 19,
+    "b10": 161,
+    "b25": 403,
+    "b50": 806,
+    "full": 1614,
+    "np4_b25": 403,
+    "short_b25": 403,
+}
+_LOG_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ ")
+
+
+def gt_log_lines(case: str, pattern: str) -> list[str]:
+    """The lines of prog_<case>.log after the last `fitting` trial, matching pattern, prefix stripped."""
+    text = (GROUNDTRUTH / "logs" / f"prog_{case}.log").read_text(errors="replace")
+    lines = [_LOG_PREFIX.sub("", line) for line in text.splitlines()]
+    start = max(i for i, line in enumerate(lines) if "llama_model_loader: loaded meta data" in line)
+    return [line for line in lines[start:] if re.search(pattern, line)]
+
+
+@pytest.fixture(scope="session")
+def gt_model():
+    from moe_model.model_spec import load_model
+
+    return load_model(GT_HEADER)
+
+
+@pytest.fixture(scope="session")
+def qwen30b():
+    from moe_model.model_spec import load_model
+
+    return load_model(QWEN30B)

@@ -1,0 +1,231 @@
+"""Reading GGUF headers from paths, prefixes, file objects, URLs and shards; refusing hostile bytes."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import GT_HEADER, QWEN235B_SHARD1
+from gguf import GGMLQuantizationType as T
+from gguf import GGUFValueType
+
+from moe_model.errors import GGUFError, TruncatedHeaderError
+from moe_model.gguf_header import SkippedArray, parse_header, read_header, read_model_headers
+from moe_model.gguf_writer import StringArray, TypedArray, header_bytes
+from moe_model.model_spec import load_model
+
+TINY_META = {
+    "general.architecture": "qwen3moe",
+    "general.name": "tiny",
+    "qwen3moe.block_count": 2,
+    "qwen3moe.expert_count": 4,
+    "qwen3moe.expert_used_count": 2,
+    "qwen3moe.embedding_length": 256,
+    "tokenizer.ggml.tokens": StringArray(["a", "bb", "ccc"]),
+    "tokenizer.ggml.scores": TypedArray(GGUFValueType.FLOAT32, [0.0, 1.0, 2.0]),
+}
+TINY_TENSORS = [
+    (f"blk.{il}.{kind}.weight", T.Q4_K, [256, 64, 4] if kind != "ffn_down_exps" else [256, 256, 4])
+    for il in range(2)
+    for kind in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+] + [("output.weight", T.Q6_K, [256, 3])]
+
+
+def tiny() -> bytes:
+    return header_bytes(TINY_META, TINY_TENSORS)
+
+
+def test_tiny_header_round_trips_metadata_and_tensor_infos():
+    header = parse_header(tiny())
+    assert header.metadata["general.name"] == "tiny"
+    assert header.metadata["tokenizer.ggml.tokens"] == SkippedArray("STRING", 3)
+    assert header.metadata["tokenizer.ggml.scores"] == (0.0, 1.0, 2.0)
+    assert [t.name for t in header.tensors][:3] == [
+        "blk.0.ffn_gate_exps.weight",
+        "blk.0.ffn_up_exps.weight",
+        "blk.0.ffn_down_exps.weight",
+    ]
+    assert header.tensors[0].stride_bytes(2) == 64 * 144  # nb[2] = rows x row bytes of Q4_K
+    assert header.header_bytes == len(tiny())
+
+
+@pytest.mark.parametrize("cut", [0, 3, 4, 7, 12, 23, 40, 100, 250, -60, -9, -1])
+def test_every_prefix_cut_raises_truncated_with_the_bytes_needed(cut):
+    data = tiny()
+    prefix = data[: cut % len(data)]
+    with pytest.raises(TruncatedHeaderError) as info:
+        parse_header(prefix)
+    assert len(prefix) < info.value.needed_bytes <= len(data)
+    assert "more" in str(info.value) and "head -c" in str(info.value)
+    parse_header(data[: info.value.needed_bytes] + data[info.value.needed_bytes :])  # positive control
+
+
+def test_all_cut_points_of_the_real_groundtruth_header_say_how_much_is_missing():
+    data = GT_HEADER.read_bytes()
+    for cut in range(0, len(data), 9973):
+        with pytest.raises(TruncatedHeaderError) as info:
+            parse_header(data[:cut])
+        assert cut < info.value.needed_bytes <= len(data)
+    assert parse_header(data).data_offset == 734_816 == len(data)  # tensor data starts there
+
+
+def test_prefix_of_8_mib_reads_like_the_real_file():
+    model = load_model(GT_HEADER.read_bytes() + b"\0" * 1000)
+    assert model.expert_bytes_total == 1611 * 2**20
+
+
+def test_a_file_object_prefix_is_read(tmp_path):
+    assert parse_header(tiny()).tensors == read_header(io.BytesIO(tiny())).tensors
+
+
+def test_a_short_file_on_disk_raises_truncated(tmp_path):
+    path = tmp_path / "short.gguf"
+    path.write_bytes(tiny()[:50])
+    with pytest.raises(TruncatedHeaderError, match="need at least"):
+        read_header(path)
+
+
+def test_large_headers_are_read_in_growing_chunks_from_disk(tmp_path):
+    meta = dict(TINY_META, **{"tokenizer.ggml.tokens": StringArray([f"token{i}" for i in range(400_000)])})
+    path = tmp_path / "big.gguf"
+    path.write_bytes(header_bytes(meta, TINY_TENSORS) + b"\0" * 4096)
+    header = read_header(path)
+    assert header.metadata["tokenizer.ggml.tokens"].count == 400_000
+    assert header.header_bytes > 2 * 2**20  # more than the first chunk
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"GGML" + b"\0" * 40, "not a GGUF file"),
+        (b"GGUF" + struct.pack("<I", 1) + b"\0" * 40, "unsupported GGUF version 1"),
+        (b"GGUF" + struct.pack(">I", 3) + b"\0" * 40, "big-endian"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 2**40, 0), "corrupt GGUF header"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60), "a string of"),
+        (
+            b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 99),
+            "unknown value type 99",
+        ),
+        (
+            b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**50),
+            "an array of",
+        ),
+    ],
+)
+def test_hostile_headers_raise_one_line_errors_quickly(data, message):
+    with pytest.raises(GGUFError, match=message) as info:
+        parse_header(data)
+    assert "\n" not in str(info.value)
+    assert not isinstance(info.value, TruncatedHeaderError)
+
+
+def test_unknown_tensor_type_and_too_many_dims_are_refused():
+    good = header_bytes({}, [("w", T.F32, [4])])
+    assert parse_header(good).tensors[0].shape == (4,)  # positive control
+    bad_type = good[:-12] + struct.pack("<IQ", 250, 0)
+    with pytest.raises(GGUFError, match="unsupported GGUF tensor type 250"):
+        parse_header(bad_type)
+    with pytest.raises(GGUFError, match="5 dimensions"):
+        parse_header(header_bytes({}, [("w", T.F32, [1, 1, 1, 1, 1])]))
+
+
+def test_a_header_without_experts_is_refused_with_the_reason():
+    with pytest.raises(GGUFError, match="MoE cache needs a MoE model"):
+        load_model(header_bytes({"general.architecture": "llama", "llama.block_count": 2}, [("w", T.F32, [4])]))
+
+
+# --- split models ---
+
+
+def test_split_model_combines_the_tensor_infos_of_every_shard():
+    headers = read_model_headers(QWEN235B_SHARD1)
+    assert len(headers) == 3
+    model = load_model(QWEN235B_SHARD1)
+    assert model.n_layer == 94 and all(layer.has_experts for layer in model.layers)
+
+
+def test_split_model_from_bytes_asks_for_the_path():
+    with pytest.raises(GGUFError, match="shard 1 of a 3-shard model"):
+        load_model(QWEN235B_SHARD1.read_bytes())
+
+
+def test_a_missing_shard_is_reported(tmp_path):
+    (tmp_path / QWEN235B_SHARD1.name).write_bytes(QWEN235B_SHARD1.read_bytes())
+    with pytest.raises(GGUFError, match="no such file"):
+        load_model(tmp_path / QWEN235B_SHARD1.name)
+
+
+# --- URLs, against a real local HTTP server ---
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files with single-range support (http.server has none); counts the bytes sent."""
+
+    honour_ranges = True
+    bytes_sent = 0
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        header = self.headers.get("Range")
+        if header and self.honour_ranges:
+            start, end = (int(x) for x in header.removeprefix("bytes=").split("-"))
+            body = data[start : end + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{start + len(body) - 1}/{len(data)}")
+        else:
+            body = data
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        type(self).bytes_sent += len(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def http_dir(tmp_path):
+    handler = type("Handler", (RangeHandler,), {"bytes_sent": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+
+
+def test_url_reads_only_the_header_with_range_requests(http_dir):
+    root, url, handler = http_dir
+    (root / "model.gguf").write_bytes(GT_HEADER.read_bytes() + b"\0" * (6 * 2**20))
+    model = load_model(f"{url}/model.gguf")
+    assert model.expert_bytes_total == 1611 * 2**20
+    assert handler.bytes_sent == 2 * 2**20  # one 2 MiB range, not the 6.7 MB file
+
+
+def test_url_split_model_reads_every_shard(http_dir):
+    root, url, _ = http_dir
+    for path in QWEN235B_SHARD1.parent.glob("Qwen3-235B*"):
+        (root / path.name).write_bytes(path.read_bytes())
+    assert load_model(f"{url}/{QWEN235B_SHARD1.name}").n_layer == 94
+
+
+def test_url_server_that_ignores_ranges_is_refused(http_dir):
+    root, url, handler = http_dir
+    handler.honour_ranges = False
+    (root / "model.gguf").write_bytes(tiny())
+    with pytest.raises(GGUFError, match="ignored the HTTP Range request"):
+        read_header(f"{url}/model.gguf")
+
+
+def test_url_404_is_a_clear_error(http_dir):
+    _, url, _ = http_dir
+    with pytest.raises(GGUFError, match="HTTP 404"):
+        read_header(f"{url}/missing.gguf")
