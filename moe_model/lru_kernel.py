@@ -1,0 +1,190 @@
+"""The sequential heart of the simulator: one pass over a group's records for many pool sizes.
+
+llama.cpp's plan() (src/llama-moe-cache.cpp) refreshes a record's hits first, in first-appearance
+order, then gives its misses the least recently used slots in expert-id order. So an LRU key's
+rank is its last-use record, then its rank inside that record — and that inner order depends on
+which of the record's keys were hits, i.e. on the pool size. A plain stack distance is therefore
+not enough. This pass keeps, per key, the record of its last use (a Fenwick tree counts the keys
+used since) and, per entry, a bitmask of the pool sizes for which it was a hit. A key is cached
+in a pool of C slots iff fewer than C keys are more recent: D keys used in later records, plus
+those mates of its last record that the C-specific inner order put after it. Only the few pool
+sizes whose cut falls inside that record (D < C <= D + mates) need the inner order.
+
+Compiled with numba: the pass is inherently sequential (see README for the measured gain).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
+MAX_POOLS_PER_PASS = 64  # one bit per pool size in a uint64
+
+
+@njit(cache=True)
+def _first_above(lut: np.ndarray, x: np.int64) -> np.int64:
+    """Index of the first pool size greater than x (pool sizes sorted ascending)."""
+    if x >= len(lut):
+        return lut[len(lut) - 1]
+    return lut[x]
+
+
+@njit(cache=True)
+def _prefix(fen: np.ndarray, i: np.int64) -> np.int64:
+    s = 0
+    i += 1
+    while i > 0:
+        s += fen[i]
+        i -= i & -i
+    return s
+
+
+@njit(cache=True)
+def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
+    i += 1
+    n = len(fen)
+    while i < n:
+        fen[i] += v
+        i += i & -i
+
+
+@njit(cache=True)
+def _status(key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert):
+    """(bitmask of the pool sizes in which `key` is cached now, j_lo, j_hi): every pool from j_hi on
+    holds it, pools below j_lo do not, the bits between were decided one by one."""
+    p = last_rec[key]
+    n_pools = len(caps)
+    if p < 0:
+        return np.uint64(0), n_pools, n_pools
+    d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
+    mates = cnt[p] - 1
+    j_lo = _first_above(lut, d)
+    j_hi = _first_above(lut, d + mates)
+    mask = np.uint64(0)
+    if j_hi < 64:
+        mask = ~np.uint64(0) << np.uint64(j_hi)
+    if j_lo >= j_hi:
+        return mask, j_hi, j_hi
+    me = last_ent[key]
+    fa_e = ent_fa[me]
+    expert = key % n_expert
+    for j in range(j_lo, min(j_hi, n_pools)):
+        bit = np.uint64(1) << np.uint64(j)
+        hit_e = (ent_mask[me] & bit) != 0
+        newer = 0
+        for q in range(ent_start[p], ent_start[p] + ent_nu[p]):
+            f = ent_key[q]
+            if f == key or last_rec[f] != p:
+                continue
+            hit_f = (ent_mask[q] & bit) != 0
+            if hit_e and hit_f:
+                newer += ent_fa[q] > fa_e  # hits are refreshed in first-appearance order
+            elif hit_e:
+                newer += 1  # misses are filled after every hit
+            elif not hit_f:
+                newer += f % n_expert > expert  # misses are filled in expert-id order
+        if d + newer < caps[j]:
+            mask |= bit
+    return mask, j_lo, j_hi
+
+
+@njit(cache=True)
+def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, n_layer, caps):
+    """Replay one group's records for pool sizes `caps` (ascending, at most 64).
+
+    Returns (hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe_hits [n_caps]); index 1 of the
+    middle axis is llama.cpp's "ubatch > 8" class. Probe records only read the pool (copy path).
+    """
+    n_pools = len(caps)
+    lut = np.empty(caps[n_pools - 1] + 2, dtype=np.int64)
+    j = 0
+    for x in range(len(lut)):
+        while j < n_pools and caps[j] <= x:
+            j += 1
+        lut[x] = j
+    n_cache = 0
+    n_entries = 0
+    for r in range(len(rec_mode)):
+        if rec_mode[r] == MODE_CACHE:
+            n_cache += 1
+            n_entries += min(rec_ntok[r] * k, n_expert)
+    hist = np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64)
+    direct = np.zeros((n_layer, 2, n_pools), dtype=np.int64)
+    distinct = np.zeros((n_layer, 2), dtype=np.int64)
+    probe_hist = np.zeros(n_pools + 1, dtype=np.int64)
+    probe_direct = np.zeros(n_pools, dtype=np.int64)
+    last_rec = np.full(n_layer * n_expert, -1, dtype=np.int64)
+    last_ent = np.full(n_layer * n_expert, -1, dtype=np.int64)
+    fen = np.zeros(n_cache + 1, dtype=np.int64)
+    cnt = np.zeros(n_cache, dtype=np.int64)
+    ent_start = np.zeros(n_cache, dtype=np.int64)
+    ent_nu = np.zeros(n_cache, dtype=np.int64)
+    ent_key = np.empty(n_entries, dtype=np.int64)
+    ent_fa = np.empty(n_entries, dtype=np.int32)
+    ent_mask = np.empty(n_entries, dtype=np.uint64)
+    stamp = np.zeros(n_expert, dtype=np.int64)
+    uniq = np.empty(n_expert, dtype=np.int64)
+    masks = np.empty(n_expert, dtype=np.uint64)
+    lows = np.empty(n_expert, dtype=np.int64)
+    highs = np.empty(n_expert, dtype=np.int64)
+    n_seen = 0
+    t = 0
+    e_ptr = 0
+    for r in range(len(rec_mode)):
+        mode = rec_mode[r]
+        if mode == MODE_SKIP:
+            continue
+        nu = 0
+        for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
+            e = ids[i]
+            if stamp[e] != r + 1:
+                stamp[e] = r + 1
+                uniq[nu] = e
+                nu += 1
+        base = rec_layer[r] * n_expert
+        for u in range(nu):
+            masks[u], lows[u], highs[u] = _status(base + uniq[u], n_seen, last_rec, last_ent, fen, cnt, ent_start,
+                                                  ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert)
+        if mode == MODE_PROBE:
+            for u in range(nu):
+                _count(masks[u], lows[u], highs[u], probe_hist, probe_direct, n_pools)
+            continue
+        layer, cls = rec_layer[r], rec_large[r]
+        distinct[layer, cls] += nu
+        for u in range(nu):
+            _count(masks[u], lows[u], highs[u], hist[layer, cls], direct[layer, cls], n_pools)
+        ent_start[t] = e_ptr
+        ent_nu[t] = nu
+        for u in range(nu):
+            key = base + uniq[u]
+            p = last_rec[key]
+            if p >= 0:
+                _add(fen, p, -1)
+                cnt[p] -= 1
+            else:
+                n_seen += 1
+            _add(fen, t, 1)
+            cnt[t] += 1
+            last_rec[key] = t
+            last_ent[key] = e_ptr
+            ent_key[e_ptr] = key
+            ent_fa[e_ptr] = u
+            ent_mask[e_ptr] = masks[u]
+            e_ptr += 1
+        t += 1
+    hits = np.empty((n_layer, 2, n_pools), dtype=np.int64)
+    for layer in range(n_layer):
+        for cls in range(2):
+            hits[layer, cls] = np.cumsum(hist[layer, cls, :n_pools]) + direct[layer, cls]
+    probe = np.cumsum(probe_hist[:n_pools]) + probe_direct
+    return hits, distinct, probe
+
+
+@njit(cache=True)
+def _count(mask, j_lo, j_hi, hist, direct, n_pools):
+    """Add one lookup: pools from j_hi on all hit (counted once, summed later), the window bit by bit."""
+    hist[j_hi] += 1
+    for j in range(j_lo, min(j_hi, n_pools)):
+        if (mask >> np.uint64(j)) & np.uint64(1):
+            direct[j] += 1

@@ -1,0 +1,373 @@
+"""What the server feeds the cache: per (ubatch, layer) records of routed experts.
+
+A `TokenTrace` holds per-token routing (which k experts each layer picked). `build_workload`
+turns it into the ubatches llama-server would run — c sequences decoding in lockstep,
+speculative verification batches, prompt ubatches and the start-up warm-up — as a `Workload`:
+one record per (ubatch, layer) with that layer's own token count, in execution order. Traces
+recorded inside llama.cpp (../shared/groundtruth format) are already workloads.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pandas as pd
+
+from moe_model.errors import WorkloadError
+
+MAX_BATCH = 32  # llama_moe_cache::impl::max_batch: larger ubatches bypass the pool
+PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
+MAX_TRACE_TOKENS = 2_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Records in execution order; record r is ids[off[r] : off[r] + k * ntok[r]], token-major."""
+
+    n_layer: int
+    n_expert: int
+    k: int
+    rec_ubatch: np.ndarray
+    rec_layer: np.ndarray
+    rec_ntok: np.ndarray
+    rec_off: np.ndarray
+    rec_phase: np.ndarray
+    ids: np.ndarray
+    decode_tokens: int = 0
+    label: str = ""
+
+    @property
+    def n_records(self) -> int:
+        return len(self.rec_layer)
+
+    @property
+    def n_ubatches(self) -> int:
+        return int(self.rec_ubatch.max()) + 1 if self.n_records else 0
+
+    def for_model(self, n_expert: int) -> Workload:
+        """The same records over the model's expert count (a trace may never pick the last experts)."""
+        return replace(self, n_expert=n_expert)
+
+    def check_fits(self, n_layer: int, n_expert: int, n_expert_used: int) -> None:
+        """Refuse a workload whose shape does not match the model, saying which part differs."""
+        if self.n_layer != n_layer:
+            raise WorkloadError(f"the trace has {self.n_layer} layers, the model {n_layer}")
+        if self.n_expert > n_expert or (len(self.ids) and int(self.ids.max()) >= n_expert):
+            raise WorkloadError(f"the trace selects experts up to {int(self.ids.max())}, the model has {n_expert}")
+        if self.k != n_expert_used:
+            raise WorkloadError(f"the trace routes {self.k} experts per token, the model {n_expert_used}")
+
+
+@dataclass(frozen=True, eq=False)
+class TokenTrace:
+    """Per-token routing: experts[t, layer, rank]; sequences are rows seq_offsets[s]:seq_offsets[s+1]."""
+
+    experts: np.ndarray
+    seq_offsets: np.ndarray
+    ubatch: np.ndarray | None = None
+    label: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return self.experts.shape[0]
+
+    @property
+    def n_layer(self) -> int:
+        return self.experts.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.experts.shape[2]
+
+    @property
+    def n_expert(self) -> int:
+        return int(self.experts.max()) + 1 if self.experts.size else 0
+
+    @property
+    def n_seq(self) -> int:
+        return len(self.seq_offsets) - 1
+
+    def head(self, n_tokens: int) -> TokenTrace:
+        """The first n_tokens tokens, cutting the sequence they end in."""
+        n = min(n_tokens, self.n_tokens)
+        offsets = np.concatenate([self.seq_offsets[self.seq_offsets < n], [n]])
+        ubatch = None if self.ubatch is None else self.ubatch[:n]
+        return TokenTrace(self.experts[:n], offsets, ubatch, self.label)
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How llama-server batches the trace (settings of a run, not of the cache).
+
+    concurrency: sequences decoding at once (-np with that many users); a decode ubatch has one
+    token of each. draft_tokens/accept_rate: speculative decoding, each verification ubatch has
+    draft_tokens+1 tokens per sequence and consumes 1 + accepted drafts. prompt_tokens: prompt
+    length per sequence (0: none), processed in ubatches of ubatch_size. warmup: llama-server's
+    2-token warm-up decode at start-up.
+    """
+
+    concurrency: int = 1
+    draft_tokens: int = 0
+    accept_rate: float = 0.7
+    prompt_tokens: int = 0
+    ubatch_size: int = 512
+    warmup: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.concurrency <= 256:
+            raise WorkloadError(f"concurrency must be 1..256, got {self.concurrency}")
+        if not 0 <= self.draft_tokens <= 64:
+            raise WorkloadError(f"draft tokens must be 0..64, got {self.draft_tokens}")
+        if not 0.0 <= self.accept_rate <= 1.0:
+            raise WorkloadError(f"acceptance rate must be in [0, 1], got {self.accept_rate}")
+        if not 0 <= self.prompt_tokens <= 1_000_000 or not 1 <= self.ubatch_size <= 65536:
+            raise WorkloadError("prompt tokens must be 0..1e6 and the ubatch size 1..65536")
+
+
+# --- loading and saving ---
+
+
+def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            source = io.BytesIO(source)
+        with np.load(source, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError) as err:
+        raise WorkloadError(f"not a readable NPZ trace: {err}") from None
+
+
+def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
+    """A trace recorded inside llama.cpp (one record per (ubatch, layer)), replayed exactly."""
+    data = _npz(source)
+    need = {"rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k", "ids"}
+    if not need <= set(data):
+        raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - set(data))}")
+    k_values = np.unique(data["rec_k"])
+    if len(k_values) != 1:
+        raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
+    ids = data["ids"].astype(np.int32)
+    n_layer = int(data["rec_layer"].max()) + 1
+    phase = data.get("rec_phase", np.full(len(data["rec_layer"]), PHASE_DECODE))
+    decode = int(data["rec_ntok"][(phase == PHASE_DECODE) & (data["rec_layer"] == 0)].sum())
+    return Workload(
+        n_layer, int(ids.max()) + 1, int(k_values[0]), data["rec_ubatch"].astype(np.int64),
+        data["rec_layer"].astype(np.int32), data["rec_ntok"].astype(np.int32), data["rec_off"].astype(np.int64),
+        phase.astype(np.int8), ids, decode, "recorded llama.cpp trace",
+    )
+
+
+def is_recorded(data_keys: set[str]) -> bool:
+    return "rec_layer" in data_keys
+
+
+def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> TokenTrace:
+    """An NPZ with `experts` [n_tokens, n_layers, k], optional `seq_offsets` and `ubatch`."""
+    data = _npz(source)
+    if "experts" not in data:
+        raise WorkloadError("a token trace needs an `experts` array [n_tokens, n_layers, k]")
+    return make_token_trace(data["experts"], data.get("seq_offsets"), data.get("ubatch"), label)
+
+
+def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: str = "") -> TokenTrace:
+    """Validate the arrays of a token trace and wrap them."""
+    experts = np.asarray(experts)
+    if experts.ndim != 3 or experts.shape[0] == 0 or not np.issubdtype(experts.dtype, np.integer):
+        raise WorkloadError(f"`experts` must be a non-empty integer array [n_tokens, n_layers, k], got {experts.shape}")
+    if experts.shape[0] > MAX_TRACE_TOKENS or experts.min() < 0:
+        raise WorkloadError(f"`experts` must hold at most {MAX_TRACE_TOKENS:,} tokens of non-negative expert ids")
+    n = experts.shape[0]
+    offsets = np.array([0, n]) if seq_offsets is None else np.asarray(seq_offsets, dtype=np.int64)
+    if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 0):
+        raise WorkloadError(f"`seq_offsets` must rise from 0 to n_tokens ({n})")
+    if ubatch is not None:
+        ubatch = np.asarray(ubatch, dtype=np.int64)
+        if ubatch.shape != (n,) or np.any(np.diff(ubatch) < 0):
+            raise WorkloadError("`ubatch` must be a non-decreasing index per token")
+    return TokenTrace(experts.astype(np.int16), offsets, ubatch, label)
+
+
+def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
+    """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
+    try:
+        frame = pd.read_csv(source)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise WorkloadError(f"not a readable CSV trace: {err}") from None
+    expert_cols = sorted((c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:]))
+    if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
+        raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
+    frame = frame.sort_values(["seq", "token", "layer"])
+    n_layer = int(frame["layer"].max()) + 1
+    if len(frame) % n_layer:
+        raise WorkloadError("every token of a CSV trace needs one row per layer")
+    experts = frame[expert_cols].to_numpy().reshape(-1, n_layer, len(expert_cols))
+    per_seq = frame[frame["layer"] == 0].groupby("seq", sort=True).size().to_numpy()
+    return make_token_trace(experts, np.concatenate([[0], np.cumsum(per_seq)]), label=label)
+
+
+def save_npz(target: str | Path | BinaryIO, item: TokenTrace | Workload) -> None:
+    """Export a token trace or a workload in the format its loader reads."""
+    if isinstance(item, TokenTrace):
+        arrays = {"experts": item.experts, "seq_offsets": item.seq_offsets}
+        if item.ubatch is not None:
+            arrays["ubatch"] = item.ubatch
+    else:
+        arrays = {"rec_ubatch": item.rec_ubatch, "rec_layer": item.rec_layer, "rec_ntok": item.rec_ntok,
+                  "rec_off": item.rec_off, "rec_k": np.full(item.n_records, item.k, np.int32),
+                  "rec_phase": item.rec_phase, "ids": item.ids}
+    np.savez_compressed(target, **arrays)
+
+
+# --- batching: tokens -> ubatches -> records ---
+
+
+@dataclass
+class _Ubatches:
+    """Ubatches under construction: token rows (into an experts array) and per-ubatch facts."""
+
+    tokens: list[np.ndarray] = field(default_factory=list)
+    phase: list[int] = field(default_factory=list)
+    last_layer_ntok: list[int] = field(default_factory=list)  # -1: all layers see every token
+
+
+def _accepted_drafts(rng: np.random.Generator, draft_tokens: int, accept_rate: float) -> int:
+    """Drafts accepted in one verification: the leading run of successes."""
+    if draft_tokens == 0:
+        return 0
+    ok = rng.random(draft_tokens) < accept_rate
+    return draft_tokens if ok.all() else int(np.argmin(ok))
+
+
+def _schedule(trace: TokenTrace, batching: Batching, rng: np.random.Generator) -> list[tuple[str, object]]:
+    """Events in server order: ("prompt", seq) when a stream takes a sequence, ("decode", rows) per step.
+
+    c streams decode in lockstep, one verification of up to d+1 tokens each; a finished stream
+    takes the next sequence.
+    """
+    starts, ends = trace.seq_offsets[:-1], trace.seq_offsets[1:]
+    queue = [s for s in range(trace.n_seq) if ends[s] > starts[s]][::-1]
+    streams: list[list[int]] = []  # [next token row, end row]
+    events: list[tuple[str, object]] = []
+    width = batching.draft_tokens + 1
+    while queue or streams:
+        while queue and len(streams) < batching.concurrency:
+            s = queue.pop()
+            streams.append([int(starts[s]), int(ends[s])])
+            events.append(("prompt", s))
+        rows = []
+        for stream in streams:
+            pos, end = stream
+            rows.append(np.arange(pos, min(pos + width, end)))
+            stream[0] = pos + 1 + _accepted_drafts(rng, batching.draft_tokens, batching.accept_rate)
+        events.append(("decode", np.concatenate(rows)))
+        streams = [st for st in streams if st[0] < st[1]]
+    return events
+
+
+def layer_popularity(experts: np.ndarray, n_expert: int) -> np.ndarray:
+    """Per layer selection frequency of each expert (add-one smoothed): [n_layer, n_expert]."""
+    n_layer = experts.shape[1]
+    flat = (np.arange(n_layer)[None, :, None] * n_expert + experts.astype(np.int64)).ravel()
+    counts = np.bincount(flat, minlength=n_layer * n_expert).reshape(n_layer, n_expert) + 1.0
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """n_tokens of i.i.d. routing: k distinct experts per layer, drawn by popularity (Gumbel top-k)."""
+    n_layer, n_expert = popularity.shape
+    out = np.empty((n_tokens, n_layer, k), dtype=np.int16)
+    log_p = np.log(popularity)[None]
+    chunk = max(1, 2_000_000 // (n_layer * n_expert))
+    for start in range(0, n_tokens, chunk):
+        n = min(chunk, n_tokens - start)
+        scores = log_p - np.log(-np.log(rng.random((n, n_layer, n_expert))))
+        out[start : start + n] = np.argsort(-scores, axis=2)[:, :, :k]
+    return out
+
+
+def _prompt_ubatches(first_row: int, n_tokens: int, ubatch_size: int) -> list[tuple[np.ndarray, int]]:
+    """Rows of each prompt ubatch; only the last one has an output token (its last layer sees 1)."""
+    out = []
+    for start in range(0, n_tokens, ubatch_size):
+        end = min(start + ubatch_size, n_tokens)
+        out.append((np.arange(first_row + start, first_row + end), 1 if end == n_tokens else 0))
+    return out
+
+
+def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Generator, n_expert: int):
+    """All ubatches in order, and the rows they index (trace tokens, then synthetic ones)."""
+    ub = _Ubatches()
+    synthetic_needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    popularity = layer_popularity(trace.experts, n_expert)
+    extra = sample_routing(popularity, trace.k, synthetic_needed, rng) if synthetic_needed else trace.experts[:0]
+    next_extra = trace.n_tokens
+    if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
+        ub.tokens.append(np.arange(next_extra, next_extra + 2))
+        ub.phase.append(PHASE_WARMUP)
+        ub.last_layer_ntok.append(1)
+        next_extra += 2
+    if trace.ubatch is not None:
+        bounds = np.flatnonzero(np.diff(trace.ubatch)) + 1
+        for rows in np.split(np.arange(trace.n_tokens), bounds):
+            ub.tokens.append(rows)
+            ub.phase.append(PHASE_DECODE)
+            ub.last_layer_ntok.append(-1)
+        return ub, np.concatenate([trace.experts, extra])
+    for kind, value in _schedule(trace, batching, rng):
+        if kind == "prompt":
+            for rows, last in _prompt_ubatches(next_extra, batching.prompt_tokens, batching.ubatch_size):
+                ub.tokens.append(rows)
+                ub.phase.append(PHASE_PROMPT)
+                ub.last_layer_ntok.append(last)
+            next_extra += batching.prompt_tokens
+        else:
+            ub.tokens.append(value)
+            ub.phase.append(PHASE_DECODE)
+            ub.last_layer_ntok.append(-1)
+    return ub, np.concatenate([trace.experts, extra])
+
+
+def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert: int | None = None) -> Workload:
+    """The records llama-server would feed the cache for this trace and batching.
+
+    Prompt and warm-up routing is not in per-token traces: it is drawn from each layer's expert
+    popularity in the trace (a model, labelled as such).
+    """
+    batching = batching or Batching()
+    n_expert = max(n_expert or 0, trace.n_expert)
+    rng = np.random.default_rng(batching.seed)
+    ub, experts = _collect_ubatches(trace, batching, rng, n_expert)
+    n_layer, k = trace.n_layer, trace.k
+    sizes = np.array([len(t) for t in ub.tokens], dtype=np.int64)
+    rec_ntok = np.repeat(sizes, n_layer).reshape(-1, n_layer)
+    last = np.array(ub.last_layer_ntok)
+    rec_ntok[last >= 0, -1] = last[last >= 0]
+    rows = np.concatenate(ub.tokens)
+    token_ub = np.repeat(np.arange(len(sizes)), sizes)
+    # records are (ubatch, layer); inside one, the ubatch's tokens in order (a stable sort by key)
+    order = np.argsort((token_ub[:, None] * n_layer + np.arange(n_layer)[None, :]).ravel(), kind="stable")
+    per_layer_ids = experts[rows].reshape(len(rows) * n_layer, k)[order]
+    keep = _keep_output_rows(sizes, rec_ntok, n_layer)
+    ids = per_layer_ids[keep].ravel().astype(np.int32)
+    rec_ntok = rec_ntok.ravel().astype(np.int32)
+    rec_off = np.concatenate([[0], np.cumsum(rec_ntok.astype(np.int64) * k)[:-1]])
+    phase = np.repeat(np.array(ub.phase, dtype=np.int8), n_layer)
+    decode = int(sizes[np.array(ub.phase) == PHASE_DECODE].sum())
+    return Workload(
+        n_layer, n_expert, k, np.repeat(np.arange(len(sizes)), n_layer), np.tile(np.arange(n_layer, dtype=np.int32), len(sizes)),
+        rec_ntok, rec_off, phase, ids, decode, trace.label,
+    )
+
+
+def _keep_output_rows(sizes: np.ndarray, rec_ntok: np.ndarray, n_layer: int) -> np.ndarray:
+    """Mask over the (ubatch, layer, token) rows: a layer that sees fewer tokens keeps the last ones."""
+    n_rows = sizes.repeat(n_layer)
+    seen = rec_ntok.ravel()
+    start = np.concatenate([[0], np.cumsum(n_rows)[:-1]])
+    pos = np.arange(n_rows.sum()) - np.repeat(start, n_rows)
+    return pos >= np.repeat(n_rows - seen, n_rows)
