@@ -12,9 +12,16 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from moe_model.errors import MoeModelError
-from moe_model.model_spec import load_model
+from moe_model.model_spec import ModelSpec, load_model
+from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement, plan_report
+from moe_model.synthetic import Knobs, Shape, generate, preset_for
+from moe_model.workload import Batching, Workload, load_any, workload_from
+
+MAX_BUDGETS = 512
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -85,6 +92,108 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_list(args: argparse.Namespace) -> list[int]:
+    if args.budget_mib is not None:
+        budgets = [args.budget_mib]
+    elif args.budgets_mib is not None:
+        budgets = [int(x) for x in args.budgets_mib]
+    else:
+        lo, hi, count = args.budget_range
+        budgets = sorted({int(round(x)) for x in np.linspace(lo, hi, int(count))})
+    if not budgets or len(budgets) > MAX_BUDGETS or min(budgets) < 0:
+        raise MoeModelError(f"give 1..{MAX_BUDGETS} budgets >= 0 MiB")
+    return budgets
+
+
+def _range(text: str) -> tuple[float, float, float]:
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected LO:HI:COUNT, got {text!r}")
+    lo, hi, count = _floats(",".join(parts))
+    if not (0 <= lo <= hi and 1 <= count <= MAX_BUDGETS):
+        raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI and 1 <= COUNT <= {MAX_BUDGETS}, got {text!r}")
+    return lo, hi, count
+
+
+def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
+    batching = Batching(
+        args.concurrency, args.draft, args.accept, args.prompt_tokens, args.ubatch_size, not args.no_warmup, args.seed
+    )
+    if args.trace:
+        return workload_from(load_any(args.trace), batching, model.n_expert)
+    name, knobs = preset_for(model.name)
+    knobs = Knobs(
+        *(
+            v if v is not None else d
+            for v, d in zip(
+                (args.skew, args.working_set, args.drift, args.reuse),
+                (knobs.skew, knobs.working_set, knobs.drift, knobs.reuse),
+                strict=True,
+            )
+        )
+    )
+    shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
+    trace = generate(shape, knobs, args.tokens, seed=args.seed, label=f"synthetic ({name} preset) {knobs}")
+    return workload_from(trace, batching, model.n_expert)
+
+
+def _format_sim(results: list[SimResult], work: Workload) -> str:
+    lines = [
+        f"workload: {work.label or 'trace'}: {work.decode_tokens:,} decode tokens, {work.n_ubatches:,} ubatches",
+        f"{'budget MiB':>10} {'starts':>6} {'slots':>7} {'hit <=8':>8} {'hit >8':>8} "
+        f"{'upload MiB/token':>17} {'copied':>8}",
+    ]
+    for r in results:
+        rate = lambda st: f"{100 * st.hit_rate:.2f}%" if st.hit_rate is not None else "-"  # noqa: E731
+        lines.append(
+            f"{r.budget_mib:>10} {str(r.starts):>6} {r.plan.n_slots_total:>7} {rate(r.small):>8} {rate(r.large):>8} "
+            f"{r.uploaded_bytes_per_token() / 2**20:>17.2f} {r.copied_experts:>8}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    work = _workload(args, model)
+    results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
+    if args.json:
+        print(
+            json.dumps(
+                {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}, indent=1
+            )
+        )
+    else:
+        print(_format_sim(results, work))
+    return 0
+
+
+def _add_simulate(sub) -> None:
+    sim = sub.add_parser("simulate", help="replay routing through llama.cpp's slot pools at one or many budgets")
+    sim.add_argument("--model", required=True, help="GGUF path, header prefix, URL or first shard")
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="routing trace: .npz (token trace or recorded llama.cpp trace) or .csv")
+    source.add_argument("--synthetic", action="store_true", help="synthetic routing (a model; knobs below)")
+    budgets = sim.add_mutually_exclusive_group(required=True)
+    budgets.add_argument("--budget-mib", type=int)
+    budgets.add_argument("--budgets-mib", type=_floats, metavar="A,B,...")
+    budgets.add_argument("--budget-range", type=_range, metavar="LO:HI:COUNT")
+    _add_placement_args(sim)
+    sim.add_argument("--concurrency", type=int, default=1, help="sequences decoding at once")
+    sim.add_argument("--draft", type=int, default=0, help="speculative draft tokens per verification")
+    sim.add_argument("--accept", type=float, default=0.7, help="draft acceptance rate")
+    sim.add_argument("--prompt-tokens", type=int, default=0, help="synthetic prompt per sequence (tokens)")
+    sim.add_argument("--ubatch-size", type=int, default=512)
+    sim.add_argument("--no-warmup", action="store_true", help="skip llama-server's 2-token warm-up")
+    sim.add_argument("--tokens", type=int, default=20_000, help="synthetic decode tokens")
+    sim.add_argument("--skew", type=float, help="synthetic: spread of expert popularity")
+    sim.add_argument("--working-set", type=float, help="synthetic: share of a layer's experts one sequence uses")
+    sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
+    sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--json", action="store_true")
+    sim.set_defaults(func=cmd_simulate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m moe_model", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement_args(plan)
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=cmd_plan)
+    _add_simulate(sub)
     return parser
 
 

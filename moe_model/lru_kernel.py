@@ -50,7 +50,9 @@ def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
 
 
 @njit(cache=True)
-def _status(key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert):
+def _status(
+    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert
+):
     """(bitmask of the pool sizes in which `key` is cached now, j_lo, j_hi): every pool from j_hi on
     holds it, pools below j_lo do not, the bits between were decided one by one."""
     p = last_rec[key]
@@ -144,8 +146,22 @@ def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert
                 nu += 1
         base = rec_layer[r] * n_expert
         for u in range(nu):
-            masks[u], lows[u], highs[u] = _status(base + uniq[u], n_seen, last_rec, last_ent, fen, cnt, ent_start,
-                                                  ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert)
+            masks[u], lows[u], highs[u] = _status(
+                base + uniq[u],
+                n_seen,
+                last_rec,
+                last_ent,
+                fen,
+                cnt,
+                ent_start,
+                ent_nu,
+                ent_key,
+                ent_fa,
+                ent_mask,
+                caps,
+                lut,
+                n_expert,
+            )
         if mode == MODE_PROBE:
             for u in range(nu):
                 _count(masks[u], lows[u], highs[u], probe_hist, probe_direct, n_pools)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -200,3 +200,16 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
 def load_model(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> ModelSpec:
     """Read a model's header(s) from a path, URL, prefix bytes or file object into a ModelSpec."""
     return spec_from_headers(read_model_headers(source, timeout_s))
+
+
+def uniform_spec(n_layer: int, n_expert: int, n_expert_used: int, name: str = "uniform") -> ModelSpec:
+    """A model whose layers all share one expert layout of exactly 1 MiB per slot (F32 256x1024).
+
+    One group, so one LRU over every (layer, expert): `--moe-cache-mib n+1` buys exactly n slots.
+    Used to simulate routing shapes that have no GGUF at hand.
+    """
+    from gguf import GGMLQuantizationType as T
+
+    expert = ExpertTensor("ffn_down_exps", "ffn_down_exps", int(T.F32), "f32", (256, 1024, n_expert), 256 * 1024 * 4)
+    layers = tuple(LayerSpec(il, (replace(expert, name=f"blk.{il}.ffn_down_exps.weight"),), 0) for il in range(n_layer))
+    return ModelSpec(name, name, None, n_layer, n_expert, n_expert_used, 0, 0, 0, 0, 0, 0, 0, layers, 0)

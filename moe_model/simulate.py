@@ -44,7 +44,12 @@ class ClassStats:
         return self.uploaded_bytes / MIB
 
     def as_dict(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate, "uploaded_bytes": self.uploaded_bytes}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": self.hit_rate,
+            "uploaded_bytes": self.uploaded_bytes,
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,8 +103,15 @@ class SimResult:
         return {
             "budget_mib": self.budget_mib,
             "starts": self.starts,
-            "groups": [{"type": g.type_name, "n_layers": g.n_layers, "n_slots": g.n_slots if self.starts else 0,
-                        "percent": round(g.percent, 4) if self.starts else 0.0} for g in self.plan.groups],
+            "groups": [
+                {
+                    "type": g.type_name,
+                    "n_layers": g.n_layers,
+                    "n_slots": g.n_slots if self.starts else 0,
+                    "percent": round(g.percent, 4) if self.starts else 0.0,
+                }
+                for g in self.plan.groups
+            ],
             "n_slots": self.plan.n_slots_total,
             "small": self.small.as_dict(),
             "large": self.large.as_dict(),
@@ -198,12 +210,21 @@ def simulate_budgets(
     results = []
     for b, plan in enumerate(plans):
         small, large = (
-            ClassStats(int(hits[:, c, b].sum()), int((lookups - hits)[:, c, b].sum()), int(upload[c, b])) for c in (0, 1)
+            ClassStats(int(hits[:, c, b].sum()), int((lookups - hits)[:, c, b].sum()), int(upload[c, b]))
+            for c in (0, 1)
         )
         results.append(
             SimResult(
-                plan.budget_mib, plan, small, large, int(copied[b]), int(copied_bytes[b]), _bypassed_ubatches(work, plan),
-                hits[:, :, b].sum(axis=1), lookups[:, :, b].sum(axis=1), work.decode_tokens,
+                plan.budget_mib,
+                plan,
+                small,
+                large,
+                int(copied[b]),
+                int(copied_bytes[b]),
+                _bypassed_ubatches(work, plan),
+                hits[:, :, b].sum(axis=1),
+                lookups[:, :, b].sum(axis=1),
+                work.decode_tokens,
             )
         )
     return results

@@ -156,9 +156,17 @@ def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
     phase = data.get("rec_phase", np.full(len(data["rec_layer"]), PHASE_DECODE))
     decode = int(data["rec_ntok"][(phase == PHASE_DECODE) & (data["rec_layer"] == 0)].sum())
     return Workload(
-        n_layer, int(ids.max()) + 1, int(k_values[0]), data["rec_ubatch"].astype(np.int64),
-        data["rec_layer"].astype(np.int32), data["rec_ntok"].astype(np.int32), data["rec_off"].astype(np.int64),
-        phase.astype(np.int8), ids, decode, "recorded llama.cpp trace",
+        n_layer,
+        int(ids.max()) + 1,
+        int(k_values[0]),
+        data["rec_ubatch"].astype(np.int64),
+        data["rec_layer"].astype(np.int32),
+        data["rec_ntok"].astype(np.int32),
+        data["rec_off"].astype(np.int64),
+        phase.astype(np.int8),
+        ids,
+        decode,
+        "recorded llama.cpp trace",
     )
 
 
@@ -198,7 +206,9 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
         raise WorkloadError(f"not a readable CSV trace: {err}") from None
-    expert_cols = sorted((c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:]))
+    expert_cols = sorted(
+        (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
+    )
     if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
         raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
     frame = frame.sort_values(["seq", "token", "layer"])
@@ -217,9 +227,15 @@ def save_npz(target: str | Path | BinaryIO, item: TokenTrace | Workload) -> None
         if item.ubatch is not None:
             arrays["ubatch"] = item.ubatch
     else:
-        arrays = {"rec_ubatch": item.rec_ubatch, "rec_layer": item.rec_layer, "rec_ntok": item.rec_ntok,
-                  "rec_off": item.rec_off, "rec_k": np.full(item.n_records, item.k, np.int32),
-                  "rec_phase": item.rec_phase, "ids": item.ids}
+        arrays = {
+            "rec_ubatch": item.rec_ubatch,
+            "rec_layer": item.rec_layer,
+            "rec_ntok": item.rec_ntok,
+            "rec_off": item.rec_off,
+            "rec_k": np.full(item.n_records, item.k, np.int32),
+            "rec_phase": item.rec_phase,
+            "ids": item.ids,
+        }
     np.savez_compressed(target, **arrays)
 
 
@@ -359,8 +375,17 @@ def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert
     phase = np.repeat(np.array(ub.phase, dtype=np.int8), n_layer)
     decode = int(sizes[np.array(ub.phase) == PHASE_DECODE].sum())
     return Workload(
-        n_layer, n_expert, k, np.repeat(np.arange(len(sizes)), n_layer), np.tile(np.arange(n_layer, dtype=np.int32), len(sizes)),
-        rec_ntok, rec_off, phase, ids, decode, trace.label,
+        n_layer,
+        n_expert,
+        k,
+        np.repeat(np.arange(len(sizes)), n_layer),
+        np.tile(np.arange(n_layer, dtype=np.int32), len(sizes)),
+        rec_ntok,
+        rec_off,
+        phase,
+        ids,
+        decode,
+        trace.label,
     )
 
 
@@ -371,3 +396,27 @@ def _keep_output_rows(sizes: np.ndarray, rec_ntok: np.ndarray, n_layer: int) -> 
     start = np.concatenate([[0], np.cumsum(n_rows)[:-1]])
     pos = np.arange(n_rows.sum()) - np.repeat(start, n_rows)
     return pos >= np.repeat(n_rows - seen, n_rows)
+
+
+def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrace | Workload:
+    """A trace file of any supported kind: recorded llama.cpp NPZ, token-trace NPZ, or CSV."""
+    name = name or str(source if isinstance(source, (str, Path)) else "")
+    if name.lower().endswith(".csv"):
+        return token_trace_from_csv(io.BytesIO(source) if isinstance(source, bytes) else source, label=Path(name).name)
+    data = _npz(source)
+    if is_recorded(set(data)):
+        return load_recorded(io.BytesIO(_to_npz_bytes(data)))
+    return make_token_trace(
+        data.get("experts", np.zeros(0)), data.get("seq_offsets"), data.get("ubatch"), Path(name).name
+    )
+
+
+def _to_npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def workload_from(item: TokenTrace | Workload, batching: Batching, n_expert: int) -> Workload:
+    """Recorded workloads replay as recorded; token traces are batched."""
+    return item if isinstance(item, Workload) else build_workload(item, batching, n_expert)

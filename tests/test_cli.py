@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import GT_HEADER, QWEN30B, ROOT
+from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT, SAMPLE
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -60,3 +60,34 @@ def test_unreadable_sources_exit_1_with_one_line_and_no_traceback(tmp_path):
         out = run_cli("plan", source, "--budget-mib", "100")
         assert out.returncode == 1
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_simulate_json_contract_on_a_recorded_trace_matches_the_log():
+    out = run_cli("simulate", "--model", str(GT_HEADER), "--trace", str(GROUNDTRUTH / "traces" / "b25.npz"),
+                  "--budgets-mib", "14,403", "--json")
+    assert out.returncode == 0, out.stderr
+    budgets = json.loads(out.stdout)["budgets"]
+    refused, b25 = budgets
+    assert refused["starts"] is False and refused["n_slots"] == 0
+    for key in ("budget_mib", "starts", "groups", "n_slots", "small", "large", "copied_experts", "bypassed_ubatches"):
+        assert key in b25
+    assert b25["small"]["hits"] == 11457 and b25["small"]["misses"] == 17422
+    assert set(b25["small"]) >= {"hits", "misses", "hit_rate", "uploaded_bytes"}
+    assert [g["n_slots"] for g in b25["groups"]] == [191, 255] and b25["n_slots"] == 446
+    assert b25["copied_experts"] == 552
+
+
+def test_simulate_synthetic_budget_range_and_batching_flags():
+    out = run_cli("simulate", "--model", str(QWEN30B), "--synthetic", "--tokens", "600", "--budget-range", "50:16746:3",
+                  "--concurrency", "2", "--draft", "4", "--accept", "0.5", "--json")
+    assert out.returncode == 0, out.stderr
+    budgets = json.loads(out.stdout)["budgets"]
+    assert [b["budget_mib"] for b in budgets] == [50, 8398, 16746]
+    assert budgets[-1]["small"]["hit_rate"] > budgets[1]["small"]["hit_rate"]
+    assert budgets[-1]["large"]["hits"] > 0  # 2 streams x 5 verified tokens = 10 tokens: the "> 8" class
+
+
+def test_simulate_refuses_a_trace_of_another_model_in_one_line():
+    out = run_cli("simulate", "--model", str(QWEN30B), "--trace", str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"),
+                  "--budget-mib", "1000")
+    assert out.returncode == 1 and out.stderr.strip() == "error: the trace has 24 layers, the model 48"

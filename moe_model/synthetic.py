@@ -1,0 +1,228 @@
+"""Synthetic routing with interpretable locality knobs, and a fit of those knobs to a real trace.
+
+This is a model of routing, not a measurement. Each layer has a log-popularity per expert that
+wanders over time; each token keeps some of the previous token's experts and draws the rest by
+popularity:
+
+- skew: spread (standard deviation) of the log-popularity of a layer's experts. 0 = uniform.
+- reuse: chance that an expert picked by the previous token (same layer, same sequence) is
+  picked again.
+- drift: per-token rate at which popularity moves (an AR(1) step of this weight), so hot
+  experts cool down over a sequence.
+
+`fit_knobs` estimates skew and reuse from a trace's statistics, then drift by matching the
+trace's own LRU hit rate with one pool shared by every (layer, expert).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from moe_model.errors import WorkloadError
+from moe_model.workload import TokenTrace, make_token_trace
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Locality of synthetic routing (see module docstring for what each means)."""
+
+    skew: float = 1.0
+    working_set: float = 0.6
+    drift: float = 0.01
+    reuse: float = 0.3
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.skew <= 6 and all(0 <= x <= 1 for x in (self.working_set, self.drift, self.reuse))):
+            raise WorkloadError(f"knobs out of range: skew 0..6, working set, drift and reuse 0..1, got {self}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The routing shape of a model: layers, experts per layer, experts used per token."""
+
+    n_layer: int
+    n_expert: int
+    k: int
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.k <= self.n_expert <= 4096 and 1 <= self.n_layer <= 512):
+            raise WorkloadError(f"impossible routing shape {self}")
+
+
+def _pick(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores along the last axis."""
+    return np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+
+
+def _gumbel(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return -np.log(-np.log(rng.random(shape)))
+
+
+def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> None:
+    """In the (sequence, layer) rows selected, one expert leaves the working set and one joins."""
+    seq, layer = np.nonzero(rows)
+    if len(seq) == 0:
+        return
+    members = active[seq, layer]
+    noise = rng.random(members.shape)
+    leave = np.argmax(np.where(members, noise, -1.0), axis=-1)
+    join = np.argmax(np.where(members, -np.inf, base[0, layer] - np.log(-np.log(noise))), axis=-1)
+    active[seq, layer, leave] = False
+    active[seq, layer, join] = True
+
+
+def generate(
+    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = 512, seed: int = 0, label: str = ""
+) -> TokenTrace:
+    """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
+    if not 1 <= n_tokens <= 2_000_000 or seq_len < 1:
+        raise WorkloadError(f"synthetic traces hold 1..2,000,000 tokens, got {n_tokens}")
+    rng = np.random.default_rng(seed)
+    n_seq = -(-n_tokens // seq_len)
+    lengths = np.full(n_seq, seq_len)
+    lengths[-1] = n_tokens - seq_len * (n_seq - 1)
+    n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
+    base = rng.normal(0.0, knobs.skew, size=(1, n_layer, n_expert))  # the model's popularity, shared by every sequence
+    n_active = min(n_expert, max(k, round(knobs.working_set * n_expert)))
+    active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
+    first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
+    np.put_along_axis(active, first, True, axis=-1)
+    out = np.empty((n_seq, seq_len, n_layer, k), dtype=np.int16)
+    prev = None
+    for t in range(seq_len):
+        scores = np.where(active, base + _gumbel(rng, active.shape), -np.inf)  # top-k of these = draw by popularity
+        if prev is not None and knobs.reuse > 0:
+            keep = rng.random(prev.shape) < knobs.reuse
+            np.put_along_axis(scores, prev, np.where(keep, np.inf, np.take_along_axis(scores, prev, axis=-1)), axis=-1)
+        prev = _pick(scores, k)
+        out[:, t] = prev
+        if knobs.drift > 0 and n_active < n_expert:
+            _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
+    tokens = np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return make_token_trace(tokens, offsets, label=label or f"synthetic {knobs}")
+
+
+# --- fitting ---
+
+
+def top_quarter_share(trace: TokenTrace, n_expert: int) -> float:
+    """Mean over layers of the share of selections taken by the top 25 % of a layer's experts."""
+    shares = []
+    for layer in range(trace.n_layer):
+        counts = np.sort(np.bincount(trace.experts[:, layer].ravel(), minlength=n_expert))[::-1]
+        shares.append(counts[: max(1, n_expert // 4)].sum() / counts.sum())
+    return float(np.mean(shares))
+
+
+def previous_token_overlap(trace: TokenTrace) -> float:
+    """Share of a token's experts (per layer) that the previous token of its sequence also picked."""
+    ex = trace.experts.astype(np.int64)
+    same_seq = np.ones(trace.n_tokens, dtype=bool)
+    same_seq[trace.seq_offsets[:-1]] = False
+    cur, prev = ex[1:][same_seq[1:]], ex[:-1][same_seq[1:]]
+    hits = (cur[..., :, None] == prev[..., None, :]).any(axis=-1)
+    return float(hits.mean())
+
+
+SHARED_POOL_FRACTIONS = (0.25, 0.5, 0.75)
+BOUNDS = {"skew": (0.0, 3.0), "working_set": (0.1, 1.0), "drift": (0.0, 0.2), "reuse": (0.0, 0.9)}
+
+
+def shared_pool_hit_rates(trace: TokenTrace, n_expert: int, fractions=SHARED_POOL_FRACTIONS) -> list[float]:
+    """Decode hit rates of one LRU shared by every (layer, expert), sized at these fractions of them."""
+    from moe_model.model_spec import uniform_spec
+    from moe_model.simulate import simulate_budgets
+    from moe_model.workload import Batching, build_workload
+
+    spec = uniform_spec(trace.n_layer, n_expert, trace.k)
+    work = build_workload(trace, Batching(warmup=False), n_expert)
+    n_pairs = trace.n_layer * n_expert
+    results = simulate_budgets(spec, work, [max(trace.k, round(f * n_pairs)) + 1 for f in fractions])
+    return [r.hit_rate or 0.0 for r in results]
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    """What a fit matches: popularity, next-token reuse and the shared-pool LRU curve."""
+
+    top_quarter_share: float
+    previous_token_overlap: float
+    hit_rates: tuple[float, ...]
+
+    @classmethod
+    def of(cls, trace: TokenTrace, n_expert: int) -> TraceStats:
+        return cls(
+            top_quarter_share(trace, n_expert),
+            previous_token_overlap(trace),
+            tuple(shared_pool_hit_rates(trace, n_expert)),
+        )
+
+    def distance(self, other: TraceStats) -> float:
+        """Root mean square difference in percentage points over every statistic."""
+        a = np.array([self.top_quarter_share, self.previous_token_overlap, *self.hit_rates])
+        b = np.array([other.top_quarter_share, other.previous_token_overlap, *other.hit_rates])
+        return float(np.sqrt(np.mean((100 * (a - b)) ** 2)))
+
+
+def coordinate_fit(loss, start: Knobs, names=tuple(BOUNDS), rounds: int = 2, steps: int = 7, progress=None) -> Knobs:
+    """Minimise loss(knobs) one knob at a time by golden-section search inside BOUNDS."""
+    best = start
+    total, done = rounds * len(names) * steps, 0
+    for _ in range(rounds):
+        for name in names:
+            lo, hi = BOUNDS[name]
+            g = (np.sqrt(5) - 1) / 2
+            a, b = lo, hi
+            for _ in range(steps):
+                c, d = b - g * (b - a), a + g * (b - a)
+                if loss(replace(best, **{name: c})) < loss(replace(best, **{name: d})):
+                    b = d
+                else:
+                    a = c
+                done += 1
+                if progress:
+                    progress(done / total)
+            candidate = replace(best, **{name: round(float(a + b) / 2, 4)})
+            if loss(candidate) <= loss(best):
+                best = candidate
+    return best
+
+
+def fit_knobs(
+    trace: TokenTrace, n_expert: int, n_tokens: int = 10_000, seed: int = 0, progress=None
+) -> tuple[Knobs, float]:
+    """Knobs whose synthetic routing matches the trace's statistics; returns them and the RMS error (points)."""
+    target = TraceStats.of(trace, n_expert)
+    shape = Shape(trace.n_layer, n_expert, trace.k)
+    cache: dict[Knobs, float] = {}
+
+    def loss(knobs: Knobs) -> float:
+        if knobs not in cache:
+            cache[knobs] = TraceStats.of(generate(shape, knobs, n_tokens, seed=seed), n_expert).distance(target)
+        return cache[knobs]
+
+    best = coordinate_fit(loss, Knobs(), progress=progress)
+    return best, loss(best)
+
+
+PRESETS_PATH = Path(__file__).resolve().parent.parent / "sample_data" / "synthetic_presets.json"
+FALLBACK_PRESET = "gpt-oss-20b"
+
+
+def load_presets(path: Path = PRESETS_PATH) -> dict[str, dict]:
+    """Fitted knob presets with what each was fitted to (written by scripts/fit_synthetic_presets.py)."""
+    return json.loads(path.read_text())
+
+
+def preset_for(model_name: str, presets: dict[str, dict] | None = None) -> tuple[str, Knobs]:
+    """The preset fitted to this model if there is one, else the one fitted to real GPT-OSS-20B routing."""
+    presets = presets or load_presets()
+    for name, preset in presets.items():
+        if name.lower() in model_name.lower():
+            return name, Knobs(**preset["knobs"])
+    return FALLBACK_PRESET, Knobs(**presets[FALLBACK_PRESET]["knobs"])

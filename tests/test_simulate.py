@@ -1,0 +1,156 @@
+"""The simulator is llama.cpp's cache: it reproduces real logs and a plain reference, for any budgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import GROUNDTRUTH, GT_BUDGETS, gt_log_lines
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_lru import reference_counts
+
+from moe_model.gguf_writer import header_bytes
+from moe_model.model_spec import load_model
+from moe_model.simulate import simulate, simulate_budgets
+from moe_model.slot_plan import MIB, plan_cache
+from moe_model.workload import PHASE_DECODE, Workload, load_recorded
+
+RECORDED = sorted(case for case in GT_BUDGETS if case != "minany_minus1")
+
+
+@pytest.mark.parametrize("case", RECORDED)
+def test_replaying_each_recorded_trace_reproduces_its_log_to_the_last_digit(gt_model, case):
+    work = load_recorded(GROUNDTRUTH / "traces" / f"{case}.npz")
+    result = simulate(gt_model, work, GT_BUDGETS[case])
+    logged = [line.removeprefix("I ") for line in gt_log_lines(case, r"^I llama_moe_cache:")]
+    assert logged and result.log_lines() == logged
+
+
+def test_every_budget_at_once_equals_each_budget_alone_on_recorded_traces(gt_model):
+    work = load_recorded(GROUNDTRUTH / "traces" / "np4_b25.npz")
+    budgets = [15, 16, 19, 25, 40, 100, 161, 300, 403, 806, 1200, 1614]
+    together = simulate_budgets(gt_model, work, budgets)
+    for budget, res in zip(budgets, together, strict=True):
+        alone = simulate(gt_model, work, budget)
+        assert res.log_lines() == alone.log_lines()
+        assert np.array_equal(res.layer_hits, alone.layer_hits)
+
+
+def test_budget_that_does_not_start_counts_nothing(gt_model):
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    result = simulate(gt_model, work, 14)
+    assert not result.starts and result.small.lookups == 0 and result.log_lines() == []
+
+
+def tiny_model(n_layer=4, n_expert=16, k=2, mixed=True):
+    """A qwen3moe-shaped header: with `mixed`, odd layers get a Q6_K down tensor (two groups)."""
+    meta = {
+        "general.architecture": "qwen3moe",
+        "qwen3moe.block_count": n_layer,
+        "qwen3moe.expert_count": n_expert,
+        "qwen3moe.expert_used_count": k,
+    }
+    from gguf import GGMLQuantizationType as T
+
+    tensors = []
+    for il in range(n_layer):
+        tensors += [
+            (f"blk.{il}.ffn_gate_exps.weight", T.Q4_K, [256, 32, n_expert]),
+            (f"blk.{il}.ffn_up_exps.weight", T.Q4_K, [256, 32, n_expert]),
+            (f"blk.{il}.ffn_down_exps.weight", T.Q6_K if mixed and il % 2 else T.Q4_K, [256, 256, n_expert]),
+        ]
+    return load_model(header_bytes(meta, tensors))
+
+
+def make_workload(records, n_layer, n_expert, k):
+    """records: list of (ubatch, layer, ntok, ids)."""
+    ub, layer, ntok, ids = zip(*records, strict=True)
+    lens = np.array([len(x) for x in ids])
+    off = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    flat = np.concatenate([np.asarray(x, dtype=np.int32) for x in ids]) if lens.sum() else np.zeros(0, np.int32)
+    return Workload(
+        n_layer,
+        n_expert,
+        k,
+        np.array(ub),
+        np.array(layer, dtype=np.int32),
+        np.array(ntok, dtype=np.int32),
+        off.astype(np.int64),
+        np.full(len(ub), PHASE_DECODE, np.int8),
+        flat,
+        0,
+    )
+
+
+@st.composite
+def random_runs(draw):
+    n_layer, n_expert, k = draw(st.integers(2, 4)), draw(st.sampled_from([8, 16])), draw(st.integers(1, 3))
+    n_ub = draw(st.integers(1, 40))
+    hot = draw(st.integers(2, n_expert))  # small hot sets make reuse (and ties inside records) common
+    records = []
+    for u in range(n_ub):
+        ntok = draw(st.sampled_from([1, 1, 1, 2, 3, 5, 9, 32, 33, 40]))
+        for il in range(n_layer):
+            picks = [
+                draw(st.lists(st.integers(0, hot - 1), min_size=k, max_size=k, unique=True))
+                if k <= hot
+                else list(range(k))
+                for _ in range(ntok)
+            ]
+            records.append((u, il, ntok, [e for p in picks for e in p]))
+    return n_layer, n_expert, k, records
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(random_runs(), st.lists(st.integers(1, 400), min_size=1, max_size=12))
+def test_simulator_equals_the_plain_reference_for_random_traces_and_budgets(run, budgets_kib):
+    n_layer, n_expert, k, records = run
+    model = tiny_model(n_layer, n_expert, k)
+    slot_bytes = model.layers[0].slot_bytes
+    budgets = sorted({max(1, b * slot_bytes // MIB // 8) for b in budgets_kib} | {1, 2, 3})
+    work = make_workload(records, n_layer, n_expert, k)
+    for res in simulate_budgets(model, work, budgets):
+        plan = plan_cache(model, res.budget_mib)
+        if not plan.starts:
+            continue
+        groups = [(g.layers, g.n_slots, len(g.tensor_bytes)) for g in plan.groups]
+        ref = reference_counts([(il, ntok, ids) for _, il, ntok, ids in records], k, k, n_expert, groups)
+        assert (res.small.hits, res.small.misses) == tuple(ref["small"])
+        assert (res.large.hits, res.large.misses) == tuple(ref["large"])
+        assert res.copied_experts == ref["copied"]
+        uploaded = sum(m * g.slot_bytes for m, g in zip(ref["misses_by_group"], plan.groups, strict=True))
+        assert res.uploaded_bytes == uploaded
+
+
+def test_a_budget_cut_inside_a_record_uses_that_budgets_inner_order():
+    # 1 layer, 4 slots. Record 2 has {0,1,2,3}: with 4 slots 3 and 0 hit; order [3,0 | 1,2].
+    # Then {5} evicts the LRU; which key is LRU depends on the inner order: a stack distance gets it wrong.
+    model = tiny_model(1, 16, 1, mixed=False)
+    slot_bytes = model.layers[0].slot_bytes
+    records = [
+        (0, 0, 2, [3, 0]),
+        (1, 0, 4, [0, 1, 2, 3]),
+        (2, 0, 1, [5]),
+        (3, 0, 1, [1]),
+        (4, 0, 1, [3]),
+        (5, 0, 1, [0]),
+    ]
+    work = make_workload(records, 1, 16, 1)
+    budgets = sorted({int(np.ceil(n * slot_bytes / MIB)) + 1 for n in range(4, 9)})
+    for res in simulate_budgets(model, work, budgets):
+        plan = plan_cache(model, res.budget_mib)
+        groups = [(g.layers, g.n_slots, 3) for g in plan.groups]
+        ref = reference_counts([(il, ntok, ids) for _, il, ntok, ids in records], 1, 1, 16, groups)
+        assert (res.small.hits, res.small.misses) == tuple(ref["small"])
+
+
+def test_per_layer_hits_add_up_to_the_class_totals(gt_model):
+    work = load_recorded(GROUNDTRUTH / "traces" / "short_b25.npz")
+    res = simulate(gt_model, work, 403)
+    assert res.layer_hits.sum() == res.small.hits + res.large.hits
+    assert res.layer_lookups.sum() == res.small.lookups + res.large.lookups
+
+
+def test_large_batches_bypass_and_are_counted_as_bypassed_ubatches(gt_model):
+    res = simulate(gt_model, load_recorded(GROUNDTRUTH / "traces" / "b25.npz"), 403)
+    assert res.bypassed_ubatches == 1  # the one 129-token prompt ubatch (its last layer used the pool)

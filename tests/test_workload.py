@@ -1,0 +1,144 @@
+"""Batching a token trace the way llama-server feeds the cache, and reading/writing traces."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from conftest import GROUNDTRUTH
+
+from moe_model.errors import WorkloadError
+from moe_model.workload import (
+    PHASE_DECODE,
+    PHASE_PROMPT,
+    PHASE_WARMUP,
+    Batching,
+    _keep_output_rows,
+    build_workload,
+    load_any,
+    load_recorded,
+    load_token_trace,
+    make_token_trace,
+    save_npz,
+    token_trace_from_csv,
+)
+
+
+def labelled_trace(lengths, n_layer=3, k=2):
+    """Token t of the whole trace routes to experts (t, t + 100) in every layer: ids name tokens."""
+    n = sum(lengths)
+    experts = np.stack([np.arange(n), np.arange(n) + 100], axis=1)[:, None, :].repeat(n_layer, axis=1)
+    return make_token_trace(experts, np.concatenate([[0], np.cumsum(lengths)]))
+
+
+def ubatch_tokens(work, layer=0):
+    """Per ubatch, the tokens (first expert id) that the given layer saw."""
+    out = []
+    for r in np.flatnonzero(work.rec_layer == layer):
+        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * work.rec_ntok[r]]
+        out.append(ids[:: work.k].tolist())
+    return out
+
+
+def test_single_stream_decodes_one_token_per_ubatch_in_order():
+    work = build_workload(labelled_trace([3, 2]), Batching(warmup=False), 256)
+    assert ubatch_tokens(work) == [[0], [1], [2], [3], [4]]
+    assert work.decode_tokens == 5 and set(work.rec_phase.tolist()) == {PHASE_DECODE}
+
+
+def test_concurrency_deals_sequences_to_streams_and_refills_finished_ones():
+    work = build_workload(labelled_trace([2, 4, 1, 2]), Batching(concurrency=2, warmup=False), 256)
+    # streams: A takes seq0 (0,1), B seq1 (2..5); A finishes after 2 steps and takes seq2 (6), then seq3 (7,8)
+    assert ubatch_tokens(work) == [[0, 2], [1, 3], [4, 6], [5, 7], [8]]
+
+
+def test_speculative_verification_batches_hold_d_plus_1_tokens():
+    always = build_workload(labelled_trace([7]), Batching(draft_tokens=2, accept_rate=1.0, warmup=False), 256)
+    assert ubatch_tokens(always) == [[0, 1, 2], [3, 4, 5], [6]]
+    never = build_workload(labelled_trace([4]), Batching(draft_tokens=2, accept_rate=0.0, warmup=False), 256)
+    assert ubatch_tokens(never) == [[0, 1, 2], [1, 2, 3], [2, 3], [3]]
+
+
+def test_warmup_is_two_tokens_and_its_last_layer_sees_one():
+    work = build_workload(labelled_trace([2]), Batching(), 256)
+    first = work.rec_ubatch == 0
+    assert work.rec_phase[first].tolist() == [PHASE_WARMUP] * 3
+    assert work.rec_ntok[first].tolist() == [2, 2, 1]
+
+
+def test_prompt_ubatches_split_by_ubatch_size_and_only_the_last_outputs():
+    work = build_workload(labelled_trace([2]), Batching(prompt_tokens=70, ubatch_size=32, warmup=False), 256)
+    prompt = work.rec_phase == PHASE_PROMPT
+    ntok = work.rec_ntok[prompt].reshape(-1, 3)
+    assert ntok.tolist() == [[32, 32, 0], [32, 32, 0], [6, 6, 1]]
+
+
+def test_a_layer_that_sees_only_the_output_keeps_the_ubatchs_last_token():
+    keep = _keep_output_rows(np.array([3, 2]), np.array([[3, 1], [2, 0]]), 2)
+    # rows: ubatch 0 layer 0 (3 tokens), layer 1 (3), ubatch 1 layer 0 (2), layer 1 (2)
+    assert keep.tolist() == [True, True, True, False, False, True, True, True, False, False]
+
+
+def test_a_given_ubatch_array_is_replayed_exactly_and_ignores_concurrency():
+    trace = labelled_trace([5])
+    trace = make_token_trace(trace.experts, trace.seq_offsets, ubatch=np.array([0, 0, 1, 2, 2]))
+    work = build_workload(trace, Batching(concurrency=4, warmup=False), 256)
+    assert ubatch_tokens(work) == [[0, 1], [2], [3, 4]]
+
+
+def test_recorded_trace_keeps_each_layers_own_token_count():
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    prompt = work.rec_phase == PHASE_PROMPT
+    assert work.rec_ntok[prompt].tolist() == [129] * 13 + [1]
+    assert work.decode_tokens == 256
+
+
+def test_traces_that_do_not_fit_the_model_say_which_part(gt_model):
+    work = build_workload(labelled_trace([2], n_layer=3), Batching(warmup=False), 128)
+    with pytest.raises(WorkloadError, match="3 layers, the model 14"):
+        work.check_fits(gt_model.n_layer, gt_model.n_expert, gt_model.n_expert_used)
+    wide = build_workload(make_token_trace(np.full((2, 14, 8), 200)), Batching(warmup=False), 201)
+    with pytest.raises(WorkloadError, match="experts up to 200, the model has 128"):
+        wide.check_fits(14, 128, 8)
+    narrow = build_workload(make_token_trace(np.zeros((2, 14, 2), dtype=int) + [0, 1]), Batching(warmup=False), 128)
+    with pytest.raises(WorkloadError, match="routes 2 experts per token, the model 8"):
+        narrow.check_fits(14, 128, 8)
+
+
+def test_csv_import_equals_the_npz_and_npz_export_round_trips(tmp_path):
+    trace = labelled_trace([2, 3], n_layer=2)
+    rows = ["seq,token,layer,e0,e1"]
+    for s in range(trace.n_seq):
+        for t in range(trace.seq_offsets[s], trace.seq_offsets[s + 1]):
+            for layer in range(2):
+                rows.append(f"{s},{t},{layer},{trace.experts[t, layer, 0]},{trace.experts[t, layer, 1]}")
+    from_csv = token_trace_from_csv(io.StringIO("\n".join(rows)))
+    assert np.array_equal(from_csv.experts, trace.experts) and np.array_equal(from_csv.seq_offsets, trace.seq_offsets)
+    path = tmp_path / "t.npz"
+    save_npz(path, trace)
+    assert np.array_equal(load_token_trace(path).experts, trace.experts)
+    work = build_workload(trace, Batching(concurrency=2), 256)
+    save_npz(tmp_path / "w.npz", work)
+    again = load_any(str(tmp_path / "w.npz"))
+    assert np.array_equal(again.ids, work.ids) and np.array_equal(again.rec_ntok, work.rec_ntok)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"not an npz", "not a readable NPZ"), (b"", "not a readable NPZ")],
+)
+def test_unreadable_trace_files_are_refused(content, message):
+    with pytest.raises(WorkloadError, match=message):
+        load_any(content, "x.npz")
+
+
+def test_bad_arrays_are_refused_with_the_reason():
+    with pytest.raises(WorkloadError, match="n_tokens, n_layers, k"):
+        make_token_trace(np.zeros((3, 2)))
+    with pytest.raises(WorkloadError, match="seq_offsets"):
+        make_token_trace(np.zeros((3, 2, 1), dtype=int), seq_offsets=[0, 5])
+    with pytest.raises(WorkloadError, match="non-decreasing"):
+        make_token_trace(np.zeros((3, 2, 1), dtype=int), ubatch=[0, 2, 1])
+    with pytest.raises(WorkloadError, match="concurrency"):
+        Batching(concurrency=0)
