@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -194,6 +195,69 @@ def _add_simulate(sub) -> None:
     sim.set_defaults(func=cmd_simulate)
 
 
+def _format_run(run: dict, check: list | None) -> str:
+    m, p = run["model"], run["placement"]
+    lines = [f"run {run['index'] + 1}: {run['program']}" + ("" if run["starts"] else " (did not start)")]
+    if m:
+        lines.append(
+            f"  model: {m.get('name', '?')} ({m.get('architecture', '?')}, {m.get('file_type', '?')}), "
+            f"{m.get('n_layer', '?')} layers, {m.get('n_expert', '?')} experts, {m.get('n_expert_used', '?')} used"
+        )
+    if p:
+        lines.append(
+            f"  placement: {p.get('offloaded_layers', '?')}/{p.get('total_layers', '?')} layers offloaded, "
+            f"buffers {p.get('model_buffers_mib', {})}, parallel {p.get('n_seq_max', 1)}, ctx {p.get('n_ctx', '?')}"
+        )
+    lines += [
+        f"  {d['name']} MoE cache {d['cache_mib']:.2f} MiB for {d['host_experts_mib']:.2f} MiB of host experts"
+        for d in run["devices"]
+    ]
+    lines += [
+        f"  {g['n_layers']:2d} layers, {g['type']}: {g['n_slots']} slots ({g['percent']}%)" for g in run["groups"]
+    ]
+    for name in ("small", "large"):
+        if st := run["stats"][name]:
+            lines.append(
+                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {100 * st['hit_rate']:.2f}% "
+                f"({st['hits']} hits, {st['misses']} misses), uploaded {st['uploaded_mib']:.2f} MiB"
+            )
+    if run["stats"]["copied"]["experts"]:
+        lines.append(f"  large batches copied {run['stats']['copied']['experts']} experts from the cache")
+    lines += [
+        f"  request: {t['prompt_tokens']} prompt tokens at {t['prompt_tps'] or 0:.1f} t/s, "
+        f"{t['decode_tokens']} generated at {t['decode_tps'] or 0:.1f} t/s"
+        for t in run["timings"]
+    ]
+    lines += [f"  warning: {w}" for w in run["warnings"]] + [f"  error: {e}" for e in run["errors"]]
+    lines += [f"  note: {n}" for n in run["notes"]]
+    for c in check or []:
+        status = {True: "ok", False: "MISMATCH", None: "info"}[c["ok"]]
+        lines.append(f"  check {status:8} {c['what']}: logged {c['logged']} | header says {c['predicted']}")
+    return "\n".join(lines)
+
+
+def cmd_parse_log(args: argparse.Namespace) -> int:
+    from moe_model.logs import parse_log
+    from moe_model.measurements import crosscheck, derive, point_from_run
+
+    runs = parse_log(args.log)
+    model = load_model(args.model) if args.model else None
+    out = []
+    for run in runs:
+        item = run.as_dict()
+        item["derived"] = vars(derive(run))
+        item["measured_point"] = point_from_run(run, Path(args.log).name)
+        if model is not None:
+            budget, lines = crosscheck(run, model)
+            item["crosscheck"] = {"budget_mib": budget, "lines": [vars(c) | {"ok": c.ok} for c in lines]}
+        out.append(item)
+    if args.json:
+        print(json.dumps({"runs": out}, indent=1, default=str))
+    else:
+        print("\n\n".join(_format_run(r, r.get("crosscheck", {}).get("lines")) for r in out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m moe_model", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=cmd_plan)
     _add_simulate(sub)
+    logs = sub.add_parser("parse-log", help="what the cache did, from a llama-server / llama-cli -lv 4 log")
+    logs.add_argument("log")
+    logs.add_argument("--model", help="GGUF header to cross-check the logged slots against")
+    logs.add_argument("--json", action="store_true")
+    logs.set_defaults(func=cmd_parse_log)
     return parser
 
 

@@ -63,8 +63,16 @@ def test_unreadable_sources_exit_1_with_one_line_and_no_traceback(tmp_path):
 
 
 def test_simulate_json_contract_on_a_recorded_trace_matches_the_log():
-    out = run_cli("simulate", "--model", str(GT_HEADER), "--trace", str(GROUNDTRUTH / "traces" / "b25.npz"),
-                  "--budgets-mib", "14,403", "--json")
+    out = run_cli(
+        "simulate",
+        "--model",
+        str(GT_HEADER),
+        "--trace",
+        str(GROUNDTRUTH / "traces" / "b25.npz"),
+        "--budgets-mib",
+        "14,403",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     budgets = json.loads(out.stdout)["budgets"]
     refused, b25 = budgets
@@ -78,8 +86,23 @@ def test_simulate_json_contract_on_a_recorded_trace_matches_the_log():
 
 
 def test_simulate_synthetic_budget_range_and_batching_flags():
-    out = run_cli("simulate", "--model", str(QWEN30B), "--synthetic", "--tokens", "600", "--budget-range", "50:16746:3",
-                  "--concurrency", "2", "--draft", "4", "--accept", "0.5", "--json")
+    out = run_cli(
+        "simulate",
+        "--model",
+        str(QWEN30B),
+        "--synthetic",
+        "--tokens",
+        "600",
+        "--budget-range",
+        "50:16746:3",
+        "--concurrency",
+        "2",
+        "--draft",
+        "4",
+        "--accept",
+        "0.5",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     budgets = json.loads(out.stdout)["budgets"]
     assert [b["budget_mib"] for b in budgets] == [50, 8398, 16746]
@@ -88,6 +111,37 @@ def test_simulate_synthetic_budget_range_and_batching_flags():
 
 
 def test_simulate_refuses_a_trace_of_another_model_in_one_line():
-    out = run_cli("simulate", "--model", str(QWEN30B), "--trace", str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"),
-                  "--budget-mib", "1000")
+    out = run_cli(
+        "simulate",
+        "--model",
+        str(QWEN30B),
+        "--trace",
+        str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"),
+        "--budget-mib",
+        "1000",
+    )
     assert out.returncode == 1 and out.stderr.strip() == "error: the trace has 24 layers, the model 48"
+
+
+def test_parse_log_json_contract_and_crosscheck():
+    out = run_cli("parse-log", str(GROUNDTRUTH / "logs" / "server_np4_b25.log"), "--model", str(GT_HEADER), "--json")
+    assert out.returncode == 0, out.stderr
+    (run,) = json.loads(out.stdout)["runs"]
+    for key in ("model", "placement", "devices", "groups", "stats", "timings", "warnings", "errors"):
+        assert key in run
+    assert run["devices"] == [{"name": "CUDA0", "cache_mib": 402.75, "host_experts_mib": 1611.0}]
+    assert run["groups"][0] == {"n_layers": 6, "type": "q6_K", "n_slots": 191, "percent": 24.9}
+    assert set(run["stats"]) == {"small", "large", "copied"} and run["stats"]["copied"] == {
+        "experts": 1845,
+        "mib": 548.17,
+    }
+    assert set(run["stats"]["small"]) >= {"hits", "misses", "hit_rate", "uploaded_mib"}
+    assert run["timings"][0]["decode_tokens"] == 256 and run["timings"][0]["decode_tps"] > 0
+    assert all(line["ok"] for line in run["crosscheck"]["lines"])
+
+
+def test_parse_log_of_a_non_log_exits_1_with_one_line(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("shopping list\neggs\nmilk\n")
+    out = run_cli("parse-log", str(path))
+    assert out.returncode == 1 and out.stderr.strip().startswith("error: this is not a llama.cpp log")

@@ -58,7 +58,9 @@ def test_knobs_out_of_range_are_refused():
 
 
 def test_coordinate_fit_recovers_a_known_minimum():
-    fitted = coordinate_fit(lambda k: (k.skew - 1.3) ** 2 + (k.reuse - 0.4) ** 2, Knobs(), names=("skew", "reuse"), steps=20)
+    fitted = coordinate_fit(
+        lambda k: (k.skew - 1.3) ** 2 + (k.reuse - 0.4) ** 2, Knobs(), names=("skew", "reuse"), steps=20
+    )
     assert fitted.skew == pytest.approx(1.3, abs=0.01) and fitted.reuse == pytest.approx(0.4, abs=0.01)
 
 

@@ -1,0 +1,414 @@
+"""Read llama-server / llama-cli logs: what the MoE cache really did, run by run.
+
+Formats mirror llama.cpp b11549 (../shared/docs/llamacpp-moe-cache.md, section 7). Lines may carry
+the `M.SS.mmm.uuu L ` prefix or not, ANSI colours, CRLF; other components interleave; a file may
+hold several runs. The parser streams the file and keeps only the facts it extracts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from moe_model.errors import LogError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ([IWEDT]) ")
+_RUN_START = re.compile(r"llama_server: initializing|common_params_print_info: build|^main: build = |^build: \d+")
+_KV = re.compile(r"llama_model_loader: - kv\s+\d+:\s+(\S+)\s+\S+\s+= (.*)$")
+_INFO = re.compile(
+    r"print_info: (n_layer|n_expert|n_expert_used|n_ff_exp|n_embd|model params|general\.name|arch|file type|file size)"
+    r"\s*= (.*)$"
+)
+_OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_MODEL_BUF = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
+_KV_BUF = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
+_COMPUTE_BUF = re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+_CTX = re.compile(r"llama_context: (n_seq_max|n_ctx|n_batch|n_ubatch)\s+= (\d+)")
+_DEVICE = re.compile(r"impl:\s+(\S+) MoE cache size =\s+([\d.]+) MiB for ([\d.]+) MiB of host experts")
+_GROUP = re.compile(r"impl:\s+(\d+) layers, (\S+):\s+(\d+) slots \(([\d.]+)%\)")
+_STATS = re.compile(
+    r"llama_moe_cache: (ubatch <= 8|ubatch  > 8): hits = (\d+), misses = (\d+), "
+    r"hit rate = ([\d.]+)%, uploaded = ([\d.]+) MiB"
+)
+_COPIED = re.compile(r"llama_moe_cache: large batches: (\d+) experts copied from the cache, ([\d.]+) MiB")
+_TIMING = re.compile(
+    r"print_timing: id\s+(\d+) \| task (-?\d+) \| +(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) tokens"
+)
+_PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) (?:tokens|runs)")
+_GPU = re.compile(r"(?:using device (CUDA\d+) \(([^)]+)\)|- (CUDA\d+)\s+: (.+?) \((\d+) MiB)")
+_COMMAND = re.compile(r"(?:^|[\s$>])((?:\S*/)?llama-(?:server|cli|completion)\s.*)$")
+_WARN_NOT_CACHED = "MoE cache budget is too small for"
+_WARN_NO_HOST = "no layer has all of its experts in host memory"
+_ERR_TOO_SMALL = "MoE cache is too small to hold the experts of one token"
+_MARKERS = (
+    "llama_model_loader",
+    "print_info",
+    "load_tensors",
+    "llama_context",
+    "llama_kv_cache",
+    "impl:",
+    "llama_moe_cache",
+    "srv ",
+    "slot ",
+    "common_",
+    "sched_reserve",
+    "llama_perf",
+    "main: ",
+    "build:",
+)
+MAX_LOG_BYTES = 2 * 1024**3
+_KV_NAMES = {
+    "block_count": "n_layer",
+    "expert_count": "n_expert",
+    "expert_used_count": "n_expert_used",
+    "expert_feed_forward_length": "n_ff_exp",
+    "embedding_length": "n_embd",
+    "general.architecture": "architecture",
+    "general.name": "name",
+}
+_INFO_NAMES = {
+    "n_layer": "n_layer",
+    "n_expert": "n_expert",
+    "n_expert_used": "n_expert_used",
+    "n_ff_exp": "n_ff_exp",
+    "n_embd": "n_embd",
+    "model params": "params",
+    "general.name": "name",
+    "arch": "architecture",
+    "file type": "file_type",
+    "file size": "file_size",
+}
+
+
+@dataclass(frozen=True)
+class DeviceCache:
+    name: str
+    cache_mib: float
+    host_experts_mib: float
+
+
+@dataclass(frozen=True)
+class GroupLine:
+    n_layers: int
+    type: str
+    n_slots: int
+    percent: float
+
+
+@dataclass(frozen=True)
+class LoggedStats:
+    """One teardown line, as printed."""
+
+    hits: int
+    misses: int
+    hit_rate: float  # fraction, from the counts
+    uploaded_mib: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One finished request (server) or the run's totals (llama-cli)."""
+
+    slot: int
+    task: int
+    prompt_tokens: int = 0
+    prompt_ms: float = 0.0
+    decode_tokens: int = 0
+    decode_ms: float = 0.0
+
+    @property
+    def prompt_tps(self) -> float | None:
+        return 1000 * self.prompt_tokens / self.prompt_ms if self.prompt_ms else None
+
+    @property
+    def decode_tps(self) -> float | None:
+        return 1000 * self.decode_tokens / self.decode_ms if self.decode_ms else None
+
+
+@dataclass
+class LogRun:
+    """Everything one run of a llama.cpp program logged about the model, placement and cache."""
+
+    index: int
+    program: str = "unknown"
+    command: str | None = None
+    model: dict = field(default_factory=dict)
+    placement: dict = field(default_factory=dict)
+    devices: list[DeviceCache] = field(default_factory=list)
+    groups: list[GroupLine] = field(default_factory=list)
+    small: LoggedStats | None = None
+    large: LoggedStats | None = None
+    copied_experts: int = 0
+    copied_mib: float = 0.0
+    timings: list[Timing] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    n_lines: int = 0
+    n_info_lines: int = 0
+    verbosity: int | None = None
+
+    @property
+    def starts(self) -> bool:
+        return not any("failed to create context" in e or "failed to init" in e for e in self.errors)
+
+    @property
+    def has_stats(self) -> bool:
+        return self.small is not None or self.large is not None or self.copied_experts > 0
+
+    @property
+    def decode_tokens(self) -> int:
+        return sum(t.decode_tokens for t in self.timings)
+
+    def flag(self, *names: str) -> str | None:
+        """A flag's value from the logged command line, if the log shows one."""
+        if not self.command:
+            return None
+        parts = self.command.split()
+        for i, part in enumerate(parts):
+            for name in names:
+                if part == name and i + 1 < len(parts):
+                    return parts[i + 1]
+                if part.startswith(name + "="):
+                    return part.split("=", 1)[1]
+        return None
+
+    def notes(self) -> list[str]:
+        """What the log cannot tell, and why (verbosity, shutdown, cumulative counts)."""
+        out = []
+        if self.n_info_lines == 0 or (not self.model and not self.devices):
+            out.append(
+                "no libllama INFO lines: start llama-server with -lv 4 (or LLAMA_ARG_LOG_VERBOSITY=4) "
+                "to log the cache size, the slots and, at shutdown, the hit rates"
+            )
+        elif not self.devices and self.starts:
+            out.append(
+                "no MoE cache lines: the cache was off (no --moe-cache-mib, or no layer had all of its "
+                "experts in host memory: add --cpu-moe or --n-cpu-moe)"
+            )
+        if self.devices and self.starts and not self.has_stats:
+            out.append(
+                "no hit-rate statistics: llama.cpp prints them only when the context is destroyed at a "
+                "clean shutdown (Ctrl-C / SIGTERM), not when the server is killed or crashes"
+            )
+        if self.has_stats and self.program == "llama-server":
+            out.append("the statistics are cumulative over the server's whole life: the warm-up and every request")
+        return out
+
+    def as_dict(self) -> dict:
+        stats = {
+            name: None
+            if st is None
+            else {"hits": st.hits, "misses": st.misses, "hit_rate": st.hit_rate, "uploaded_mib": st.uploaded_mib}
+            for name, st in (("small", self.small), ("large", self.large))
+        }
+        stats["copied"] = {"experts": self.copied_experts, "mib": self.copied_mib}
+        return {
+            "index": self.index,
+            "program": self.program,
+            "command": self.command,
+            "starts": self.starts,
+            "model": self.model,
+            "placement": self.placement,
+            "devices": [
+                {"name": d.name, "cache_mib": d.cache_mib, "host_experts_mib": d.host_experts_mib} for d in self.devices
+            ],
+            "groups": [
+                {"n_layers": g.n_layers, "type": g.type, "n_slots": g.n_slots, "percent": g.percent}
+                for g in self.groups
+            ],
+            "stats": stats,
+            "timings": [
+                {
+                    "slot": t.slot,
+                    "task": t.task,
+                    "prompt_tokens": t.prompt_tokens,
+                    "prompt_tps": t.prompt_tps,
+                    "decode_tokens": t.decode_tokens,
+                    "decode_tps": t.decode_tps,
+                }
+                for t in self.timings
+            ],
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "notes": self.notes(),
+        }
+
+
+def _clean(raw: str) -> tuple[str, str | None, float | None]:
+    """(message, level letter or None, seconds since logger start or None) of one raw line."""
+    line = _ANSI.sub("", raw).rstrip("\r\n")
+    match = _PREFIX.match(line)
+    if not match:
+        return line.strip(), None, None
+    minutes, seconds, ms, us = (int(x) for x in match.groups()[:4])
+    return line[match.end() :], match.group(5), minutes * 60 + seconds + ms / 1e3 + us / 1e6
+
+
+class _RunParser:
+    """Feeds lines into the current LogRun; one method per family of lines."""
+
+    def __init__(self) -> None:
+        self.runs: list[LogRun] = []
+        self.run = self._new_run()
+        self.last_time = -1.0
+        self.pending_timing: dict[tuple[int, int], dict] = {}
+        self.last_init_error: str | None = None
+
+    def _new_run(self) -> LogRun:
+        run = LogRun(index=len(self.runs))
+        self.runs.append(run)
+        self.pending_timing = {}
+        return run
+
+    def _starts_new_run(self, msg: str, seconds: float | None) -> bool:
+        if self.run.n_lines == 0:
+            return False
+        if seconds is not None and seconds + 0.5 < self.last_time:  # the logger clock restarted: a new process
+            return True
+        return bool(_RUN_START.search(msg)) and bool(self.run.model or self.run.devices or self.run.timings)
+
+    def feed(self, raw: str) -> None:
+        msg, level, seconds = _clean(raw)
+        if not msg:
+            return
+        if self._starts_new_run(msg, seconds):
+            self.run = self._new_run()
+        if seconds is not None:
+            self.last_time = seconds
+        run = self.run
+        run.n_lines += 1
+        if level == "I" or (
+            level is None and any(m in msg for m in ("llama_model_loader", "print_info", "load_tensors"))
+        ):
+            run.n_info_lines += 1
+        if "llama_server" in msg or msg.startswith("srv "):
+            run.program = "llama-server"
+        self._model(msg)
+        self._placement(msg)
+        self._cache(msg, level)
+        self._timings(msg)
+        self._command(msg)
+
+    def _model(self, msg: str) -> None:
+        if "llama_model_loader: - kv" in msg and (m := _KV.search(msg)):
+            key, value = m.group(1), m.group(2).strip()
+            name = _KV_NAMES.get(key.split(".", 1)[-1]) if not key.startswith("general.") else _KV_NAMES.get(key)
+            if name:
+                self.run.model.setdefault(name, int(value) if value.isdigit() else value)
+        elif "print_info:" in msg and (m := _INFO.search(msg)):
+            name, value = _INFO_NAMES[m.group(1)], m.group(2).strip()
+            self.run.model[name] = int(value) if value.isdigit() else value
+
+    def _placement(self, msg: str) -> None:
+        p = self.run.placement
+        if (m := _OFFLOADED.search(msg)) is not None:
+            p["offloaded_layers"], p["total_layers"] = int(m.group(1)), int(m.group(2))
+        elif (m := _MODEL_BUF.search(msg)) is not None:
+            p.setdefault("model_buffers_mib", {})[m.group(1)] = float(m.group(2))
+        elif (m := _KV_BUF.search(msg)) is not None:
+            p.setdefault("kv_buffers_mib", {})[m.group(1)] = float(m.group(2))
+        elif (m := _COMPUTE_BUF.search(msg)) is not None:
+            p.setdefault("compute_buffers_mib", {})[m.group(1)] = float(m.group(2))
+        elif (m := _CTX.search(msg)) is not None:
+            p[m.group(1)] = int(m.group(2))
+        elif "CUDA" in msg and (m := _GPU.search(msg)):
+            p.setdefault("gpu", (m.group(2) or m.group(4)).strip())
+            if m.group(5):
+                p.setdefault("gpu_vram_mib", int(m.group(5)))
+        elif "tensor overrides to CPU are used with mmap" in msg:
+            p["experts_mmap"] = True
+        elif "verbosity = " in msg and (v := re.search(r"verbosity = (\d+)", msg)):
+            self.run.verbosity = int(v.group(1))
+
+    def _cache(self, msg: str, level: str | None) -> None:
+        run = self.run
+        if "impl:" in msg:
+            if (m := _DEVICE.search(msg)) is not None:
+                run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3))))
+            elif (m := _GROUP.search(msg)) is not None:
+                run.groups.append(GroupLine(int(m.group(1)), m.group(2), int(m.group(3)), float(m.group(4))))
+            elif _WARN_NOT_CACHED in msg or _WARN_NO_HOST in msg:
+                run.warnings.append(msg.split("impl: ", 1)[1])
+        elif "llama_moe_cache:" in msg:
+            if (m := _STATS.search(msg)) is not None:
+                hits, misses = int(m.group(2)), int(m.group(3))
+                stats = LoggedStats(hits, misses, hits / (hits + misses), float(m.group(5)))
+                if m.group(1) == "ubatch <= 8":
+                    run.small = stats
+                else:
+                    run.large = stats
+            elif (m := _COPIED.search(msg)) is not None:
+                run.copied_experts, run.copied_mib = int(m.group(1)), float(m.group(2))
+        elif "failed to initialize the context: " in msg:
+            self.last_init_error = msg.split("failed to initialize the context: ", 1)[1]
+        elif "failed to create context" in msg or "failed to init" in msg:
+            reason = f": {self.last_init_error}" if self.last_init_error else ""
+            if not run.errors or not run.errors[-1].startswith("failed to create context"):
+                run.errors.append(f"failed to create context{reason}")
+        elif (level == "E" or "GGML_ABORT" in msg or "error:" in msg.lower()[:40]) and "common_fit_params" not in msg:
+            run.errors.append(msg)  # fit trials report their own errors; the real load repeats them
+
+    def _timings(self, msg: str) -> None:
+        if "print_timing" in msg and (m := _TIMING.search(msg)):
+            key = (int(m.group(1)), int(m.group(2)))
+            entry = self.pending_timing.setdefault(key, {})
+            kind = "prompt" if m.group(3) == "prompt eval" else "decode"
+            entry[kind] = (float(m.group(4)), int(m.group(5)))
+            if kind == "decode":
+                self._add_timing(key, entry)
+        elif "llama_perf_context_print" in msg and (m := _PERF.search(msg)):
+            self.run.program = "libllama program" if self.run.program == "unknown" else self.run.program
+            entry = self.pending_timing.setdefault((0, -1), {})
+            kind = "prompt" if m.group(1) == "prompt eval" else "decode"
+            entry[kind] = (float(m.group(2)), int(m.group(3)))
+            if kind == "decode":
+                self._add_timing((0, -1), entry)
+
+    def _add_timing(self, key: tuple[int, int], entry: dict) -> None:
+        prompt_ms, prompt_tokens = entry.get("prompt", (0.0, 0))
+        decode_ms, decode_tokens = entry["decode"]
+        self.run.timings.append(Timing(key[0], key[1], prompt_tokens, prompt_ms, decode_tokens, decode_ms))
+        self.pending_timing.pop(key, None)
+
+    def _command(self, msg: str) -> None:
+        if self.run.command is None and "llama-" in msg and (m := _COMMAND.search(msg)):
+            self.run.command = m.group(1).strip()
+            self.run.program = m.group(1).split()[0].rsplit("/", 1)[-1]
+
+
+def _lines(source: str | Path | bytes | BinaryIO) -> Iterator[str]:
+    """Decoded lines, streamed; non-UTF-8 bytes are replaced, never fatal."""
+    if isinstance(source, (bytes, bytearray)):
+        source = io.BytesIO(source)
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise LogError(f"no such log file: {path}")
+        if path.stat().st_size > MAX_LOG_BYTES:
+            raise LogError(f"{path.name} is larger than {MAX_LOG_BYTES // 1024**3} GiB")
+        with path.open("rb") as f:
+            yield from io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="")
+        return
+    yield from io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline="")
+
+
+def parse_lines(lines: Iterable[str]) -> list[LogRun]:
+    parser = _RunParser()
+    seen_llama = 0
+    for line in lines:
+        parser.feed(line)
+        if seen_llama < 3 and any(marker in line for marker in _MARKERS):
+            seen_llama += 1
+    if seen_llama == 0:
+        raise LogError("this is not a llama.cpp log: none of its lines come from llama-server, llama-cli or libllama")
+    return [run for run in parser.runs if run.n_lines]
+
+
+def parse_log(source: str | Path | bytes | BinaryIO) -> list[LogRun]:
+    """Every run in a llama.cpp log (path, bytes or binary file object), in order."""
+    return parse_lines(_lines(source))

@@ -1,0 +1,58 @@
+"""Measured points share one schema; a log cross-checks against the plan from its header."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import GROUNDTRUTH, GT_BUDGETS, QWEN30B, SAMPLE
+
+from moe_model.logs import parse_log
+from moe_model.measurements import COLUMNS, crosscheck, derive, load_reference, point_from_run
+from moe_model.model_spec import load_model
+
+STARTING = sorted(p.stem for p in (GROUNDTRUTH / "logs").glob("*.log") if not p.stem.endswith(("minus1", "off")))
+
+
+def test_reference_table_is_loaded_from_sample_data_in_the_schema():
+    table = load_reference()
+    assert tuple(table.columns) == COLUMNS
+    row = table.set_index("id").loc["t4-cpumoe-10000"]
+    assert row["decode_tps"] == 43.2 and row["hit_rate_small_pct"] == 95.73
+
+
+@pytest.mark.parametrize("name", STARTING)
+def test_every_groundtruth_log_crosschecks_with_the_header_line_by_line(gt_model, name):
+    (run,) = parse_log(GROUNDTRUTH / "logs" / f"{name}.log")
+    budget, lines = crosscheck(run, gt_model)
+    assert lines and all(line.ok for line in lines), [vars(x) for x in lines if not x.ok]
+    case = name.split("_", 1)[1]
+    if case in GT_BUDGETS:
+        assert budget <= GT_BUDGETS[case]
+
+
+def test_a_mismatch_is_reported_on_its_line(gt_model):
+    (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
+    run.groups[1] = type(run.groups[1])(8, "q4_K", 254, 24.8)
+    _, lines = crosscheck(run, gt_model, budget_mib=403)
+    assert [line.what for line in lines if line.ok is False] == ["group 2"]
+
+
+def test_the_t4_example_log_matches_the_qwen_header():
+    (run,) = parse_log(SAMPLE / "logs" / "t4-cpumoe-10000.log")
+    budget, lines = crosscheck(run, load_model(QWEN30B))
+    assert budget == 10000 and all(line.ok for line in lines)
+
+
+def test_point_and_derived_values_from_a_log():
+    (run,) = parse_log(GROUNDTRUTH / "logs" / "server_np4_b25.log")
+    point = point_from_run(run, "server_np4_b25.log")
+    assert set(point) <= set(COLUMNS)
+    assert point["parallel"] == 4 and point["hit_rate_small_pct"] == 34.59 and point["placement"] == "--cpu-moe"
+    derived = derive(run)
+    assert derived.small_lookup_share == 1.0
+    assert derived.uploaded_mib_per_token == pytest.approx(56549.07 / 1024)
+
+
+def test_a_log_without_cache_lines_has_no_budget_to_check(gt_model):
+    (run,) = parse_log(GROUNDTRUTH / "logs" / "server_off.log")
+    budget, lines = crosscheck(run, gt_model)
+    assert budget is None and all(line.ok is None for line in lines)
