@@ -258,6 +258,142 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware(args: argparse.Namespace):
+    from moe_model.hardware import preset
+
+    hw = preset(args.hardware)
+    changes = {
+        k: v
+        for k, v in (
+            ("vram_gib", args.vram_gib),
+            ("gpu_bw_gbs", args.gpu_bw_gbs),
+            ("link_gbs", args.link_gbs),
+            ("pageable_gbs", args.link_gbs),
+            ("cpu_bw_gbs", args.cpu_bw_gbs),
+        )
+        if v is not None
+    }
+    if args.pinned:
+        changes["pinned"] = True
+    return hw.with_changes(**changes) if changes else hw
+
+
+def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int = 0):
+    from moe_model.timing import Scenario
+
+    return Scenario(placement, budget, args.concurrency, args.draft, args.accept, args.cpu_share, args.ctx)
+
+
+def _workload_source(args: argparse.Namespace, model: ModelSpec):
+    """A function giving the workload of a scenario: the user's trace or the model's synthetic preset."""
+    from functools import lru_cache
+
+    from moe_model.calibration import synthetic_workload
+
+    trace = load_any(args.trace) if getattr(args, "trace", None) else None
+
+    @lru_cache(maxsize=16)
+    def batched(concurrency: int, draft: int, accept: float) -> Workload:
+        sc = _scenario(args).__class__(concurrency=concurrency, draft_tokens=draft, accept_rate=accept)
+        if trace is None:
+            return synthetic_workload(model, sc)
+        return workload_from(trace, Batching(concurrency, draft, accept), model.n_expert)
+
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from moe_model.calibration import params_for
+    from moe_model.timing import predict, resolve, traffic_from_workload
+
+    model, hw = load_model(args.model), _hardware(args)
+    params, params_source = params_for(hw.name)
+    sc = _scenario(args, args.placement, args.budget_mib)
+    layout = resolve(model, hw, sc)
+    traffic = None
+    if args.hit_rate is None and layout.plan.starts:
+        traffic = traffic_from_workload(model, layout, sc, _workload_source(args, model)(sc))
+    pred = predict(model, hw, params, sc, traffic, args.hit_rate, layout)
+    out = pred.as_dict() | {
+        "hardware": vars(hw),
+        "params": vars(params),
+        "params_source": params_source,
+        "traffic": traffic.source
+        if traffic
+        else (f"hit rate {args.hit_rate} given" if args.hit_rate is not None else None),
+    }
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+        return 0
+    print(
+        f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if hw.pinned else 'pageable'} host experts): "
+        f"{sc.placement}, --moe-cache-mib {sc.budget_mib}"
+    )
+    if not pred.starts:
+        print(f"  does not start: {pred.error}")
+        return 0
+    print(
+        f"  decode {pred.decode_tps:.1f} t/s, prompt {pred.prefill_tps:.0f} t/s, hit rate "
+        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({out['traffic']})"
+    )
+    print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
+    print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    print(f"  model parameters: {params_source} (a model, not a measurement)")
+    for note in pred.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from moe_model.calibration import params_for
+    from moe_model.recommend import recommend
+
+    model, hw = load_model(args.model), _hardware(args)
+    params, params_source = params_for(hw.name)
+    options = recommend(model, hw, params, _scenario(args), _workload_source(args, model), args.model)
+    ranked = [o.as_dict() for o in options]
+    best = ranked[0] if ranked and ranked[0]["starts"] and ranked[0]["fits_vram"] else None
+    margin = None
+    if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
+        margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
+    if args.json:
+        print(
+            json.dumps(
+                {"best": best, "margin": margin, "options": ranked, "params_source": params_source},
+                indent=1,
+                default=str,
+            )
+        )
+        return 0
+    for o in ranked:
+        status = "" if o["starts"] and o["fits_vram"] else "  (does not start or fit)"
+        print(f"{o['decode_tps']:7.1f} t/s decode {o['prefill_tps']:7.0f} t/s prompt  {o['label']}{status}")
+    if best:
+        print(
+            f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
+            + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
+        )
+        print(f"  {best['command']}")
+    print(f"model parameters: {params_source} (a model, not a measurement)")
+    return 0
+
+
+def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--hardware", required=True, help="preset name, e.g. 'Tesla T4', 'RTX 4090'")
+    parser.add_argument("--vram-gib", type=float)
+    parser.add_argument("--gpu-bw-gbs", type=float)
+    parser.add_argument("--link-gbs", type=float, help="measured host-to-device rate")
+    parser.add_argument("--cpu-bw-gbs", type=float)
+    parser.add_argument("--pinned", action="store_true", help="host experts in pinned memory (-lm none/mlock)")
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--draft", type=int, default=0)
+    parser.add_argument("--accept", type=float, default=0.7)
+    parser.add_argument("--cpu-share", type=float, default=0.0)
+    parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--json", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m moe_model", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -273,6 +409,19 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--model", help="GGUF header to cross-check the logged slots against")
     logs.add_argument("--json", action="store_true")
     logs.set_defaults(func=cmd_parse_log)
+    pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")
+    _add_hardware_args(pred)
+    pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
+    pred.add_argument("--budget-mib", type=int, default=0)
+    source = pred.add_mutually_exclusive_group()
+    source.add_argument("--hit-rate", type=float, help="assume this hit rate instead of simulating")
+    source.add_argument("--trace", help="routing trace to simulate")
+    source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    pred.set_defaults(func=cmd_predict)
+    rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")
+    _add_hardware_args(rec)
+    rec.add_argument("--trace", help="routing trace to simulate (default: the model's synthetic preset)")
+    rec.set_defaults(func=cmd_recommend)
     return parser
 
 

@@ -83,7 +83,8 @@ class ModelSpec:
     head_dim_v: int
     n_vocab: int
     layers: tuple[LayerSpec, ...]
-    other_bytes: int
+    other_bytes: int  # tensors outside the blocks: token_embd, output, output_norm
+    input_bytes: int = 0  # token_embd: llama.cpp keeps the input layer in host memory
 
     @property
     def file_type_name(self) -> str:
@@ -134,14 +135,15 @@ def _expert_tensor(info: TensorInfo, kind: str) -> ExpertTensor:
     return ExpertTensor(info.name, kind, info.ggml_type, ggml_type_name(info.ggml_type), shape, info.stride_bytes(2))
 
 
-def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[LayerSpec, ...], int]:
+def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[LayerSpec, ...], int, int]:
     experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
     dense = [0] * n_layer
-    other = 0
+    other = inputs = 0
     for info in tensors:
         match = _BLOCK_RE.match(info.name)
         if match is None or int(match.group(1)) >= n_layer:
             other += info.nbytes
+            inputs += info.nbytes if info.name.startswith("token_embd.") else 0
             continue
         il, rest = int(match.group(1)), match.group(2)
         kind = rest.removesuffix(".weight")
@@ -153,7 +155,7 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
         LayerSpec(il, tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]), dense[il])
         for il in range(n_layer)
     )
-    return layers, other
+    return layers, other, inputs
 
 
 def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
@@ -170,7 +172,7 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
             f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
         )
     tensors = [t for h in headers for t in h.tensors]
-    layers, other = _build_layers(tensors, n_layer)
+    layers, other, inputs = _build_layers(tensors, n_layer)
     if not any(layer.has_experts for layer in layers):
         raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")
     n_embd = _meta_int(meta, f"{arch}.embedding_length", 0) or 0
@@ -194,6 +196,7 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
         n_vocab=_meta_int(meta, f"{arch}.vocab_size", getattr(tokens, "count", 0)) or 0,
         layers=layers,
         other_bytes=other,
+        input_bytes=inputs,
     )
 
 

@@ -100,6 +100,26 @@ MODELS = (
         qk_norm=True,
         n_shards=3,
     ),
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json, laid out as qwen3moe (its gated-delta-net attention and
+    # shared expert are left out: only the routed experts matter to the cache). A stand-in for the
+    # "Qwen3.8-Flash-Next IQ4_NL" of the CPU-share article, whose header is not available.
+    Arch(
+        "Qwen3-Next-80B-A3B-IQ4_NL",
+        "Qwen3-Next-80B-A3B (stand-in layout)",
+        "qwen3moe",
+        48,
+        2048,
+        16,
+        2,
+        256,
+        512,
+        10,
+        512,
+        151936,
+        262144,
+        LlamaFileType.MOSTLY_IQ4_NL,
+        qk_norm=True,
+    ),
     # mistralai/Mixtral-8x7B-v0.1 config.json (llama architecture with 8 experts)
     Arch(
         "Mixtral-8x7B-Q4_K_M",
@@ -133,6 +153,8 @@ def weight_type(a: Arch, kind: str, il: int, row: int) -> T:
     """The type llama.cpp's quantizer gives a 2-D/3-D weight of this file type."""
     if a.ftype == LlamaFileType.MOSTLY_MXFP4_MOE:
         return T.MXFP4 if kind.endswith("_exps") else T.Q8_0
+    if a.ftype == LlamaFileType.MOSTLY_IQ4_NL:
+        return T.Q6_K if kind == "output" else T.IQ4_NL
     if kind == "output":
         return T.Q6_K if _fits_blocks(T.Q6_K, row) else T.Q8_0
     if kind in ("ffn_down_exps", "ffn_down"):

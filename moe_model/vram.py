@@ -1,0 +1,118 @@
+"""Where the GPU memory goes: dense weights, experts kept on the GPU, KV cache, compute buffers, the cache.
+
+KV size is exact for f16 caches (checked against the logs: 56.00 MiB and 384.00 MiB). Compute
+buffers are an estimate (logits of a ubatch, plus attention scores without flash attention),
+labelled as such. `fit_host_layers` mirrors what `--fit` does with a MoE model: keep the dense
+weights on the GPU and move the experts of the first layers to host memory until it fits with
+`FIT_MARGIN_MIB` free; the cache it creates counts as context memory (common/fit.cpp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moe_model.hardware import Hardware
+from moe_model.model_spec import ModelSpec
+from moe_model.slot_plan import MIB, Placement, plan_cache
+
+FIT_MARGIN_MIB = 1024  # --fit's default free-memory target per device (common/fit.cpp, -fitt)
+CUDA_RESERVE_MIB = 300  # driver/context memory CUDA keeps: an assumption
+
+
+@dataclass(frozen=True)
+class VramBreakdown:
+    """MiB of GPU memory per item for one configuration."""
+
+    dense_mib: float
+    experts_mib: float
+    kv_mib: float
+    compute_mib: float
+    cache_mib: float
+    reserve_mib: float
+    vram_mib: float
+
+    @property
+    def used_mib(self) -> float:
+        return self.dense_mib + self.experts_mib + self.kv_mib + self.compute_mib + self.cache_mib + self.reserve_mib
+
+    @property
+    def free_mib(self) -> float:
+        return self.vram_mib - self.used_mib
+
+    @property
+    def fits(self) -> bool:
+        return self.free_mib >= 0
+
+    def as_dict(self) -> dict:
+        return {
+            "dense": self.dense_mib,
+            "experts_on_gpu": self.experts_mib,
+            "kv_cache": self.kv_mib,
+            "compute_buffers_estimate": self.compute_mib,
+            "moe_cache": self.cache_mib,
+            "cuda_reserve_assumed": self.reserve_mib,
+            "free": self.free_mib,
+            "total": self.vram_mib,
+        }
+
+
+def kv_cache_mib(model: ModelSpec, n_ctx: int, bytes_per_elem: float = 2.0) -> float:
+    """f16 K and V for every layer and cell (llama_kv_cache)."""
+    per_cell = model.n_layer * model.n_head_kv * (model.head_dim_k + model.head_dim_v)
+    return n_ctx * per_cell * bytes_per_elem / MIB
+
+
+def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
+    """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
+    logits = n_ubatch * model.n_vocab * 4
+    scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
+    activations = 8 * n_ubatch * max(model.n_embd, 1) * 4
+    return (max(logits, scores) + activations) / MIB
+
+
+def dense_gpu_mib(model: ModelSpec) -> float:
+    """Dense weights on the GPU: every layer's non-expert tensors and the output head (the input
+    embedding stays in host memory in llama.cpp)."""
+    return (sum(layer.dense_bytes for layer in model.layers) + model.other_bytes - model.input_bytes) / MIB
+
+
+def experts_gpu_mib(model: ModelSpec, placement: Placement) -> float:
+    return sum(layer.expert_bytes_total for layer in model.layers if not placement.experts_on_host(layer.index)) / MIB
+
+
+def breakdown(
+    model: ModelSpec, hw: Hardware, placement: Placement, budget_mib: int, n_ctx: int = 4096, n_ubatch: int = 512
+) -> VramBreakdown:
+    plan = plan_cache(model, budget_mib, placement)
+    return VramBreakdown(
+        dense_gpu_mib(model),
+        experts_gpu_mib(model, placement),
+        kv_cache_mib(model, n_ctx),
+        compute_buffer_mib(model, n_ubatch, n_ctx),
+        plan.device_cache_mib,
+        CUDA_RESERVE_MIB,
+        hw.vram_mib,
+    )
+
+
+def max_budget_mib(
+    model: ModelSpec, hw: Hardware, placement: Placement, n_ctx: int = 4096, margin_mib: float = 256
+) -> int:
+    """The largest --moe-cache-mib whose cache still fits beside everything else (with a margin)."""
+    lo, hi = 0, int(hw.vram_mib)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if breakdown(model, hw, placement, mid, n_ctx).free_mib >= margin_mib:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fit_host_layers(model: ModelSpec, hw: Hardware, budget_mib: int = 0, n_ctx: int = 4096) -> int:
+    """How many leading layers --fit moves to host memory (their experts) so the rest fits."""
+    for k in range(model.n_layer + 1):
+        placement = Placement(cpu_moe=False, n_cpu_moe=k)
+        if breakdown(model, hw, placement, budget_mib, n_ctx).free_mib >= FIT_MARGIN_MIB:
+            return k
+    return model.n_layer
