@@ -145,3 +145,36 @@ def test_parse_log_of_a_non_log_exits_1_with_one_line(tmp_path):
     path.write_text("shopping list\neggs\nmilk\n")
     out = run_cli("parse-log", str(path))
     assert out.returncode == 1 and out.stderr.strip().startswith("error: this is not a llama.cpp log")
+
+
+def test_predict_json_contract():
+    out = run_cli(
+        "predict",
+        "--model",
+        str(QWEN30B),
+        "--hardware",
+        "Tesla T4",
+        "--budget-mib",
+        "10000",
+        "--hit-rate",
+        "0.957",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    pred = json.loads(out.stdout)
+    for key in ("starts", "decode_tps", "prefill_tps", "hit_rate", "breakdown_ms", "vram"):
+        assert key in pred
+    assert 38 < pred["decode_tps"] < 48 and pred["vram"]["moe_cache"] > 9999
+    refused = json.loads(
+        run_cli("predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "49", "--json").stdout
+    )
+    assert refused["starts"] is False
+
+
+def test_recommend_cli_and_unknown_hardware():
+    out = run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["best"]["command"].endswith("-lv 4") and result["options"]
+    bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
+    assert bad.returncode == 1 and "unknown hardware preset" in bad.stderr
