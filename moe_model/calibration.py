@@ -22,7 +22,7 @@ from moe_model.logs import parse_log
 from moe_model.measurements import load_reference
 from moe_model.model_spec import ModelSpec
 from moe_model.synthetic import Shape, generate, preset_for
-from moe_model.timing import Point, Scenario, TimeParams, Traffic, resolve, traffic_from_workload
+from moe_model.timing import Point, Scenario, TimeParams, Traffic, predict, resolve, traffic_from_workload
 from moe_model.workload import Batching, Workload, build_workload
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -152,3 +152,66 @@ def calibration_record(cal, points: list[Point], fitted_to: str) -> dict:
         "measured": {p.name: p.decode_tps for p in points},
         "params": asdict(cal.params),
     }
+
+
+# the CPU-share article's machine and model are not stated: a plausible stand-in, stated as such
+CPU_SHARE_STANDIN = ("Qwen3-Next-80B-A3B-IQ4_NL.gguf", "RTX 4090")
+
+
+def reference_predictions(qwen: ModelSpec, standin: ModelSpec) -> pd.DataFrame:
+    """Every reference row with a prediction where the model and machine are known, and the residual."""
+    table = load_reference()
+    t4 = {p.name: p for p in t4_points(qwen)}
+    params_t4, _ = params_for("Tesla T4")
+    params_sub, _ = params_for(CPU_SHARE_STANDIN[1])
+    rows = []
+    for _, row in table.iterrows():
+        predicted, basis = None, "no prediction: model or machine not known"
+        if row["id"] in t4:
+            p = t4[row["id"]]
+            predicted = predict(
+                qwen, preset("Tesla T4"), params_t4, p.scenario, p.traffic, p.hit_rate, p.layout
+            ).decode_tps
+            basis = "Tesla T4 preset, T4 calibration; hit rate " + ("measured" if p.traffic is None else "simulated")
+        elif row["id"] == "t4-cpumoe-49":
+            pred = predict(qwen, preset("Tesla T4"), params_t4, Scenario("cpu-moe", 49))
+            basis = "refuses to start" if not pred.starts else "starts (mismatch!)"
+        elif str(row["model"]).startswith("Qwen3.8-Flash-Next"):
+            sc = Scenario("cpu-moe", int(row["moe_cache_mib"]), cpu_share=float(row["cpu_share"]))
+            predicted = predict(
+                standin, preset(CPU_SHARE_STANDIN[1]), params_sub, sc, hit_rate=float(row["hit_rate_pct"]) / 100
+            ).decode_tps
+            basis = ("stand-in: Qwen3-Next-80B-A3B layout on an RTX 4090 preset (plausible, not the article's); "
+                     "hit rate measured")
+        measured = row["decode_tps"]
+        residual = predicted / measured - 1 if predicted and pd.notna(measured) else None
+        rows.append(
+            {
+                "id": row["id"],
+                "measured_tps": measured,
+                "predicted_tps": predicted,
+                "residual": residual,
+                "basis": basis,
+            }
+        )
+    return table.merge(pd.DataFrame(rows), on="id")
+
+
+def log_points(runs: list, model: ModelSpec, hw: Hardware, source: str = "log") -> list[Point]:
+    """Calibration points from parsed log runs that have a decode speed and, if cached, a hit rate."""
+    from moe_model.measurements import _decode_tps, infer_budget, infer_placement
+
+    points = []
+    for run in runs:
+        decode = _decode_tps(run)
+        if not decode or not run.starts:
+            continue
+        placement = infer_placement(run, model)
+        budget = infer_budget(run, model, placement) if run.devices else 0
+        label = "cpu-moe" if placement.cpu_moe else f"n-cpu-moe:{placement.n_cpu_moe}"
+        sc = Scenario(
+            label, budget or 0, int(run.placement.get("n_seq_max", 1)), n_ctx=int(run.placement.get("n_ctx", 4096))
+        )
+        hit = run.small.hit_rate if run.small else 0.0
+        points.append(Point(f"{source}#{run.index + 1}", sc, decode, None, hit, None, resolve(model, hw, sc), 0.15))
+    return points

@@ -113,3 +113,61 @@ def recommend(
     ok = [o for o in options if o.prediction.starts and o.prediction.vram.fits]
     rest = [o for o in options if o not in ok]
     return sorted(ok, key=lambda o: -o.prediction.decode_tps) + rest
+
+
+def best_per_card(
+    model: ModelSpec,
+    cards: list[Hardware],
+    base: Scenario,
+    work: Workload,
+    curve: list,
+    model_path: str,
+    params_of: Callable[[str], TimeParams],
+) -> list[dict]:
+    """Per card: the fastest --cpu-moe budget of a precomputed hit-rate curve that fits, against --fit and
+    --cpu-moe without a cache; marks cards where the cache is a net loss."""
+    from moe_model.timing import PHASE_DECODE, traffic_from_simulation
+
+    n_ub = int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+    rows = []
+    for hw in cards:
+        params = params_of(hw.name)
+        no_cache = {
+            "--fit (no cache)": predict(model, hw, params, replace(base, placement="fit", budget_mib=0)),
+            "--cpu-moe (no cache)": predict(model, hw, params, replace(base, placement="cpu-moe", budget_mib=0)),
+        }
+        best_name, best = None, None
+        for r in curve:
+            sc = replace(base, placement="cpu-moe", budget_mib=r.budget_mib)
+            layout = resolve(model, hw, sc)
+            if not (layout.plan.starts and layout.vram.fits):
+                continue
+            traffic = traffic_from_simulation(model, layout, sc, r.layer_hits, r.layer_lookups, n_ub, "simulated")
+            pred = predict(model, hw, params, sc, traffic, layout=layout)
+            if best is None or pred.decode_tps > best.decode_tps:
+                best_name, best = f"--cpu-moe + {r.budget_mib} MiB", pred
+        fitting = {k: v for k, v in no_cache.items() if v.vram.fits}
+        baseline_name, baseline = max(fitting.items(), key=lambda kv: kv[1].decode_tps) if fitting else (None, None)
+        winner_name, winner = (
+            (best_name, best)
+            if best and (not baseline or best.decode_tps >= baseline.decode_tps)
+            else (baseline_name, baseline)
+        )
+        if winner is None:
+            rows.append({"gpu": hw.name, "setting": "nothing fits", "decode_tps": 0.0})
+            continue
+        rows.append(
+            {
+                "gpu": hw.name,
+                "link": f"{hw.pcie_label}, {'pinned' if hw.pinned else 'pageable'}",
+                "setting": winner_name,
+                "decode_tps": winner.decode_tps,
+                "prefill_tps": winner.prefill_tps,
+                "vram_free_mib": winner.vram.free_mib,
+                "no_cache_tps": baseline.decode_tps if baseline else None,
+                "best_cache_tps": best.decode_tps if best else None,
+                "cache_is_net_loss": bool(best and baseline and best.decode_tps < baseline.decode_tps),
+                "command": command_line(model_path, winner.scenario, len(winner.layout.host_layers)),
+            }
+        )
+    return rows

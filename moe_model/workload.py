@@ -48,6 +48,20 @@ class Workload:
     def n_ubatches(self) -> int:
         return int(self.rec_ubatch.max()) + 1 if self.n_records else 0
 
+    def prefix(self, n_records: int) -> Workload:
+        """The first n_records records (to compare a step-by-step view with the simulator)."""
+        n = min(n_records, self.n_records)
+        end = int(self.rec_off[n - 1] + self.k * self.rec_ntok[n - 1]) if n else 0
+        return replace(
+            self,
+            rec_ubatch=self.rec_ubatch[:n],
+            rec_layer=self.rec_layer[:n],
+            rec_ntok=self.rec_ntok[:n],
+            rec_off=self.rec_off[:n],
+            rec_phase=self.rec_phase[:n],
+            ids=self.ids[:end],
+        )
+
     def for_model(self, n_expert: int) -> Workload:
         """The same records over the model's expert count (a trace may never pick the last experts)."""
         return replace(self, n_expert=n_expert)

@@ -1,0 +1,21 @@
+"""MoE Cache Explorer: what llama.cpp's --moe-cache-mib does for a model and a GPU.
+
+streamlit run app.py
+"""
+
+import streamlit as st
+
+st.set_page_config(page_title="MoE Cache Explorer", page_icon=":material/memory:", layout="wide")
+
+PAGES = [
+    st.Page("pages/model_budget.py", title="Model & budget", icon=":material/calculate:", default=True),
+    st.Page("pages/explore.py", title="Explore", icon=":material/insights:"),
+    st.Page("pages/reference.py", title="Reference", icon=":material/table_chart:"),
+    st.Page("pages/logs.py", title="Logs", icon=":material/description:"),
+    st.Page("pages/learn.py", title="Learn", icon=":material/school:"),
+    st.Page("pages/shopping.py", title="Hardware shopping", icon=":material/shopping_cart:"),
+]
+
+st.sidebar.title("MoE Cache Explorer")
+st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
+st.navigation(PAGES).run()

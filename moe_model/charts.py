@@ -1,0 +1,226 @@
+"""Plotly figure builders: plain results in, `plotly.graph_objects.Figure` out (Streamlit or Jupyter).
+
+Colours come from the Okabe-Ito palette, which stays distinguishable with colour-vision deficiency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from moe_model.simulate import SimResult
+from moe_model.slot_plan import CachePlan
+from moe_model.timing import Prediction
+from moe_model.vram import VramBreakdown
+
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
+HOT, COLD, MISS = "#D55E00", "#0072B2", "#E69F00"
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        template="plotly_white",
+        height=380,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def _mark(fig: go.Figure, budget_mib: float | None) -> None:
+    if budget_mib is not None:
+        fig.add_vline(x=budget_mib, line_dash="dot", line_color="#555", annotation_text=f"{budget_mib:g} MiB")
+
+
+def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
+    """Hit rate against budget, split like llama.cpp's statistics (ubatch <= 8 and > 8)."""
+    fig = go.Figure()
+    budgets = [r.budget_mib for r in results]
+    for name, attr, color in (("ubatch <= 8", "small", OKABE_ITO[4]), ("ubatch > 8", "large", OKABE_ITO[5])):
+        rates = [getattr(r, attr).hit_rate for r in results]
+        if any(v is not None for v in rates):
+            fig.add_scatter(
+                x=budgets,
+                y=[None if v is None else 100 * v for v in rates],
+                name=name,
+                mode="lines+markers",
+                line={"color": color},
+            )
+    _mark(fig, mark_budget)
+    fig.update_yaxes(range=[0, 100])
+    return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+
+
+def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
+    fig = go.Figure()
+    fig.add_scatter(
+        x=[r.budget_mib for r in results],
+        y=[r.uploaded_bytes_per_token() / 2**20 for r in results],
+        name="uploaded per decoded token",
+        mode="lines+markers",
+        line={"color": MISS},
+    )
+    _mark(fig, mark_budget)
+    return _layout(fig, "Uploads over the host link (simulated)", "--moe-cache-mib", "MiB per token")
+
+
+def speed_curve(
+    budgets: Sequence[float],
+    decode_tps: Sequence[float | None],
+    baselines: dict[str, float],
+    measured: pd.DataFrame | None = None,
+    mark_budget: float | None = None,
+) -> go.Figure:
+    """Predicted decode t/s against budget, the no-cache baselines as lines, measured points as markers."""
+    fig = go.Figure()
+    fig.add_scatter(
+        x=list(budgets),
+        y=list(decode_tps),
+        name="predicted (model)",
+        mode="lines+markers",
+        line={"color": OKABE_ITO[4]},
+    )
+    for i, (name, value) in enumerate(baselines.items()):
+        fig.add_hline(
+            y=value, line_dash="dash", line_color=OKABE_ITO[(i + 5) % 8], annotation_text=f"{name}: {value:.1f}"
+        )
+    if measured is not None and len(measured):
+        fig.add_scatter(
+            x=measured["moe_cache_mib"],
+            y=measured["decode_tps"],
+            name="measured",
+            mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO[7]},
+            text=measured["id"],
+            hovertemplate="%{text}: %{y} t/s at %{x} MiB",
+        )
+    _mark(fig, mark_budget)
+    return _layout(fig, "Decode speed", "--moe-cache-mib", "tokens / s")
+
+
+def layer_hit_rates(result: SimResult) -> go.Figure:
+    lookups = np.maximum(result.layer_lookups, 1)
+    rate = np.where(result.layer_lookups > 0, 100 * result.layer_hits / lookups, np.nan)
+    fig = go.Figure(go.Bar(x=np.arange(len(rate)), y=rate, marker_color=COLD, name="hit rate"))
+    return _layout(fig, f"Hit rate per layer at {result.budget_mib} MiB (simulated)", "layer", "hit rate (%)")
+
+
+def time_breakdown(predictions: dict[str, Prediction]) -> go.Figure:
+    """Stacked milliseconds per decoded token, one bar per configuration."""
+    fig = go.Figure()
+    names = list(predictions)
+    terms = sorted({t for p in predictions.values() for t in p.breakdown_ms})
+    for i, term in enumerate(terms):
+        values = [
+            p.breakdown_ms.get(term, 0.0) / max(p.scenario.decoded_per_ubatch, 1e-9) for p in predictions.values()
+        ]
+        fig.add_bar(x=names, y=values, name=term, marker_color=OKABE_ITO[i % 8])
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Where the time goes (model)", "", "ms per decoded token")
+
+
+def vram_bar(vram: VramBreakdown) -> go.Figure:
+    fig = go.Figure()
+    parts = {k: v for k, v in vram.as_dict().items() if k not in ("total",)}
+    for i, (name, mib) in enumerate(parts.items()):
+        fig.add_bar(
+            y=["VRAM"],
+            x=[max(mib, 0.0)],
+            name=name,
+            orientation="h",
+            marker_color=OKABE_ITO[i % 8],
+            hovertemplate=f"{name}: %{{x:.0f}} MiB",
+        )
+    fig.update_layout(barmode="stack", height=200)
+    fig = _layout(fig, f"GPU memory: {vram.vram_mib:.0f} MiB", "MiB", "")
+    fig.update_layout(height=220)
+    return fig
+
+
+def plan_slots(plan: CachePlan) -> go.Figure:
+    """Slots per group against the group's experts: what share of each pool the budget buys."""
+    fig = go.Figure()
+    names = [f"CUDA{g.device} {g.type_name} ({g.n_layers} layers)" for g in plan.groups]
+    fig.add_bar(x=names, y=[g.n_slots if plan.starts else 0 for g in plan.groups], name="slots", marker_color=HOT)
+    fig.add_bar(
+        x=names,
+        y=[g.max_slots - (g.n_slots if plan.starts else 0) for g in plan.groups],
+        name="not cached",
+        marker_color="#BBBBBB",
+    )
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Slots per group", "", "experts (layer x expert)")
+
+
+def reference_residuals(frame: pd.DataFrame) -> go.Figure:
+    """Measured against predicted decode t/s for the reference rows."""
+    fig = go.Figure()
+    top = float(max(frame["decode_tps"].max(), frame["predicted_tps"].max()) * 1.1)
+    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", line={"dash": "dot", "color": "#888"}, name="equal")
+    fig.add_scatter(
+        x=frame["decode_tps"],
+        y=frame["predicted_tps"],
+        mode="markers+text",
+        text=frame["id"],
+        textposition="top center",
+        marker={"size": 10, "color": OKABE_ITO[4]},
+        name="rows",
+    )
+    return _layout(fig, "Reference rows: predicted against measured", "measured decode t/s", "predicted decode t/s")
+
+
+def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) -> go.Figure:
+    """The slot pool as cells: each shows the (layer, expert) it holds; hits and fills of this step highlighted."""
+    labels = [f"L{key // n_expert}E{key % n_expert}" if key >= 0 else "empty" for key in slots]
+    state = [2 if highlight.get(i) == "hit" else 1 if highlight.get(i) == "fill" else 0 for i in range(len(slots))]
+    width = int(np.ceil(np.sqrt(len(slots) * 2)))
+    rows = int(np.ceil(len(slots) / width))
+    z = np.full((rows, width), np.nan)
+    text = np.full((rows, width), "", dtype=object)
+    for i, (s, label) in enumerate(zip(state, labels, strict=True)):
+        z[i // width, i % width] = s
+        text[i // width, i % width] = label
+    colorscale = [[0, "#DDDDDD"], [0.5, MISS], [1, COLD]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            text=text,
+            texttemplate="%{text}",
+            colorscale=colorscale,
+            zmin=0,
+            zmax=2,
+            showscale=False,
+            xgap=3,
+            ygap=3,
+        )
+    )
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    return _layout(fig, "Slot pool (blue: hit this step, orange: uploaded this step)", "", "")
+
+
+def shopping_bars(frame: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    fig.add_bar(
+        x=frame["gpu"],
+        y=frame["decode_tps"],
+        name="best decode t/s",
+        marker_color=OKABE_ITO[4],
+        text=frame["setting"],
+        hovertemplate="%{x}: %{y:.1f} t/s<br>%{text}",
+    )
+    if "no_cache_tps" in frame:
+        fig.add_scatter(
+            x=frame["gpu"],
+            y=frame["no_cache_tps"],
+            name="--fit without cache",
+            mode="markers",
+            marker={"symbol": "line-ew-open", "size": 30, "color": OKABE_ITO[5]},
+        )
+    return _layout(fig, "Best predicted setting per card (model)", "", "decode tokens / s")

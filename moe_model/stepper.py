@@ -1,0 +1,101 @@
+"""Step through llama.cpp's cache one (layer, ubatch) at a time, keeping every slot's content.
+
+For teaching on small models: the literal b11549 plan() (linked list of slots, hits refreshed first,
+sorted misses take the head), recording what each step hit, filled and evicted. Slow by design; its
+counts equal the simulator's (tests/test_stepper.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moe_model.slot_plan import CachePlan
+from moe_model.workload import MAX_BATCH, Workload
+
+
+@dataclass(frozen=True)
+class Step:
+    """One (layer, ubatch) record as the cache saw it."""
+
+    record: int
+    ubatch: int
+    layer: int
+    n_tokens: int
+    group: int | None
+    path: str  # "cache", "large batch (copy)", "CPU", "not cached"
+    hits: tuple[int, ...]  # expert ids
+    fills: tuple[tuple[int, int], ...]  # (expert id, slot)
+    evicted: tuple[tuple[int, int], ...]  # (layer, expert) pushed out
+    slots: tuple[np.ndarray, ...]  # per group: key (layer * n_expert + expert) per slot, -1 empty
+    total_hits: int
+    total_misses: int
+
+
+class _Pool:
+    def __init__(self, n_slots: int) -> None:
+        self.order = list(range(n_slots))  # head (least recently used) first
+        self.key_of = [-1] * n_slots
+        self.slot_of: dict[int, int] = {}
+
+    def touch(self, slot: int) -> None:
+        self.order.remove(slot)
+        self.order.append(slot)
+
+
+def steps(work: Workload, plan: CachePlan, n_expert: int, limit: int = 2000) -> list[Step]:
+    """The first `limit` records of the workload, step by step."""
+    group_of = {il: gi for gi, g in enumerate(plan.groups) if g.cached and plan.starts for il in g.layers}
+    pools = [_Pool(g.n_slots) if g.cached and plan.starts else None for g in plan.groups]
+    out, total_hits, total_misses = [], 0, 0
+    for r in range(min(limit, work.n_records)):
+        layer, ntok = int(work.rec_layer[r]), int(work.rec_ntok[r])
+        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * ntok].tolist()
+        gi = group_of.get(layer)
+        hits, fills, evicted, path = [], [], [], "not cached"
+        if gi is not None and ntok > 0:
+            pool = pools[gi]
+            if ntok <= MAX_BATCH and min(ntok * work.k, n_expert) <= len(pool.key_of):
+                path = "cache"
+                hits, fills, evicted = _plan(pool, layer, list(dict.fromkeys(ids)), n_expert)
+                total_hits, total_misses = total_hits + len(hits), total_misses + len(fills)
+            else:
+                path = "large batch (copy)" if ntok >= 32 else "CPU"
+        snapshot = tuple(np.array(p.key_of) if p else np.zeros(0, int) for p in pools)
+        out.append(
+            Step(
+                r,
+                int(work.rec_ubatch[r]),
+                layer,
+                ntok,
+                gi,
+                path,
+                tuple(hits),
+                tuple(fills),
+                tuple(evicted),
+                snapshot,
+                total_hits,
+                total_misses,
+            )
+        )
+    return out
+
+
+def _plan(pool: _Pool, layer: int, uniq: list[int], n_expert: int):
+    """llama.cpp's plan(): hits go to the tail first, then sorted misses take the head slot."""
+    hits = [e for e in uniq if layer * n_expert + e in pool.slot_of]
+    for e in hits:
+        pool.touch(pool.slot_of[layer * n_expert + e])
+    fills, evicted = [], []
+    for e in sorted(set(uniq) - set(hits)):
+        slot = pool.order[0]
+        old = pool.key_of[slot]
+        if old >= 0:
+            del pool.slot_of[old]
+            evicted.append((old // n_expert, old % n_expert))
+        pool.key_of[slot] = layer * n_expert + e
+        pool.slot_of[layer * n_expert + e] = slot
+        pool.touch(slot)
+        fills.append((e, slot))
+    return hits, fills, evicted

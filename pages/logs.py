@@ -1,0 +1,112 @@
+"""Logs: what the cache really did, from llama-server -lv 4 logs; cross-checked; calibrate on your runs."""
+
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from moe_model.calibration import log_points
+from moe_model.logs import parse_log
+from moe_model.measurements import crosscheck, point_from_run
+from moe_model.timing import calibrate
+from ui.common import ROOT, friendly_errors, sidebar_hardware, sidebar_model
+
+EXAMPLES = {p.name: p for p in sorted((ROOT / "sample_data" / "logs").glob("*.log"))} | {
+    f"real H200 run: {p.name}": p for p in sorted((ROOT / "sample_data" / "groundtruth" / "logs").glob("server_*.log"))
+}
+
+st.header("Logs")
+st.caption(
+    "Start llama-server with `-lv 4` (cache size and slots at start-up; hit rates when it stops cleanly). "
+    "Upload one or more logs, or pick an example."
+)
+
+
+@st.cache_data(show_spinner="Parsing the log...")
+def parsed(data: bytes):
+    return parse_log(data)
+
+
+with friendly_errors():
+    model, source = sidebar_model()
+    hw, (params, params_source) = sidebar_hardware()
+    uploads = st.file_uploader("llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload")
+    picks = st.multiselect(
+        "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
+        list(EXAMPLES),
+        default=[] if uploads else ["t4-cpumoe-10000.log"],
+        key="log_examples",
+    )
+    files = [(u.name, u.getvalue()) for u in uploads or []] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
+    points, all_runs = [], []
+    for name, data in files:
+        try:
+            runs = parsed(data)
+        except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
+            st.error(f"{name}: {err}")
+            continue
+        for run in runs:
+            all_runs.append(run)
+            with st.expander(
+                f"{name}, run {run.index + 1}: {run.program}" + ("" if run.starts else " — did not start"),
+                expanded=len(files) == 1,
+            ):
+                st.json(run.as_dict(), expanded=False)
+                for note in run.notes():
+                    st.info(note)
+                for w in run.warnings:
+                    st.warning(w)
+                for e in run.errors:
+                    st.error(e)
+                if run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert:
+                    budget, lines = crosscheck(run, model)
+                    st.markdown(f"**Cross-check against {Path(source).name}** (budget {budget} MiB):")
+                    st.dataframe(
+                        pd.DataFrame(
+                            [
+                                {
+                                    "what": c.what,
+                                    "logged": c.logged,
+                                    "header says": c.predicted,
+                                    "ok": {True: "ok", False: "MISMATCH", None: "info"}[c.ok],
+                                }
+                                for c in lines
+                            ]
+                        ),
+                        hide_index=True,
+                        width="stretch",
+                    )
+                else:
+                    st.caption("Pick the matching model in the sidebar to cross-check the logged slots.")
+                point = point_from_run(run, name)
+                points.append(point)
+    if points:
+        frame = pd.DataFrame(points)
+        st.subheader("Measured points")
+        st.dataframe(frame, hide_index=True, width="stretch")
+        st.session_state["measured_points"] = frame.dropna(subset=["decode_tps", "moe_cache_mib"])
+        st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
+        st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")
+        curve = frame.dropna(subset=["moe_cache_mib"]).sort_values("moe_cache_mib")
+        if len(curve) > 1:
+            fig = go.Figure()
+            fig.add_scatter(x=curve["moe_cache_mib"], y=curve["decode_tps"], mode="lines+markers", name="decode t/s")
+            fig.update_layout(
+                title="Measured curve from these runs",
+                xaxis_title="--moe-cache-mib",
+                yaxis_title="tokens / s",
+                template="plotly_white",
+            )
+            st.plotly_chart(fig, width="stretch", key="measured_curve")
+    matching = [r for r in all_runs if r.model.get("n_layer") == model.n_layer]
+    if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
+        cal_points = log_points(matching, model, hw, "log")
+        if len(cal_points) < 2:
+            st.warning("Need at least two runs with a decode speed to calibrate.")
+        else:
+            cal = calibrate(model, hw, cal_points)
+            (st.success if cal.accepted else st.error)(
+                f"worst error {100 * cal.max_error:.1f} %" + ("" if cal.accepted else ": fit rejected, not used")
+            )
+            st.json({"params": vars(cal.params), "residuals": cal.residuals})

@@ -1,0 +1,159 @@
+"""Every page of the explorer through Streamlit's AppTest: renders, reacts to controls, refuses bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from conftest import GROUNDTRUTH, GT_HEADER, ROOT
+from streamlit.testing.v1 import AppTest
+
+PAGES = [
+    "pages/model_budget.py",
+    "pages/explore.py",
+    "pages/reference.py",
+    "pages/logs.py",
+    "pages/learn.py",
+    "pages/shopping.py",
+]
+
+
+def open_page(page: str, **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(page)
+    at.run()
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page in order, as the JSON the browser receives."""
+    return {str(i): json.loads(c.proto.spec) for i, c in enumerate(at.get("plotly_chart"))}
+
+
+def _values(v):
+    """Plotly sends numpy arrays as {"dtype", "bdata"}: decode them to lists."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return v
+
+
+def trace(fig: dict, name: str) -> dict:
+    found = next(t for t in fig["data"] if t.get("name") == name)
+    return {key: _values(value) for key, value in found.items()}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_its_default_view_without_exceptions(page):
+    at = open_page(page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    if page != "pages/logs.py":
+        assert at.get("plotly_chart")
+
+
+def test_model_page_shows_llama_servers_lines_and_follows_the_budget():
+    at = open_page("pages/model_budget.py")
+    assert "24 layers, q6_K:  1834 slots (59.7%)" in at.code[0].value  # default: Qwen3-30B-A3B at 10,000 MiB
+    before = trace(charts(at)["0"], "slots")["y"]
+    at.slider(key="budget").set_value(50).run()
+    assert "24 layers, q6_K:     8 slots (0.3%)" in at.code[0].value
+    assert trace(charts(at)["0"], "slots")["y"] == [8, 8] != before
+    at.slider(key="budget").set_value(49).run()
+    assert any("refuses to start" in e.value for e in at.error) and not at.exception
+
+
+def test_url_parameters_set_the_view():
+    at = open_page("pages/model_budget.py", budget="100", model="gpt-oss-20b-MXFP4.gguf")
+    assert at.slider(key="budget").value == 100
+    assert "24 layers, mxfp4:     6 slots" in at.code[0].value
+
+
+def test_uploading_a_header_prefix_reads_it_and_a_short_one_says_how_much_more():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    at.run()
+    assert not at.exception and "6 layers, q6_K" in at.code[0].value
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes()[:5000], "application/octet-stream"))
+    at.run()
+    assert not at.exception and any("head -c" in e.value for e in at.error)
+
+
+def test_explore_budget_and_concurrency_change_the_chart_data():
+    at = open_page("pages/explore.py")
+    figs = charts(at)
+    speed_before, hits_before = figs["0"], trace(figs["1"], "ubatch <= 8")["y"]
+    at.slider(key="budget").set_value(6000).run()
+    figs = charts(at)
+    assert figs["0"]["layout"]["shapes"] != speed_before["layout"]["shapes"]  # the marked budget moved
+    at.slider(key="np").set_value(4).run()
+    assert trace(charts(at)["1"], "ubatch <= 8")["y"] != hits_before  # 4 streams: other hit rates
+    assert not at.exception
+
+
+def test_explore_overlays_the_measured_t4_points():
+    at = open_page("pages/explore.py")
+    measured = trace(charts(at)["0"], "measured")
+    assert 43.2 in measured["y"] and 10000 in measured["x"]
+
+
+def test_explore_refuses_a_bad_trace_upload_with_a_message():
+    at = open_page("pages/explore.py")
+    at.radio(key="workload").set_value("upload a trace").run()
+    at.get("file_uploader")[0].set_value(("t.npz", b"not an npz", "application/octet-stream"))
+    at.run()
+    assert not at.exception and any("not a readable NPZ" in e.value for e in at.error)
+
+
+def test_reference_page_predicts_the_t4_rows_within_their_bands():
+    at = open_page("pages/reference.py")
+    frame = at.dataframe[0].value.set_index("id")
+    assert abs(frame.loc["t4-cpumoe-10000", "residual"]) <= 0.10
+    assert frame.loc["t4-cpumoe-49", "basis"] == "refuses to start"
+
+
+def test_logs_page_parses_an_upload_and_crosschecks_it():
+    at = open_page("pages/logs.py")
+    at.multiselect(key="log_examples").set_value([]).run()
+    at.get("file_uploader")[0].set_value(
+        ("b25.log", (GROUNDTRUTH / "logs" / "server_b25.log").read_bytes(), "text/plain")
+    )
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    check = at.dataframe[0].value
+    assert set(check["ok"]) == {"ok"} and "6 layers, q6_K: 191 slots (24.9%)" in check["logged"].tolist()
+
+
+def test_logs_page_says_a_non_log_is_not_a_llama_cpp_log():
+    at = open_page("pages/logs.py")
+    at.get("file_uploader")[0].set_value(("x.log", b"hello\nworld\n" * 10, "text/plain"))
+    at.run()
+    assert not at.exception and any("not a llama.cpp log" in e.value for e in at.error)
+
+
+def test_learn_page_steps_and_its_counts_match_the_simulator():
+    at = open_page("pages/learn.py")
+    for _ in range(5):
+        at.button(key="learn_next").click().run()
+    assert at.slider(key="learn_slider").value == 5
+    assert any("simulator agrees" in c.value for c in at.caption)
+    at.slider(key="learn_slider").set_value(60).run()
+    assert any("simulator agrees" in c.value for c in at.caption)
+    at.button(key="learn_reset").click().run()
+    assert at.slider(key="learn_slider").value == 0
+    at.slider(key="learn_budget").set_value(17).run()
+    assert any("refuse to start" in e.value for e in at.error) and not at.exception
+
+
+def test_shopping_page_compares_cards_and_reacts_to_the_selection():
+    at = open_page("pages/shopping.py")
+    frame = at.dataframe[0].value
+    assert {"gpu", "setting", "decode_tps", "command"} <= set(frame.columns) and len(frame) == 5
+    at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()
+    assert trace(charts(at)["0"], "best decode t/s")["x"] == ["RTX 4090", "RTX 5090"]

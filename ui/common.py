@@ -1,0 +1,125 @@
+"""Shared page helpers. Pages lay out controls and call moe_model; this module caches those calls on
+their real inputs, keeps the shareable settings in the URL, and turns errors into messages."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import streamlit as st
+
+from moe_model.calibration import params_for, synthetic_workload
+from moe_model.errors import MoeModelError
+from moe_model.hardware import PRESETS, preset
+from moe_model.model_spec import ModelSpec, load_model
+from moe_model.simulate import simulate_budgets
+from moe_model.slot_plan import Placement
+from moe_model.timing import Scenario, resolve, traffic_from_workload
+from moe_model.workload import Batching, Workload, load_any, workload_from
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "sample_data" / "models"
+DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
+DEFAULT_GPU = "Tesla T4"
+
+
+def bundled_models() -> list[str]:
+    return sorted(p.name for p in MODELS.glob("*.gguf") if "-0000" not in p.name or "-00001-of-" in p.name)
+
+
+@contextmanager
+def friendly_errors():
+    """Show library errors as messages and anything else without a traceback."""
+    try:
+        yield
+    except MoeModelError as err:
+        st.error(str(err))
+    except Exception as err:  # noqa: BLE001 - the page must never show a traceback
+        st.error(f"Something went wrong: {type(err).__name__}: {err}")
+        print(traceback.format_exc())
+
+
+def url_value(key: str, default, cast: Callable = str):
+    """A setting read from the URL's query parameters (shareable links), falling back to default."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return cast(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def remember(**values) -> None:
+    """Write settings into the URL so the view can be shared."""
+    for key, value in values.items():
+        st.query_params[key] = str(value)
+
+
+@st.cache_data(show_spinner="Reading the GGUF header...")
+def cached_model(source: str | bytes) -> ModelSpec:
+    return load_model(source)
+
+
+def sidebar_model() -> tuple[ModelSpec, str]:
+    """The model picker shared by every page: bundled, an uploaded header prefix, a URL or a path."""
+    models = bundled_models()
+    choice = url_value("model", DEFAULT_MODEL)
+    options = [*models, "upload a header prefix", "URL or local path"]
+    kind = st.sidebar.selectbox(
+        "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
+    )
+    if kind == "upload a header prefix":
+        st.sidebar.caption("Make one with `head -c 16M model.gguf > header.gguf` (split models: the first shard).")
+        upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key="model_upload")
+        if upload is None:
+            st.sidebar.info("No file yet: showing the bundled sample.")
+            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL
+        return cached_model(upload.getvalue()), upload.name
+    if kind == "URL or local path":
+        text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
+        if not text:
+            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL
+        return cached_model(text), text
+    remember(model=kind)
+    return cached_model(str(MODELS / kind)), kind
+
+
+def sidebar_hardware() -> tuple:
+    names = list(PRESETS)
+    chosen = url_value("gpu", DEFAULT_GPU)
+    name = st.sidebar.selectbox("GPU", names, index=names.index(chosen) if chosen in names else 0, key="gpu")
+    remember(gpu=name)
+    hw = preset(name)
+    st.sidebar.caption(f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}. Source: {hw.source}")
+    return hw, params_for(hw.name)
+
+
+@st.cache_data(show_spinner="Generating routing...")
+def cached_synthetic(model: ModelSpec, concurrency: int, draft: int, accept: float, n_tokens: int = 6000) -> Workload:
+    return synthetic_workload(
+        model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept), n_tokens=n_tokens
+    )
+
+
+@st.cache_data(show_spinner="Reading the trace...")
+def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
+    return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
+
+
+@st.cache_data(show_spinner="Simulating the cache at every budget...", max_entries=32)
+def cached_curve(
+    _model: ModelSpec, model_key: str, _work: Workload, work_key: str, budgets: tuple[int, ...], placement: Placement
+):
+    """All budgets in one pass; keyed by the model and workload names (their arrays are not hashed)."""
+    return simulate_budgets(_model, _work, list(budgets), placement)
+
+
+@st.cache_data(show_spinner="Simulating the CPU share...", max_entries=256)
+def cached_share_traffic(
+    _model: ModelSpec, model_key: str, _work: Workload, work_key: str, _hw, hw_key: str, scenario: Scenario
+):
+    """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
+    return traffic_from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
