@@ -132,7 +132,36 @@ def bench_header() -> None:
     print(f"header of {len(data) / 1e6:.1f} MB: ours {ours * 1000:.0f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms")
 
 
+def bench_log() -> None:
+    """A 200 MB llama-server log: real lines of a ground-truth run, then repeated slot chatter."""
+    import tracemalloc
+
+    from moe_model.logs import parse_log
+
+    head = (ROOT / "sample_data" / "groundtruth" / "logs" / "server_np4_b25.log").read_bytes()
+    filler = b"0.10.000.000 I slot update_slots: id  0 | task 1 | kv cache rm [0, end) and some more padding\n" * 10_000
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.log"
+        with path.open("wb") as f:
+            f.write(head)
+            while f.tell() < 200 * 10**6:
+                f.write(filler)
+        size = path.stat().st_size
+        start = time.perf_counter()
+        (run,) = parse_log(path)
+        elapsed = time.perf_counter() - start
+        tracemalloc.start()  # a second pass for memory: tracing slows Python down
+        parse_log(path)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert run.small is not None
+    print(
+        f"log of {size / 1e6:.0f} MB: {elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), peak traced memory {peak / 2**20:.2f} MiB"
+    )
+
+
 if __name__ == "__main__":
     bench_header()
+    bench_log()
     bench_kernel()
     bench_curve()

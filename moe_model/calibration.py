@@ -181,8 +181,10 @@ def reference_predictions(qwen: ModelSpec, standin: ModelSpec) -> pd.DataFrame:
             predicted = predict(
                 standin, preset(CPU_SHARE_STANDIN[1]), params_sub, sc, hit_rate=float(row["hit_rate_pct"]) / 100
             ).decode_tps
-            basis = ("stand-in: Qwen3-Next-80B-A3B layout on an RTX 4090 preset (plausible, not the article's); "
-                     "hit rate measured")
+            basis = (
+                "stand-in: Qwen3-Next-80B-A3B layout on an RTX 4090 preset (plausible, not the article's); "
+                "hit rate measured"
+            )
         measured = row["decode_tps"]
         residual = predicted / measured - 1 if predicted and pd.notna(measured) else None
         rows.append(

@@ -62,6 +62,12 @@ _MARKERS = (
     "build:",
 )
 MAX_LOG_BYTES = 2 * 1024**3
+# a line is looked at further only if it mentions one of these (one C-speed search per line)
+_INTERESTING = re.compile(
+    r"llama_model_loader|print_info|load_tensors|llama_context|llama_kv_cache|impl:|llama_moe_cache|print_timing|"
+    r"llama_perf|sched_reserve|failed|error|ERROR|GGML_ABORT|llama_server|common_params_print_info|build|llama-|"
+    r"CUDA|verbosity|srv |main: "
+)
 _KV_NAMES = {
     "block_count": "n_layer",
     "expert_count": "n_expert",
@@ -241,12 +247,13 @@ class LogRun:
 
 def _clean(raw: str) -> tuple[str, str | None, float | None]:
     """(message, level letter or None, seconds since logger start or None) of one raw line."""
-    line = _ANSI.sub("", raw).rstrip("\r\n")
-    match = _PREFIX.match(line)
-    if not match:
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    line = raw.rstrip("\r\n")
+    if not line[:1].isdigit() or (match := _PREFIX.match(line)) is None:
         return line.strip(), None, None
-    minutes, seconds, ms, us = (int(x) for x in match.groups()[:4])
-    return line[match.end() :], match.group(5), minutes * 60 + seconds + ms / 1e3 + us / 1e6
+    minutes, seconds, ms, us = match.group(1, 2, 3, 4)
+    return line[match.end() :], match.group(5), int(minutes) * 60 + int(seconds) + int(ms) / 1e3 + int(us) / 1e6
 
 
 class _RunParser:
@@ -265,27 +272,25 @@ class _RunParser:
         self.pending_timing = {}
         return run
 
-    def _starts_new_run(self, msg: str, seconds: float | None) -> bool:
-        if self.run.n_lines == 0:
-            return False
-        if seconds is not None and seconds + 0.5 < self.last_time:  # the logger clock restarted: a new process
-            return True
-        return bool(_RUN_START.search(msg)) and bool(self.run.model or self.run.devices or self.run.timings)
-
     def feed(self, raw: str) -> None:
         msg, level, seconds = _clean(raw)
         if not msg:
             return
-        if self._starts_new_run(msg, seconds):
-            self.run = self._new_run()
+        if seconds is not None and seconds + 0.5 < self.last_time and self.run.n_lines:
+            self.run = self._new_run()  # the logger clock restarted: a new process
         if seconds is not None:
             self.last_time = seconds
         run = self.run
         run.n_lines += 1
-        if level == "I" or (
-            level is None and any(m in msg for m in ("llama_model_loader", "print_info", "load_tensors"))
-        ):
+        if level == "I":
             run.n_info_lines += 1
+        if _INTERESTING.search(msg) is None:  # most lines of a long log: nothing to extract
+            return
+        if level is None and any(m in msg for m in ("llama_model_loader", "print_info", "load_tensors")):
+            run.n_info_lines += 1
+        if _RUN_START.search(msg) and run.n_lines > 1 and (run.model or run.devices or run.timings):
+            self.run = run = self._new_run()
+            run.n_lines = 1
         if "llama_server" in msg or msg.startswith("srv "):
             run.program = "llama-server"
         self._model(msg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,7 @@ class LayerSpec:
     index: int
     experts: tuple[ExpertTensor, ...]
     dense_bytes: int
+    dense_params: int = 0  # elements of the layer's other tensors (attention, norms, router, shared experts)
 
     @property
     def has_experts(self) -> bool:
@@ -63,6 +65,11 @@ class LayerSpec:
     @property
     def layout_key(self) -> tuple:
         return tuple(t.layout_key for t in self.experts)
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one expert (every expert tensor's slice)."""
+        return sum(t.shape[0] * t.shape[1] for t in self.experts)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,11 @@ class ModelSpec:
         return tuple(layer.index for layer in self.layers if layer.has_experts)
 
     @property
+    def active_params(self) -> int:
+        """Weights one token multiplies: every layer's dense part and k experts (the output head excluded)."""
+        return sum(layer.dense_params + self.n_expert_used * layer.expert_params for layer in self.layers)
+
+    @property
     def slot_bytes_max(self) -> int:
         return max((layer.slot_bytes for layer in self.layers), default=0)
 
@@ -138,6 +150,7 @@ def _expert_tensor(info: TensorInfo, kind: str) -> ExpertTensor:
 def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[LayerSpec, ...], int, int]:
     experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
     dense = [0] * n_layer
+    dense_params = [0] * n_layer
     other = inputs = 0
     for info in tensors:
         match = _BLOCK_RE.match(info.name)
@@ -151,8 +164,11 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
             experts[il][kind] = _expert_tensor(info, kind)
         else:
             dense[il] += info.nbytes
+            dense_params[il] += math.prod(info.shape)
     layers = tuple(
-        LayerSpec(il, tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]), dense[il])
+        LayerSpec(
+            il, tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]), dense[il], dense_params[il]
+        )
         for il in range(n_layer)
     )
     return layers, other, inputs

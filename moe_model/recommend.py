@@ -126,9 +126,9 @@ def best_per_card(
 ) -> list[dict]:
     """Per card: the fastest --cpu-moe budget of a precomputed hit-rate curve that fits, against --fit and
     --cpu-moe without a cache; marks cards where the cache is a net loss."""
-    from moe_model.timing import PHASE_DECODE, traffic_from_simulation
+    from moe_model.timing import decode_ubatches, traffic_from_simulation
 
-    n_ub = int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+    n_ub = decode_ubatches(work)
     rows = []
     for hw in cards:
         params = params_of(hw.name)

@@ -30,7 +30,7 @@ from moe_model.cpu_share import simulate_share
 from moe_model.errors import MoeModelError
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
-from moe_model.simulate import simulate
+from moe_model.simulate import simulate, simulate_budgets
 from moe_model.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.vram import VramBreakdown, breakdown, fit_host_layers
 from moe_model.workload import PHASE_DECODE, Workload
@@ -231,20 +231,19 @@ def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenar
     k, n_expert = model.n_expert_used, model.n_expert
     used = distinct_per_ubatch(n_expert, k, n)
     link = hw.upload_gbs * GB * params.prompt_link_eff
-    active = sum(layer.slot_bytes * k / 2 for layer in model.layers)  # ~2 FLOP per weight byte-pair at 4 bits
     copied = uploaded = cpu = 0.0
     group_of = {il: g for g in layout.plan.groups if g.cached and layout.plan.starts for il in g.layers}
     for il in layout.host_layers:
         layer = model.layers[il]
         group = group_of.get(il)
         if group is None:  # no cache: the host experts of a large batch run on the CPU
-            cpu += n * k * layer.slot_bytes * 2 / (params.cpu_gflops * GB)
+            cpu += n * k * layer.expert_params * 2 / (params.cpu_gflops * GB)  # 2 FLOP per weight and token
             continue
         cached_share = group.n_slots / group.max_slots
         copied += used * cached_share * layer.slot_bytes
         uploaded += used * (1 - cached_share) * layer.slot_bytes
     return {
-        "gpu_compute": n * active * 2 / (params.gpu_tflops * 1e12) * MS,
+        "gpu_compute": n * model.active_params * 2 / (params.gpu_tflops * 1e12) * MS,
         "copy_from_cache": copied / (hw.gpu_bw_gbs * GB) * MS,
         "upload": uploaded / link * MS,
         "experts_cpu": cpu * MS,
@@ -423,7 +422,7 @@ def traffic_from_simulation(
 
 def traffic_from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload) -> Traffic:
     """Simulate the workload at the scenario's budget (with the modelled CPU-share policy when F > 0)."""
-    n_ubatches = int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+    n_ubatches = decode_ubatches(work)
     if sc.cpu_share > 0:
         share = simulate_share(model, work, sc.budget_mib, sc.cpu_share, layout.placement)
         lookups = share.hits + share.uploads + share.cpu
@@ -445,3 +444,48 @@ def traffic_from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: 
 def expert_mib_per_token(model: ModelSpec) -> float:
     """Expert bytes one token reads (k experts per MoE layer): the 'bytes per token' of the estimates."""
     return sum(layer.slot_bytes * model.n_expert_used for layer in model.layers if layer.has_experts) / MIB
+
+
+def predict_curve(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    results: list,
+    n_ubatches: int,
+    share_traffic=None,
+) -> list[Prediction]:
+    """Predictions along a simulated budget curve (`results` from simulate_budgets at base's placement).
+
+    With a CPU share, `share_traffic(scenario)` supplies each budget's traffic (a per-budget simulation).
+    """
+    out = []
+    for r in results:
+        sc = replace(base, budget_mib=r.budget_mib)
+        layout = resolve(model, hw, sc)
+        if not layout.plan.starts:
+            out.append(predict(model, hw, params, sc, layout=layout))
+            continue
+        if sc.cpu_share > 0 and share_traffic is not None:
+            traffic = share_traffic(sc)
+        else:
+            traffic = traffic_from_simulation(model, layout, sc, r.layer_hits, r.layer_lookups, n_ubatches, "simulated")
+        out.append(predict(model, hw, params, sc, traffic, layout=layout))
+    return out
+
+
+def decode_ubatches(work: Workload) -> int:
+    """Number of decode ubatches in a workload (each layer sees each once)."""
+    return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+
+
+def simulate_curve(model: ModelSpec, hw: Hardware, work: Workload, base: Scenario, budgets: list[int]) -> list:
+    """Simulated results at every budget for the scenario's placement; with --fit the placement itself
+    depends on the budget, so budgets are grouped by how many layers --fit leaves in host memory."""
+    by_placement: dict[Placement, list[int]] = {}
+    for budget in budgets:
+        by_placement.setdefault(resolve(model, hw, replace(base, budget_mib=budget)).placement, []).append(budget)
+    results = {}
+    for placement, group in by_placement.items():
+        results |= dict(zip(group, simulate_budgets(model, work, group, placement), strict=True))
+    return [results[b] for b in budgets]

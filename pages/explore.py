@@ -6,13 +6,13 @@ import streamlit as st
 
 from moe_model.charts import hit_rate_curve, layer_hit_rates, speed_curve, time_breakdown, upload_curve
 from moe_model.measurements import load_reference
-from moe_model.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.synthetic import load_presets, preset_for
-from moe_model.timing import Scenario, predict, resolve, traffic_from_simulation
-from moe_model.vram import max_budget_mib
-from moe_model.workload import PHASE_DECODE
+from moe_model.timing import Scenario, decode_ubatches, predict, predict_curve, resolve
 from ui.common import (
-    cached_curve,
+    bundled_traces,
+    cached_bundled_trace,
+    cached_scenario_curve,
     cached_share_traffic,
     cached_synthetic,
     cached_trace,
@@ -24,6 +24,7 @@ from ui.common import (
 )
 
 N_CURVE = 24
+PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
 
 st.header("Explore")
 st.caption(
@@ -36,84 +37,115 @@ with friendly_errors():
     hw, (params, params_source) = sidebar_hardware()
     controls, charts = st.columns([1, 3])
     with controls:
+        placement_name = st.radio("placement", PLACEMENTS, index=url_value("placement", 0, int), key="placement")
+        k = (
+            st.slider(
+                "K (first layers in host memory)",
+                1,
+                model.n_layer,
+                min(url_value("k", model.n_layer // 2, int), model.n_layer),
+                key="k",
+            )
+            if placement_name == "--n-cpu-moe K"
+            else model.n_layer
+        )
         concurrency = st.slider("concurrent streams (-np)", 1, 8, url_value("np", 1, int), key="np")
         draft = st.slider("draft tokens (speculative)", 0, 8, url_value("draft", 0, int), key="draft")
         accept = st.slider("draft acceptance", 0.0, 1.0, url_value("accept", 0.7, float), 0.05, key="accept")
         share = st.select_slider(
             "--moe-cache-cpu-share (b12191)", [0.0, 0.5, 0.8, 0.9, 0.95], url_value("share", 0.0, float), key="share"
         )
-        pinned = st.toggle(
-            "pinned host experts (-lm none / mlock)", url_value("pinned", "False") == "True", key="pinned"
-        )
-        link = st.number_input("host-to-device GB/s (0: from the preset)", 0.0, 200.0, 0.0, 0.5, key="link")
-        hw = hw.with_changes(pinned=pinned, **({"link_gbs": link, "pageable_gbs": link} if link else {}))
-        workload_kind = st.radio("workload", ["synthetic (fitted preset)", "upload a trace"], key="workload")
+        link = st.number_input("host-to-device GB/s (0: the machine's)", 0.0, 200.0, 0.0, 0.5, key="link")
+        hw = hw.with_changes(**({"link_gbs": link, "pageable_gbs": link} if link else {}))
+        traces = bundled_traces(model)
+        kinds = ["synthetic (fitted preset)", *traces, "upload a trace"]
+        workload_kind = st.radio("workload", kinds, key="workload")
         upload = (
-            st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind.startswith("upload") else None
+            st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind == "upload a trace" else None
         )
-    placement = Placement(cpu_moe=True)
-    lowest, full = min_budget_mib(model, placement) or 1, full_budget_mib(model, placement) or 1
-    fits = max_budget_mib(model, hw, placement)
-    with controls:
-        budget = st.slider(
-            "--moe-cache-mib", 0, int(full), min(url_value("budget", min(10000, fits), int), int(full)), key="budget"
-        )
-    remember(np=concurrency, draft=draft, accept=accept, share=share, pinned=pinned, budget=budget)
+    placement = {"--cpu-moe": "cpu-moe", "--n-cpu-moe K": f"n-cpu-moe:{k}", "--fit": "fit"}[placement_name]
+    base = Scenario(placement, 0, concurrency, draft, accept, share)
     if upload is not None:
         work = cached_trace(upload.getvalue(), upload.name, model.n_expert, concurrency, draft, accept)
         work_key = f"upload:{upload.name}:{upload.size}:{concurrency}:{draft}:{accept}"
+    elif workload_kind in traces:
+        work = cached_bundled_trace(traces[workload_kind], model.n_expert, concurrency, draft, accept)
+        work_key = f"bundled:{workload_kind}:{concurrency}:{draft}:{accept}"
     else:
         work = cached_synthetic(model, concurrency, draft, accept)
         name, knobs = preset_for(model.name)
         work_key = f"synthetic:{model.name}:{concurrency}:{draft}:{accept}"
         with controls:
-            st.caption(f"Synthetic routing is a model: knobs {knobs} fitted to {load_presets()[name]['fitted_to']}.")
-    budgets = tuple(sorted(set(np.linspace(lowest, full, N_CURVE).astype(int).tolist())))
-    results = cached_curve(model, source, work, work_key, budgets, placement)
-    current = cached_curve(model, source, work, work_key, (max(budget, lowest),), placement)[0]
-    n_ub = int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
-    speeds = []
-    for r in results:
-        sc = Scenario("cpu-moe", r.budget_mib, concurrency, draft, accept, share)
-        layout = resolve(model, hw, sc)
-        if share > 0:
-            traffic = cached_share_traffic(model, source, work, work_key, hw, repr(hw), sc)
-        else:
-            traffic = traffic_from_simulation(model, layout, sc, r.layer_hits, r.layer_lookups, n_ub, "simulated")
-        pred = predict(model, hw, params, sc, traffic, layout=layout)
-        speeds.append(pred.decode_tps if pred.starts and pred.vram.fits else None)
+            st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
+    layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
+    lowest = min_budget_mib(model, layout0.placement) or 1
+    full = full_budget_mib(model, layout0.placement) or 1
+    with controls:
+        budget = st.slider(
+            "--moe-cache-mib", 0, max(full, 1), min(url_value("budget", 10000, int), max(full, 1)), key="budget"
+        )
+    remember(
+        placement=PLACEMENTS.index(placement_name),
+        np=concurrency,
+        draft=draft,
+        accept=accept,
+        share=share,
+        budget=budget,
+        **({"k": int(k)} if placement_name == "--n-cpu-moe K" else {}),
+    )
+    hw_key = repr(hw)
+    budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist())))
+    results = cached_scenario_curve(model, source, work, work_key, hw, hw_key, base, budgets)
+    current = cached_scenario_curve(model, source, work, work_key, hw, hw_key, base, (max(budget, lowest),))[0]
+    n_ub = decode_ubatches(work)
+
+    def share_traffic(sc):
+        return cached_share_traffic(model, source, work, work_key, hw, hw_key, sc)
+
+    preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic)
+    speeds = [p.decode_tps if p.starts and p.vram.fits else None for p in preds]
     no_cache = {
         "--fit": predict(model, hw, params, Scenario("fit", 0, concurrency, draft, accept)),
         "--cpu-moe": predict(model, hw, params, Scenario("cpu-moe", 0, concurrency, draft, accept)),
     }
-    baselines = {f"{name}, no cache": p.decode_tps for name, p in no_cache.items()}
     reference = load_reference()
     measured = reference[
         (reference["gpu"] == hw.name)
         & (reference["model"] == model.name.split(" (")[0])
         & (reference["parallel"] == concurrency)
         & reference["decode_tps"].notna()
-        & (reference["placement"] == "--cpu-moe")
+        & (reference["placement"] == placement_name.split(" ")[0])
     ]
     logged = st.session_state.get("measured_points")
     if logged is not None and len(logged):
-        measured = pd.concat([measured, logged[(logged["model"] == model.name)]], ignore_index=True)
+        measured = pd.concat([measured, logged[logged["model"] == model.name]], ignore_index=True)
+    chosen = predict_curve(model, hw, params, base, [current], n_ub, share_traffic)[0]
     with charts:
-        st.plotly_chart(speed_curve(budgets, speeds, baselines, measured, budget), width="stretch", key="speed")
+        st.plotly_chart(
+            speed_curve(
+                budgets, speeds, {f"{n}, no cache": p.decode_tps for n, p in no_cache.items()}, measured, budget
+            ),
+            width="stretch",
+            key="speed",
+        )
         a, b = st.columns(2)
         a.plotly_chart(hit_rate_curve(results, budget), width="stretch", key="hits")
         b.plotly_chart(upload_curve(results, budget), width="stretch", key="uploads")
         a.plotly_chart(layer_hit_rates(current), width="stretch", key="layers")
-        chosen = Scenario("cpu-moe", max(budget, lowest), concurrency, draft, accept, share)
-        layout = resolve(model, hw, chosen)
-        traffic = (
-            cached_share_traffic(model, source, work, work_key, hw, repr(hw), chosen)
-            if share > 0
-            else traffic_from_simulation(model, layout, chosen, current.layer_hits, current.layer_lookups, n_ub, "sim")
-        )
-        compare = {**no_cache, f"+ {chosen.budget_mib} MiB": predict(model, hw, params, chosen, traffic, layout=layout)}
-        b.plotly_chart(time_breakdown(compare), width="stretch", key="breakdown")
-        st.caption(f"Time model parameters: {params_source}. Fit errors and residuals: the Reference page.")
+        compare = {**no_cache, f"{placement_name} + {current.budget_mib} MiB": chosen}
+        b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
+        if chosen.starts:
+            st.markdown(
+                f"**At {current.budget_mib} MiB**: {chosen.decode_tps:.1f} t/s decode, {chosen.prefill_tps:.0f} t/s "
+                f"prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % (simulated), "
+                f"{len(chosen.layout.host_layers)} layers' experts in host memory, "
+                f"VRAM left {chosen.vram.free_mib:.0f} MiB."
+            )
+        else:
+            st.error(f"At {current.budget_mib} MiB llama-server would not start: {chosen.error}")
+        for note in chosen.notes:
+            st.caption(note)
+        st.caption(f"Time model parameters: {params_source}. Residuals: the Reference page.")
     table = pd.DataFrame(
         {
             "budget_mib": [r.budget_mib for r in results],

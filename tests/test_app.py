@@ -157,3 +157,19 @@ def test_shopping_page_compares_cards_and_reacts_to_the_selection():
     assert {"gpu", "setting", "decode_tps", "command"} <= set(frame.columns) and len(frame) == 5
     at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()
     assert trace(charts(at)["0"], "best decode t/s")["x"] == ["RTX 4090", "RTX 5090"]
+
+
+@pytest.mark.parametrize("placement", ["--fit", "--n-cpu-moe K"])
+def test_explore_other_placements_render_and_report_the_host_layers(placement):
+    at = open_page("pages/explore.py")
+    at.radio(key="placement").set_value(placement).run()
+    assert not at.exception and not at.error
+    summary = next(m.value for m in at.markdown if m.value.startswith("**At "))
+    assert "layers' experts in host memory" in summary and "48 layers'" not in summary
+
+
+def test_explore_replays_a_bundled_real_trace_that_fits_the_model():
+    at = open_page("pages/explore.py", model="gpt-oss-20b-MXFP4.gguf")
+    assert "GPT-OSS-20B real routing (decode)" in at.radio(key="workload").options
+    at.radio(key="workload").set_value("GPT-OSS-20B real routing (decode)").run()
+    assert not at.exception and trace(charts(at)["1"], "ubatch <= 8")["y"]

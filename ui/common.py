@@ -16,7 +16,7 @@ from moe_model.hardware import PRESETS, preset
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
-from moe_model.timing import Scenario, resolve, traffic_from_workload
+from moe_model.timing import Scenario, resolve, simulate_curve, traffic_from_workload
 from moe_model.workload import Batching, Workload, load_any, workload_from
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,13 +88,28 @@ def sidebar_model() -> tuple[ModelSpec, str]:
 
 
 def sidebar_hardware() -> tuple:
+    """The GPU preset, every field editable; returns the machine and its time-model parameters."""
     names = list(PRESETS)
     chosen = url_value("gpu", DEFAULT_GPU)
     name = st.sidebar.selectbox("GPU", names, index=names.index(chosen) if chosen in names else 0, key="gpu")
     remember(gpu=name)
     hw = preset(name)
-    st.sidebar.caption(f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}. Source: {hw.source}")
-    return hw, params_for(hw.name)
+    with st.sidebar.expander("edit this machine"):
+        hw = hw.with_changes(
+            vram_gib=st.number_input("VRAM GiB", 1.0, 1024.0, float(hw.vram_gib), key=f"hw_vram_{name}"),
+            gpu_bw_gbs=st.number_input("GPU memory GB/s", 10.0, 20000.0, float(hw.gpu_bw_gbs), key=f"hw_bw_{name}"),
+            pcie_gen=st.selectbox("PCIe generation", [3, 4, 5], [3, 4, 5].index(hw.pcie_gen), key=f"hw_gen_{name}"),
+            pcie_lanes=st.selectbox(
+                "PCIe lanes", [1, 2, 4, 8, 16], [1, 2, 4, 8, 16].index(hw.pcie_lanes), key=f"hw_lanes_{name}"
+            ),
+            cpu_bw_gbs=st.number_input("host memory GB/s", 1.0, 2000.0, float(hw.cpu_bw_gbs), key=f"hw_cpu_{name}"),
+            pinned=st.toggle("pinned host experts (-lm none / mlock)", hw.pinned, key=f"hw_pinned_{name}"),
+        )
+    st.sidebar.caption(
+        f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, "
+        f"{'pinned' if hw.pinned else 'pageable'} uploads at {hw.upload_gbs:.1f} GB/s. Source: {hw.source}"
+    )
+    return hw, params_for(name)
 
 
 @st.cache_data(show_spinner="Generating routing...")
@@ -107,6 +122,21 @@ def cached_synthetic(model: ModelSpec, concurrency: int, draft: int, accept: flo
 @st.cache_data(show_spinner="Reading the trace...")
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
     return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
+
+
+@st.cache_data(show_spinner="Simulating the cache at every budget...", max_entries=32)
+def cached_scenario_curve(
+    _model: ModelSpec,
+    model_key: str,
+    _work: Workload,
+    work_key: str,
+    _hw,
+    hw_key: str,
+    base: Scenario,
+    budgets: tuple[int, ...],
+):
+    """A budget curve for any placement, --fit included (its placement moves with the budget)."""
+    return simulate_curve(_model, _hw, _work, base, list(budgets))
 
 
 @st.cache_data(show_spinner="Simulating the cache at every budget...", max_entries=32)
@@ -123,3 +153,34 @@ def cached_share_traffic(
 ):
     """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
     return traffic_from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
+
+
+BUNDLED_TRACES = {
+    "GPT-OSS-20B real routing (decode)": ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz",
+    **{
+        f"llama.cpp recorded run: {p.stem}": p
+        for p in sorted((ROOT / "sample_data" / "groundtruth" / "traces").glob("*.npz"))
+        if p.stem != "minany_minus1"
+    },
+}
+
+
+@st.cache_data
+def _trace_shape(path: str) -> tuple[int, int, int]:
+    item = load_any(path)
+    return item.n_layer, item.n_expert, item.k
+
+
+def bundled_traces(model: ModelSpec) -> dict[str, Path]:
+    """The bundled real traces whose shape fits this model."""
+    out = {}
+    for name, path in BUNDLED_TRACES.items():
+        n_layer, n_expert, k = _trace_shape(str(path))
+        if n_layer == model.n_layer and n_expert <= model.n_expert and k == model.n_expert_used:
+            out[name] = path
+    return out
+
+
+@st.cache_data(show_spinner="Reading the trace...")
+def cached_bundled_trace(path: Path, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
+    return workload_from(load_any(str(path)), Batching(concurrency, draft, accept), n_expert)
