@@ -156,7 +156,8 @@ def bench_log() -> None:
         tracemalloc.stop()
     assert run.small is not None
     print(
-        f"log of {size / 1e6:.0f} MB: {elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), peak traced memory {peak / 2**20:.2f} MiB"
+        f"log of {size / 1e6:.0f} MB: {elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), "
+        f"peak traced memory {peak / 2**20:.2f} MiB"
     )
 
 
