@@ -176,17 +176,33 @@ def reference_residuals(frame: pd.DataFrame) -> go.Figure:
 
 
 def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) -> go.Figure:
-    """The slot pool as cells: each shows the (layer, expert) it holds; hits and fills of this step highlighted."""
-    labels = [f"L{key // n_expert}E{key % n_expert}" if key >= 0 else "empty" for key in slots]
-    state = [2 if highlight.get(i) == "hit" else 1 if highlight.get(i) == "fill" else 0 for i in range(len(slots))]
-    width = int(np.ceil(np.sqrt(len(slots) * 2)))
-    rows = int(np.ceil(len(slots) / width))
+    """The slot pool as cells: each shows the (layer, expert) it holds, this step's hits and uploads
+    highlighted, and the guard slot llama.cpp allocates past the end."""
+    labels = [f"L{key // n_expert} E{key % n_expert}" if key >= 0 else "empty" for key in slots] + ["guard"]
+    state = [
+        4 if highlight.get(i) == "hit" else 3 if highlight.get(i) == "fill" else 1 if key >= 0 else 0
+        for i, key in enumerate(slots)
+    ] + [2]
+    width = max(4, int(np.ceil(np.sqrt(len(labels) * 2))))
+    rows = int(np.ceil(len(labels) / width))
     z = np.full((rows, width), np.nan)
     text = np.full((rows, width), "", dtype=object)
     for i, (s, label) in enumerate(zip(state, labels, strict=True)):
         z[i // width, i % width] = s
         text[i // width, i % width] = label
-    colorscale = [[0, "#DDDDDD"], [0.5, MISS], [1, COLD]]
+    # empty, cached, guard, uploaded this step (orange), hit this step (blue): Okabe-Ito orange/blue
+    colorscale = [
+        [0.0, "#F2F2F2"],
+        [0.2, "#F2F2F2"],
+        [0.2, "#BFD9EC"],
+        [0.4, "#BFD9EC"],
+        [0.4, "#666666"],
+        [0.6, "#666666"],
+        [0.6, MISS],
+        [0.8, MISS],
+        [0.8, COLD],
+        [1.0, COLD],
+    ]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -194,15 +210,18 @@ def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) ->
             texttemplate="%{text}",
             colorscale=colorscale,
             zmin=0,
-            zmax=2,
+            zmax=4,
             showscale=False,
             xgap=3,
             ygap=3,
+            hoverinfo="text",
         )
     )
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
-    return _layout(fig, "Slot pool (blue: hit this step, orange: uploaded this step)", "", "")
+    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig = _layout(fig, "Slot pool (blue: hit this step, orange: uploaded this step, dark: guard slot)", "", "")
+    fig.update_layout(height=max(160, 70 * rows + 60))
+    return fig
 
 
 def shopping_bars(frame: pd.DataFrame) -> go.Figure:

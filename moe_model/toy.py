@@ -18,20 +18,21 @@ from moe_model.workload import Batching, Workload, build_workload
 N_LAYER, N_EXPERT, K = 4, 12, 2
 
 
-def toy_model(mixed: bool = True) -> ModelSpec:
+def toy_model(mixed: bool = True, n_layer: int = N_LAYER, n_expert: int = N_EXPERT, k: int = K) -> ModelSpec:
+    """A qwen3moe header with 3 MiB slots; `mixed` gives the odd layers their own group."""
     meta = {
         "general.architecture": "qwen3moe",
         "general.name": "toy",
-        "qwen3moe.block_count": N_LAYER,
-        "qwen3moe.expert_count": N_EXPERT,
-        "qwen3moe.expert_used_count": K,
+        "qwen3moe.block_count": n_layer,
+        "qwen3moe.expert_count": n_expert,
+        "qwen3moe.expert_used_count": k,
     }
     tensors = []
-    for il in range(N_LAYER):
-        down = (T.F16, [512, 1024, N_EXPERT]) if mixed and il % 2 else (T.F32, [256, 1024, N_EXPERT])
+    for il in range(n_layer):
+        down = (T.F16, [512, 1024, n_expert]) if mixed and il % 2 else (T.F32, [256, 1024, n_expert])
         tensors += [
-            (f"blk.{il}.ffn_gate_exps.weight", T.F32, [256, 1024, N_EXPERT]),
-            (f"blk.{il}.ffn_up_exps.weight", T.F32, [256, 1024, N_EXPERT]),
+            (f"blk.{il}.ffn_gate_exps.weight", T.F32, [256, 1024, n_expert]),
+            (f"blk.{il}.ffn_up_exps.weight", T.F32, [256, 1024, n_expert]),
             (f"blk.{il}.ffn_down_exps.weight", down[0], down[1]),
         ]
     return load_model(header_bytes(meta, tensors))

@@ -41,8 +41,8 @@ with friendly_errors():
         )
         remember(mode=int(mode.startswith("--n")), k=int(k), ctx=int(ctx), budget=budget)
         c1, c2 = st.columns(2)
-        c1.metric("smallest budget that starts", f"{lowest} MiB")
-        c2.metric("caches every expert", f"{full} MiB")
+        c1.metric("starts from", f"{lowest} MiB", help="the smallest --moe-cache-mib with which llama-server starts")
+        c2.metric("caches all at", f"{full} MiB", help="the smallest --moe-cache-mib that caches every expert")
         fits = max_budget_mib(model, hw, placement, int(ctx))
         st.metric(
             f"largest that fits a {hw.name}",

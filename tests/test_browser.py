@@ -96,10 +96,14 @@ def browser():
 
 
 def wait_idle(page) -> None:
-    """Until Streamlit stops running the script (the status widget disappears) and charts are drawn."""
+    """Until Streamlit has finished the run: no status widget, no skeleton placeholders left."""
     page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
-    page.wait_for_timeout(500)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0",
+        timeout=120_000,
+    )
+    page.wait_for_timeout(1000)
 
 
 def assert_clean(page) -> None:
