@@ -20,7 +20,7 @@ from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement, plan_report
 from moe_model.synthetic import Knobs, Shape, generate, preset_for
-from moe_model.workload import Batching, Workload, load_any, workload_from
+from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 MAX_BUDGETS = 512
 
@@ -156,6 +156,8 @@ def _format_sim(results: list[SimResult], work: Workload) -> str:
 def cmd_simulate(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     work = _workload(args, model)
+    if args.export_workload:
+        save_npz(args.export_workload, work)
     results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
     if args.json:
         print(
@@ -191,6 +193,7 @@ def _add_simulate(sub) -> None:
     sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
     sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable)")
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)
 

@@ -21,6 +21,7 @@ from ui.common import (
     sidebar_hardware,
     sidebar_model,
     url_value,
+    workload_npz,
 )
 
 N_CURVE = 24
@@ -37,23 +38,28 @@ with friendly_errors():
     hw, (params, params_source) = sidebar_hardware()
     controls, charts = st.columns([1, 3])
     with controls:
-        placement_name = st.radio("placement", PLACEMENTS, index=url_value("placement", 0, int), key="placement")
+        placement_name = st.radio(
+            "placement", PLACEMENTS, index=url_value("placement", 0, int, 0, len(PLACEMENTS) - 1), key="placement"
+        )
         k = (
             st.slider(
                 "K (first layers in host memory)",
                 1,
                 model.n_layer,
-                min(url_value("k", model.n_layer // 2, int), model.n_layer),
+                url_value("k", model.n_layer // 2, int, 1, model.n_layer),
                 key="k",
             )
             if placement_name == "--n-cpu-moe K"
             else model.n_layer
         )
-        concurrency = st.slider("concurrent streams (-np)", 1, 8, url_value("np", 1, int), key="np")
-        draft = st.slider("draft tokens (speculative)", 0, 8, url_value("draft", 0, int), key="draft")
-        accept = st.slider("draft acceptance", 0.0, 1.0, url_value("accept", 0.7, float), 0.05, key="accept")
+        concurrency = st.slider("concurrent streams (-np)", 1, 8, url_value("np", 1, int, 1, 8), key="np")
+        draft = st.slider("draft tokens (speculative)", 0, 8, url_value("draft", 0, int, 0, 8), key="draft")
+        accept = st.slider("draft acceptance", 0.0, 1.0, url_value("accept", 0.7, float, 0.0, 1.0), 0.05, key="accept")
         share = st.select_slider(
-            "--moe-cache-cpu-share (b12191)", [0.0, 0.5, 0.8, 0.9, 0.95], url_value("share", 0.0, float), key="share"
+            "--moe-cache-cpu-share (b12191)",
+            [0.0, 0.5, 0.8, 0.9, 0.95],
+            url_value("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
+            key="share",
         )
         link = st.number_input("host-to-device GB/s (0: the machine's)", 0.0, 200.0, 0.0, 0.5, key="link")
         hw = hw.with_changes(**({"link_gbs": link, "pageable_gbs": link} if link else {}))
@@ -82,7 +88,7 @@ with friendly_errors():
     full = full_budget_mib(model, layout0.placement) or 1
     with controls:
         budget = st.slider(
-            "--moe-cache-mib", 0, max(full, 1), min(url_value("budget", 10000, int), max(full, 1)), key="budget"
+            "--moe-cache-mib", 0, max(full, 1), url_value("budget", 10000, int, 0, max(full, 1)), key="budget"
         )
     remember(
         placement=PLACEMENTS.index(placement_name),
@@ -156,4 +162,11 @@ with friendly_errors():
             "predicted_decode_tps": speeds,
         }
     )
-    st.download_button("curve as CSV", table.to_csv(index=False), file_name="moe-cache-curve.csv", key="dl_curve")
+    d1, d2 = st.columns(2)
+    d1.download_button("curve as CSV", table.to_csv(index=False), file_name="moe-cache-curve.csv", key="dl_curve")
+    d2.download_button(
+        "workload as NPZ (replay it with `simulate --trace`)",
+        workload_npz(work, work_key),
+        file_name="workload.npz",
+        key="dl_work",
+    )

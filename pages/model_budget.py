@@ -21,23 +21,25 @@ with friendly_errors():
         mode = st.radio(
             "Experts in host memory",
             ["--cpu-moe (all layers)", "--n-cpu-moe K (first K layers)"],
-            index=url_value("mode", 0, int),
+            index=url_value("mode", 0, int, 0, 1),
             key="mode",
         )
         k = model.n_layer
         if mode.startswith("--n-cpu-moe"):
-            k = st.number_input("K", 1, model.n_layer, min(url_value("k", 12, int), model.n_layer), key="k")
+            k = st.number_input("K", 1, model.n_layer, url_value("k", 12, int, 1, model.n_layer), key="k")
         placement = (
             Placement(cpu_moe=True) if mode.startswith("--cpu-moe") else Placement(cpu_moe=False, n_cpu_moe=int(k))
         )
-        ctx = st.number_input("Context (-c)", 512, 1_048_576, url_value("ctx", 4096, int), step=512, key="ctx")
+        ctx = st.number_input(
+            "Context (-c)", 512, 1_048_576, url_value("ctx", 4096, int, 512, 1_048_576), step=512, key="ctx"
+        )
         lowest = min_budget_mib(model, placement)
         full = full_budget_mib(model, placement)
         if lowest is None:
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
         budget = st.slider(
-            "--moe-cache-mib", 0, int(full * 1.05), min(url_value("budget", 10000, int), int(full * 1.05)), key="budget"
+            "--moe-cache-mib", 0, int(full * 1.05), url_value("budget", 10000, int, 0, int(full * 1.05)), key="budget"
         )
         remember(mode=int(mode.startswith("--n")), k=int(k), ctx=int(ctx), budget=budget)
         c1, c2 = st.columns(2)

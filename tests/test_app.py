@@ -173,3 +173,22 @@ def test_explore_replays_a_bundled_real_trace_that_fits_the_model():
     assert "GPT-OSS-20B real routing (decode)" in at.radio(key="workload").options
     at.radio(key="workload").set_value("GPT-OSS-20B real routing (decode)").run()
     assert not at.exception and trace(charts(at)["1"], "ubatch <= 8")["y"]
+
+
+@pytest.mark.parametrize("page", ["pages/model_budget.py", "pages/explore.py"])
+def test_absurd_url_values_are_clamped_not_fatal(page):
+    at = open_page(
+        page,
+        budget="-50",
+        np="999",
+        draft="x",
+        accept="7",
+        share="0.33",
+        k="0",
+        ctx="1e99",
+        placement="9",
+        model="../../etc/passwd",
+        gpu="nope",
+    )
+    assert not at.exception and not at.error
+    assert at.slider(key="budget").value == 0

@@ -178,3 +178,25 @@ def test_recommend_cli_and_unknown_hardware():
     assert result["best"]["command"].endswith("-lv 4") and result["options"]
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown hardware preset" in bad.stderr
+
+
+def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
+    path = tmp_path / "w.npz"
+    first = run_cli(
+        "simulate",
+        "--model",
+        str(GT_HEADER),
+        "--synthetic",
+        "--tokens",
+        "300",
+        "--concurrency",
+        "2",
+        "--budget-mib",
+        "403",
+        "--export-workload",
+        str(path),
+        "--json",
+    )
+    again = run_cli("simulate", "--model", str(GT_HEADER), "--trace", str(path), "--budget-mib", "403", "--json")
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert json.loads(first.stdout)["budgets"][0]["small"] == json.loads(again.stdout)["budgets"][0]["small"]

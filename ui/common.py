@@ -3,6 +3,7 @@ their real inputs, keeps the shareable settings in the URL, and turns errors int
 
 from __future__ import annotations
 
+import io
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
 from moe_model.timing import Scenario, resolve, simulate_curve, traffic_from_workload
-from moe_model.workload import Batching, Workload, load_any, workload_from
+from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "sample_data" / "models"
@@ -41,15 +42,23 @@ def friendly_errors():
         print(traceback.format_exc())
 
 
-def url_value(key: str, default, cast: Callable = str):
-    """A setting read from the URL's query parameters (shareable links), falling back to default."""
+def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
+    """A setting from the URL's query parameters (shareable links): cast, clamped into [lo, hi] or checked
+    against choices; an absurd or unreadable value falls back to the default."""
     raw = st.query_params.get(key)
     if raw is None:
         return default
     try:
-        return cast(raw)
-    except (TypeError, ValueError):
+        value = cast(raw)
+    except (TypeError, ValueError, OverflowError):
         return default
+    if choices is not None:
+        return value if value in choices else default
+    if lo is not None and value < lo:
+        return lo
+    if hi is not None and value > hi:
+        return hi
+    return value
 
 
 def remember(**values) -> None:
@@ -184,3 +193,10 @@ def bundled_traces(model: ModelSpec) -> dict[str, Path]:
 @st.cache_data(show_spinner="Reading the trace...")
 def cached_bundled_trace(path: Path, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
     return workload_from(load_any(str(path)), Batching(concurrency, draft, accept), n_expert)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def workload_npz(_work: Workload, work_key: str) -> bytes:
+    buf = io.BytesIO()
+    save_npz(buf, _work)
+    return buf.getvalue()
