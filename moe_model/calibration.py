@@ -43,8 +43,11 @@ H200_RUNS = {
 }
 
 
-def synthetic_workload(model: ModelSpec, sc: Scenario, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS) -> Workload:
-    """The model's synthetic preset routing, batched as the scenario's server would (a model)."""
+def synthetic_workload(
+    model: ModelSpec, sc: Scenario, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS, prompts: bool = False
+) -> Workload:
+    """The model's synthetic preset routing, batched as the scenario's server would (a model); with
+    `prompts`, each sequence first processes sc.prompt_tokens of prompt in ubatches of sc.n_ubatch."""
     name, knobs = preset_for(model.name)
     trace = generate(
         Shape(model.n_layer, model.n_expert, model.n_expert_used),
@@ -53,7 +56,10 @@ def synthetic_workload(model: ModelSpec, sc: Scenario, seed: int = 0, n_tokens: 
         seed=seed,
         label=f"synthetic ({name} preset)",
     )
-    return build_workload(trace, Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate), model.n_expert)
+    batching = Batching(
+        sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.prompt_tokens if prompts else 0, sc.n_ubatch
+    )
+    return build_workload(trace, batching, model.n_expert)
 
 
 def simulated_traffic(model: ModelSpec, hw: Hardware, sc: Scenario, seed: int = 0) -> Traffic:
@@ -115,8 +121,8 @@ def h200_points(model: ModelSpec) -> list[Point]:
         decode = sum(r["timings"]["predicted_per_second"] for r in client["requests"])
         prefill = float(np.mean([r["timings"]["prompt_per_second"] for r in client["requests"]]))
         (run,) = parse_log(GROUNDTRUTH / "logs" / f"server_{case}.log")
-        prompt_len = client["requests"][0]["timings"]["prompt_n"]  # one ubatch: the whole prompt
-        sc = Scenario("cpu-moe", budget, concurrency, n_ctx=4096, prompt_tokens=prompt_len, n_ubatch=prompt_len)
+        prompt_len = client["requests"][0]["timings"]["prompt_n"]  # shorter than a ubatch: one ubatch
+        sc = Scenario("cpu-moe", budget, concurrency, n_ctx=4096, prompt_tokens=prompt_len)
         hit = run.small.hit_rate if run.small else 0.0
         points.append(
             Point(

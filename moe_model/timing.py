@@ -79,6 +79,10 @@ class Scenario:
             raise MoeModelError(f"placement must be cpu-moe, fit, gpu or n-cpu-moe:K, got {self.placement!r}")
 
     @property
+    def prompt_ubatch(self) -> int:
+        return max(1, min(self.n_ubatch, self.prompt_tokens))
+
+    @property
     def tokens_per_ubatch(self) -> int:
         return self.concurrency * (self.draft_tokens + 1)
 
@@ -226,8 +230,8 @@ def decode_terms(
 
 
 def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> dict[str, float]:
-    """Milliseconds per full prompt ubatch of n_ubatch tokens."""
-    n = sc.n_ubatch
+    """Milliseconds per prompt ubatch: n_ubatch tokens, or the whole prompt when it is shorter."""
+    n = sc.prompt_ubatch
     k, n_expert = model.n_expert_used, model.n_expert
     used = distinct_per_ubatch(n_expert, k, n)
     link = hw.upload_gbs * GB * params.prompt_link_eff
@@ -279,7 +283,7 @@ def predict(
     decode = decode_terms(model, hw, params, sc, layout, traffic)
     prefill = prefill_terms(model, hw, params, sc, layout)
     decode_tps = sc.decoded_per_ubatch / (sum(decode.values()) / MS)
-    prefill_tps = sc.n_ubatch / (sum(prefill.values()) / MS)
+    prefill_tps = sc.prompt_ubatch / (sum(prefill.values()) / MS)
     return Prediction(
         True, None, decode_tps, prefill_tps, traffic.hit_rate, decode, prefill, layout.vram, sc, layout, tuple(notes)
     )

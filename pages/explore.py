@@ -61,6 +61,10 @@ with friendly_errors():
             url_value("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
             key="share",
         )
+        prompt = st.number_input(
+            "prompt tokens per request", 1, 131072, url_value("prompt", 512, int, 1, 131072), 64, key="prompt"
+        )
+        simulate_prompts = st.toggle("simulate prompt ubatches too (synthetic routing)", False, key="sim_prompts")
         link = st.number_input("host-to-device GB/s (0: the machine's)", 0.0, 200.0, 0.0, 0.5, key="link")
         hw = hw.with_changes(**({"link_gbs": link, "pageable_gbs": link} if link else {}))
         traces = bundled_traces(model)
@@ -70,7 +74,7 @@ with friendly_errors():
             st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind == "upload a trace" else None
         )
     placement = {"--cpu-moe": "cpu-moe", "--n-cpu-moe K": f"n-cpu-moe:{k}", "--fit": "fit"}[placement_name]
-    base = Scenario(placement, 0, concurrency, draft, accept, share)
+    base = Scenario(placement, 0, concurrency, draft, accept, share, prompt_tokens=int(prompt))
     if upload is not None:
         work = cached_trace(upload.getvalue(), upload.name, model.n_expert, concurrency, draft, accept)
         work_key = f"upload:{upload.name}:{upload.size}:{concurrency}:{draft}:{accept}"
@@ -78,9 +82,9 @@ with friendly_errors():
         work = cached_bundled_trace(traces[workload_kind], model.n_expert, concurrency, draft, accept)
         work_key = f"bundled:{workload_kind}:{concurrency}:{draft}:{accept}"
     else:
-        work = cached_synthetic(model, concurrency, draft, accept)
+        work = cached_synthetic(model, concurrency, draft, accept, int(prompt) if simulate_prompts else 0)
         name, knobs = preset_for(model.name)
-        work_key = f"synthetic:{model.name}:{concurrency}:{draft}:{accept}"
+        work_key = f"synthetic:{model.name}:{concurrency}:{draft}:{accept}:{int(prompt) if simulate_prompts else 0}"
         with controls:
             st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
     layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
@@ -91,6 +95,7 @@ with friendly_errors():
             "--moe-cache-mib", 0, max(full, 1), url_value("budget", 10000, int, 0, max(full, 1)), key="budget"
         )
     remember(
+        prompt=int(prompt),
         placement=PLACEMENTS.index(placement_name),
         np=concurrency,
         draft=draft,
@@ -111,8 +116,10 @@ with friendly_errors():
     preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic)
     speeds = [p.decode_tps if p.starts and p.vram.fits else None for p in preds]
     no_cache = {
-        "--fit": predict(model, hw, params, Scenario("fit", 0, concurrency, draft, accept)),
-        "--cpu-moe": predict(model, hw, params, Scenario("cpu-moe", 0, concurrency, draft, accept)),
+        "--fit": predict(model, hw, params, Scenario("fit", 0, concurrency, draft, accept, prompt_tokens=int(prompt))),
+        "--cpu-moe": predict(
+            model, hw, params, Scenario("cpu-moe", 0, concurrency, draft, accept, prompt_tokens=int(prompt))
+        ),
     }
     reference = load_reference()
     measured = reference[

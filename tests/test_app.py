@@ -192,3 +192,14 @@ def test_absurd_url_values_are_clamped_not_fatal(page):
     )
     assert not at.exception and not at.error
     assert at.slider(key="budget").value == 0
+
+
+def test_explore_prompt_length_changes_the_predicted_prompt_speed():
+    at = open_page("pages/explore.py")
+
+    def summary():
+        return next(m.value for m in at.markdown if m.value.startswith("**At "))
+
+    before = summary()
+    at.number_input(key="prompt").set_value(100).run()
+    assert summary() != before and not at.exception

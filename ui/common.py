@@ -122,10 +122,12 @@ def sidebar_hardware() -> tuple:
 
 
 @st.cache_data(show_spinner="Generating routing...")
-def cached_synthetic(model: ModelSpec, concurrency: int, draft: int, accept: float, n_tokens: int = 6000) -> Workload:
-    return synthetic_workload(
-        model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept), n_tokens=n_tokens
-    )
+def cached_synthetic(
+    model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int = 0, n_tokens: int = 6000
+) -> Workload:
+    """The model's synthetic preset, batched; prompt_tokens > 0 adds each sequence's prompt ubatches."""
+    sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
+    return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
 
 
 @st.cache_data(show_spinner="Reading the trace...")
