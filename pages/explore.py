@@ -16,6 +16,7 @@ from ui.common import (
     cached_share_traffic,
     cached_synthetic,
     cached_trace,
+    content_key,
     friendly_errors,
     remember,
     sidebar_hardware,
@@ -34,7 +35,7 @@ st.caption(
 )
 
 with friendly_errors():
-    model, source = sidebar_model()
+    model, source, model_key = sidebar_model()
     hw, (params, params_source) = sidebar_hardware()
     controls, charts = st.columns([1, 3])
     with controls:
@@ -77,14 +78,14 @@ with friendly_errors():
     base = Scenario(placement, 0, concurrency, draft, accept, share, prompt_tokens=int(prompt))
     if upload is not None:
         work = cached_trace(upload.getvalue(), upload.name, model.n_expert, concurrency, draft, accept)
-        work_key = f"upload:{upload.name}:{upload.size}:{concurrency}:{draft}:{accept}"
+        work_key = f"upload:{content_key(upload.getvalue())}:{concurrency}:{draft}:{accept}"
     elif workload_kind in traces:
         work = cached_bundled_trace(traces[workload_kind], model.n_expert, concurrency, draft, accept)
         work_key = f"bundled:{workload_kind}:{concurrency}:{draft}:{accept}"
     else:
         work = cached_synthetic(model, concurrency, draft, accept, int(prompt) if simulate_prompts else 0)
         name, knobs = preset_for(model.name)
-        work_key = f"synthetic:{model.name}:{concurrency}:{draft}:{accept}:{int(prompt) if simulate_prompts else 0}"
+        work_key = f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{int(prompt) if simulate_prompts else 0}"
         with controls:
             st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
     layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
@@ -106,12 +107,12 @@ with friendly_errors():
     )
     hw_key = repr(hw)
     budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist())))
-    results = cached_scenario_curve(model, source, work, work_key, hw, hw_key, base, budgets)
-    current = cached_scenario_curve(model, source, work, work_key, hw, hw_key, base, (max(budget, lowest),))[0]
+    results = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, budgets)
+    current = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (max(budget, lowest),))[0]
     n_ub = decode_ubatches(work)
 
     def share_traffic(sc):
-        return cached_share_traffic(model, source, work, work_key, hw, hw_key, sc)
+        return cached_share_traffic(model, model_key, work, work_key, hw, hw_key, sc)
 
     preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic)
     speeds = [p.decode_tps if p.starts and p.vram.fits else None for p in preds]

@@ -29,7 +29,7 @@ def parsed(data: bytes):
 
 
 with friendly_errors():
-    model, source = sidebar_model()
+    model, source, _ = sidebar_model()
     hw, (params, params_source) = sidebar_hardware()
     uploads = st.file_uploader("llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload")
     picks = st.multiselect(

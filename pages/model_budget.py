@@ -14,7 +14,7 @@ st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
 
 with friendly_errors():
-    model, source = sidebar_model()
+    model, source, _ = sidebar_model()
     hw, (params, params_source) = sidebar_hardware()
     left, right = st.columns([1, 2])
     with left:

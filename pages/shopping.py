@@ -19,7 +19,7 @@ st.caption(
 )
 
 with friendly_errors():
-    model, source = sidebar_model()
+    model, source, model_key = sidebar_model()
     default = ["Tesla T4", "RTX 3060 12GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
     cards = st.multiselect("GPUs", list(PRESETS), default=default, key="cards")
     c1, c2, c3 = st.columns(3)
@@ -48,7 +48,7 @@ with friendly_errors():
     lo, hi = min_budget_mib(model, placement) or 1, full_budget_mib(model, placement) or 1
     budgets = tuple(sorted(set(np.geomspace(lo, hi, 20).astype(int).tolist())))
     work = cached_synthetic(model, concurrency, 0, 0.7)
-    curve = cached_curve(model, source, work, f"synthetic:{model.name}:{concurrency}:0:0.7", budgets, placement)
+    curve = cached_curve(model, model_key, work, f"synthetic:{model_key}:{concurrency}:0:0.7", budgets, placement)
     rows = best_per_card(
         model,
         hardware,

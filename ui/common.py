@@ -3,6 +3,7 @@ their real inputs, keeps the shareable settings in the URL, and turns errors int
 
 from __future__ import annotations
 
+import hashlib
 import io
 import traceback
 from collections.abc import Callable
@@ -24,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "sample_data" / "models"
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
 DEFAULT_GPU = "Tesla T4"
+
+
+def content_key(data: bytes) -> str:
+    """A short digest naming uploaded content in cache keys (two uploads may share a file name)."""
+    return hashlib.sha1(data).hexdigest()[:12]
 
 
 def bundled_models() -> list[str]:
@@ -72,8 +78,10 @@ def cached_model(source: str | bytes) -> ModelSpec:
     return load_model(source)
 
 
-def sidebar_model() -> tuple[ModelSpec, str]:
-    """The model picker shared by every page: bundled, an uploaded header prefix, a URL or a path."""
+def sidebar_model() -> tuple[ModelSpec, str, str]:
+    """The model picker shared by every page: bundled, an uploaded header prefix, a URL or a path.
+
+    Returns the model, the name to show (and put in command lines), and a key naming its content."""
     models = bundled_models()
     choice = url_value("model", DEFAULT_MODEL)
     options = [*models, "upload a header prefix", "URL or local path"]
@@ -85,15 +93,16 @@ def sidebar_model() -> tuple[ModelSpec, str]:
         upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key="model_upload")
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
-            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL
-        return cached_model(upload.getvalue()), upload.name
+            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+        data = upload.getvalue()
+        return cached_model(data), upload.name, f"upload:{content_key(data)}"
     if kind == "URL or local path":
         text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
         if not text:
-            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL
-        return cached_model(text), text
+            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+        return cached_model(text), text, text
     remember(model=kind)
-    return cached_model(str(MODELS / kind)), kind
+    return cached_model(str(MODELS / kind)), kind, kind
 
 
 def sidebar_hardware() -> tuple:
