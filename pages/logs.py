@@ -59,27 +59,23 @@ with friendly_errors():
                     st.warning(w)
                 for e in run.errors:
                     st.error(e)
+                budget = None
                 if run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert:
                     budget, lines = crosscheck(run, model)
                     st.markdown(f"**Cross-check against {Path(source).name}** (budget {budget} MiB):")
-                    st.dataframe(
-                        pd.DataFrame(
-                            [
-                                {
-                                    "what": c.what,
-                                    "logged": c.logged,
-                                    "header says": c.predicted,
-                                    "ok": {True: "ok", False: "MISMATCH", None: "info"}[c.ok],
-                                }
-                                for c in lines
-                            ]
-                        ),
-                        hide_index=True,
-                        width="stretch",
-                    )
+                    rows = [
+                        {
+                            "what": c.what,
+                            "logged": c.logged,
+                            "header says": c.predicted,
+                            "ok": {True: "ok", False: "MISMATCH", None: "info"}[c.ok],
+                        }
+                        for c in lines
+                    ]
+                    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
                 else:
                     st.caption("Pick the matching model in the sidebar to cross-check the logged slots.")
-                point = point_from_run(run, name)
+                point = point_from_run(run, name, budget)
                 points.append(point)
     if points:
         frame = pd.DataFrame(points)

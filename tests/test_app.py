@@ -203,3 +203,31 @@ def test_explore_prompt_length_changes_the_predicted_prompt_speed():
     before = summary()
     at.number_input(key="prompt").set_value(100).run()
     assert summary() != before and not at.exception
+
+
+def test_learn_step_changes_the_pool_drawing():
+    at = open_page("pages/learn.py")
+    for _ in range(3):
+        at.button(key="learn_next").click().run()
+    before = charts(at)["0"]["data"][0]["text"]
+    for _ in range(4):
+        at.button(key="learn_next").click().run()
+    assert charts(at)["0"]["data"][0]["text"] != before
+
+
+def test_reference_filter_changes_the_plotted_rows():
+    at = open_page("pages/reference.py")
+    all_rows = trace(charts(at)["0"], "rows")["text"]
+    at.multiselect(key="sources").set_value(["seed-cpu-share-article"]).run()
+    shown = trace(charts(at)["0"], "rows")["text"]
+    assert set(shown) < set(all_rows) and all(x.startswith("flash-") for x in shown)
+
+
+def test_logs_page_several_runs_make_a_measured_curve():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    curve = trace(charts(at)["0"], "decode t/s")
+    assert not at.exception and len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"])
