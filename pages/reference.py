@@ -29,11 +29,13 @@ with friendly_errors():
         shown = shown[shown["source"].isin(sources)]
     if gpus:
         shown = shown[shown["gpu"].isin(gpus)]
+    first = ["id", "gpu", "model", "placement", "moe_cache_mib", "parallel", "cpu_share", "decode_tps", "predicted_tps",
+             "residual", "basis"]
     st.dataframe(
-        shown,
+        shown[first + [c for c in shown.columns if c not in first and c != "measured_tps"]],
         hide_index=True,
         width="stretch",
-        column_config={"residual": st.column_config.NumberColumn(format="%.1%")},
+        column_config={"residual": st.column_config.NumberColumn(format="percent")},
     )
     plotted = shown.dropna(subset=["predicted_tps", "decode_tps"])
     if len(plotted):
