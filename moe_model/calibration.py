@@ -207,11 +207,11 @@ def reference_predictions(qwen: ModelSpec, standin: ModelSpec) -> pd.DataFrame:
 
 def log_points(runs: list, model: ModelSpec, hw: Hardware, source: str = "log") -> list[Point]:
     """Calibration points from parsed log runs that have a decode speed and, if cached, a hit rate."""
-    from moe_model.measurements import _decode_tps, infer_budget, infer_placement
+    from moe_model.measurements import decode_tps_of, infer_budget, infer_placement
 
     points = []
     for run in runs:
-        decode = _decode_tps(run)
+        decode = decode_tps_of(run)
         if not decode or not run.starts:
             continue
         placement = infer_placement(run, model)

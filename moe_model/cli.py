@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -138,6 +139,10 @@ def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
     return workload_from(trace, batching, model.n_expert)
 
 
+def _rate(stats) -> str:
+    return "-" if stats.hit_rate is None else f"{100 * stats.hit_rate:.2f}%"
+
+
 def _format_sim(results: list[SimResult], work: Workload) -> str:
     lines = [
         f"workload: {work.label or 'trace'}: {work.decode_tokens:,} decode tokens, {work.n_ubatches:,} ubatches",
@@ -145,9 +150,8 @@ def _format_sim(results: list[SimResult], work: Workload) -> str:
         f"{'upload MiB/token':>17} {'copied':>8}",
     ]
     for r in results:
-        rate = lambda st: f"{100 * st.hit_rate:.2f}%" if st.hit_rate is not None else "-"  # noqa: E731
         lines.append(
-            f"{r.budget_mib:>10} {str(r.starts):>6} {r.plan.n_slots_total:>7} {rate(r.small):>8} {rate(r.large):>8} "
+            f"{r.budget_mib:>10} {str(r.starts):>6} {r.plan.n_slots_total:>7} {_rate(r.small):>8} {_rate(r.large):>8} "
             f"{r.uploaded_bytes_per_token() / 2**20:>17.2f} {r.copied_experts:>8}"
         )
     return "\n".join(lines)
@@ -292,12 +296,13 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     from functools import lru_cache
 
     from moe_model.calibration import synthetic_workload
+    from moe_model.timing import Scenario
 
     trace = load_any(args.trace) if getattr(args, "trace", None) else None
 
     @lru_cache(maxsize=16)
     def batched(concurrency: int, draft: int, accept: float) -> Workload:
-        sc = _scenario(args).__class__(concurrency=concurrency, draft_tokens=draft, accept_rate=accept)
+        sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept)
         if trace is None:
             return synthetic_workload(model, sc)
         return workload_from(trace, Batching(concurrency, draft, accept), model.n_expert)
@@ -438,4 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as err:
         print(f"error: {err.strerror or err}: {getattr(err, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+    except Exception as err:  # one line, no traceback (MOE_MODEL_DEBUG=1 shows it)
+        if os.environ.get("MOE_MODEL_DEBUG"):
+            raise
+        print(f"error: unexpected {type(err).__name__}: {err}", file=sys.stderr)
         return 1

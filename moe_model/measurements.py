@@ -32,7 +32,7 @@ def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     return frame[list(COLUMNS)]
 
 
-def _decode_tps(run: LogRun) -> float | None:
+def decode_tps_of(run: LogRun) -> float | None:
     """Decode tokens/s: per request for one stream, summed over concurrent requests (aggregate)."""
     rates = [t.decode_tps for t in run.timings if t.decode_tps]
     if not rates:
@@ -68,7 +68,7 @@ def point_from_run(run: LogRun, source: str, budget_mib: int | None = None) -> d
         "hit_rate_large_pct": _pct(large.hit_rate) if large else None,
         "hit_rate_pct": _pct(hits / total) if total else None,
         "uploaded_mib_per_token": uploaded / run.decode_tokens if run.decode_tokens and total else None,
-        "decode_tps": _decode_tps(run),
+        "decode_tps": decode_tps_of(run),
         "prefill_tps": sum(prompt) / len(prompt) if prompt else None,
         "starts": run.starts,
         "notes": "; ".join(run.notes()),

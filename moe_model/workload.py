@@ -158,34 +158,40 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
 
 def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
     """A trace recorded inside llama.cpp (one record per (ubatch, layer)), replayed exactly."""
-    data = _npz(source)
+    return _recorded_from(_npz(source))
+
+
+def _recorded_from(data: dict[str, np.ndarray]) -> Workload:
     need = {"rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k", "ids"}
     if not need <= set(data):
         raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - set(data))}")
     k_values = np.unique(data["rec_k"])
     if len(k_values) != 1:
         raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
-    ids = data["ids"].astype(np.int32)
-    n_layer = int(data["rec_layer"].max()) + 1
-    phase = data.get("rec_phase", np.full(len(data["rec_layer"]), PHASE_DECODE))
-    decode = int(data["rec_ntok"][(phase == PHASE_DECODE) & (data["rec_layer"] == 0)].sum())
+    k = int(k_values[0])
+    ids, ntok, off = data["ids"].astype(np.int32), data["rec_ntok"].astype(np.int64), data["rec_off"].astype(np.int64)
+    n_rec = len(data["rec_layer"])
+    lengths_ok = all(len(data[key]) == n_rec for key in need - {"ids"})
+    if not n_rec or not lengths_ok or ntok.min() < 0 or off.min() < 0 or (off + k * ntok).max() > len(ids):
+        raise WorkloadError("recorded trace: record arrays of different lengths, or records outside `ids`")
+    if len(ids) and ids.min() < 0:
+        raise WorkloadError("recorded trace: negative expert ids")
+    phase = data.get("rec_phase", np.full(n_rec, PHASE_DECODE))
+    layer = data["rec_layer"].astype(np.int32)
+    decode = int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
     return Workload(
-        n_layer,
-        int(ids.max()) + 1,
-        int(k_values[0]),
+        int(layer.max()) + 1,
+        int(ids.max()) + 1 if len(ids) else 0,
+        k,
         data["rec_ubatch"].astype(np.int64),
-        data["rec_layer"].astype(np.int32),
-        data["rec_ntok"].astype(np.int32),
-        data["rec_off"].astype(np.int64),
+        layer,
+        ntok.astype(np.int32),
+        off,
         phase.astype(np.int8),
         ids,
         decode,
         "recorded llama.cpp trace",
     )
-
-
-def is_recorded(data_keys: set[str]) -> bool:
-    return "rec_layer" in data_keys
 
 
 def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> TokenTrace:
@@ -418,17 +424,11 @@ def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrac
     if name.lower().endswith(".csv"):
         return token_trace_from_csv(io.BytesIO(source) if isinstance(source, bytes) else source, label=Path(name).name)
     data = _npz(source)
-    if is_recorded(set(data)):
-        return load_recorded(io.BytesIO(_to_npz_bytes(data)))
+    if "rec_layer" in data:
+        return _recorded_from(data)
     return make_token_trace(
         data.get("experts", np.zeros(0)), data.get("seq_offsets"), data.get("ubatch"), Path(name).name
     )
-
-
-def _to_npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
 
 
 def workload_from(item: TokenTrace | Workload, batching: Batching, n_expert: int) -> Workload:

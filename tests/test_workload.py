@@ -142,3 +142,12 @@ def test_bad_arrays_are_refused_with_the_reason():
         make_token_trace(np.zeros((3, 2, 1), dtype=int), ubatch=[0, 2, 1])
     with pytest.raises(WorkloadError, match="concurrency"):
         Batching(concurrency=0)
+
+
+def test_a_corrupt_recorded_trace_is_refused_not_crashed(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, rec_ubatch=[0, 0], rec_layer=[0, 1], rec_ntok=[1, 5], rec_off=[0, 2], rec_k=[2, 2], ids=[1, 2, 3])
+    with pytest.raises(WorkloadError, match="records outside"):
+        load_any(str(path))
+    np.savez(path, rec_ubatch=[0], rec_layer=[0], rec_ntok=[1], rec_off=[0], rec_k=[2], ids=[1, 2])
+    assert load_any(str(path)).n_records == 1  # positive control
