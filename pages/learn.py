@@ -36,9 +36,17 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
 """)
 
 with friendly_errors(), right:
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c5, c3, c4 = st.columns(5)
     budget = c1.slider("--moe-cache-mib", 10, 160, 48, key="learn_budget")
     concurrency = c2.slider("users", 1, 4, 1, key="learn_users")
+    draft = c5.slider(
+        "draft tokens",
+        0,
+        4,
+        0,
+        key="learn_draft",
+        help="speculative decoding: each step verifies draft + 1 tokens of every user in one ubatch",
+    )
     mixed = c3.toggle("mixed quant", True, key="learn_mixed")
     prompt = c4.toggle("prompt of 40 tokens", False, key="learn_prompt")
     model = toy_model(mixed)
@@ -47,9 +55,9 @@ with friendly_errors(), right:
         st.error(f"llama-server would refuse to start: {plan.error}. " + " ".join(plan.warnings))
         st.stop()
     st.caption(" | ".join(plan.log_lines()))
-    work = toy_workload(concurrency, 0, 40 if prompt else 0)
+    work = toy_workload(concurrency, draft, 40 if prompt else 0)
     trail = steps(work, plan, N_EXPERT)
-    key = (budget, concurrency, mixed, prompt)
+    key = (budget, concurrency, draft, mixed, prompt)
     state = st.session_state
     if state.get("learn_key") != key:  # new settings: start again
         state.learn_key, state.learn_slider = key, 0

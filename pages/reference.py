@@ -29,8 +29,19 @@ with friendly_errors():
         shown = shown[shown["source"].isin(sources)]
     if gpus:
         shown = shown[shown["gpu"].isin(gpus)]
-    first = ["id", "gpu", "model", "placement", "moe_cache_mib", "parallel", "cpu_share", "decode_tps", "predicted_tps",
-             "residual", "basis"]
+    first = [
+        "id",
+        "gpu",
+        "model",
+        "placement",
+        "moe_cache_mib",
+        "parallel",
+        "cpu_share",
+        "decode_tps",
+        "predicted_tps",
+        "residual",
+        "basis",
+    ]
     st.dataframe(
         shown[first + [c for c in shown.columns if c not in first and c != "measured_tps"]],
         hide_index=True,

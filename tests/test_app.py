@@ -231,3 +231,12 @@ def test_logs_page_several_runs_make_a_measured_curve():
     at.multiselect(key="log_examples").set_value(runs).run()
     curve = trace(charts(at)["0"], "decode t/s")
     assert not at.exception and len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"])
+
+
+def test_learn_more_users_or_drafts_mean_bigger_ubatches():
+    at = open_page("pages/learn.py")
+    at.slider(key="learn_users").set_value(2).run()
+    at.slider(key="learn_draft").set_value(2).run()
+    at.slider(key="learn_slider").set_value(4).run()
+    step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
+    assert "6 token(s)" in step and not at.exception  # 2 users x (2 drafts + 1)
