@@ -167,6 +167,7 @@ def best_per_card(
                 "no_cache_tps": baseline.decode_tps if baseline else None,
                 "best_cache_tps": best.decode_tps if best else None,
                 "cache_is_net_loss": bool(best and baseline and best.decode_tps < baseline.decode_tps),
+                "fits_without_offload": bool(baseline and not baseline.layout.host_layers),
                 "command": command_line(model_path, winner.scenario, len(winner.layout.host_layers)),
             }
         )

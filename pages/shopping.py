@@ -61,12 +61,16 @@ with friendly_errors():
     frame = pd.DataFrame(rows)
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
     st.dataframe(frame, hide_index=True, width="stretch")
-    losses = frame[frame.get("cache_is_net_loss", False) == True]  # noqa: E712 - pandas mask
-    for _, row in losses.iterrows():
-        st.warning(
-            f"{row['gpu']}: the cache is a net loss here ({row['best_cache_tps']:.1f} t/s with the best "
-            f"budget against {row['no_cache_tps']:.1f} without) — the link is too slow for the misses."
-        )
+    for _, row in frame.iterrows():
+        if row.get("fits_without_offload"):
+            st.info(
+                f"{row['gpu']}: the whole model fits in VRAM, so --fit keeps every expert on the GPU: no cache needed."
+            )
+        elif row.get("cache_is_net_loss"):
+            st.warning(
+                f"{row['gpu']}: the cache is a net loss here ({row['best_cache_tps']:.1f} t/s with the best budget "
+                f"against {row['no_cache_tps']:.1f} without): the link is too slow for the misses."
+            )
     st.download_button(
         "comparison as CSV", frame.to_csv(index=False), file_name="hardware-comparison.csv", key="dl_shop"
     )
