@@ -240,3 +240,12 @@ def test_learn_more_users_or_drafts_mean_bigger_ubatches():
     at.slider(key="learn_slider").set_value(4).run()
     step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
     assert "6 token(s)" in step and not at.exception  # 2 users x (2 drafts + 1)
+
+
+def test_a_local_path_or_url_can_be_given_and_a_bad_one_gets_a_message(tmp_path):
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("URL or local path").run()
+    at.sidebar.text_input(key="model_path").set_value(str(GT_HEADER)).run()
+    assert not at.exception and "8 layers, q4_K" in at.code[0].value
+    at.sidebar.text_input(key="model_path").set_value(str(tmp_path / "missing.gguf")).run()
+    assert not at.exception and any("no such file" in e.value for e in at.error)
