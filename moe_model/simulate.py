@@ -21,6 +21,7 @@ from moe_model.workload import MAX_BATCH, Workload
 
 OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH: smaller bypassed batches stay on the CPU
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
+NO_POOL = np.iinfo(np.int64).max  # a record that can never use the pool, whatever its slots
 
 
 @dataclass(frozen=True)
@@ -132,24 +133,29 @@ class _GroupCounts:
     probe_hits: np.ndarray  # [n_budgets]
 
 
-def _record_modes(work: Workload, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
+def pool_need(work: Workload) -> np.ndarray:
+    """Per record, the slots its group needs for it to use the pool (get_slot_map: min(tokens*k, n_expert));
+    NO_POOL when it never can (no tokens, or more than MAX_BATCH)."""
+    ntok = work.rec_ntok.astype(np.int64)
+    demand = np.minimum(ntok * work.k, work.n_expert)
+    return np.where((ntok > 0) & (ntok <= MAX_BATCH), demand, NO_POOL)
+
+
+def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
     """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
-    ntok = work.rec_ntok
-    demand = np.minimum(ntok.astype(np.int64) * work.k, work.n_expert)
-    cache = in_group & (ntok > 0) & (ntok <= MAX_BATCH) & (demand <= n_slots)
-    probe = in_group & (ntok >= OFFLOAD_MIN_BATCH) & ~cache & copies
+    cache = in_group & (need <= n_slots)
+    probe = in_group & (work.rec_ntok >= OFFLOAD_MIN_BATCH) & ~cache & copies
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 
-def _pool_classes(work: Workload, in_group: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
+def _pool_classes(need: np.ndarray, in_group: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
     """Budget indices that see the same records in the pool (the bypass threshold depends on slots)."""
-    small = in_group & (work.rec_ntok > 0) & (work.rec_ntok <= MAX_BATCH)
-    demand = np.unique(np.minimum(work.rec_ntok[small].astype(np.int64) * work.k, work.n_expert))
-    cls = np.searchsorted(demand, caps, side="right")
+    thresholds = np.unique(need[in_group & (need < NO_POOL)])
+    cls = np.searchsorted(thresholds, caps, side="right")
     return [np.flatnonzero((cls == c) & (caps > 0)) for c in np.unique(cls[caps > 0])]
 
 
-def _simulate_group(work: Workload, group: GroupPlan, caps: np.ndarray, k_max: int) -> _GroupCounts:
+def _simulate_group(work: Workload, need: np.ndarray, group: GroupPlan, caps: np.ndarray, k_max: int) -> _GroupCounts:
     """Counts of one group for every budget (caps[b] slots; 0 = not cached at that budget)."""
     n_budgets = len(caps)
     hits = np.zeros((work.n_layer, 2, n_budgets), dtype=np.int64)
@@ -157,8 +163,8 @@ def _simulate_group(work: Workload, group: GroupPlan, caps: np.ndarray, k_max: i
     probe = np.zeros(n_budgets, dtype=np.int64)
     in_group = np.isin(work.rec_layer, np.array(group.layers))
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
-    for members in _pool_classes(work, in_group, caps):
-        modes = _record_modes(work, in_group, int(caps[members[0]]), group.device == OFFLOAD_DEVICE)
+    for members in _pool_classes(need, in_group, caps):
+        modes = _record_modes(work, need, in_group, int(caps[members[0]]), group.device == OFFLOAD_DEVICE)
         keep = modes != MODE_SKIP
         args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
         order = members[np.argsort(caps[members], kind="stable")]
@@ -171,7 +177,7 @@ def _simulate_group(work: Workload, group: GroupPlan, caps: np.ndarray, k_max: i
     return _GroupCounts(hits, distinct, probe)
 
 
-def _bypassed_ubatches(work: Workload, plan: CachePlan) -> int:
+def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
     """Ubatches in which at least one cached layer took the large-batch or CPU path."""
     if not plan.starts:
         return 0
@@ -179,8 +185,7 @@ def _bypassed_ubatches(work: Workload, plan: CachePlan) -> int:
     for g in plan.groups:
         slots[list(g.layers)] = g.n_slots
     layer_slots = slots[work.rec_layer]
-    demand = np.minimum(work.rec_ntok.astype(np.int64) * work.k, work.n_expert)
-    bypass = (layer_slots > 0) & (work.rec_ntok > 0) & ((work.rec_ntok > MAX_BATCH) | (demand > layer_slots))
+    bypass = (layer_slots > 0) & (work.rec_ntok > 0) & (need > layer_slots)
     return len(np.unique(work.rec_ubatch[bypass]))
 
 
@@ -190,6 +195,7 @@ def simulate_budgets(
     """Replay `work` at every budget; each result equals a separate run at that budget."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     work = work.for_model(model.n_expert)
+    need = pool_need(work)
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
     n = len(plans)
     hits = np.zeros((work.n_layer, 2, n), dtype=np.int64)
@@ -201,7 +207,7 @@ def simulate_budgets(
         caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
         if not caps.any():
             continue
-        counts = _simulate_group(work, group, caps, model.n_expert_used)
+        counts = _simulate_group(work, need, group, caps, model.n_expert_used)
         hits += counts.hits
         lookups += counts.distinct
         upload += (counts.distinct - counts.hits).sum(axis=0) * group.slot_bytes
@@ -221,7 +227,7 @@ def simulate_budgets(
                 large,
                 int(copied[b]),
                 int(copied_bytes[b]),
-                _bypassed_ubatches(work, plan),
+                _bypassed_ubatches(work, need, plan),
                 hits[:, :, b].sum(axis=1),
                 lookups[:, :, b].sum(axis=1),
                 work.decode_tokens,
