@@ -13,7 +13,7 @@ import pandas as pd
 
 from moe_model.logs import LogRun
 from moe_model.model_spec import ModelSpec
-from moe_model.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache
+from moe_model.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
 
 REFERENCE_CSV = Path(__file__).resolve().parent.parent / "sample_data" / "reference-measurements.csv"
 COLUMNS = (
@@ -148,23 +148,19 @@ def infer_budget(run: LogRun, model: ModelSpec, placement: Placement) -> int | N
     if target is None:
         return None
     index, slots = target
-    lo, hi = 1, (full_budget_mib(model, placement) or 1) + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        plan = plan_cache(model, mid, placement)
-        if index < len(plan.groups) and plan.starts and plan.groups[index].n_slots >= slots:
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = smallest_budget(
+        model, placement, lambda p: p.starts and index < len(p.groups) and p.groups[index].n_slots >= slots
+    )
+    if lo is None:  # the header cannot give that many slots: another model or quant
+        return None
     logged = [g.n_slots for g in run.groups]
-    budget = lo
-    while True:  # other groups may need a few MiB more than the first one
-        plan = plan_cache(model, budget, placement)
-        if [g.n_slots for g in plan.groups] == logged or index >= len(plan.groups):
+    for budget in range(lo, max(lo, full_budget_mib(model, placement) or lo) + 1):
+        plan = plan_cache(model, budget, placement)  # other groups may need a few MiB more than the first one
+        if [g.n_slots for g in plan.groups] == logged:
             return budget
         if plan.groups[index].n_slots > slots:
-            return lo
-        budget += 1
+            break
+    return lo
 
 
 def _logged_lines(run: LogRun) -> list[tuple[str, str]]:

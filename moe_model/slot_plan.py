@@ -307,7 +307,7 @@ def plan_cache(model: ModelSpec, budget_mib: int, placement: Placement | None = 
     return CachePlan(budget_mib, model.n_expert_used, devices, tuple(planned), starts, error, tuple(warnings))
 
 
-def _smallest_budget(model: ModelSpec, placement: Placement, ok) -> int | None:
+def smallest_budget(model: ModelSpec, placement: Placement, ok) -> int | None:
     """Smallest integer MiB for which ok(plan) holds; ok must be monotone in the budget."""
     hi = max(1, (model.expert_bytes_total * 2) // MIB + 64)
     if not ok(plan_cache(model, hi, placement)):
@@ -327,7 +327,7 @@ def min_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int 
     placement = placement or Placement()
     if not _eligible_groups(model, placement):
         return None
-    return _smallest_budget(model, placement, lambda p: p.starts)
+    return smallest_budget(model, placement, lambda p: p.starts)
 
 
 def full_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int | None:
@@ -335,7 +335,7 @@ def full_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int
     placement = placement or Placement()
     if not _eligible_groups(model, placement):
         return None
-    return _smallest_budget(model, placement, lambda p: p.starts and all(g.n_slots == g.max_slots for g in p.groups))
+    return smallest_budget(model, placement, lambda p: p.starts and all(g.n_slots == g.max_slots for g in p.groups))
 
 
 def plan_report(model: ModelSpec, budget_mib: int, placement: Placement | None = None) -> dict:

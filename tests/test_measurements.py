@@ -56,3 +56,16 @@ def test_a_log_without_cache_lines_has_no_budget_to_check(gt_model):
     (run,) = parse_log(GROUNDTRUTH / "logs" / "server_off.log")
     budget, lines = crosscheck(run, gt_model)
     assert budget is None and all(line.ok is None for line in lines)
+
+
+def test_slots_the_header_cannot_give_leave_the_budget_unknown_instead_of_hanging(gt_model):
+    from moe_model.measurements import infer_budget
+    from moe_model.slot_plan import Placement
+
+    (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
+    assert infer_budget(run, gt_model, Placement()) == 403  # positive control
+    group = type(run.groups[0])
+    run.groups[0] = group(6, "q6_K", 5000, 99.0)  # more slots than 6 layers x 128 experts
+    assert infer_budget(run, gt_model, Placement()) is None
+    run.groups[:] = [group(6, "q6_K", 768, 100.0), group(8, "q4_K", 3, 0.3)]  # a mix no budget gives
+    assert infer_budget(run, gt_model, Placement()) == 1614  # the smallest giving the first group, reported
