@@ -123,10 +123,6 @@ class ModelSpec:
         """Weights one token multiplies: every layer's dense part and k experts (the output head excluded)."""
         return sum(layer.dense_params + self.n_expert_used * layer.expert_params for layer in self.layers)
 
-    @property
-    def slot_bytes_max(self) -> int:
-        return max((layer.slot_bytes for layer in self.layers), default=0)
-
 
 def ggml_type_name(ggml_type: int) -> str:
     """ggml_type_name(): lower case except the K of k-quants ("q6_K", "mxfp4", "iq4_nl")."""

@@ -184,10 +184,6 @@ class CachePlan:
     def n_slots_total(self) -> int:
         return sum(g.n_slots for g in self.groups) if self.starts else 0
 
-    def group_of_layer(self) -> dict[int, int]:
-        """Layer index -> index into `groups`, for layers whose group is cached."""
-        return {il: ig for ig, g in enumerate(self.groups) if g.cached and self.starts for il in g.layers}
-
     def log_lines(self) -> list[str]:
         """The lines llama-server prints at -lv 4 for this plan (impl ctor), warnings first."""
         lines = [f"W impl: {w}" for w in self.warnings]

@@ -31,7 +31,7 @@ from moe_model.errors import MoeModelError
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
 from moe_model.simulate import simulate, simulate_budgets
-from moe_model.slot_plan import MIB, CachePlan, Placement, plan_cache
+from moe_model.slot_plan import CachePlan, Placement, plan_cache
 from moe_model.vram import VramBreakdown, breakdown, fit_host_layers
 from moe_model.workload import PHASE_DECODE, Workload
 
@@ -133,20 +133,19 @@ class Traffic:
         return float(self.hits[self.cached].sum() / total) if total else None
 
 
-def distinct_per_ubatch(n_expert: int, k: int, tokens: int, overlap: float = 0.0) -> float:
-    """Expected distinct experts of `tokens` tokens with k of n_expert each, tokens independent
-    except for a share `overlap` of experts repeated from the token before."""
-    fresh = 1 - (1 - k / n_expert) ** max(tokens, 1)
-    return min(n_expert, n_expert * fresh * (1 - overlap) + k * overlap)
+def distinct_per_ubatch(n_expert: int, k: int, tokens: int) -> float:
+    """Expected distinct experts of `tokens` independent tokens with k of n_expert each."""
+    return n_expert * (1 - (1 - k / n_expert) ** max(tokens, 1))
+
+
+def _distinct_per_layer(model: ModelSpec, sc: Scenario) -> np.ndarray:
+    """The independent-token estimate of distinct experts per decode ubatch, per layer (0 for dense layers)."""
+    per_layer = distinct_per_ubatch(model.n_expert, model.n_expert_used, sc.tokens_per_ubatch)
+    return np.array([per_layer if layer.has_experts else 0.0 for layer in model.layers])
 
 
 def traffic_from_hit_rate(model: ModelSpec, layout: Layout, sc: Scenario, hit_rate: float) -> Traffic:
-    distinct = np.array(
-        [
-            distinct_per_ubatch(model.n_expert, model.n_expert_used, sc.tokens_per_ubatch) if layer.has_experts else 0.0
-            for layer in model.layers
-        ]
-    )
+    distinct = _distinct_per_layer(model, sc)
     cached = _cached_mask(model, layout, sc)
     return Traffic(distinct, np.where(cached, distinct * hit_rate, 0.0), cached, f"hit rate {hit_rate:.3f} given")
 
@@ -413,13 +412,9 @@ def traffic_from_simulation(
 ) -> Traffic:
     """Per-ubatch traffic from a simulation's per-layer counts (decode ubatches)."""
     cached = _cached_mask(model, layout, sc)
-    distinct_model = np.array(
-        [
-            distinct_per_ubatch(model.n_expert, model.n_expert_used, sc.tokens_per_ubatch) if layer.has_experts else 0.0
-            for layer in model.layers
-        ]
+    distinct = np.where(
+        cached & (layer_lookups > 0), layer_lookups / max(n_ubatches, 1), _distinct_per_layer(model, sc)
     )
-    distinct = np.where(cached & (layer_lookups > 0), layer_lookups / max(n_ubatches, 1), distinct_model)
     hits = np.where(cached, layer_hits / max(n_ubatches, 1), 0.0)
     return Traffic(distinct, hits, cached, source)
 
@@ -443,11 +438,6 @@ def traffic_from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: 
     return traffic_from_simulation(
         model, layout, sc, result.layer_hits, result.layer_lookups, n_ubatches, f"simulated: {work.label or 'trace'}"
     )
-
-
-def expert_mib_per_token(model: ModelSpec) -> float:
-    """Expert bytes one token reads (k experts per MoE layer): the 'bytes per token' of the estimates."""
-    return sum(layer.slot_bytes * model.n_expert_used for layer in model.layers if layer.has_experts) / MIB
 
 
 def predict_curve(

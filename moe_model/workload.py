@@ -105,13 +105,6 @@ class TokenTrace:
     def n_seq(self) -> int:
         return len(self.seq_offsets) - 1
 
-    def head(self, n_tokens: int) -> TokenTrace:
-        """The first n_tokens tokens, cutting the sequence they end in."""
-        n = min(n_tokens, self.n_tokens)
-        offsets = np.concatenate([self.seq_offsets[self.seq_offsets < n], [n]])
-        ubatch = None if self.ubatch is None else self.ubatch[:n]
-        return TokenTrace(self.experts[:n], offsets, ubatch, self.label)
-
 
 @dataclass(frozen=True)
 class Batching:
