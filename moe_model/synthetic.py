@@ -17,12 +17,13 @@ trace's own LRU hit rate with one pool shared by every (layer, expert).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from moe_model.errors import WorkloadError
+from moe_model.fitting import coordinate_search
 from moe_model.workload import TokenTrace, make_token_trace
 
 
@@ -170,27 +171,8 @@ class TraceStats:
 
 
 def coordinate_fit(loss, start: Knobs, names=tuple(BOUNDS), rounds: int = 2, steps: int = 7, progress=None) -> Knobs:
-    """Minimise loss(knobs) one knob at a time by golden-section search inside BOUNDS."""
-    best = start
-    total, done = rounds * len(names) * steps, 0
-    for _ in range(rounds):
-        for name in names:
-            lo, hi = BOUNDS[name]
-            g = (np.sqrt(5) - 1) / 2
-            a, b = lo, hi
-            for _ in range(steps):
-                c, d = b - g * (b - a), a + g * (b - a)
-                if loss(replace(best, **{name: c})) < loss(replace(best, **{name: d})):
-                    b = d
-                else:
-                    a = c
-                done += 1
-                if progress:
-                    progress(done / total)
-            candidate = replace(best, **{name: round(float(a + b) / 2, 4)})
-            if loss(candidate) <= loss(best):
-                best = candidate
-    return best
+    """Minimise loss(knobs) one knob at a time by golden-section search inside BOUNDS (4 decimals kept)."""
+    return coordinate_search(loss, start, BOUNDS, names, rounds, steps, digits=4, progress=progress)
 
 
 def fit_knobs(

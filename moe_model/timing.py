@@ -28,6 +28,7 @@ import numpy as np
 
 from moe_model.cpu_share import simulate_share
 from moe_model.errors import MoeModelError
+from moe_model.fitting import coordinate_search
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
 from moe_model.simulate import simulate, simulate_budgets
@@ -372,33 +373,12 @@ def calibrate(
     def prefill_loss(p: TimeParams) -> float:
         return sum(r * r for r in residuals(model, hw, p, points)[1].values())
 
-    params = _coordinate_search(decode_loss, params, names, rounds)
+    params = coordinate_search(decode_loss, params, PARAM_BOUNDS, names, rounds, steps=24, log_space=True)
     if any(p.prefill_tps for p in points):
-        params = _coordinate_search(prefill_loss, params, prefill_names, rounds)
+        params = coordinate_search(prefill_loss, params, PARAM_BOUNDS, prefill_names, rounds, steps=24, log_space=True)
     decode, prefill = residuals(model, hw, params, points)
     worst = max((abs(r) for r in decode.values()), default=0.0)
     return Calibration(params, decode, prefill, worst <= max_error, worst)
-
-
-def _coordinate_search(loss, params: TimeParams, names: tuple[str, ...], rounds: int, steps: int = 24) -> TimeParams:
-    """Golden-section search per parameter in log space, a few rounds."""
-    golden = (np.sqrt(5) - 1) / 2
-    for _ in range(rounds):
-        for name in names:
-            lo, hi = (np.log(max(b, 1e-6)) for b in PARAM_BOUNDS[name])
-            a, b = lo, hi
-            for _ in range(steps):
-                c, d = b - golden * (b - a), a + golden * (b - a)
-                if loss(replace(params, **{name: float(np.exp(c))})) < loss(
-                    replace(params, **{name: float(np.exp(d))})
-                ):
-                    b = d
-                else:
-                    a = c
-            candidate = replace(params, **{name: float(np.exp((a + b) / 2))})
-            if loss(candidate) <= loss(params):
-                params = candidate
-    return params
 
 
 def traffic_from_simulation(
