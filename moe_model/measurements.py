@@ -163,38 +163,28 @@ def infer_budget(run: LogRun, model: ModelSpec, placement: Placement) -> int | N
     return lo
 
 
-def _logged_lines(run: LogRun) -> list[tuple[str, str]]:
-    lines = [
-        (f"{d.name} cache", f"{d.cache_mib:.2f} MiB for {d.host_experts_mib:.2f} MiB of host experts")
-        for d in run.devices
-    ]
+def _check_lines(devices: list[tuple], groups: list[tuple], n_warnings: int, starts: bool) -> list[tuple[str, str]]:
+    """The facts compared, each as (what, text): devices (name, cache MiB, host MiB), groups (layers, type,
+    slots, percent), how many warnings, whether it starts."""
+    lines = [(f"{name} cache", f"{cache:.2f} MiB for {host:.2f} MiB of host experts") for name, cache, host in devices]
     lines += [
-        (f"group {i + 1}", f"{g.n_layers} layers, {g.type}: {g.n_slots} slots ({g.percent:.1f}%)")
-        for i, g in enumerate(run.groups)
+        (f"group {i + 1}", f"{n} layers, {kind}: {slots} slots ({pct:.1f}%)")
+        for i, (n, kind, slots, pct) in enumerate(groups)
     ]
-    lines += [("warnings", str(len(run.warnings))), ("starts", str(run.starts))]
-    return lines
+    return lines + [("warnings", str(n_warnings)), ("starts", str(starts))]
+
+
+def _logged_lines(run: LogRun) -> list[tuple[str, str]]:
+    devices = [(d.name, d.cache_mib, d.host_experts_mib) for d in run.devices]
+    groups = [(g.n_layers, g.type, g.n_slots, g.percent) for g in run.groups]
+    return _check_lines(devices, groups, len(run.warnings), run.starts)
 
 
 def _plan_lines(plan: CachePlan) -> list[tuple[str, str]]:
-    lines = (
-        []
-        if not plan.starts
-        else [
-            (f"{d.name} cache", f"{d.buffer_bytes / 2**20:.2f} MiB for {d.host_bytes / 2**20:.2f} MiB of host experts")
-            for d in plan.devices
-        ]
-    )
-    lines += (
-        []
-        if not plan.starts
-        else [
-            (f"group {i + 1}", f"{g.n_layers} layers, {g.type_name}: {g.n_slots} slots ({g.percent:.1f}%)")
-            for i, g in enumerate(plan.groups)
-        ]
-    )
-    lines += [("warnings", str(len(plan.warnings))), ("starts", str(plan.starts))]
-    return lines
+    """What llama.cpp would log for the plan: no device or group lines when it refuses to start."""
+    devices = [(d.name, d.buffer_bytes / 2**20, d.host_bytes / 2**20) for d in plan.devices] if plan.starts else []
+    groups = [(g.n_layers, g.type_name, g.n_slots, g.percent) for g in plan.groups] if plan.starts else []
+    return _check_lines(devices, groups, len(plan.warnings), plan.starts)
 
 
 def crosscheck(run: LogRun, model: ModelSpec, budget_mib: int | None = None) -> tuple[int | None, list[CheckLine]]:
