@@ -71,8 +71,8 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     out += [replace(base, placement="cpu-moe", budget_mib=b, cpu_share=0.0) for b in budgets if b == 0 or b >= lo]
     for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
         placement = Placement(cpu_moe=False, n_cpu_moe=k)
-        budget = max_budget_mib(model, hw, placement, base.n_ctx)
-        if min_budget_mib(model, placement) and budget >= (min_budget_mib(model, placement) or 0):
+        budget, lowest = max_budget_mib(model, hw, placement, base.n_ctx), min_budget_mib(model, placement)
+        if lowest and budget >= lowest:
             out.append(replace(base, placement=f"n-cpu-moe:{k}", budget_mib=budget, cpu_share=0.0))
     for b in (hi, max(lo, hi // 2)):
         if b >= lo > 0:
