@@ -332,8 +332,9 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
     """All ubatches in order, and the rows they index (trace tokens, then synthetic ones)."""
     ub = _Ubatches()
     synthetic_needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
-    popularity = layer_popularity(trace.experts, n_expert)
-    extra = sample_routing(popularity, trace.k, synthetic_needed, rng) if synthetic_needed else trace.experts[:0]
+    extra = trace.experts[:0]
+    if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
+        extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic_needed, rng)
     next_extra = trace.n_tokens
     if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
         ub.tokens.append(np.arange(next_extra, next_extra + 2))
