@@ -42,6 +42,10 @@ class Arch:
     biases: bool = False  # gpt-oss: attention, router and expert biases, attention sinks
     qk_norm: bool = False  # qwen3: per-head q/k norms
     n_shards: int = 1
+    # Where the quant's per-tensor types are not published: (ffn_gate/up_exps, ffn_down_exps,
+    # ffn_down_exps of use_more_bits layers), chosen to match a logged host-expert MiB.
+    expert_types: tuple[T, T, T] | None = None
+    vocab_strings: bool = True  # False: only {arch}.vocab_size, no placeholder token strings (a small file)
 
 
 MODELS = (
@@ -137,6 +141,96 @@ MODELS = (
         32768,
         LlamaFileType.MOSTLY_Q4_K_M,
     ),
+    # Qwen3.8-Flash-Next (unsloth UD-Q4_K_XL) of the V620 field rows (field-measurements.csv): 48 layers x 512
+    # experts, 10 used, as the sources state. The quant's per-tensor types and the model's n_embd/n_ff_exp are not
+    # published: this header is made from the architecture to match the logged host-expert MiB (51,950 for
+    # --n-cpu-moe 34, 60,950 for 40, 73,450 for 48): 3072 x 512 experts, gate/up Q5_K, down Q4_K (Q6_K-style
+    # use_more_bits layers: Q5_K) gives 52,032 / 61,152 / 73,728 MiB (+0.2/+0.3/+0.4 %). Laid out as qwen3moe
+    # (gated-delta-net attention and shared expert left out); the ~103.7 GiB model size (incl. a PLE table kept in
+    # host memory) is not matched: the dense part here is attention, embeddings and output only.
+    Arch(
+        "Qwen3.8-Flash-Next-UD-Q4_K_XL",
+        "Qwen3.8-Flash-Next UD-Q4_K_XL (layout matched to logged host-expert MiB)",
+        "qwen3moe",
+        48,
+        3072,
+        16,
+        2,
+        256,
+        512,
+        10,
+        512,
+        151936,
+        262144,
+        LlamaFileType.MOSTLY_Q4_K_M,
+        qk_norm=True,
+        expert_types=(T.Q5_K, T.Q4_K, T.Q5_K),
+        vocab_strings=False,
+    ),
+    # Qwen3.8-Flash-Next of the R9700 field rows, quant not stated: same made-up 3072 x 512 layout, typed to match
+    # the logged 48,000 MiB of host experts at --n-cpu-moe 41 (gate/up Q3_K, down Q4_K, use_more_bits layers Q6_K:
+    # 48,138 MiB, +0.3 %). A guess at a Q3_K_M-like mix, not the file the author used.
+    Arch(
+        "Qwen3.8-Flash-Next-R9700",
+        "Qwen3.8-Flash-Next (R9700 quant, not stated; layout matched to logged host-expert MiB)",
+        "qwen3moe",
+        48,
+        3072,
+        16,
+        2,
+        256,
+        512,
+        10,
+        512,
+        151936,
+        262144,
+        LlamaFileType.MOSTLY_Q3_K_M,
+        qk_norm=True,
+        expert_types=(T.Q3_K, T.Q4_K, T.Q6_K),
+        vocab_strings=False,
+    ),
+    # Qwen3.8-Flash-Next IQ3_XXS (ISTA-DASLab GSQ-RCO) of the RTX 4070 rows: same made-up 3072 x 512 layout, every
+    # expert tensor IQ3_XXS (the quant's real mix is not published): 46.1 GB of tensors vs the ~47 GB of weights stated.
+    Arch(
+        "Qwen3.8-Flash-Next-IQ3_XXS",
+        "Qwen3.8-Flash-Next IQ3_XXS (experts IQ3_XXS; layout assumed)",
+        "qwen3moe",
+        48,
+        3072,
+        16,
+        2,
+        256,
+        512,
+        10,
+        512,
+        151936,
+        262144,
+        LlamaFileType.MOSTLY_IQ3_XXS,
+        qk_norm=True,
+        expert_types=(T.IQ3_XXS, T.IQ3_XXS, T.IQ3_XXS),
+        vocab_strings=False,
+    ),
+    # Qwen3.6-35B-A3B (unsloth UD-Q4_K_M) of the RTX 5070 Ti rows: the Qwen3.5-35B-A3B shape (40 layers, n_embd 2048,
+    # 256 experts of FFN 512, 8 used, 16 heads / 2 KV heads of 256, vocab 248,320), laid out as qwen3moe (its
+    # gated-delta-net attention, shared expert and MTP head are left out) and typed by the Q4_K_M rules.
+    Arch(
+        "Qwen3.6-35B-A3B-UD-Q4_K_M",
+        "Qwen3.6-35B-A3B (stand-in layout)",
+        "qwen3moe",
+        40,
+        2048,
+        16,
+        2,
+        256,
+        256,
+        8,
+        512,
+        248320,
+        262144,
+        LlamaFileType.MOSTLY_Q4_K_M,
+        qk_norm=True,
+        vocab_strings=False,
+    ),
 )
 
 
@@ -151,6 +245,9 @@ def _fits_blocks(qtype: T, row: int) -> bool:
 
 def weight_type(a: Arch, kind: str, il: int, row: int) -> T:
     """The type llama.cpp's quantizer gives a 2-D/3-D weight of this file type."""
+    if a.expert_types and kind.endswith("_exps"):
+        gate_up, down, down_more = a.expert_types
+        return gate_up if kind != "ffn_down_exps" else down_more if use_more_bits(il, a.n_layer) else down
     if a.ftype == LlamaFileType.MOSTLY_MXFP4_MOE:
         return T.MXFP4 if kind.endswith("_exps") else T.Q8_0
     if a.ftype == LlamaFileType.MOSTLY_IQ4_NL:
@@ -215,6 +312,14 @@ def all_tensors(a: Arch) -> list[tuple[str, T, list[int]]]:
 
 def metadata(a: Arch) -> dict:
     p = a.arch
+    vocab = (
+        {
+            "tokenizer.ggml.tokens": StringArray([f"t{i}" for i in range(a.n_vocab)]),
+            "tokenizer.ggml.token_type": TypedArray(GGUFValueType.INT32, [1] * a.n_vocab),
+        }
+        if a.vocab_strings
+        else {f"{p}.vocab_size": a.n_vocab}
+    )
     return {
         "general.architecture": p,
         "general.name": a.name,
@@ -230,8 +335,7 @@ def metadata(a: Arch) -> dict:
         # llama (Mixtral) keeps the expert FFN size in feed_forward_length
         f"{p}.{'feed_forward_length' if p == 'llama' else 'expert_feed_forward_length'}": a.n_ff_exp,
         "tokenizer.ggml.model": "gpt2" if a.n_vocab > 32000 else "llama",
-        "tokenizer.ggml.tokens": StringArray([f"t{i}" for i in range(a.n_vocab)]),
-        "tokenizer.ggml.token_type": TypedArray(GGUFValueType.INT32, [1] * a.n_vocab),
+        **vocab,
         "general.quantization_version": 2,
         "general.file_type": int(a.ftype),
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GPT_OSS, GT_BUDGETS, MIXTRAL, gt_log_lines
+from conftest import GPT_OSS, GT_BUDGETS, MIXTRAL, SAMPLE, gt_log_lines
 
 from moe_model.errors import MoeModelError
 from moe_model.model_spec import load_model
@@ -116,3 +116,28 @@ def test_gpt_oss_single_mxfp4_group_and_mixtral_two_groups():
     assert [(g.type_name, g.n_layers, g.slot_bytes) for g in gpt.groups] == [("mxfp4", 24, 3 * 4_406_400)]
     mixtral = plan_cache(load_model(MIXTRAL), 10000)
     assert [(g.type_name, g.n_layers) for g in mixtral.groups] == [("q6_K", 16), ("q4_K", 16)]
+
+
+# Field rows (../shared/reference/field-measurements.csv notes): logged host-expert MiB per --n-cpu-moe K. The
+# headers are made from the architecture to match these (their quants' per-tensor types are not published).
+FIELD_HOST_EXPERTS = [
+    ("Qwen3.8-Flash-Next-UD-Q4_K_XL.gguf", 34, 51950),
+    ("Qwen3.8-Flash-Next-UD-Q4_K_XL.gguf", 40, 60950),
+    ("Qwen3.8-Flash-Next-UD-Q4_K_XL.gguf", 48, 73450),
+    ("Qwen3.8-Flash-Next-R9700.gguf", 41, 48000),
+]
+
+
+@pytest.mark.parametrize(("file", "n_cpu_moe", "logged_mib"), FIELD_HOST_EXPERTS)
+def test_field_model_headers_match_the_logged_host_expert_mib(file, n_cpu_moe, logged_mib):
+    model = load_model(SAMPLE / "models" / file)
+    assert (model.n_layer, model.n_expert, model.n_expert_used) == (48, 512, 10)
+    plan = plan_cache(model, 2048, Placement(cpu_moe=False, n_cpu_moe=n_cpu_moe))
+    assert plan.host_experts_mib == pytest.approx(logged_mib, rel=0.01)
+
+
+def test_field_model_headers_have_the_stated_shapes():
+    iq3 = load_model(SAMPLE / "models" / "Qwen3.8-Flash-Next-IQ3_XXS.gguf")
+    assert iq3.total_bytes / 1e9 == pytest.approx(47, rel=0.03)  # "47 GB weights" (RTX 4070 rows)
+    qwen36 = load_model(SAMPLE / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf")
+    assert (qwen36.n_layer, qwen36.n_expert, qwen36.n_expert_used, qwen36.n_embd) == (40, 256, 8, 2048)
