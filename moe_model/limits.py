@@ -34,8 +34,12 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- hardware flags ---
+MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
+MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
+
 # --- logs ---
-MAX_LOG_RUNS = 1000  # runs in one log file; each is rendered and cross-checked separately
+MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked
 
 
 def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:
