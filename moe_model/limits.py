@@ -28,7 +28,7 @@ MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs
 MAX_DRAFT_TOKENS = 64  # --draft-max: real drafts are <= 16 tokens
 MAX_PROMPT_TOKENS = 1_000_000  # a 1M-token context, the longest real models take
-MAX_PROMPT_ROUTING_TOKENS = 65_536  # prompt tokens of drawn routing, all sequences: each draws layers x experts
+MAX_ROUTING_DRAWS = 100_000_000  # drawn prompt routing, tokens x layers x experts: ~3 s of CPU, ~1 GiB
 MAX_UBATCH = 65_536  # -ub: llama.cpp's own limit on n_ubatch
 MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds

@@ -27,8 +27,8 @@ from moe_model.limits import (
     MAX_LAYERS,
     MAX_NPZ_BYTES,
     MAX_NPZ_MEMBERS,
-    MAX_PROMPT_ROUTING_TOKENS,
     MAX_PROMPT_TOKENS,
+    MAX_ROUTING_DRAWS,
     MAX_TRACE_IDS,
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
@@ -409,10 +409,10 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
     """All ubatches in order, and the rows they index (trace tokens, then synthetic ones)."""
     ub = _Ubatches()
     synthetic_needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
-    if synthetic_needed > MAX_PROMPT_ROUTING_TOKENS:  # refused before drawing: each token draws layers x experts
+    if synthetic_needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:  # refused before drawing
         raise WorkloadError(
-            f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences is above this tool's limit of "
-            f"{MAX_PROMPT_ROUTING_TOKENS:,} simulated prompt tokens"
+            f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "
+            f"{n_expert} experts of drawn routing is above this tool's limit of {MAX_ROUTING_DRAWS:,}"
         )
     extra = trace.experts[:0]
     if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
