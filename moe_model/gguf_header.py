@@ -328,7 +328,7 @@ def read_model_headers(source: str | Path | bytes | bytearray | BinaryIO, timeou
         raise GGUFError(
             f"this is shard 1 of a {n_shards}-shard model; give its path or URL so the other shards can be read"
         )
-    if int(first.metadata.get("split.no", 0)) != 0:
+    if _meta_count(first.metadata, "split.no", 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
     headers = [first] + [read_header(name, timeout_s) for name in shard_sources(source, n_shards)[1:]]
     check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)

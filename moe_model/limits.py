@@ -10,12 +10,11 @@ from moe_model.errors import MoeModelError
 
 # --- GGUF headers ---
 MAX_LAYERS = 1024  # real MoE models have <= 128 blocks (DeepSeek-V3 61, Qwen3-235B 94)
-MAX_EXPERTS = 4096  # real models have <= 512 (Qwen3-Next); ids stay far below int16's 32,767
+MAX_EXPERTS = 4096  # real models have <= 512 (Qwen3-Next); must stay <= 32,768: traces store ids as int16
 MAX_EXPERTS_USED = 64  # real models route <= 16 experts per token
 MAX_SHARDS = 1024  # gguf-split names allow 99,999; real splits have <= a few hundred shards
 MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-235B: ~1,400); ~2 s to parse
 MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
-MAX_INT16_ID = 2**15 - 1  # traces are stored as int16: a larger id would wrap
 
 # --- routing traces ---
 MAX_TRACE_TOKENS = 2_000_000  # a long recorded session; x 48 layers x 8 ids is ~1.5 GiB of int16

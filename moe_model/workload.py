@@ -301,6 +301,9 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     )
     if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
         raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
+    if not pd.api.types.is_integer_dtype(frame["layer"]) or not len(frame):
+        raise WorkloadError("the `layer` column of a CSV trace must hold integers")
+    _check_ids(frame["layer"].to_numpy(), MAX_LAYERS, "CSV layer indices")
     frame = frame.sort_values(["seq", "token", "layer"])
     n_layer = int(frame["layer"].max()) + 1
     if len(frame) % n_layer:

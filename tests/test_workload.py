@@ -242,3 +242,13 @@ def test_prompt_routing_beyond_the_limit_is_refused_before_drawing():
     assert build_workload(trace, Batching(prompt_tokens=64), 256).n_records  # positive control
     with pytest.raises(WorkloadError, match="drawn routing is above this tool's limit of 100,000,000"):
         build_workload(make_token_trace(np.zeros((12, 48, 8), dtype=np.int16)), Batching(prompt_tokens=131_072), 128)
+
+
+@pytest.mark.parametrize(
+    ("layer", "message"),
+    [("-5", r"CSV layer indices must be in 0\.\.1,023"), ("99999", "CSV layer indices"), ("x", "must hold integers")],
+)
+def test_csv_layer_indices_are_range_checked_before_reshaping(layer, message):
+    assert load_any(b"seq,token,layer,e0\n0,0,0,1\n", "t.csv").n_layer == 1  # positive control
+    with pytest.raises(WorkloadError, match=message):
+        load_any(f"seq,token,layer,e0\n0,0,{layer},1\n".encode(), "t.csv")
