@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import (
+    MAX_BUDGET_MIB,
+    MAX_CONCURRENCY,
+    MAX_CTX,
+    MAX_DRAFT_TOKENS,
+    MAX_LAYERS,
+    MAX_PROMPT_TOKENS,
+    MAX_RATE_GBS,
+    MAX_SYNTHETIC_TOKENS,
+    MAX_UBATCH,
+    MAX_VRAM_GIB,
+)
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement, plan_report
@@ -24,6 +37,48 @@ from moe_model.synthetic import Knobs, Shape, generate, preset_for
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 MAX_BUDGETS = 512
+
+
+def _finite(value):
+    """JSON has no Infinity or NaN (a log's `uploaded = 1e400` overflows to inf): they become null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def to_json(value) -> str:
+    """Strictly valid JSON (allow_nan=False) of a report; other objects are written as their str()."""
+    return json.dumps(_finite(value), indent=1, default=str, allow_nan=False)
+
+
+def _ranged(cast: Callable, lo, hi) -> Callable[[str], object]:
+    """An argparse type: `cast`, then in [lo, hi] (and finite), else a one-line usage error naming the range."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"must be in {lo:,}..{hi:,}, got {text}")
+        return value
+
+    parse.__name__ = cast.__name__  # argparse names the type in its messages
+    return parse
+
+
+_BUDGET = _ranged(int, 0, MAX_BUDGET_MIB)
+_CONCURRENCY = _ranged(int, 1, MAX_CONCURRENCY)
+_DRAFT = _ranged(int, 0, MAX_DRAFT_TOKENS)
+_FRACTION = _ranged(float, 0.0, 1.0)
+_LAYERS = _ranged(int, -1, MAX_LAYERS)
+_RATE = _ranged(float, 0.001, MAX_RATE_GBS)
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -36,14 +91,14 @@ def _floats(text: str) -> tuple[float, ...]:
 def _add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--n-cpu-moe",
-        type=int,
+        type=_ranged(int, 0, MAX_LAYERS),
         metavar="K",
         help="experts of the first K layers in host memory (default: --cpu-moe, all layers)",
     )
     parser.add_argument(
         "--n-gpu-layers",
         "-ngl",
-        type=int,
+        type=_LAYERS,
         default=-1,
         metavar="N",
         help="layers offloaded to the GPU(s) (default: all)",
@@ -90,7 +145,7 @@ def _format_plan(report: dict) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     report = plan_report(load_model(args.source), args.budget_mib, placement_from_args(args))
-    print(json.dumps(report, indent=1) if args.json else _format_plan(report))
+    print(to_json(report) if args.json else _format_plan(report))
     return 0
 
 
@@ -98,12 +153,14 @@ def _budget_list(args: argparse.Namespace) -> list[int]:
     if args.budget_mib is not None:
         budgets = [args.budget_mib]
     elif args.budgets_mib is not None:
-        budgets = [int(x) for x in args.budgets_mib]
+        budgets = [int(x) for x in args.budgets_mib if math.isfinite(x)]
+        if len(budgets) != len(args.budgets_mib):
+            raise MoeModelError("budgets must be finite numbers of MiB")
     else:
         lo, hi, count = args.budget_range
         budgets = sorted({int(round(x)) for x in np.linspace(lo, hi, int(count))})
-    if not budgets or len(budgets) > MAX_BUDGETS or min(budgets) < 0:
-        raise MoeModelError(f"give 1..{MAX_BUDGETS} budgets >= 0 MiB")
+    if not budgets or len(budgets) > MAX_BUDGETS or min(budgets) < 0 or max(budgets) > MAX_BUDGET_MIB:
+        raise MoeModelError(f"give 1..{MAX_BUDGETS} budgets of 0..{MAX_BUDGET_MIB:,} MiB")
     return budgets
 
 
@@ -112,7 +169,7 @@ def _range(text: str) -> tuple[float, float, float]:
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected LO:HI:COUNT, got {text!r}")
     lo, hi, count = _floats(",".join(parts))
-    if not (0 <= lo <= hi and 1 <= count <= MAX_BUDGETS):
+    if not (0 <= lo <= hi <= MAX_BUDGET_MIB and 1 <= count <= MAX_BUDGETS):
         raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI and 1 <= COUNT <= {MAX_BUDGETS}, got {text!r}")
     return lo, hi, count
 
@@ -164,11 +221,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         save_npz(args.export_workload, work)
     results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
     if args.json:
-        print(
-            json.dumps(
-                {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}, indent=1
-            )
-        )
+        print(to_json({"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}))
     else:
         print(_format_sim(results, work))
     return 0
@@ -181,22 +234,26 @@ def _add_simulate(sub) -> None:
     source.add_argument("--trace", help="routing trace: .npz (token trace or recorded llama.cpp trace) or .csv")
     source.add_argument("--synthetic", action="store_true", help="synthetic routing (a model; knobs below)")
     budgets = sim.add_mutually_exclusive_group(required=True)
-    budgets.add_argument("--budget-mib", type=int)
+    budgets.add_argument("--budget-mib", type=_BUDGET)
     budgets.add_argument("--budgets-mib", type=_floats, metavar="A,B,...")
     budgets.add_argument("--budget-range", type=_range, metavar="LO:HI:COUNT")
     _add_placement_args(sim)
-    sim.add_argument("--concurrency", type=int, default=1, help="sequences decoding at once")
-    sim.add_argument("--draft", type=int, default=0, help="speculative draft tokens per verification")
-    sim.add_argument("--accept", type=float, default=0.7, help="draft acceptance rate")
-    sim.add_argument("--prompt-tokens", type=int, default=0, help="synthetic prompt per sequence (tokens)")
-    sim.add_argument("--ubatch-size", type=int, default=512)
+    sim.add_argument("--concurrency", type=_CONCURRENCY, default=1, help="sequences decoding at once")
+    sim.add_argument("--draft", type=_DRAFT, default=0, help="speculative draft tokens per verification")
+    sim.add_argument("--accept", type=_FRACTION, default=0.7, help="draft acceptance rate")
+    sim.add_argument(
+        "--prompt-tokens", type=_ranged(int, 0, MAX_PROMPT_TOKENS), default=0, help="synthetic prompt per sequence"
+    )
+    sim.add_argument("--ubatch-size", type=_ranged(int, 1, MAX_UBATCH), default=512)
     sim.add_argument("--no-warmup", action="store_true", help="skip llama-server's 2-token warm-up")
-    sim.add_argument("--tokens", type=int, default=20_000, help="synthetic decode tokens")
+    sim.add_argument(
+        "--tokens", type=_ranged(int, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
+    )
     sim.add_argument("--skew", type=float, help="synthetic: spread of expert popularity")
     sim.add_argument("--working-set", type=float, help="synthetic: share of a layer's experts one sequence uses")
     sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
     sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=_ranged(int, 0, 2**32 - 1), default=0)
     sim.add_argument("--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable)")
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)
@@ -259,7 +316,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
             item["crosscheck"] = {"budget_mib": budget, "lines": [vars(c) | {"ok": c.ok} for c in lines]}
         out.append(item)
     if args.json:
-        print(json.dumps({"runs": out}, indent=1, default=str))
+        print(to_json({"runs": out}))
     else:
         print("\n\n".join(_format_run(r, r.get("crosscheck", {}).get("lines")) for r in out))
     return 0
@@ -331,7 +388,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         else (f"hit rate {args.hit_rate} given" if args.hit_rate is not None else None),
     }
     if args.json:
-        print(json.dumps(out, indent=1, default=str))
+        print(to_json(out))
         return 0
     print(
         f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if hw.pinned else 'pageable'} host experts): "
@@ -365,13 +422,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
     if args.json:
-        print(
-            json.dumps(
-                {"best": best, "margin": margin, "options": ranked, "params_source": params_source},
-                indent=1,
-                default=str,
-            )
-        )
+        print(to_json({"best": best, "margin": margin, "options": ranked, "params_source": params_source}))
         return 0
     for o in ranked:
         status = "" if o["starts"] and o["fits_vram"] else "  (does not start or fit)"
@@ -389,16 +440,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--hardware", required=True, help="preset name, e.g. 'Tesla T4', 'RTX 4090'")
-    parser.add_argument("--vram-gib", type=float)
-    parser.add_argument("--gpu-bw-gbs", type=float)
-    parser.add_argument("--link-gbs", type=float, help="measured host-to-device rate")
-    parser.add_argument("--cpu-bw-gbs", type=float)
+    parser.add_argument("--vram-gib", type=_ranged(float, 0.001, MAX_VRAM_GIB))
+    parser.add_argument("--gpu-bw-gbs", type=_RATE)
+    parser.add_argument("--link-gbs", type=_RATE, help="measured host-to-device rate")
+    parser.add_argument("--cpu-bw-gbs", type=_RATE)
     parser.add_argument("--pinned", action="store_true", help="host experts in pinned memory (-lm none/mlock)")
-    parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--draft", type=int, default=0)
-    parser.add_argument("--accept", type=float, default=0.7)
-    parser.add_argument("--cpu-share", type=float, default=0.0)
-    parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--concurrency", type=_CONCURRENCY, default=1)
+    parser.add_argument("--draft", type=_DRAFT, default=0)
+    parser.add_argument("--accept", type=_FRACTION, default=0.7)
+    parser.add_argument("--cpu-share", type=_FRACTION, default=0.0)
+    parser.add_argument("--ctx", type=_ranged(int, 1, MAX_CTX), default=4096)
     parser.add_argument("--json", action="store_true")
 
 
@@ -407,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="what --moe-cache-mib N buys for a GGUF model, as llama.cpp computes it")
     plan.add_argument("source", help="GGUF path, header prefix file, http(s) URL, or first shard")
-    plan.add_argument("--budget-mib", type=int, required=True, help="--moe-cache-mib value")
+    plan.add_argument("--budget-mib", type=_BUDGET, required=True, help="--moe-cache-mib value")
     _add_placement_args(plan)
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=cmd_plan)
@@ -420,9 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")
     _add_hardware_args(pred)
     pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
-    pred.add_argument("--budget-mib", type=int, default=0)
+    pred.add_argument("--budget-mib", type=_BUDGET, default=0)
     source = pred.add_mutually_exclusive_group()
-    source.add_argument("--hit-rate", type=float, help="assume this hit rate instead of simulating")
+    source.add_argument("--hit-rate", type=_FRACTION, help="assume this hit rate (0..1) instead of simulating")
     source.add_argument("--trace", help="routing trace to simulate")
     source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
     pred.set_defaults(func=cmd_predict)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from moe_model.lru_kernel import check_kernel_inputs
 from moe_model.model_spec import ModelSpec
 from moe_model.slot_plan import Placement, plan_cache
 from moe_model.workload import MAX_BATCH, Workload
@@ -136,6 +137,7 @@ def simulate_share(
 ) -> ShareResult:
     """Replay `work` with a CPU share (modelled policy; share 0 equals b11549's counts)."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, model.n_expert, model.n_layer)
     plan = plan_cache(model, budget_mib, placement)
     shape = (model.n_layer,)
     hits, uploads, cpu = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)

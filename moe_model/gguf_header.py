@@ -19,11 +19,10 @@ from typing import Any, BinaryIO
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from moe_model.errors import GGUFError, TruncatedHeaderError
+from moe_model.limits import MAX_KV, MAX_SHARDS, MAX_TENSORS, check_at_most
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
-MAX_TENSORS = 1_000_000
-MAX_KV = 1_000_000
 MAX_STRING_BYTES = 256 * 1024 * 1024
 MAX_ARRAY_ITEMS = 1 << 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -229,8 +228,8 @@ def parse_header(data: bytes | bytearray | memoryview) -> GGUFHeader:
         raise GGUFError(f"unsupported GGUF version {version}{hint}; versions 2 and 3 are read")
     n_tensors, off = _get_u64(buf, off)
     n_kv, off = _get_u64(buf, off)
-    if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
-        raise GGUFError(f"corrupt GGUF header: {n_tensors:,} tensors and {n_kv:,} metadata entries")
+    check_at_most(n_tensors, MAX_TENSORS, "the GGUF header's tensor count", GGUFError)
+    check_at_most(n_kv, MAX_KV, "the GGUF header's metadata entry count", GGUFError)
     metadata: dict[str, Any] = {}
     for _ in range(n_kv):
         key, off = _get_str(buf, off)
@@ -321,13 +320,24 @@ def shard_sources(source: str | Path, n_shards: int) -> list[str]:
 def read_model_headers(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> list[GGUFHeader]:
     """All headers of a model: one, or every shard's when the first shard names a split model."""
     first = read_header(source, timeout_s)
-    n_shards = int(first.metadata.get("split.count", 1) or 1)
+    n_shards = _meta_count(first.metadata, "split.count", 1)
+    check_at_most(n_shards, MAX_SHARDS, "split.count (shards)", GGUFError)
     if n_shards <= 1:
         return [first]
     if not isinstance(source, (str, Path)):
         raise GGUFError(
             f"this is shard 1 of a {n_shards}-shard model; give its path or URL so the other shards can be read"
         )
-    if int(first.metadata.get("split.no", 0)) != 0:
+    if _meta_count(first.metadata, "split.no", 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
-    return [first] + [read_header(name, timeout_s) for name in shard_sources(source, n_shards)[1:]]
+    headers = [first] + [read_header(name, timeout_s) for name in shard_sources(source, n_shards)[1:]]
+    check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)
+    return headers
+
+
+def _meta_count(meta: Mapping[str, Any], key: str, default: int) -> int:
+    """An integer metadata value; anything else (a string, an array) is a corrupt header, not a crash."""
+    value = meta.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GGUFError(f"corrupt GGUF header: {key} is {value!r}, not an integer")
+    return value

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from moe_model.errors import LogError
+from moe_model.limits import MAX_LOG_RUNS
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ([IWEDT]) ")
@@ -267,6 +268,8 @@ class _RunParser:
         self.last_init_error: str | None = None
 
     def _new_run(self) -> LogRun:
+        if len(self.runs) >= MAX_LOG_RUNS:  # refused while streaming: every run is rendered and cross-checked
+            raise LogError(f"the log holds more than {MAX_LOG_RUNS:,} runs, this tool's limit: split it")
         run = LogRun(index=len(self.runs))
         self.runs.append(run)
         self.pending_timing = {}

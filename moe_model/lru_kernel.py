@@ -18,8 +18,32 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from moe_model.errors import WorkloadError
+
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
 MAX_POOLS_PER_PASS = 64  # one bit per pool size in a uint64
+
+
+def check_kernel_inputs(
+    rec_layer: np.ndarray,
+    rec_ntok: np.ndarray,
+    rec_off: np.ndarray,
+    ids: np.ndarray,
+    k: int,
+    n_expert: int,
+    n_layer: int,
+) -> None:
+    """The compiled passes index arrays without bounds checks: refuse records they would read or write outside of."""
+    n_rec = len(rec_layer)
+    if len(rec_ntok) != n_rec or len(rec_off) != n_rec or ids.ndim != 1 or k < 1 or n_expert < 1:
+        raise WorkloadError("workload arrays of inconsistent lengths (or no experts): not passed to the simulator")
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n_expert):
+        raise WorkloadError(f"expert ids {int(ids.min())}..{int(ids.max())} outside 0..{n_expert - 1}")
+    if n_rec and (int(rec_layer.min()) < 0 or int(rec_layer.max()) >= n_layer):
+        raise WorkloadError(f"layer indices outside 0..{n_layer - 1}")
+    ntok, off = rec_ntok.astype(np.int64), rec_off.astype(np.int64)
+    if n_rec and (int(ntok.min()) < 0 or int(off.min()) < 0 or int((off + k * ntok).max()) > len(ids)):
+        raise WorkloadError("records that reach outside the workload's expert ids")
 
 
 @njit(cache=True)

@@ -13,6 +13,7 @@ from gguf import GGMLQuantizationType, LlamaFileType
 
 from moe_model.errors import GGUFError
 from moe_model.gguf_header import GGUFHeader, TensorInfo, read_model_headers
+from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, check_at_most
 
 # llama.cpp collects a layer's experts in this order (llama_moe_cache_layer_experts).
 EXPERT_TENSOR_ORDER = ("ffn_gate_up_exps", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
@@ -133,7 +134,11 @@ def _meta_int(meta: dict[str, Any], key: str, default: int | None = None) -> int
     value = meta.get(key, default)
     if isinstance(value, tuple):  # per-layer arrays (some archs): llama.cpp uses the max for sizing
         value = max(value) if value else default
-    return None if value is None else int(value)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise GGUFError(f"corrupt GGUF header: {key} is {value!r}, not a number")
+    return int(value)
 
 
 def _expert_tensor(info: TensorInfo, kind: str) -> ExpertTensor:
@@ -170,6 +175,15 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
     return layers, other, inputs
 
 
+def _check_counts(arch: str, n_layer: int, n_expert: int, n_used: int) -> None:
+    """Negative, absurd or inconsistent expert counts are a corrupt header, refused with the limit they break."""
+    check_at_most(n_layer, MAX_LAYERS, f"{arch}.block_count", GGUFError)
+    check_at_most(n_expert, MAX_EXPERTS, f"{arch}.expert_count", GGUFError)
+    check_at_most(n_used, MAX_EXPERTS_USED, f"{arch}.expert_used_count", GGUFError)
+    if n_used > n_expert:
+        raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
+
+
 def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     """Build the ModelSpec of a model from its headers (shard 1 carries the metadata)."""
     meta = dict(headers[0].metadata)
@@ -183,6 +197,7 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
         raise GGUFError(
             f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
         )
+    _check_counts(arch, n_layer, n_expert, n_used)  # before anything is built per layer or expert
     tensors = [t for h in headers for t in h.tensors]
     layers, other, inputs = _build_layers(tensors, n_layer)
     if not any(layer.has_experts for layer in layers):

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moe_model.lru_kernel import MAX_POOLS_PER_PASS, MODE_CACHE, MODE_PROBE, MODE_SKIP, lru_pass
+from moe_model.lru_kernel import (
+    MAX_POOLS_PER_PASS,
+    MODE_CACHE,
+    MODE_PROBE,
+    MODE_SKIP,
+    check_kernel_inputs,
+    lru_pass,
+)
 from moe_model.model_spec import ModelSpec
 from moe_model.slot_plan import MIB, CachePlan, GroupPlan, Placement, plan_cache
 from moe_model.workload import MAX_BATCH, Workload
@@ -195,6 +202,7 @@ def simulate_budgets(
     """Replay `work` at every budget; each result equals a separate run at that budget."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     work = work.for_model(model.n_expert)
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
     need = pool_need(work)
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
     n = len(plans)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moe_model.lru_kernel import check_kernel_inputs
 from moe_model.slot_plan import CachePlan
 from moe_model.workload import MAX_BATCH, Workload
 
@@ -46,6 +47,7 @@ class _Pool:
 
 def steps(work: Workload, plan: CachePlan, n_expert: int, limit: int = 2000) -> list[Step]:
     """The first `limit` records of the workload, step by step."""
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, n_expert, work.n_layer)
     group_of = {il: gi for gi, g in enumerate(plan.groups) if g.cached and plan.starts for il in g.layers}
     pools = [_Pool(g.n_slots) if g.cached and plan.starts else None for g in plan.groups]
     out, total_hits, total_misses = [], 0, 0

@@ -26,6 +26,8 @@ from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
 from moe_model.workload import TokenTrace, make_token_trace
 
+SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
+
 
 @dataclass(frozen=True)
 class Knobs:
@@ -77,7 +79,7 @@ def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, rng: n
 
 
 def generate(
-    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = 512, seed: int = 0, label: str = ""
+    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = SEQ_LEN, seed: int = 0, label: str = ""
 ) -> TokenTrace:
     """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
     if not 1 <= n_tokens <= 2_000_000 or seq_len < 1:

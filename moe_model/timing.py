@@ -30,6 +30,15 @@ from moe_model.cpu_share import simulate_share
 from moe_model.errors import MoeModelError
 from moe_model.fitting import coordinate_search
 from moe_model.hardware import Hardware
+from moe_model.limits import (
+    MAX_BUDGET_MIB,
+    MAX_CONCURRENCY,
+    MAX_CTX,
+    MAX_DRAFT_TOKENS,
+    MAX_PROMPT_TOKENS,
+    MAX_UBATCH,
+    check_at_most,
+)
 from moe_model.model_spec import ModelSpec
 from moe_model.simulate import simulate, simulate_budgets
 from moe_model.slot_plan import CachePlan, Placement, plan_cache
@@ -76,6 +85,17 @@ class Scenario:
             raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
             raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
+        for value, limit, what in (
+            (self.budget_mib, MAX_BUDGET_MIB, "the budget (MiB)"),
+            (self.concurrency, MAX_CONCURRENCY, "concurrency"),
+            (self.draft_tokens, MAX_DRAFT_TOKENS, "draft tokens"),
+            (self.prompt_tokens, MAX_PROMPT_TOKENS, "prompt tokens"),
+            (self.n_ubatch, MAX_UBATCH, "the ubatch size"),
+            (self.n_ctx, MAX_CTX, "the context"),
+        ):
+            check_at_most(value, limit, what)
+        if not 0.0 <= self.accept_rate <= 1.0:
+            raise MoeModelError(f"the draft acceptance rate must be in [0, 1], got {self.accept_rate}")
         if not (self.placement in ("cpu-moe", "fit", "gpu") or self.placement.startswith("n-cpu-moe:")):
             raise MoeModelError(f"placement must be cpu-moe, fit, gpu or n-cpu-moe:K, got {self.placement!r}")
 

@@ -10,6 +10,7 @@ recorded inside llama.cpp (../shared/groundtruth format) are already workloads.
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -18,10 +19,26 @@ import numpy as np
 import pandas as pd
 
 from moe_model.errors import WorkloadError
+from moe_model.limits import (
+    MAX_CONCURRENCY,
+    MAX_DRAFT_TOKENS,
+    MAX_EXPERTS,
+    MAX_EXPERTS_USED,
+    MAX_LAYERS,
+    MAX_NPZ_BYTES,
+    MAX_NPZ_MEMBERS,
+    MAX_PROMPT_TOKENS,
+    MAX_ROUTING_DRAWS,
+    MAX_TRACE_IDS,
+    MAX_TRACE_RECORDS,
+    MAX_TRACE_TOKENS,
+    MAX_UBATCH,
+    check_at_most,
+)
 
 MAX_BATCH = 32  # llama_moe_cache::impl::max_batch: larger ubatches bypass the pool
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
-MAX_TRACE_TOKENS = 2_000_000
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,27 +143,59 @@ class Batching:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.concurrency <= 256:
-            raise WorkloadError(f"concurrency must be 1..256, got {self.concurrency}")
-        if not 0 <= self.draft_tokens <= 64:
-            raise WorkloadError(f"draft tokens must be 0..64, got {self.draft_tokens}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise WorkloadError(f"concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}")
+        if not 0 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
+            raise WorkloadError(f"draft tokens must be 0..{MAX_DRAFT_TOKENS}, got {self.draft_tokens}")
         if not 0.0 <= self.accept_rate <= 1.0:
             raise WorkloadError(f"acceptance rate must be in [0, 1], got {self.accept_rate}")
-        if not 0 <= self.prompt_tokens <= 1_000_000 or not 1 <= self.ubatch_size <= 65536:
-            raise WorkloadError("prompt tokens must be 0..1e6 and the ubatch size 1..65536")
+        if not 0 <= self.prompt_tokens <= MAX_PROMPT_TOKENS or not 1 <= self.ubatch_size <= MAX_UBATCH:
+            raise WorkloadError(f"prompt tokens must be 0..{MAX_PROMPT_TOKENS:,} and the ubatch size 1..{MAX_UBATCH:,}")
 
 
 # --- loading and saving ---
 
 
 def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
+    """The integer arrays of an NPZ; every member's declared size, shape and dtype are checked before
+    anything is decompressed (a small zip can expand to many GiB)."""
+    if isinstance(source, (bytes, bytearray)):
+        source = io.BytesIO(source)
     try:
-        if isinstance(source, (bytes, bytearray)):
-            source = io.BytesIO(source)
-        with np.load(source, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError) as err:
+        with zipfile.ZipFile(source) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir()]
+            _check_npz_sizes(members)
+            return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
         raise WorkloadError(f"not a readable NPZ trace: {err}") from None
+
+
+def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
+    if len(members) > MAX_NPZ_MEMBERS:
+        raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
+    total = sum(m.file_size for m in members)
+    if total > MAX_NPZ_BYTES:
+        raise WorkloadError(
+            f"the NPZ expands to {total:,} bytes, above this tool's limit of {MAX_NPZ_BYTES // 1024**3} GiB"
+        )
+
+
+def _npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray:
+    """One member: its .npy header first (an integer dtype, a shape matching the declared size), then the data."""
+    with archive.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        if version not in _NPY_HEADERS:
+            raise WorkloadError(f"`{member.filename}` is .npy version {version}; versions 1.0 and 2.0 are read")
+        shape, fortran, dtype = _NPY_HEADERS[version](f)
+        if not np.issubdtype(dtype, np.integer):
+            raise WorkloadError(f"`{member.filename}` holds {dtype}, not integers")
+        n_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if n_bytes > member.file_size:
+            raise WorkloadError(f"`{member.filename}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
+        data = np.frombuffer(f.read(n_bytes), dtype=dtype)
+    if data.nbytes != n_bytes:
+        raise WorkloadError(f"`{member.filename}` is cut off")
+    return data.reshape(shape, order="F" if fortran else "C")
 
 
 def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
@@ -154,22 +203,40 @@ def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
     return _recorded_from(_npz(source))
 
 
+def _check_ids(values: np.ndarray, hi: int, what: str) -> None:
+    """Refuse integers outside [0, hi) before any cast could wrap them (a cast int16 id of 40000 is negative)."""
+    if not _within(values, hi):
+        raise WorkloadError(f"{what} must be in 0..{hi - 1:,}, got {int(values.min()):,}..{int(values.max()):,}")
+
+
+def _within(values: np.ndarray, hi: int) -> bool:
+    return not values.size or (int(values.min()) >= 0 and int(values.max()) < hi)
+
+
 def _recorded_from(data: dict[str, np.ndarray]) -> Workload:
     need = {"rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k", "ids"}
     if not need <= set(data):
         raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - set(data))}")
+    n_rec = len(data["rec_layer"])
+    check_at_most(n_rec, MAX_TRACE_RECORDS, "records in the trace", WorkloadError)
+    check_at_most(data["ids"].size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
+    phase = data.get("rec_phase", np.full(n_rec, PHASE_DECODE))
+    arrays = [data[key] for key in sorted(need - {"ids"})] + [phase]
+    if not n_rec or any(a.shape != (n_rec,) for a in arrays) or data["ids"].ndim != 1:
+        raise WorkloadError("recorded trace: record arrays of different lengths, or not one-dimensional")
     k_values = np.unique(data["rec_k"])
     if len(k_values) != 1:
         raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
+    _check_ids(k_values, MAX_EXPERTS_USED + 1, "experts per token")
+    _check_ids(data["ids"], MAX_EXPERTS, "expert ids")
+    _check_ids(data["rec_layer"], MAX_LAYERS, "layer indices")
+    _check_ids(data["rec_ubatch"], n_rec, "ubatch indices")
+    _check_ids(phase, PHASE_DECODE + 1, "record phases")
     k = int(k_values[0])
+    in_ids = _within(data["rec_ntok"], len(data["ids"]) + 1) and _within(data["rec_off"], len(data["ids"]) + 1)
     ids, ntok, off = data["ids"].astype(np.int32), data["rec_ntok"].astype(np.int64), data["rec_off"].astype(np.int64)
-    n_rec = len(data["rec_layer"])
-    lengths_ok = all(len(data[key]) == n_rec for key in need - {"ids"})
-    if not n_rec or not lengths_ok or ntok.min() < 0 or off.min() < 0 or (off + k * ntok).max() > len(ids):
-        raise WorkloadError("recorded trace: record arrays of different lengths, or records outside `ids`")
-    if len(ids) and ids.min() < 0:
-        raise WorkloadError("recorded trace: negative expert ids")
-    phase = data.get("rec_phase", np.full(n_rec, PHASE_DECODE))
+    if not in_ids or (off + k * ntok).max() > len(ids):  # bounded first: k * ntok cannot overflow
+        raise WorkloadError("recorded trace: records outside `ids`")
     layer = data["rec_layer"].astype(np.int32)
     decode = int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
     return Workload(
@@ -196,19 +263,29 @@ def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> 
 
 
 def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: str = "") -> TokenTrace:
-    """Validate the arrays of a token trace and wrap them."""
+    """Validate the arrays of a token trace and wrap them; ids are range-checked before the int16 cast."""
     experts = np.asarray(experts)
-    if experts.ndim != 3 or experts.shape[0] == 0 or not np.issubdtype(experts.dtype, np.integer):
+    if experts.ndim != 3 or 0 in experts.shape or not np.issubdtype(experts.dtype, np.integer):
         raise WorkloadError(f"`experts` must be a non-empty integer array [n_tokens, n_layers, k], got {experts.shape}")
-    if experts.shape[0] > MAX_TRACE_TOKENS or experts.min() < 0:
-        raise WorkloadError(f"`experts` must hold at most {MAX_TRACE_TOKENS:,} tokens of non-negative expert ids")
-    n = experts.shape[0]
-    offsets = np.array([0, n]) if seq_offsets is None else np.asarray(seq_offsets, dtype=np.int64)
+    n, n_layer, k = experts.shape
+    check_at_most(n, MAX_TRACE_TOKENS, "tokens in the trace", WorkloadError)
+    check_at_most(n_layer, MAX_LAYERS, "layers in the trace", WorkloadError)
+    check_at_most(k, MAX_EXPERTS_USED, "experts per token in the trace", WorkloadError)
+    check_at_most(experts.size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
+    _check_ids(experts, MAX_EXPERTS, "expert ids")
+    offsets = np.array([0, n]) if seq_offsets is None else np.asarray(seq_offsets)
+    if offsets.ndim != 1 or not 2 <= len(offsets) <= n + 1 or not np.issubdtype(offsets.dtype, np.integer):
+        raise WorkloadError(f"`seq_offsets` must be 2..{n + 1} integers rising from 0 to n_tokens ({n})")
+    offsets = offsets.astype(np.int64)
     if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 0):
         raise WorkloadError(f"`seq_offsets` must rise from 0 to n_tokens ({n})")
     if ubatch is not None:
-        ubatch = np.asarray(ubatch, dtype=np.int64)
-        if ubatch.shape != (n,) or np.any(np.diff(ubatch) < 0):
+        ubatch = np.asarray(ubatch)
+        if ubatch.shape != (n,) or not np.issubdtype(ubatch.dtype, np.integer):
+            raise WorkloadError("`ubatch` must be a non-decreasing index per token")
+        _check_ids(ubatch, n, "`ubatch` indices")
+        ubatch = ubatch.astype(np.int64)
+        if np.any(np.diff(ubatch) < 0):
             raise WorkloadError("`ubatch` must be a non-decreasing index per token")
     return TokenTrace(experts.astype(np.int16), offsets, ubatch, label)
 
@@ -224,6 +301,9 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     )
     if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
         raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
+    if not pd.api.types.is_integer_dtype(frame["layer"]) or not len(frame):
+        raise WorkloadError("the `layer` column of a CSV trace must hold integers")
+    _check_ids(frame["layer"].to_numpy(), MAX_LAYERS, "CSV layer indices")
     frame = frame.sort_values(["seq", "token", "layer"])
     n_layer = int(frame["layer"].max()) + 1
     if len(frame) % n_layer:
@@ -332,6 +412,11 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
     """All ubatches in order, and the rows they index (trace tokens, then synthetic ones)."""
     ub = _Ubatches()
     synthetic_needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    if synthetic_needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:  # refused before drawing
+        raise WorkloadError(
+            f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "
+            f"{n_expert} experts of drawn routing is above this tool's limit of {MAX_ROUTING_DRAWS:,}"
+        )
     extra = trace.experts[:0]
     if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
         extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic_needed, rng)

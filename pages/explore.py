@@ -21,6 +21,7 @@ from ui.common import (
     remember,
     sidebar_hardware,
     sidebar_model,
+    simulated_prompt_tokens,
     url_value,
     workload_npz,
 )
@@ -83,10 +84,16 @@ with friendly_errors():
         work = cached_bundled_trace(traces[workload_kind], model.n_expert, concurrency, draft, accept)
         work_key = f"bundled:{workload_kind}:{concurrency}:{draft}:{accept}"
     else:
-        work = cached_synthetic(model, concurrency, draft, accept, int(prompt) if simulate_prompts else 0)
+        sim_prompt = simulated_prompt_tokens(int(prompt), model) if simulate_prompts else 0
+        work = cached_synthetic(model, concurrency, draft, accept, sim_prompt)
         name, knobs = preset_for(model.name)
-        work_key = f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{int(prompt) if simulate_prompts else 0}"
+        work_key = f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}"
         with controls:
+            if sim_prompt < int(prompt) and simulate_prompts:
+                st.caption(
+                    f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
+                    "(this tool's limit on drawn prompt routing)."
+                )
             st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
     layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
     lowest = min_budget_mib(model, layout0.placement) or 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import numpy as np
@@ -249,3 +250,38 @@ def test_a_local_path_or_url_can_be_given_and_a_bad_one_gets_a_message(tmp_path)
     assert not at.exception and "8 layers, q4_K" in at.code[0].value
     at.sidebar.text_input(key="model_path").set_value(str(tmp_path / "missing.gguf")).run()
     assert not at.exception and any("no such file" in e.value for e in at.error)
+
+
+# --- hostile input (issue 14): a message, never an exception or a dead server ---
+
+
+def test_explore_refuses_a_trace_whose_expert_id_would_wrap_in_int16():
+    experts = np.zeros((600, 48, 8), dtype=np.int64)
+    experts[5, 3, 2] = 40_000  # crashed the server (segfault in the kernel) for every user
+    buf = io.BytesIO()
+    np.savez(buf, experts=experts)
+    at = open_page("pages/explore.py", model="Qwen3-Next-80B-A3B-IQ4_NL.gguf")
+    at.radio(key="workload").set_value("upload a trace").run()
+    at.get("file_uploader")[0].set_value(("t.npz", buf.getvalue(), "application/octet-stream"))
+    at.run()
+    assert not at.exception and any("expert ids must be in 0..4,095" in e.value for e in at.error)
+
+
+def test_uploading_a_header_with_block_count_2_to_the_32_is_refused_with_the_limit():
+    from moe_model.gguf_writer import header_bytes
+
+    meta = {"general.architecture": "qwen3moe", "qwen3moe.block_count": 2**32 - 1}
+    meta |= {"qwen3moe.expert_count": 128, "qwen3moe.expert_used_count": 8}
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", header_bytes(meta, []), "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert any("block_count is 4,294,967,295, above this tool's limit" in e.value for e in at.error)
+
+
+def test_explore_caps_the_simulated_prompt_routing_and_says_so():
+    at = open_page("pages/explore.py", prompt="131072")
+    at.toggle(key="sim_prompts").set_value(True).run()
+    assert not at.exception and not at.error
+    assert any("Prompt routing is simulated for the first 1,356 tokens" in c.value for c in at.caption)

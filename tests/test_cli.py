@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+import pytest
 from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT, SAMPLE
 
 
@@ -200,3 +202,69 @@ def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
     again = run_cli("simulate", "--model", str(GT_HEADER), "--trace", str(path), "--budget-mib", "403", "--json")
     assert first.returncode == again.returncode == 0, first.stderr + again.stderr
     assert json.loads(first.stdout)["budgets"][0]["small"] == json.loads(again.stdout)["budgets"][0]["small"]
+
+
+# --- hostile input: one-line errors, never a crash or an invalid number ---
+
+
+def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_path):
+    experts = np.random.default_rng(0).integers(0, 128, (600, 48, 8))
+    experts[5, 3, 2] = 40_000  # wrapped negative in int16 and crashed the kernel (exit 139)
+    np.savez(tmp_path / "t.npz", experts=experts)
+    out = run_cli(
+        "simulate", "--model", str(QWEN30B), "--trace", str(tmp_path / "t.npz"), "--budget-mib", "3000", "--no-warmup"
+    )
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == ["error: expert ids must be in 0..4,095, got 0..40,000"]
+
+
+def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the CLI run in this process (faster than a subprocess)."""
+    from moe_model.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as stop:  # argparse's usage errors
+        code = stop.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--hit-rate", "2", "argument --hit-rate: must be in 0.0..1.0, got 2"),
+        ("--hit-rate", "nan", "argument --hit-rate: must be in 0.0..1.0, got nan"),
+        ("--concurrency", "1000000", "argument --concurrency: must be in 1..256, got 1000000"),
+        ("--draft", "-1", "argument --draft: must be in 0..64, got -1"),
+        ("--budget-mib", "99999999999", "argument --budget-mib: must be in 0..16,777,216, got 99999999999"),
+        ("--ctx", "x", "argument --ctx: expected a number, got 'x'"),
+    ],
+)
+def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, flag, value, message):
+    code, _, err = _main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
+    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+
+
+def test_simulate_prompt_tokens_beyond_the_limit_are_refused_before_allocation(capsys):
+    code, _, err = _main_exit(
+        capsys, "simulate", "--model", str(QWEN30B), "--synthetic", "--budget-mib", "3000", "--prompt-tokens", "1000000"
+    )
+    assert code == 1 and "drawn routing is above this tool's limit" in err and len(err.strip().splitlines()) == 1
+
+
+def test_parse_log_json_is_valid_when_a_logged_number_overflows(tmp_path, capsys):
+    log = tmp_path / "huge.log"
+    huge = "1" + "0" * 400  # float() gives inf, which json.dumps writes as the invalid token Infinity
+    log.write_text(
+        "build: 1 (abc)\nllama_moe_cache: ubatch <= 8: hits = 1, misses = 1, hit rate = 50.00%, "
+        f"uploaded = {huge}.00 MiB\n"
+    )
+    code, text, _ = _main_exit(capsys, "parse-log", str(log), "--json")
+
+    def refuse(token: str):
+        raise AssertionError(f"invalid JSON token {token}")
+
+    assert code == 0
+    stats = json.loads(text, parse_constant=refuse)["runs"][0]["stats"]["small"]
+    assert stats["hits"] == 1 and stats["uploaded_mib"] is None

@@ -15,7 +15,7 @@ from gguf import GGUFValueType
 
 from moe_model.errors import GGUFError, TruncatedHeaderError
 from moe_model.gguf_header import SkippedArray, parse_header, read_header, read_model_headers
-from moe_model.gguf_writer import StringArray, TypedArray, header_bytes
+from moe_model.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
 from moe_model.model_spec import load_model
 
 TINY_META = {
@@ -104,7 +104,9 @@ def test_large_headers_are_read_in_growing_chunks_from_disk(tmp_path):
         (b"GGML" + b"\0" * 40, "not a GGUF file"),
         (b"GGUF" + struct.pack("<I", 1) + b"\0" * 40, "unsupported GGUF version 1"),
         (b"GGUF" + struct.pack(">I", 3) + b"\0" * 40, "big-endian"),
-        (b"GGUF" + struct.pack("<IQQ", 3, 2**40, 0), "corrupt GGUF header"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 2**40, 0), "tensor count is 1,099,511,627,776, above this tool's limit"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 10**6, 0), "tensor count is 1,000,000, above this tool's limit of 20,000"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 10**6), "metadata entry count is 1,000,000, above this tool's limit"),
         (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**60), "a string of"),
         (
             b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 99),
@@ -136,6 +138,43 @@ def test_unknown_tensor_type_and_too_many_dims_are_refused():
 def test_a_header_without_experts_is_refused_with_the_reason():
     with pytest.raises(GGUFError, match="MoE cache needs a MoE model"):
         load_model(header_bytes({"general.architecture": "llama", "llama.block_count": 2}, [("w", T.F32, [4])]))
+
+
+def _tiny_with(**changes) -> bytes:
+    """The tiny model's header with some metadata values replaced (keys without the arch prefix)."""
+    meta = dict(TINY_META) | {f"qwen3moe.{k}" if "." not in k else k: v for k, v in changes.items()}
+    return header_bytes(meta, TINY_TENSORS)
+
+
+def test_a_block_count_of_2_to_the_32_is_refused_before_any_layer_is_built():
+    assert load_model(_tiny_with()).n_layer == 2  # positive control
+    data = _tiny_with(block_count=2**32 - 1)
+    assert len(data) < 2000  # a few hundred bytes must not cost GiB
+    with pytest.raises(GGUFError, match="block_count is 4,294,967,295, above this tool's limit of 1,024"):
+        load_model(data)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"expert_count": Scalar(GGUFValueType.INT32, -8)}, "expert_count is -8: it cannot be negative"),
+        ({"block_count": Scalar(GGUFValueType.INT32, -2)}, "block_count is -2: it cannot be negative"),
+        ({"expert_used_count": Scalar(GGUFValueType.INT32, -1)}, "expert_used_count is -1: it cannot be negative"),
+        ({"expert_used_count": 8}, "routes 8 experts per token but has only 4"),
+        ({"expert_count": 10**6}, "expert_count is 1,000,000, above this tool's limit"),
+        ({"expert_count": "many"}, "expert_count is 'many', not a number"),
+    ],
+)
+def test_negative_absurd_or_inconsistent_expert_counts_are_refused(changes, message):
+    with pytest.raises(GGUFError, match=message):
+        load_model(_tiny_with(**changes))
+
+
+def test_a_huge_split_count_is_refused_before_any_shard_name_is_built(tmp_path):
+    path = tmp_path / "m-00001-of-00002.gguf"
+    path.write_bytes(_tiny_with(**{"split.count": Scalar(GGUFValueType.UINT64, 10**12), "split.no": 0}))
+    with pytest.raises(GGUFError, match="split.count .* is 1,000,000,000,000, above this tool's limit of 1,024"):
+        read_model_headers(path)
 
 
 # --- split models ---

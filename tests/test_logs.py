@@ -118,3 +118,13 @@ def test_a_large_log_streams_in_bounded_memory(tmp_path):
     tracemalloc.stop()
     assert run.small.hits == 33275
     assert peak < 8 * 2**20  # streamed: far below the file's size
+
+
+def test_a_log_with_more_runs_than_the_limit_is_refused_while_streaming():
+    from moe_model.limits import MAX_LOG_RUNS
+
+    run = "build: 1 (abc)\nllama_model_loader: - kv   2:   qwen3moe.block_count u32 = 48\n"
+    assert len(parse_lines((run * 3).splitlines(keepends=True))) == 3  # positive control
+    lines = (run * 10_000).splitlines(keepends=True)  # 10,000 runs took minutes to render and cross-check
+    with pytest.raises(LogError, match=f"more than {MAX_LOG_RUNS:,} runs, this tool's limit"):
+        parse_lines(lines)

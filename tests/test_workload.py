@@ -151,3 +151,104 @@ def test_a_corrupt_recorded_trace_is_refused_not_crashed(tmp_path):
         load_any(str(path))
     np.savez(path, rec_ubatch=[0], rec_layer=[0], rec_ntok=[1], rec_off=[0], rec_k=[2], ids=[1, 2])
     assert load_any(str(path)).n_records == 1  # positive control
+
+
+# --- hostile traces: refused before any cast, allocation or decompression ---
+
+
+def test_an_expert_id_of_40000_is_refused_not_wrapped_by_the_int16_cast():
+    experts = np.zeros((600, 48, 8), dtype=np.int64)
+    assert make_token_trace(experts).experts.dtype == np.int16  # positive control
+    for bad in (40_000, 65_536 + 3, -1):  # 40000 wraps negative in int16; 65539 would read as 3
+        experts[7, 3, 2] = bad
+        with pytest.raises(WorkloadError, match=r"expert ids must be in 0\.\.4,095"):
+            make_token_trace(experts)
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [((3, 2000, 1), "layers in the trace is 2,000, above this tool's limit"), ((3, 2, 100), "experts per token")],
+)
+def test_trace_shapes_beyond_any_real_model_are_refused(shape, message):
+    with pytest.raises(WorkloadError, match=message):
+        make_token_trace(np.zeros(shape, dtype=np.int16))
+
+
+def test_a_recorded_trace_with_ids_that_would_wrap_in_int32_is_refused(tmp_path):
+    path = tmp_path / "wrap.npz"
+    arrays = {"rec_ubatch": [0], "rec_layer": [0], "rec_ntok": [1], "rec_off": [0], "rec_k": [2]}
+    np.savez(path, **arrays, ids=np.array([1, 2], dtype=np.int64))
+    assert load_any(str(path)).n_records == 1  # positive control
+    np.savez(path, **arrays, ids=np.array([1, 2**32 + 3], dtype=np.int64))  # astype(int32) would read 3
+    with pytest.raises(WorkloadError, match="expert ids must be in"):
+        load_any(str(path))
+
+
+def test_a_recorded_token_count_that_overflows_int64_is_refused(tmp_path):
+    path = tmp_path / "overflow.npz"
+    huge = np.array([2**62], dtype=np.int64)  # k * ntok wraps negative and would pass `<= len(ids)`
+    np.savez(path, rec_ubatch=[0], rec_layer=[0], rec_ntok=huge, rec_off=[0], rec_k=[8], ids=[1, 2])
+    with pytest.raises(WorkloadError, match="records outside"):
+        load_any(str(path))
+
+
+def test_an_npz_that_expands_beyond_the_limit_is_refused_before_decompressing(tmp_path, monkeypatch):
+    import zipfile
+
+    import moe_model.workload as workload
+
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, experts=np.zeros((4096, 48, 8), dtype=np.int16))  # 3 MiB of zeros, ~3 KB on disk
+    assert path.stat().st_size < 50_000
+    monkeypatch.setattr(workload, "MAX_NPZ_BYTES", 1024**2)
+
+    def no_decompression(*args, **kwargs):
+        raise AssertionError("a member was decompressed before its size was checked")
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", no_decompression)
+    with pytest.raises(WorkloadError, match="expands to 3,145,.* bytes, above this tool's limit"):
+        load_any(str(path))
+
+
+def _npz_with_member(name: str, header: dict, payload: bytes) -> bytes:
+    """An NPZ whose one member has the given .npy header dict and data bytes (hand-built, possibly lying)."""
+    import zipfile
+
+    npy = io.BytesIO()
+    np.lib.format.write_array_header_1_0(npy, header)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr(name, npy.getvalue() + payload)
+    return buf.getvalue()
+
+
+def test_an_npy_header_declaring_more_data_than_the_member_holds_is_refused():
+    good = _npz_with_member("experts.npy", {"descr": "<i2", "fortran_order": False, "shape": (1, 1, 2)}, b"\1\0\2\0")
+    assert load_any(good, "t.npz").n_expert == 3  # positive control
+    lying = _npz_with_member("experts.npy", {"descr": "<i8", "fortran_order": False, "shape": (10**9, 48, 8)}, b"")
+    with pytest.raises(WorkloadError, match="declares 3,072,000,000,000 bytes"):
+        load_any(lying, "t.npz")
+
+
+@pytest.mark.parametrize(("descr", "shown"), [("<f8", "float64"), ("|O", "object")])
+def test_npz_members_that_are_not_integers_are_refused_unread(descr, shown):
+    data = _npz_with_member("experts.npy", {"descr": descr, "fortran_order": False, "shape": (1, 1, 1)}, b"\0" * 8)
+    with pytest.raises(WorkloadError, match=f"holds {shown}, not integers"):
+        load_any(data, "t.npz")
+
+
+def test_prompt_routing_beyond_the_limit_is_refused_before_drawing():
+    trace = labelled_trace([4] * 12)
+    assert build_workload(trace, Batching(prompt_tokens=64), 256).n_records  # positive control
+    with pytest.raises(WorkloadError, match="drawn routing is above this tool's limit of 100,000,000"):
+        build_workload(make_token_trace(np.zeros((12, 48, 8), dtype=np.int16)), Batching(prompt_tokens=131_072), 128)
+
+
+@pytest.mark.parametrize(
+    ("layer", "message"),
+    [("-5", r"CSV layer indices must be in 0\.\.1,023"), ("99999", "CSV layer indices"), ("x", "must hold integers")],
+)
+def test_csv_layer_indices_are_range_checked_before_reshaping(layer, message):
+    assert load_any(b"seq,token,layer,e0\n0,0,0,1\n", "t.csv").n_layer == 1  # positive control
+    with pytest.raises(WorkloadError, match=message):
+        load_any(f"seq,token,layer,e0\n0,0,{layer},1\n".encode(), "t.csv")

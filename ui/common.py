@@ -15,9 +15,11 @@ import streamlit as st
 from moe_model.calibration import params_for, synthetic_workload
 from moe_model.errors import MoeModelError
 from moe_model.hardware import PRESETS, preset
+from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
+from moe_model.synthetic import SEQ_LEN
 from moe_model.timing import Scenario, resolve, simulate_curve, traffic_from_workload
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "sample_data" / "models"
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
 DEFAULT_GPU = "Tesla T4"
+EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequences)
 
 
 def content_key(data: bytes) -> str:
@@ -130,9 +133,20 @@ def sidebar_hardware() -> tuple:
     return hw, params_for(name)
 
 
+def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int = EXPLORE_TOKENS) -> int:
+    """Prompt tokens per synthetic sequence whose routing can be drawn within this tool's limit (warm-up included)."""
+    n_seq = -(-n_tokens // SEQ_LEN)
+    return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
+
+
 @st.cache_data(show_spinner="Generating routing...")
 def cached_synthetic(
-    model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int = 0, n_tokens: int = 6000
+    model: ModelSpec,
+    concurrency: int,
+    draft: int,
+    accept: float,
+    prompt_tokens: int = 0,
+    n_tokens: int = EXPLORE_TOKENS,
 ) -> Workload:
     """The model's synthetic preset, batched; prompt_tokens > 0 adds each sequence's prompt ubatches."""
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))

@@ -1,0 +1,49 @@
+"""Every cap on hostile or absurd input, in one place, each checked before any cast or allocation.
+
+Values are far above what real MoE models and llama-server runs use, yet small enough that the
+largest accepted input fits a 24 GiB machine shared by several users.
+"""
+
+from __future__ import annotations
+
+from moe_model.errors import MoeModelError
+
+# --- GGUF headers ---
+MAX_LAYERS = 1024  # real MoE models have <= 128 blocks (DeepSeek-V3 61, Qwen3-235B 94)
+MAX_EXPERTS = 4096  # real models have <= 512 (Qwen3-Next); must stay <= 32,768: traces store ids as int16
+MAX_EXPERTS_USED = 64  # real models route <= 16 experts per token
+MAX_SHARDS = 1024  # gguf-split names allow 99,999; real splits have <= a few hundred shards
+MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-235B: ~1,400); ~2 s to parse
+MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
+
+# --- routing traces ---
+MAX_TRACE_TOKENS = 2_000_000  # a long recorded session; x 48 layers x 8 ids is ~1.5 GiB of int16
+MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as int32)
+MAX_TRACE_RECORDS = 50_000_000  # (ubatch, layer) records: ~1M ubatches of 48 layers
+MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before decompressing
+MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
+
+# --- workload settings (llama-server) ---
+MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs
+MAX_DRAFT_TOKENS = 64  # --draft-max: real drafts are <= 16 tokens
+MAX_PROMPT_TOKENS = 1_000_000  # a 1M-token context, the longest real models take
+MAX_ROUTING_DRAWS = 100_000_000  # drawn prompt routing, tokens x layers x experts: ~3 s of CPU, ~1 GiB
+MAX_UBATCH = 65_536  # -ub: llama.cpp's own limit on n_ubatch
+MAX_CTX = 10_000_000  # -c: beyond every model's trained context
+MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
+MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
+
+# --- hardware flags ---
+MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
+MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
+
+# --- logs ---
+MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked
+
+
+def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:
+    """Refuse `value` above `limit` with one line naming the limit (and below zero: counts are never negative)."""
+    if value < 0:
+        raise error(f"{what} is {value:,}: it cannot be negative")
+    if value > limit:
+        raise error(f"{what} is {value:,}, above this tool's limit of {limit:,}")
