@@ -7,7 +7,7 @@ import streamlit as st
 from moe_model.charts import hit_rate_curve, layer_hit_rates, speed_curve, time_breakdown, upload_curve
 from moe_model.measurements import load_reference
 from moe_model.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.synthetic import load_presets, preset_for
+from moe_model.synthetic import preset_for
 from moe_model.timing import Scenario, decode_ubatches, predict, predict_curve, resolve
 from ui.common import (
     bundled_traces,
@@ -84,10 +84,10 @@ with friendly_errors():
         work_key = f"bundled:{workload_kind}:{concurrency}:{draft}:{accept}"
     else:
         work = cached_synthetic(model, concurrency, draft, accept, int(prompt) if simulate_prompts else 0)
-        name, knobs = preset_for(model.name)
+        preset = preset_for(model)
         work_key = f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{int(prompt) if simulate_prompts else 0}"
         with controls:
-            st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
+            st.caption(f"Synthetic routing is a model: {preset.describe()}, fitted to {preset.fitted_to}.")
     layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
     lowest = min_budget_mib(model, layout0.placement) or 1
     full = full_budget_mib(model, layout0.placement) or 1
