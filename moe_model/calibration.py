@@ -48,7 +48,7 @@ def synthetic_workload(
 ) -> Workload:
     """The model's synthetic preset routing, batched as the scenario's server would (a model); with
     `prompts`, each sequence first processes sc.prompt_tokens of prompt in ubatches of sc.n_ubatch."""
-    name, knobs = preset_for(model.name)
+    name, knobs = preset_for(model)
     trace = generate(
         Shape(model.n_layer, model.n_expert, model.n_expert_used),
         knobs,

@@ -180,7 +180,8 @@ def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
     )
     if args.trace:
         return workload_from(load_any(args.trace), batching, model.n_expert)
-    name, knobs = preset_for(model.name)
+    preset = preset_for(model)
+    name, knobs = preset
     knobs = Knobs(
         *(
             v if v is not None else d
@@ -192,7 +193,9 @@ def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
         )
     )
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
-    trace = generate(shape, knobs, args.tokens, seed=args.seed, label=f"synthetic ({name} preset) {knobs}")
+    trace = generate(
+        shape, knobs, args.tokens, seed=args.seed, label=f"synthetic ({name} preset, {preset.match}) {knobs}"
+    )
     return workload_from(trace, batching, model.n_expert)
 
 

@@ -196,6 +196,10 @@ def fit_knobs(
 
 PRESETS_PATH = Path(__file__).resolve().parent.parent / "sample_data" / "synthetic_presets.json"
 FALLBACK_PRESET = "gpt-oss-20b"
+FALLBACK_SPREAD_FACTOR = 2.0  # a preset borrowed from another expert shape: its fit error doubled, a guess
+
+MATCH_MODEL = "fitted to this model"
+MATCH_SHAPE = "same expert shape"
 
 
 def load_presets(path: Path = PRESETS_PATH) -> dict[str, dict]:
@@ -203,10 +207,74 @@ def load_presets(path: Path = PRESETS_PATH) -> dict[str, dict]:
     return json.loads(path.read_text())
 
 
-def preset_for(model_name: str, presets: dict[str, dict] | None = None) -> tuple[str, Knobs]:
-    """The preset fitted to this model if there is one, else the one fitted to real GPT-OSS-20B routing."""
+@dataclass(frozen=True)
+class RoutingPreset:
+    """The synthetic-routing preset used for a model (a model of routing, fitted to measurements).
+
+    match: MATCH_MODEL, MATCH_SHAPE or "nearest shape: used NAME (E experts, K used)".
+    spread_points: the fit's error in hit-rate points (the larger of in-fit and held-out rms), widened for a
+    preset borrowed from another shape; for prediction ranges.
+    """
+
+    name: str
+    knobs: Knobs
+    spread_points: float
+    fitted_to: str
+    match: str
+    shape: Shape | None = None
+
+    def __iter__(self):
+        """`name, knobs = preset_for(...)`, as before RoutingPreset existed."""
+        return iter((self.name, self.knobs))
+
+    @property
+    def is_fallback(self) -> bool:
+        return self.match not in (MATCH_MODEL, MATCH_SHAPE)
+
+    def describe(self) -> str:
+        """One line for a caption: which preset, why, and its spread."""
+        return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs}"
+
+
+def _preset(name: str, entry: dict, match: str, factor: float = 1.0) -> RoutingPreset:
+    shape = Shape(**entry["shape"]) if "shape" in entry else None
+    spread = round(factor * float(entry.get("spread_points", entry.get("rms_points", 0.0))), 2)
+    return RoutingPreset(name, Knobs(**entry["knobs"]), spread, entry["fitted_to"], match, shape)
+
+
+def _shape_distance(n_expert: int, k: int, shape: Shape) -> float:
+    return abs(np.log(n_expert / shape.n_expert)) + abs(np.log(k / shape.k))
+
+
+def preset_for(model, presets: dict[str, dict] | None = None) -> RoutingPreset:
+    """The routing preset for a model (a ModelSpec, or just its name), and why it was picked.
+
+    1. a preset fitted to this model (its name, and its expert shape when the model's is known);
+    2. else one fitted to the same (n_expert, n_expert_used), the closest layer count first;
+    3. else the nearest shape by |log expert-count ratio| + |log used-count ratio| (spread widened);
+    with only a name and no name match: the GPT-OSS-20B preset (real routing), as a nearest-shape fallback.
+    """
     presets = presets or load_presets()
-    for name, preset in presets.items():
-        if name.lower() in model_name.lower():
-            return name, Knobs(**preset["knobs"])
-    return FALLBACK_PRESET, Knobs(**presets[FALLBACK_PRESET]["knobs"])
+    name = model if isinstance(model, str) else model.name
+    shape = None if isinstance(model, str) else (model.n_layer, model.n_expert, model.n_expert_used)
+    for key, entry in presets.items():
+        aliases = entry.get("models", [key])
+        same = shape is None or "shape" not in entry or (entry["shape"]["n_expert"], entry["shape"]["k"]) == shape[1:]
+        if same and any(a.lower() in name.lower() for a in aliases):
+            return _preset(key, entry, MATCH_MODEL)
+    shaped = {key: Shape(**entry["shape"]) for key, entry in presets.items() if "shape" in entry}
+    if shape is None or not shaped:
+        fallback = presets[FALLBACK_PRESET]
+        return _preset(
+            FALLBACK_PRESET, fallback, f"nearest shape: used {FALLBACK_PRESET} (no shape given)", FALLBACK_SPREAD_FACTOR
+        )
+    n_layer, n_expert, k = shape
+    same_shape = [key for key, s in shaped.items() if (s.n_expert, s.k) == (n_expert, k)]
+    if same_shape:
+        key = min(same_shape, key=lambda key: (abs(shaped[key].n_layer - n_layer), key))
+        return _preset(key, presets[key], MATCH_SHAPE)
+    key = min(shaped, key=lambda key: (_shape_distance(n_expert, k, shaped[key]), key))
+    s = shaped[key]
+    return _preset(
+        key, presets[key], f"nearest shape: used {key} ({s.n_expert} experts, {s.k} used)", FALLBACK_SPREAD_FACTOR
+    )
