@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moe_model.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.slot_plan import CachePlan
-from moe_model.workload import MAX_BATCH, Workload
+from moe_model.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,12 @@ def steps(work: Workload, plan: CachePlan, n_expert: int, limit: int = 2000) -> 
         hits, fills, evicted, path = [], [], [], "not cached"
         if gi is not None and ntok > 0:
             pool = pools[gi]
-            if ntok <= MAX_BATCH and min(ntok * work.k, n_expert) <= len(pool.key_of):
+            if uses_pool(ntok, work.k, n_expert, len(pool.key_of)):
                 path = "cache"
                 hits, fills, evicted = _plan(pool, layer, list(dict.fromkeys(ids)), n_expert)
                 total_hits, total_misses = total_hits + len(hits), total_misses + len(fills)
             else:
-                path = "large batch (copy)" if ntok >= 32 else "CPU"
+                path = "large batch (copy)" if ntok >= OFFLOAD_MIN_BATCH else "CPU"
         snapshot = tuple(np.array(p.key_of) if p else np.zeros(0, int) for p in pools)
         out.append(
             Step(

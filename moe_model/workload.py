@@ -19,7 +19,6 @@ import pandas as pd
 
 from moe_model.errors import WorkloadError
 
-MAX_BATCH = 32  # llama_moe_cache::impl::max_batch: larger ubatches bypass the pool
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
 MAX_TRACE_TOKENS = 2_000_000
 
