@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, GT_BUDGETS
+from conftest import GROUNDTRUTH, GT_BUDGETS, GT_HEADER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_simulate import make_workload, random_runs, tiny_model
 
+from moe_model.cli import main
 from moe_model.errors import MoeModelError
 from moe_model.policies import POLICIES, REFERENCE, run_policy
 from moe_model.policies.base import group_records
@@ -160,3 +163,31 @@ def test_profile_and_replay_parts_of_a_trace_add_up():
     assert head.n_records + tail.n_records == work.n_records and len(head.ids) + len(tail.ids) == len(work.ids)
     assert tail.rec_off[0] == 0 and tail.rec_ubatch[0] == 0
     assert head.decode_tokens + tail.decode_tokens == work.decode_tokens
+
+
+def run_simulate(capsys, *extra):
+    code = main(["simulate", "--model", str(GT_HEADER), "--trace", str(GROUNDTRUTH / "traces" / "b25.npz"), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_policy_all_adds_one_entry_per_policy_and_keeps_the_simulate_fields(capsys):
+    code, out, err = run_simulate(capsys, "--budgets-mib", "14,403", "--policy", "all", "--knob", "share=0.8", "--json")
+    assert code == 0, err
+    data = json.loads(out)  # strict JSON: allow_nan=False in the CLI
+    assert [b["budget_mib"] for b in data["budgets"]] == [14, 403] and "small" in data["budgets"][1]
+    by_name = {p["name"]: p for p in data["policies"]}
+    assert list(by_name) == list(POLICIES) and by_name["cpu-share-b12191"]["knobs"] == {"share": 0.8}
+    lru, refused = by_name[REFERENCE]["budgets"][1], by_name[REFERENCE]["budgets"][0]
+    assert lru["hits"] == data["budgets"][1]["small"]["hits"] + data["budgets"][1]["large"]["hits"]
+    assert refused["hit_rate"] is None and not refused["starts"]
+    for p in data["policies"]:
+        assert (
+            p["label"] in ("exact", "modelled") and p["budgets"][1]["hits"] <= by_name["belady"]["budgets"][1]["hits"]
+        )
+
+
+def test_cli_refuses_an_unknown_policy_or_knob_in_one_line(capsys):
+    assert run_simulate(capsys, "--budget-mib", "403", "--policy", "fifo")[2].startswith("error: unknown policy")
+    code, _, err = run_simulate(capsys, "--budget-mib", "403", "--policy", "belady", "--knob", "share=0.5")
+    assert code == 1 and "no chosen policy has the knob" in err

@@ -8,16 +8,20 @@ import numpy as np
 
 from moe_model.model_spec import ModelSpec
 from moe_model.policies.base import EXACT, Policy, PolicyResult
-from moe_model.simulate import simulate_budgets
+from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement
 
 
+def from_simulation(r: SimResult) -> PolicyResult:
+    """The exact simulator's result as a policy result (every miss is uploaded)."""
+    return PolicyResult(
+        r.budget_mib, r.starts, r.layer_hits, r.layer_lookups - r.layer_hits, np.zeros_like(r.layer_hits)
+    )
+
+
 def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None) -> list[PolicyResult]:
-    """Every budget in one pass per group (simulate_budgets); misses are all uploaded."""
-    return [
-        PolicyResult(r.budget_mib, r.starts, r.layer_hits, r.layer_lookups - r.layer_hits, np.zeros_like(r.layer_hits))
-        for r in simulate_budgets(model, work, budgets_mib, placement)
-    ]
+    """Every budget in one pass per group (simulate_budgets)."""
+    return [from_simulation(r) for r in simulate_budgets(model, work, budgets_mib, placement)]
 
 
 POLICY = Policy(
