@@ -18,6 +18,9 @@ from moe_model.policies.base import group_records
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
 from moe_model.simulate import simulate, simulate_budgets
+from moe_model.slot_plan import plan_cache
+from moe_model.stepper import STEPPABLE, steps
+from moe_model.toy import toy_model, toy_workload
 from moe_model.workload import load_recorded
 
 TWO_SLOTS, FOUR_SLOTS = 9, 15  # toy budgets in MiB: 3 MiB slots, minus llama.cpp's guard slot
@@ -191,3 +194,18 @@ def test_cli_refuses_an_unknown_policy_or_knob_in_one_line(capsys):
     assert run_simulate(capsys, "--budget-mib", "403", "--policy", "fifo")[2].startswith("error: unknown policy")
     code, _, err = run_simulate(capsys, "--budget-mib", "403", "--policy", "belady", "--knob", "share=0.5")
     assert code == 1 and "no chosen policy has the knob" in err
+
+
+@pytest.mark.parametrize("policy", STEPPABLE)
+@pytest.mark.parametrize("budget", [48, 96])  # at 96 MiB unloading after 2 idle rounds costs 119 hits
+def test_the_learn_stepper_counts_what_the_policy_counts(policy, budget):
+    model, work = toy_model(), toy_workload(concurrency=2, n_tokens=96)
+    knobs = {"idle_rounds": 2, "cooldown_ms": 0.0} if policy == "lazy-unload" else {}
+    last = steps(work, plan_cache(model, budget), model.n_expert, policy=policy, **knobs)[-1]
+    res = run_policy(policy, model, work, [budget], **knobs)[0]
+    assert (last.total_hits, last.total_misses) == (int(res.hits.sum()), int(res.uploads.sum()))
+
+
+def test_the_stepper_refuses_a_policy_it_cannot_show():
+    with pytest.raises(MoeModelError, match="runs only in the simulator"):
+        steps(toy_workload(), plan_cache(toy_model(), 48), 12, policy="belady")

@@ -37,9 +37,9 @@ def _priorities(order, key, clock, half_life, n_classes):
 
 def priorities(entries: PoolEntries, ntok: np.ndarray, half_life: float, n_classes: int) -> np.ndarray:
     """The eviction priority of each entry; the clock counts tokens over the group's pool records."""
-    recs, first = np.unique(entries.rec, return_index=True)
-    clock = np.cumsum(ntok[recs].astype(np.float64))
-    per_entry = np.repeat(clock, np.diff(np.append(first, len(entries.rec))))
+    bounds = entries.record_bounds()
+    clock = np.cumsum(ntok[entries.rec[bounds[:-1]]].astype(np.float64))
+    per_entry = np.repeat(clock, np.diff(bounds))
     return _priorities(np.lexsort((entries.rec, entries.key)), entries.key, per_entry, half_life, n_classes)
 
 

@@ -1,11 +1,12 @@
 """The lookups of a workload as (record, key) entries: each pool record's distinct experts, deduplicated
-with numpy once per run, then filtered per group and pool size (llama.cpp plan() step 1)."""
+once per run, then filtered per group and pool size (llama.cpp plan() step 1)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from moe_model.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
@@ -27,14 +28,8 @@ class PoolEntries:
     def build(cls, work: Workload) -> PoolEntries:
         need = pool_need(work.rec_ntok, work.k, work.n_expert)
         ntok = np.where(need < NO_POOL, work.rec_ntok, 0).astype(np.int64)
-        rec_of_id = np.repeat(np.arange(work.n_records), ntok * work.k)
-        starts = np.repeat(work.rec_off, ntok * work.k)
-        within = np.arange(len(rec_of_id)) - np.repeat(np.cumsum(ntok * work.k) - ntok * work.k, ntok * work.k)
-        ids = work.ids[starts + within].astype(np.int64)
-        n_keys = work.n_layer * work.n_expert
-        pairs = np.unique(rec_of_id * n_keys + work.rec_layer[rec_of_id].astype(np.int64) * work.n_expert + ids)
-        rec = pairs // n_keys
-        return cls(rec, pairs % n_keys, need[rec], work.n_expert)
+        rec, key = _dedupe(ntok, work.rec_off, work.rec_layer, work.ids, work.k, work.n_expert)
+        return cls(rec, key, need[rec], work.n_expert)
 
     def select(self, layers: tuple[int, ...], n_slots: int) -> PoolEntries:
         """The entries of `layers` whose record uses a pool of n_slots slots."""
@@ -57,3 +52,25 @@ class PoolEntries:
         """Start of each record's entries, plus the end: entries bounds[i]:bounds[i+1] share a record."""
         starts = np.flatnonzero(np.diff(self.rec, prepend=-1))
         return np.append(starts, len(self.rec))
+
+
+@njit(cache=True)
+def _dedupe(rec_ntok, rec_off, rec_layer, ids, k, n_expert):
+    """(record, key) of each record's distinct experts, keys ascending within a record."""
+    total = 0
+    for r in range(len(rec_ntok)):
+        total += min(rec_ntok[r] * k, n_expert)
+    rec = np.empty(total, dtype=np.int64)
+    key = np.empty(total, dtype=np.int64)
+    seen = np.zeros(n_expert, dtype=np.int64)
+    n = 0
+    for r in range(len(rec_ntok)):
+        start = n
+        for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
+            e = ids[i]
+            if seen[e] != r + 1:
+                seen[e] = r + 1
+                rec[n], key[n] = r, rec_layer[r] * n_expert + e
+                n += 1
+        key[start:n].sort()
+    return rec[:n], key[:n]

@@ -22,8 +22,9 @@ from moe_model.workload import PHASE_DECODE, Workload
 
 def hot_set(profile: PoolEntries, n_slots: int) -> np.ndarray:
     """The n_slots keys looked up in most profile records (ties: lower key)."""
-    keys, counts = np.unique(profile.key, return_counts=True)
-    return keys[np.argsort(-counts, kind="stable")[:n_slots]]
+    counts = np.bincount(profile.key)
+    keys = np.flatnonzero(counts)
+    return keys[np.argsort(-counts[keys], kind="stable")[:n_slots]]
 
 
 def replay(entries: PoolEntries, pinned: np.ndarray, n_layer: int):
