@@ -177,9 +177,11 @@ def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResul
 
     names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
     knobs = _knobs(args.knob)
-    unused = set(knobs) - {k for n in names for k in POLICIES[n].knobs}
-    if unused:
-        raise MoeModelError(f"no chosen policy has the knob(s) {sorted(unused)}")
+    numeric = {k for n in names for k, v in POLICIES[n].knobs.items() if isinstance(v, (int, float))}
+    if set(knobs) - numeric:
+        raise MoeModelError(
+            f"no chosen policy has the knob(s) {sorted(set(knobs) - numeric)}; numeric knobs: {sorted(numeric)}"
+        )
     out = []
     for name in names:
         policy = POLICIES[name]

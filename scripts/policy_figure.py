@@ -28,7 +28,7 @@ MODEL = ROOT / "sample_data" / "models" / "gpt-oss-20b-MXFP4.gguf"
 TRACE = ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz"
 PNG = ROOT / "docs" / "policy-curves-gpt-oss-20b.png"
 N_BUDGETS = 12
-TABLE_BUDGETS = (3, 6, 9)  # indices into the budgets printed in the README table
+TABLE_BUDGETS = (1, 3, 6, 9)  # indices into the budgets printed in the README table
 
 
 def write_png(fig, path: Path) -> None:
