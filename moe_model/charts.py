@@ -243,3 +243,33 @@ def shopping_bars(frame: pd.DataFrame) -> go.Figure:
             marker={"symbol": "line-ew-open", "size": 30, "color": OKABE_ITO[5]},
         )
     return _layout(fig, "Best predicted setting per card (model)", "", "decode tokens / s")
+
+
+def policy_curves(
+    budgets: Sequence[int],
+    series: dict[str, Sequence[float | None]],
+    labels: dict[str, str],
+    reference: str,
+    y_title: str = "hit rate (%)",
+    mark_budget: float | None = None,
+) -> go.Figure:
+    """One line per replacement policy against budget; the reference (llama.cpp's LRU) thick and black,
+    exact policies solid, modelled ones dashed. Hit rates (0..1) are drawn in percent."""
+    fig = go.Figure()
+    percent = y_title.endswith("(%)")
+    others = [n for n in series if n != reference]
+    for i, name in enumerate([reference, *others] if reference in series else others):
+        ref = name == reference
+        color = OKABE_ITO[7] if ref else OKABE_ITO[i % 7]
+        fig.add_scatter(
+            x=list(budgets),
+            y=[None if v is None else (100 * v if percent else v) for v in series[name]],
+            name=f"{name} ({labels.get(name, '?')})",
+            mode="lines+markers",
+            line={"color": color, "width": 4 if ref else 2, "dash": "solid" if labels.get(name) == "exact" else "dash"},
+            marker={"size": 5},
+        )
+    _mark(fig, mark_budget)
+    if percent:
+        fig.update_yaxes(range=[0, 100])
+    return _layout(fig, "Replacement policies on the same workload", "--moe-cache-mib", y_title)

@@ -217,16 +217,70 @@ def _format_sim(results: list[SimResult], work: Workload) -> str:
     return "\n".join(lines)
 
 
+def _knobs(pairs: Sequence[str]) -> dict[str, float]:
+    knobs = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            knobs[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise MoeModelError(f"--knob expects NAME=NUMBER, got {pair!r}")
+    return knobs
+
+
+def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResult]) -> list[dict]:
+    """Each chosen policy on the same workload and budgets; the exact LRU reuses the simulation above."""
+    from moe_model.policies import POLICIES, REFERENCE, get_policy, run_policy
+    from moe_model.policies.lru import from_simulation
+
+    names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
+    knobs = _knobs(args.knob)
+    numeric = {k for n in names for k, v in POLICIES[n].knobs.items() if isinstance(v, (int, float))}
+    if set(knobs) - numeric:
+        raise MoeModelError(
+            f"no chosen policy has the knob(s) {sorted(set(knobs) - numeric)}; numeric knobs: {sorted(numeric)}"
+        )
+    out = []
+    for name in names:
+        policy = POLICIES[name]
+        mine = {k: v for k, v in knobs.items() if k in policy.knobs}
+        if name == REFERENCE:
+            runs = [from_simulation(r) for r in results]
+        else:
+            budgets = [r.budget_mib for r in results]
+            runs = run_policy(name, model, work, budgets, placement_from_args(args), **mine)
+        item = policy.describe() | {"knobs": {k: v for k, v in ({**policy.knobs, **mine}).items() if v is not None}}
+        if name == "static-hot-set":
+            item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
+        out.append(item | {"budgets": [r.as_dict() for r in runs]})
+    return out
+
+
+def _format_policies(policies: list[dict]) -> str:
+    lines = ["", "hit rate by policy:", f"{'budget MiB':>10} " + " ".join(f"{p['name']:>17}" for p in policies)]
+    for i, b in enumerate(policies[0]["budgets"]):
+        rates = [p["budgets"][i]["hit_rate"] for p in policies]
+        lines.append(
+            f"{b['budget_mib']:>10} " + " ".join("-".rjust(17) if h is None else f"{100 * h:16.2f}%" for h in rates)
+        )
+    lines.append("labels: " + ", ".join(f"{p['name']} {p['label']}" for p in policies))
+    return "\n".join(lines)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     work = _workload(args, model)
     if args.export_workload:
         save_npz(args.export_workload, work)
     results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
+    policies = _run_policies(args, model, work, results) if args.policy else None
     if args.json:
-        print(to_json({"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}))
+        out = {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}
+        print(to_json(out | ({"policies": policies} if policies else {})))
     else:
-        print(_format_sim(results, work))
+        print(_format_sim(results, work) + (_format_policies(policies) if policies else ""))
     return 0
 
 
@@ -258,6 +312,10 @@ def _add_simulate(sub) -> None:
     sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
     sim.add_argument("--seed", type=_ranged(int, 0, 2**32 - 1), default=0)
     sim.add_argument("--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable)")
+    sim.add_argument("--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'): see README")
+    sim.add_argument(
+        "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
+    )
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)
 

@@ -20,8 +20,9 @@ from numba import njit
 
 from moe_model.lru_kernel import check_kernel_inputs
 from moe_model.model_spec import ModelSpec
+from moe_model.pool_rule import uses_pool
 from moe_model.slot_plan import Placement, plan_cache
-from moe_model.workload import MAX_BATCH, Workload
+from moe_model.workload import Workload
 
 
 @njit(cache=True)
@@ -41,9 +42,9 @@ def _touch(s, prev, nxt, ends):
 
 
 @njit(cache=True)
-def _share_pass(rec_layer, rec_ntok, rec_off, in_group, ids, k, n_expert, n_layer, n_slots, share, half_life):
-    """One group at one pool size, with llama.cpp's linked-list LRU. Returns per layer: hits,
-    uploaded misses, misses computed on the CPU."""
+def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_slots, share, half_life):
+    """One group at one pool size, with llama.cpp's linked-list LRU, over the records that use the pool
+    (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""
     hits = np.zeros(n_layer, dtype=np.int64)
     uploads = np.zeros(n_layer, dtype=np.int64)
     cpu = np.zeros(n_layer, dtype=np.int64)
@@ -62,7 +63,7 @@ def _share_pass(rec_layer, rec_ntok, rec_off, in_group, ids, k, n_expert, n_laye
     clock, filled, remainder = 0, 0, 0.0
     for r in range(len(rec_layer)):
         ntok = rec_ntok[r]
-        if not in_group[r] or ntok == 0 or ntok > MAX_BATCH or min(ntok * k, n_expert) > n_slots:
+        if not use[r]:
             continue
         clock += 1
         nu = 0
@@ -146,13 +147,14 @@ def simulate_share(
     for group in plan.groups:
         if not group.cached:
             continue
-        in_group = np.isin(work.rec_layer, np.array(group.layers))
+        use = np.isin(work.rec_layer, np.array(group.layers))
+        use &= uses_pool(work.rec_ntok, work.k, model.n_expert, group.n_slots)
         life = half_life or 8.0 * group.n_layers
         h, u, c = _share_pass(
             work.rec_layer,
             work.rec_ntok,
             work.rec_off,
-            in_group,
+            use,
             work.ids,
             work.k,
             model.n_expert,

@@ -23,12 +23,12 @@ from moe_model.lru_kernel import (
     lru_pass,
 )
 from moe_model.model_spec import ModelSpec
+from moe_model.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
+from moe_model.pool_rule import pool_need as _pool_need
 from moe_model.slot_plan import MIB, CachePlan, GroupPlan, Placement, plan_cache
-from moe_model.workload import MAX_BATCH, Workload
+from moe_model.workload import Workload
 
-OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH: smaller bypassed batches stay on the CPU
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
-NO_POOL = np.iinfo(np.int64).max  # a record that can never use the pool, whatever its slots
 
 
 @dataclass(frozen=True)
@@ -141,11 +141,8 @@ class _GroupCounts:
 
 
 def pool_need(work: Workload) -> np.ndarray:
-    """Per record, the slots its group needs for it to use the pool (get_slot_map: min(tokens*k, n_expert));
-    NO_POOL when it never can (no tokens, or more than MAX_BATCH)."""
-    ntok = work.rec_ntok.astype(np.int64)
-    demand = np.minimum(ntok * work.k, work.n_expert)
-    return np.where((ntok > 0) & (ntok <= MAX_BATCH), demand, NO_POOL)
+    """Per record, the slots its group needs for it to use the pool (moe_model.pool_rule)."""
+    return _pool_need(work.rec_ntok, work.k, work.n_expert)
 
 
 def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:

@@ -36,7 +36,6 @@ from moe_model.limits import (
     check_at_most,
 )
 
-MAX_BATCH = 32  # llama_moe_cache::impl::max_batch: larger ubatches bypass the pool
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 

@@ -4,14 +4,24 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from moe_model.charts import hit_rate_curve, layer_hit_rates, speed_curve, time_breakdown, upload_curve
+from moe_model.charts import (
+    hit_rate_curve,
+    layer_hit_rates,
+    policy_curves,
+    speed_curve,
+    time_breakdown,
+    upload_curve,
+)
 from moe_model.measurements import load_reference
+from moe_model.policies import POLICIES, REFERENCE
+from moe_model.policies.compare import predicted_tps
 from moe_model.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.synthetic import load_presets, preset_for
 from moe_model.timing import Scenario, decode_ubatches, predict, predict_curve, resolve
 from ui.common import (
     bundled_traces,
     cached_bundled_trace,
+    cached_policy_comparison,
     cached_scenario_curve,
     cached_share_traffic,
     cached_synthetic,
@@ -27,6 +37,8 @@ from ui.common import (
 )
 
 N_CURVE = 24
+N_POLICY_BUDGETS = 8
+MAX_POLICY_UBATCHES = 5000  # bounds the per-budget policy runs (seconds each on the real GPT-OSS trace)
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
 
 st.header("Explore")
@@ -185,3 +197,36 @@ with friendly_errors():
         file_name="workload.npz",
         key="dl_work",
     )
+
+    st.subheader("Replacement policies on this workload")
+    st.caption(
+        "llama.cpp's LRU (exact) is the reference; newer builds' policies and the alternatives are labelled "
+        "exact or modelled (see the README). Belady's optimum is the upper bound no policy can pass."
+    )
+    names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
+    if names and st.toggle("compare them (runs each policy at every budget)", False, key="compare_policies"):
+        part = work.prefix(int(np.searchsorted(work.rec_ubatch, MAX_POLICY_UBATCHES)))
+        policy_budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_POLICY_BUDGETS).astype(int))))
+        comparison = cached_policy_comparison(
+            model, model_key, part, work_key, layout0.placement, policy_budgets, tuple(names)
+        )
+        tps = {
+            name: [predicted_tps(model, hw, params, base, r, decode_ubatches(part)) for r in runs]
+            for name, runs in comparison.results.items()
+        }
+        p1, p2 = st.columns(2)
+        p1.plotly_chart(
+            policy_curves(policy_budgets, comparison.hit_rates(), comparison.labels(), REFERENCE, mark_budget=budget),
+            width="stretch",
+            key="policy_hits",
+        )
+        p2.plotly_chart(
+            policy_curves(policy_budgets, tps, comparison.labels(), REFERENCE, "predicted decode t/s", budget),
+            width="stretch",
+            key="policy_tps",
+        )
+        st.caption(
+            f"First {part.n_ubatches:,} ubatches of the workload, at the placement of the lowest budget. "
+            "t/s: the time model (a model, not a measurement), misses a policy does not keep counted as a CPU share. "
+            + " ".join(f"{n}: {comparison.seconds[n]:.1f} s." for n in names)
+        )

@@ -5,9 +5,10 @@ import time
 import streamlit as st
 
 from moe_model.charts import pool_heatmap
-from moe_model.simulate import simulate
+from moe_model.policies import POLICIES, run_policy
+from moe_model.policies.lazy_unload import idle_limit
 from moe_model.slot_plan import plan_cache
-from moe_model.stepper import steps
+from moe_model.stepper import STEPPABLE, steps
 from moe_model.toy import N_EXPERT, toy_model, toy_workload
 from ui.common import friendly_errors
 
@@ -49,6 +50,14 @@ with friendly_errors(), right:
     )
     mixed = c3.toggle("mixed quant", True, key="learn_mixed")
     prompt = c4.toggle("prompt of 40 tokens", False, key="learn_prompt")
+    policy = st.radio(
+        "policy",
+        STEPPABLE,
+        horizontal=True,
+        key="learn_policy",
+        help=f"lazy-unload (modelled): an expert idle for {idle_limit(**POLICIES['lazy-unload'].knobs)} ubatches "
+        "is unloaded from its slot",
+    )
     model = toy_model(mixed)
     plan = plan_cache(model, budget)
     if not plan.starts:
@@ -56,8 +65,8 @@ with friendly_errors(), right:
         st.stop()
     st.caption(" | ".join(plan.log_lines()))
     work = toy_workload(concurrency, draft, 40 if prompt else 0)
-    trail = steps(work, plan, N_EXPERT)
-    key = (budget, concurrency, draft, mixed, prompt)
+    trail = steps(work, plan, N_EXPERT, policy=policy)
+    key = (budget, concurrency, draft, mixed, prompt, policy)
     state = st.session_state
     if state.get("learn_key") != key:  # new settings: start again
         state.learn_key, state.learn_slider = key, 0
@@ -94,8 +103,9 @@ with friendly_errors(), right:
             title=f"group {gi + 1}: {group.n_layers} layers, {group.type_name}, {group.n_slots} slots (+1 guard slot)"
         )
         st.plotly_chart(fig, width="stretch", key=f"pool_{gi}")
-    check = simulate(model, work.prefix(index + 1), budget)
-    agree = check.small.hits + check.large.hits == step.total_hits
+    check = run_policy(policy, model, work.prefix(index + 1), [budget])[0]
+    check_hits, check_misses = int(check.hits.sum()), int(check.uploads.sum())
+    agree = check_hits == step.total_hits
     st.metric(
         "hits / misses so far",
         f"{step.total_hits} / {step.total_misses}",
@@ -103,7 +113,7 @@ with friendly_errors(), right:
     )
     st.caption(
         ("The simulator agrees with these counts." if agree else "MISMATCH with the simulator!")
-        + f" Simulator: {check.small.hits + check.large.hits} hits, {check.small.misses + check.large.misses} misses."
+        + f" Simulator: {check_hits} hits, {check_misses} misses."
     )
     if playing and index < len(trail) - 1:
         time.sleep(0.6)

@@ -176,6 +176,19 @@ def test_explore_replays_a_bundled_real_trace_that_fits_the_model():
     assert not at.exception and trace(charts(at)["1"], "ubatch <= 8")["y"]
 
 
+def test_explore_compares_every_policy_with_lru_as_reference_and_belady_on_top():
+    at = open_page("pages/explore.py")
+    at.toggle(key="compare_policies").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    figs = [
+        f for f in charts(at).values() if f["layout"]["title"]["text"] == "Replacement policies on the same workload"
+    ]
+    hits, tps = figs
+    lru, best = trace(hits, "lru-b11549 (exact)")["y"], trace(hits, "belady (exact)")["y"]
+    assert len(hits["data"]) == 7 and all(b >= a for a, b in zip(lru, best, strict=True) if a is not None)
+    assert any(v for v in trace(tps, "lru-b11549 (exact)")["y"] if v is not None)
+
+
 @pytest.mark.parametrize("page", ["pages/model_budget.py", "pages/explore.py"])
 def test_absurd_url_values_are_clamped_not_fatal(page):
     at = open_page(

@@ -17,6 +17,7 @@ from moe_model.errors import MoeModelError
 from moe_model.hardware import PRESETS, preset
 from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.model_spec import ModelSpec, load_model
+from moe_model.policies.compare import Comparison, compare
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
 from moe_model.synthetic import SEQ_LEN
@@ -187,6 +188,20 @@ def cached_share_traffic(
 ):
     """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
     return traffic_from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
+
+
+@st.cache_data(show_spinner="Replaying the workload with every policy...", max_entries=8)
+def cached_policy_comparison(
+    _model: ModelSpec,
+    model_key: str,
+    _work: Workload,
+    work_key: str,
+    placement: Placement,
+    budgets: tuple[int, ...],
+    names: tuple[str, ...],
+) -> Comparison:
+    """The chosen policies on the same workload and budgets (per-budget runs for all but the exact LRU)."""
+    return compare(_model, _work, budgets, placement, names)
 
 
 BUNDLED_TRACES = {

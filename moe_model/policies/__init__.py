@@ -1,0 +1,54 @@
+"""Replacement policies for llama.cpp's expert pools, all run on the same lookups (moe_model.pool_rule).
+
+Adding a policy: one module with a `POLICY = Policy(...)` and one line in POLICIES below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from moe_model.errors import MoeModelError
+from moe_model.model_spec import ModelSpec
+from moe_model.policies import belady, class_lru, cpu_share, lazy_unload, lru, per_layer, static_set
+from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
+from moe_model.slot_plan import Placement
+from moe_model.workload import Workload
+
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        lru.POLICY,  # the reference: first, and the line every chart compares against
+        class_lru.POLICY,
+        cpu_share.POLICY,
+        per_layer.POLICY,
+        static_set.POLICY,
+        lazy_unload.POLICY,
+        belady.POLICY,
+    )
+}
+REFERENCE = lru.POLICY.name
+
+__all__ = ["EXACT", "MODELLED", "POLICIES", "REFERENCE", "Policy", "PolicyResult", "get_policy", "run_policy"]
+
+
+def get_policy(name: str) -> Policy:
+    """The registered policy called `name`, or an error listing the names."""
+    if name not in POLICIES:
+        raise MoeModelError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    return POLICIES[name]
+
+
+def run_policy(
+    name: str,
+    model: ModelSpec,
+    work: Workload,
+    budgets_mib: Sequence[int],
+    placement: Placement | None = None,
+    **knobs,
+) -> list[PolicyResult]:
+    """Replay `work` at each budget with the named policy; knobs override its defaults."""
+    policy = get_policy(name)
+    unknown = set(knobs) - set(policy.knobs)
+    if unknown:
+        raise MoeModelError(f"policy {name} has no knob {sorted(unknown)}; its knobs: {sorted(policy.knobs)}")
+    return policy.run(model, work, budgets_mib, placement, **knobs)

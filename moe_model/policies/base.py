@@ -1,0 +1,98 @@
+"""What every replacement policy takes and returns, and the per-group driver most of them share.
+
+A policy replays a workload through llama.cpp's per-group slot pools (groups from slot_plan.plan_cache)
+at each budget. Which records use a pool is the same for every policy (moe_model.pool_rule), so every
+policy sees the same lookups: the distinct experts of each pool record, as llama.cpp counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from moe_model.model_spec import ModelSpec
+from moe_model.pool_rule import uses_pool
+from moe_model.slot_plan import GroupPlan, Placement, plan_cache
+from moe_model.workload import Workload
+
+EXACT, MODELLED = "exact", "modelled"
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyResult:
+    """Per-layer counts at one budget: hits, misses uploaded into the pool, misses served without being
+    kept (computed on the CPU from host memory). hits + uploads + cpu = the distinct experts looked up."""
+
+    budget_mib: int
+    starts: bool
+    hits: np.ndarray  # [n_layer]
+    uploads: np.ndarray
+    cpu: np.ndarray
+
+    @property
+    def lookups(self) -> np.ndarray:
+        return self.hits + self.uploads + self.cpu
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = int(self.lookups.sum())
+        return int(self.hits.sum()) / total if total else None
+
+    def as_dict(self) -> dict:
+        return {
+            "budget_mib": self.budget_mib,
+            "starts": self.starts,
+            "hit_rate": self.hit_rate,
+            "hits": int(self.hits.sum()),
+            "misses": int(self.uploads.sum() + self.cpu.sum()),
+            "uploads": int(self.uploads.sum()),
+            "cpu": int(self.cpu.sum()),
+        }
+
+
+Runner = Callable[..., list[PolicyResult]]  # (model, work, budgets_mib, placement, **knobs)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered replacement policy: `run(model, work, budgets_mib, placement, **knobs)`."""
+
+    name: str
+    label: str  # EXACT (reproduces a documented implementation) or MODELLED (our reading of a description)
+    source: str
+    summary: str
+    run: Runner
+    knobs: Mapping[str, object] = field(default_factory=dict)  # tunable parameters and their defaults
+
+    def describe(self) -> dict:
+        return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}
+
+
+GroupPass = Callable[[Workload, GroupPlan, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def group_records(work: Workload, group: GroupPlan, n_expert: int) -> np.ndarray:
+    """Records of the group's layers that use its pool (the one pool-use rule)."""
+    in_group = np.isin(work.rec_layer, np.array(group.layers))
+    return in_group & uses_pool(work.rec_ntok, work.k, n_expert, group.n_slots)
+
+
+def per_budget(
+    model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None, group_pass: GroupPass
+) -> list[PolicyResult]:
+    """Run `group_pass(work, group, use)` for each cached group at each budget and add up the layers."""
+    work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
+    work = work.for_model(model.n_expert)
+    out = []
+    for budget in budgets_mib:
+        plan = plan_cache(model, int(budget), placement)
+        counts = [np.zeros(model.n_layer, dtype=np.int64) for _ in range(3)]
+        for group in plan.groups if plan.starts else ():
+            if group.cached:
+                parts = group_pass(work, group, group_records(work, group, model.n_expert))
+                for total, part in zip(counts, parts, strict=True):
+                    total += part
+        out.append(PolicyResult(plan.budget_mib, plan.starts, *counts))
+    return out

@@ -1,0 +1,32 @@
+"""llama.cpp b12191 `--moe-cache-cpu-share F` (modelled: moe_model.cpu_share), per budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from moe_model.cpu_share import simulate_share
+from moe_model.model_spec import ModelSpec
+from moe_model.policies.base import MODELLED, Policy, PolicyResult
+from moe_model.slot_plan import Placement, plan_cache
+
+
+def run(
+    model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None, share: float = 0.5
+) -> list[PolicyResult]:
+    """Once a group's pool is full, a share of its misses is computed on the CPU and not inserted."""
+    out = []
+    for budget in budgets_mib:
+        res = simulate_share(model, work, int(budget), share, placement)
+        starts = plan_cache(model, int(budget), placement).starts
+        out.append(PolicyResult(int(budget), starts, res.hits, res.uploads, res.cpu))
+    return out
+
+
+POLICY = Policy(
+    "cpu-share-b12191",
+    MODELLED,
+    "llama.cpp b12191 docs/moe-cache.md (PR #30966); ../shared/docs/llamacpp-moe-cache.md section 10",
+    "b11549's LRU, but once the pool is full a share of the misses runs on the CPU instead of being uploaded",
+    run,
+    {"share": 0.5},
+)

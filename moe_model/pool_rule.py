@@ -1,0 +1,29 @@
+"""When one (layer, ubatch) record uses the slot pool: llama.cpp's get_slot_map guard, in one place.
+
+b11549 `src/llama-moe-cache.cpp` get_slot_map(il, n_tokens, k) returns null (the layer bypasses the
+pool for this ubatch) when n_tokens == 0, n_tokens > max_batch, or min(n_tokens * k, n_expert) > n_slots
+(../shared/docs/llamacpp-moe-cache.md section 4). Every policy, the stepper and the time model use this rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_BATCH = 32  # llama_moe_cache::impl::max_batch: larger ubatches bypass the pool
+OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH: smaller bypassed batches stay on the CPU
+NO_POOL = np.iinfo(np.int64).max  # the slots a record needs when it can never use the pool
+
+
+def pool_need(n_tokens, k: int, n_expert: int):
+    """Slots a group needs for a record to use its pool: min(n_tokens * k, n_expert), NO_POOL when it never
+    can (no tokens, or more than MAX_BATCH). Works on an int or an array of token counts."""
+    ntok = np.asarray(n_tokens, dtype=np.int64)
+    need = np.where((ntok > 0) & (ntok <= MAX_BATCH), np.minimum(ntok * k, n_expert), NO_POOL)
+    return need if need.ndim else int(need)
+
+
+def uses_pool(n_tokens, k: int, n_expert: int, n_slots: int):
+    """True where a record of n_tokens tokens uses a pool of n_slots slots (b11549 get_slot_map).
+    Works on an int or an array of token counts."""
+    use = np.asarray(pool_need(n_tokens, k, n_expert)) <= n_slots
+    return use if use.ndim else bool(use)

@@ -1,0 +1,211 @@
+"""Every registered policy sees the same lookups, never beats Belady, and does what it says on tiny traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import GROUNDTRUTH, GT_BUDGETS, GT_HEADER
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_simulate import make_workload, random_runs, tiny_model
+
+from moe_model.cli import main
+from moe_model.errors import MoeModelError
+from moe_model.policies import POLICIES, REFERENCE, run_policy
+from moe_model.policies.base import group_records
+from moe_model.policies.lru_lists import lru_lists_pass
+from moe_model.policies.static_set import split_workload
+from moe_model.simulate import simulate, simulate_budgets
+from moe_model.slot_plan import plan_cache
+from moe_model.stepper import STEPPABLE, steps
+from moe_model.toy import toy_model, toy_workload
+from moe_model.workload import load_recorded
+
+TWO_SLOTS, FOUR_SLOTS = 9, 15  # toy budgets in MiB: 3 MiB slots, minus llama.cpp's guard slot
+
+
+def decode(experts_per_step, n_expert=8):
+    """One layer, k = 1, one token per ubatch: the record of step t looks up experts_per_step[t]."""
+    return make_workload([(t, 0, 1, [e]) for t, e in enumerate(experts_per_step)], 1, n_expert, 1)
+
+
+def totals(result):
+    return int(result.hits.sum()), int(result.uploads.sum()), int(result.cpu.sum())
+
+
+def one(name, experts, budget=TWO_SLOTS, **knobs):
+    return totals(run_policy(name, tiny_model(1, 8, 1, mixed=False), decode(experts), [budget], **knobs)[0])
+
+
+def test_lru_on_a_hand_traced_two_slot_pool():
+    # 0 miss, 1 miss, 0 hit (1 is now LRU), 2 evicts 1, 1 evicts 0, 0 evicts 2: 1 hit, 5 uploads
+    assert one("lru-b11549", [0, 1, 0, 2, 1, 0]) == (1, 5, 0)
+
+
+def test_belady_keeps_what_comes_back_soonest_and_does_not_keep_what_never_does():
+    # 0, 1 fill; 0 hits; 2 is never used again, 0 and 1 are: it is not kept (CPU); 1 and 0 hit
+    assert one("belady", [0, 1, 0, 2, 1, 0]) == (3, 2, 1)
+
+
+def test_static_set_pins_the_most_looked_up_experts_and_uploads_each_once():
+    # in-sample counts 0:3, 1:2, 2:1 -> pins {0, 1}: first lookups of 0 and 1 upload, 2 runs on the CPU
+    assert one("static-hot-set", [0, 1, 0, 2, 1, 0]) == (3, 2, 1)
+
+
+def test_static_set_chosen_on_one_part_loses_when_routing_moves():
+    # profile {0, 1}; the replay uses 2 and 3: nothing pinned is ever looked up
+    profile = decode([0, 1, 0, 1])
+    assert one("static-hot-set", [2, 3, 2, 3], profile=profile) == (0, 0, 4)
+
+
+def test_class_lru_keeps_a_frequent_expert_that_lru_evicts():
+    # LRU: 0 miss, hit, hit, 1 miss, 2 evicts 0 (least recent), 0 misses -> 2 hits.
+    # ClassLRU (half life 8 tokens): 0's CRF after 3 uses is 1 + 2^-1/8 + 2^-2/8 = 2.76, class 1, priority
+    # 1 + 3/8; 1 has class 0, priority 0 + 4/8: 2 evicts 1, and 0 hits -> 3 hits.
+    assert one("lru-b11549", [0, 0, 0, 1, 2, 0]) == (2, 4, 0)
+    assert one("class-lru-b12170", [0, 0, 0, 1, 2, 0]) == (3, 3, 0)
+
+
+def test_cpu_share_starts_once_the_pool_is_full():
+    # 0, 1 fill the pool (uploaded whatever the share); 2: remainder 0.5, uploaded, evicts 0;
+    # 3: remainder 1.0, computed on the CPU and not kept; 1 is still cached: a hit
+    assert one("cpu-share-b12191", [0, 1, 2, 3, 1], share=0.5) == (1, 3, 1)
+
+
+def test_lazy_unload_drops_an_expert_idle_for_n_rounds():
+    # 0 is used at round 0, then 4 rounds of 1 only: idle 4 rounds, unloaded when N <= 4
+    steps = [0, 1, 1, 1, 1, 0]
+    assert one("lru-b11549", steps) == (4, 2, 0)
+    assert one("lazy-unload", steps, idle_rounds=4, cooldown_ms=0.0) == (3, 3, 0)
+    assert one("lazy-unload", steps, idle_rounds=5, cooldown_ms=0.0) == (4, 2, 0)
+
+
+def test_per_layer_pools_lose_the_slots_a_quiet_layer_does_not_need():
+    # layer 0 cycles 0, 1, 2; layer 1 always uses 5. Shared 4 slots hold all four keys: 3 + 1 misses.
+    # Split 2 + 2, layer 0's three experts thrash its 2-slot LRU: all 6 miss; layer 1: 1 miss, 5 hits.
+    records = [(t, il, 1, [[0, 1, 2][t % 3] if il == 0 else 5]) for t in range(6) for il in (0, 1)]
+    work, model = make_workload(records, 2, 8, 1), tiny_model(2, 8, 1, mixed=False)
+    assert totals(run_policy("lru-b11549", model, work, [FOUR_SLOTS])[0]) == (8, 4, 0)
+    per_layer = run_policy("per-layer-lru", model, work, [FOUR_SLOTS])[0]
+    assert totals(per_layer) == (5, 7, 0) and per_layer.hits.tolist() == [0, 5]
+
+
+def test_a_record_larger_than_its_layers_pool_runs_the_rest_on_the_cpu():
+    # 2 layers, 3 slots -> pools of 2 and 1; layer 1 looks up 2 distinct experts: one is kept, one is not
+    work = make_workload([(0, 0, 1, [0]), (0, 1, 2, [3, 4])], 2, 8, 1)
+    res = run_policy("per-layer-lru", tiny_model(2, 8, 1, mixed=False), work, [12])[0]
+    assert (res.uploads.tolist(), res.cpu.tolist()) == ([1, 1], [0, 1])
+
+
+def test_unknown_policy_and_knob_names_are_refused_with_the_choices():
+    work, model = decode([0]), tiny_model(1, 8, 1, mixed=False)
+    with pytest.raises(MoeModelError, match="choose one of lru-b11549"):
+        run_policy("fifo", model, work, [TWO_SLOTS])
+    with pytest.raises(MoeModelError, match="its knobs: \\['share'\\]"):
+        run_policy("cpu-share-b12191", model, work, [TWO_SLOTS], half_life=3)
+    assert run_policy("cpu-share-b12191", model, work, [TWO_SLOTS], share=0.9)[0].uploads.sum() == 1
+
+
+def test_every_policy_is_labelled_with_its_source():
+    assert next(iter(POLICIES)) == REFERENCE
+    for policy in POLICIES.values():
+        assert policy.label in ("exact", "modelled") and policy.source and policy.summary
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(random_runs(), st.lists(st.integers(1, 60), min_size=1, max_size=4))
+def test_every_policy_counts_the_same_lookups_and_none_beats_belady(run, budgets):
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    exact = simulate_budgets(model, work, budgets)
+    results = {name: run_policy(name, model, work, budgets) for name in POLICIES}
+    for b, ref in enumerate(exact):
+        best = int(results["belady"][b].hits.sum())
+        for name, res in results.items():
+            r = res[b]
+            assert np.array_equal(r.lookups, ref.layer_lookups), name  # hits + uploads + cpu = lookups
+            assert min(r.hits.min(), r.uploads.min(), r.cpu.min()) >= 0, name
+            assert int(r.hits.sum()) <= best, name
+        assert np.array_equal(results[REFERENCE][b].hits, ref.layer_hits)
+
+
+@pytest.mark.parametrize("case", sorted(c for c in GT_BUDGETS if c != "minany_minus1"))  # that run did not start
+def test_lru_policy_and_the_generic_lru_kernel_equal_the_exact_simulator_on_recorded_traces(gt_model, case):
+    work = load_recorded(GROUNDTRUTH / "traces" / f"{case}.npz")
+    budget = GT_BUDGETS[case]
+    exact, res = simulate(gt_model, work, budget), run_policy(REFERENCE, gt_model, work, [budget])[0]
+    assert int(res.hits.sum()) == exact.small.hits + exact.large.hits
+    assert int(res.uploads.sum()) == exact.small.misses + exact.large.misses
+    hits = np.zeros(gt_model.n_layer, dtype=np.int64)
+    for g in exact.plan.groups if exact.starts else ():
+        if g.cached:  # the generic kernel with one pool per group is b11549's LRU
+            pool_of = np.full(gt_model.n_layer, -1, dtype=np.int64)
+            pool_of[list(g.layers)] = 0
+            rec = (
+                work.rec_layer,
+                work.rec_ntok,
+                work.rec_off,
+                work.rec_ubatch,
+                group_records(work, g, gt_model.n_expert),
+            )
+            hits += lru_lists_pass(*rec, work.ids, work.k, gt_model.n_expert, pool_of, np.array([g.n_slots]), 0)[0]
+    assert np.array_equal(hits, exact.layer_hits)
+
+
+def test_profile_and_replay_parts_of_a_trace_add_up():
+    work = load_recorded(GROUNDTRUTH / "traces" / "np4_b25.npz")
+    head, tail = split_workload(work, 0.5)
+    assert head.n_records + tail.n_records == work.n_records and len(head.ids) + len(tail.ids) == len(work.ids)
+    assert tail.rec_off[0] == 0 and tail.rec_ubatch[0] == 0
+    assert head.decode_tokens + tail.decode_tokens == work.decode_tokens
+
+
+def run_simulate(capsys, *extra):
+    code = main(["simulate", "--model", str(GT_HEADER), "--trace", str(GROUNDTRUTH / "traces" / "b25.npz"), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_policy_all_adds_one_entry_per_policy_and_keeps_the_simulate_fields(capsys):
+    code, out, err = run_simulate(capsys, "--budgets-mib", "14,403", "--policy", "all", "--knob", "share=0.8", "--json")
+    assert code == 0, err
+    data = json.loads(out)  # strict JSON: allow_nan=False in the CLI
+    assert [b["budget_mib"] for b in data["budgets"]] == [14, 403] and "small" in data["budgets"][1]
+    by_name = {p["name"]: p for p in data["policies"]}
+    assert list(by_name) == list(POLICIES) and by_name["cpu-share-b12191"]["knobs"] == {"share": 0.8}
+    lru, refused = by_name[REFERENCE]["budgets"][1], by_name[REFERENCE]["budgets"][0]
+    assert lru["hits"] == data["budgets"][1]["small"]["hits"] + data["budgets"][1]["large"]["hits"]
+    assert refused["hit_rate"] is None and not refused["starts"]
+    for p in data["policies"]:
+        assert (
+            p["label"] in ("exact", "modelled") and p["budgets"][1]["hits"] <= by_name["belady"]["budgets"][1]["hits"]
+        )
+
+
+def test_cli_refuses_an_unknown_policy_or_knob_in_one_line(capsys):
+    assert run_simulate(capsys, "--budget-mib", "403", "--policy", "fifo")[2].startswith("error: unknown policy")
+    code, _, err = run_simulate(capsys, "--budget-mib", "403", "--policy", "belady", "--knob", "share=0.5")
+    assert code == 1 and "no chosen policy has the knob" in err
+
+
+@pytest.mark.parametrize("policy", STEPPABLE)
+@pytest.mark.parametrize("budget", [48, 96])  # at 96 MiB unloading after 2 idle rounds costs 119 hits
+def test_the_learn_stepper_counts_what_the_policy_counts(policy, budget):
+    model, work = toy_model(), toy_workload(concurrency=2, n_tokens=96)
+    knobs = {"idle_rounds": 2, "cooldown_ms": 0.0} if policy == "lazy-unload" else {}
+    last = steps(work, plan_cache(model, budget), model.n_expert, policy=policy, **knobs)[-1]
+    res = run_policy(policy, model, work, [budget], **knobs)[0]
+    assert (last.total_hits, last.total_misses) == (int(res.hits.sum()), int(res.uploads.sum()))
+
+
+def test_the_stepper_refuses_a_policy_it_cannot_show():
+    with pytest.raises(MoeModelError, match="runs only in the simulator"):
+        steps(toy_workload(), plan_cache(toy_model(), 48), 12, policy="belady")
