@@ -1,7 +1,8 @@
 """MoE Cache Explorer: what llama.cpp's MoE expert cache (--moe-cache-mib) does for a model and a GPU.
 
 Pure Python (numpy, pandas, gguf); no Streamlit here. Modules, in the order data flows:
-gguf_header -> model_spec -> slot_plan -> workload -> simulate -> timing; logs; charts; cli.
+gguf_header -> model_spec -> slot_plan -> workload -> simulate (policies) -> scenario -> traffic -> time_model
+-> calibration (measured points); recommend; logs; charts; cli.
 """
 
 from moe_model.errors import GGUFError, LogError, MoeModelError, TruncatedHeaderError, WorkloadError

@@ -1,225 +1,294 @@
-"""The measured points the time model is calibrated on, and the stored calibrations.
+"""Fit the time model's machine-independent parameters on every measured machine at once, and say how well
+it transfers: leave one machine out, fit on the rest, predict it through the same `predict` a user runs.
 
-- Tesla T4 + Qwen3-30B-A3B Q4_K_M: the seed article's rows in sample_data/reference-measurements.csv.
-  Rows without a measured hit rate take it from a simulation with the Qwen3-30B-A3B synthetic preset.
-- H200 + the small synthetic qwen3moe: the real llama-server runs of sample_data/groundtruth
-  (decode speed from the client's timings, hit rates from the same runs' logs).
+Also the per-machine fit behind `python -m moe_model calibrate LOG...`: the machine's own terms (upload
+rate, CPU expert rate, cost per cached layer) from a user's own llama-server logs, with the global
+parameters held, its error on each run left out of the fit, and a refusal when the fit cannot be trusted.
 
-`scripts/calibrate.py` fits both and writes sample_data/calibration.json, which predictions read.
+`scripts/calibrate.py` writes sample_data/calibration.json, which predictions read.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from moe_model.hardware import Hardware, preset
-from moe_model.logs import parse_log
-from moe_model.measurements import load_reference
-from moe_model.model_spec import ModelSpec
-from moe_model.synthetic import Shape, generate, preset_for
-from moe_model.timing import Point, Scenario, TimeParams, Traffic, predict, resolve, traffic_from_workload
-from moe_model.workload import Batching, Workload, build_workload
+from moe_model.errors import MoeModelError
+from moe_model.fitting import least_squares
+from moe_model.hardware import Hardware
+from moe_model.measured import Point
+from moe_model.time_model import (
+    DECODE_PARAMS,
+    PARAM_BOUNDS,
+    PREFILL_PARAMS,
+    PRIOR_WIDTH,
+    TimeParams,
+    cpu_expert_gbs,
+    predict,
+    upload_gbs,
+    verdict,
+)
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
-CALIBRATION_JSON = SAMPLE / "calibration.json"
-GROUNDTRUTH = SAMPLE / "groundtruth"
-SYNTHETIC_TOKENS = 8000
-# the H200 runs' scenarios: budget, concurrency (groundtruth/README.md)
-H200_RUNS = {
-    "off": (0, 1),
-    "minany": (15, 1),
-    "minall": (19, 1),
-    "b10": (161, 1),
-    "b25": (403, 1),
-    "b50": (806, 1),
-    "full": (1614, 1),
-    "np4_b25": (403, 4),
-    "np4_full": (1614, 4),
-}
+CALIBRATION_JSON = Path(__file__).resolve().parent.parent / "sample_data" / "calibration.json"
+UNCERTAINTY_QUANTILE = 0.68  # the range a prediction carries: ~one standard error of the left-out machines
 
 
-def synthetic_workload(
-    model: ModelSpec, sc: Scenario, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS, prompts: bool = False
-) -> Workload:
-    """The model's synthetic preset routing, batched as the scenario's server would (a model); with
-    `prompts`, each sequence first processes sc.prompt_tokens of prompt in ubatches of sc.n_ubatch."""
-    name, knobs = preset_for(model)
-    trace = generate(
-        Shape(model.n_layer, model.n_expert, model.n_expert_used),
-        knobs,
-        n_tokens,
-        seed=seed,
-        label=f"synthetic ({name} preset)",
-    )
-    batching = Batching(
-        sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.prompt_tokens if prompts else 0, sc.n_ubatch
-    )
-    return build_workload(trace, batching, model.n_expert)
+def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None):
+    return predict(p.model, hw or p.hw, params, p.scenario, p.traffic, layout=p.layout)
 
 
-def simulated_traffic(model: ModelSpec, hw: Hardware, sc: Scenario, seed: int = 0) -> Traffic:
-    """Per-layer traffic of a scenario from a simulation of the model's synthetic preset (a model)."""
-    return traffic_from_workload(model, resolve(model, hw, sc), sc, synthetic_workload(model, sc, seed))
+def decode_errors(points: Sequence[Point], params: TimeParams, hw: Hardware | None = None) -> dict[str, float]:
+    """Relative error of the predicted decode t/s at each point with a measured decode speed."""
+    return {p.name: _predicted(p, params, hw).decode_tps / p.decode_tps - 1 for p in points if p.decode_tps}
 
 
-# What --fit did on the T4, as the article states it (reference notes): with the 1,671 MiB cache ~20
-# layers' experts stayed in RAM, and it gave up 1,670 MiB (~5 layers of 348.75 MiB) for the cache.
-T4_FIT_HOST_LAYERS = {"t4-fit": 15, "t4-fit-cache10": 20}
+def prefill_errors(points: Sequence[Point], params: TimeParams) -> dict[str, float]:
+    return {p.name: _predicted(p, params).prefill_tps / p.prefill_tps - 1 for p in points if p.prefill_tps}
 
 
-def _scenario(row: pd.Series) -> Scenario:
-    placement = "cpu-moe"
-    if str(row["placement"]).startswith("--fit"):
-        placement = f"n-cpu-moe:{T4_FIT_HOST_LAYERS[row['id']]}" if row["id"] in T4_FIT_HOST_LAYERS else "fit"
-    return Scenario(
-        placement=placement,
-        budget_mib=int(row["moe_cache_mib"]),
-        concurrency=int(row["parallel"]),
-        cpu_share=float(row["cpu_share"]),
-    )
+def _machine_weights(points: Sequence[Point], attr: str) -> dict[str, float]:
+    """Each machine counts once, however many rows it has."""
+    counts: dict[str, int] = {}
+    for p in points:
+        if getattr(p, attr):
+            counts[p.machine] = counts.get(p.machine, 0) + 1
+    return {p.name: 1 / counts[p.machine] for p in points if getattr(p, attr)}
 
 
-def t4_points(model: ModelSpec) -> list[Point]:
-    """The T4 rows that started, as calibration points (hit rate measured where the row has one)."""
-    hw = preset("Tesla T4")
-    table = load_reference()
-    rows = table[(table["gpu"] == "Tesla T4") & (table["starts"]) & table["decode_tps"].notna()]
-    points = []
-    for _, row in rows.iterrows():
-        sc = _scenario(row)
-        measured = row["hit_rate_small_pct"] if pd.notna(row["hit_rate_small_pct"]) else row["hit_rate_pct"]
-        hit = float(measured) / 100 if pd.notna(measured) else None
-        traffic = None if hit is not None or sc.budget_mib == 0 else simulated_traffic(model, hw, sc)
-        prefill = float(row["prefill_tps"]) if pd.notna(row["prefill_tps"]) else None
-        tolerance = 0.15 if sc.concurrency > 1 else 0.10  # the issue's bands: 15 % for the 4-concurrent row
-        points.append(
-            Point(
-                row["id"],
-                sc,
-                float(row["decode_tps"]),
-                traffic,
-                hit if hit is not None else 0.0,
-                prefill,
-                resolve(model, hw, sc),
-                tolerance,
+PRIOR_WEIGHT = 0.15  # a prior's pull: a factor-of-its-width change costs as much as a machine 15 % off everywhere
+
+
+def _fit_fields(start, names, bounds, errors: Callable[[object], dict[str, float]], weights: dict[str, float],
+                priors: dict[str, tuple[float, float]] | None = None):  # fmt: skip
+    """Least squares on weighted log errors over the named fields of a frozen dataclass, in log space;
+    `priors` (name: (value, log width)) add a penalty pulling each field towards its expected value."""
+    lower = np.log([bounds[n][0] for n in names])
+    upper = np.log([bounds[n][1] for n in names])
+    keys = list(weights)
+    root_w = np.sqrt([weights[k] for k in keys])
+
+    def at(x: np.ndarray):
+        return replace(start, **{n: float(np.exp(v)) for n, v in zip(names, x, strict=True)})
+
+    prior = [(i, np.log(priors[n][0]), priors[n][1]) for i, n in enumerate(names) if n in (priors or {})]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        e = errors(at(x))
+        pull = [PRIOR_WEIGHT * (x[i] - centre) / width for i, centre, width in prior]
+        return np.concatenate([root_w * np.log1p(np.array([e[k] for k in keys])), pull])
+
+    x0 = np.log([max(getattr(start, n), bounds[n][0]) for n in names])
+    return at(least_squares(residuals, x0, lower, upper))
+
+
+def fit(points: Sequence[Point], start: TimeParams | None = None) -> TimeParams:
+    """Fit decode parameters, then prompt parameters, on squared log errors with machines weighted equally."""
+    params = start or TimeParams()
+    priors = {name: (getattr(TimeParams(), name), width) for name, width in PRIOR_WIDTH.items()}
+    decode = [p for p in points if p.decode_tps]
+    weights = _machine_weights(decode, "decode_tps")
+    params = _fit_fields(params, DECODE_PARAMS, PARAM_BOUNDS, lambda q: decode_errors(decode, q), weights, priors)
+    prompt = [p for p in points if p.prefill_tps]
+    if prompt:
+        weights = _machine_weights(prompt, "prefill_tps")
+        errors = lambda q: prefill_errors(prompt, q)  # noqa: E731
+        params = _fit_fields(params, PREFILL_PARAMS, PARAM_BOUNDS, errors, weights, priors)
+    return params
+
+
+def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float) -> list[dict]:
+    """For each cache point with a measured no-cache control: the measured and the predicted verdict."""
+    by_name = {p.name: p for p in points}
+    rows = []
+    for p in points:
+        control = by_name.get(p.control or "")
+        if not (control and p.decode_tps and control.decode_tps):
+            continue
+        with_cache = predict(p.model, p.hw, params, p.scenario, p.traffic, layout=p.layout, rel_error=rel_error)
+        without = predict(
+            control.model, control.hw, params, control.scenario, control.traffic, layout=control.layout,
+            rel_error=rel_error,
+        )  # fmt: skip
+        measured = "helps" if p.decode_tps > control.decode_tps else "hurts"
+        predicted = verdict(with_cache, without)
+        rows.append(
+            {
+                "point": p.name,
+                "control": control.name,
+                "measured_ratio": p.decode_tps / control.decode_tps,
+                "predicted_ratio": with_cache.decode_tps / without.decode_tps,
+                "measured": measured,
+                "predicted": predicted,
+                "ok": predicted in (measured, "too close to call"),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class MachineReport:
+    """One machine predicted by a fit that never saw it."""
+
+    machine: str
+    n_points: int
+    median_abs_error: float
+    worst_error: float
+    errors: dict[str, float]
+    prefill_errors: dict[str, float]
+    params: TimeParams  # fitted without this machine
+
+
+def leave_one_machine_out(
+    points: Sequence[Point], start: TimeParams | None = None, progress=None
+) -> list[MachineReport]:
+    """Per machine: fit on the others, predict its points."""
+    machines = sorted({p.machine for p in points})
+    reports = []
+    for i, machine in enumerate(machines):
+        params = fit([p for p in points if p.machine != machine], start)
+        own = [p for p in points if p.machine == machine]
+        errors = decode_errors(own, params)
+        abs_errors = np.abs(list(errors.values())) if errors else np.array([np.nan])
+        worst = max(errors.values(), key=abs) if errors else float("nan")
+        reports.append(
+            MachineReport(
+                machine, len(errors), float(np.median(abs_errors)), worst, errors, prefill_errors(own, params), params
             )
         )
-    return points
+        if progress:
+            progress((i + 1) / len(machines))
+    return reports
 
 
-def h200_points(model: ModelSpec) -> list[Point]:
-    """The real llama-server runs on the H200 (decode per request; 4 requests summed)."""
-    hw = preset("H200")
-    points = []
-    for case, (budget, concurrency) in H200_RUNS.items():
-        client = json.loads((GROUNDTRUTH / "logs" / f"server_{case}.json").read_text())
-        decode = sum(r["timings"]["predicted_per_second"] for r in client["requests"])
-        prefill = float(np.mean([r["timings"]["prompt_per_second"] for r in client["requests"]]))
-        (run,) = parse_log(GROUNDTRUTH / "logs" / f"server_{case}.log")
-        prompt_len = client["requests"][0]["timings"]["prompt_n"]  # shorter than a ubatch: one ubatch
-        sc = Scenario("cpu-moe", budget, concurrency, n_ctx=4096, prompt_tokens=prompt_len)
-        hit = run.small.hit_rate if run.small else 0.0
-        points.append(
-            Point(
-                f"h200-{case}",
-                sc,
-                decode,
-                None,
-                hit,
-                prefill if concurrency == 1 else None,
-                resolve(model, hw, sc),
-                0.15,
-            )
-        )
-    return points
+def relative_error(reports: Sequence[MachineReport]) -> float:
+    """The uncertainty a prediction carries: a quantile of |error| over every left-out point."""
+    errors = np.abs([e for r in reports for e in r.errors.values()])
+    return float(np.quantile(errors, UNCERTAINTY_QUANTILE)) if len(errors) else 0.25
 
 
-def load_calibrations(path: Path = CALIBRATION_JSON) -> dict[str, dict]:
+def load_calibration(path: Path = CALIBRATION_JSON) -> dict:
     return json.loads(path.read_text())
 
 
-def params_for(hardware_name: str, calibrations: dict[str, dict] | None = None) -> tuple[TimeParams, str]:
-    """Calibrated parameters for a preset, or the T4 calibration for machines never measured (stated)."""
-    calibrations = calibrations or load_calibrations()
-    if hardware_name in calibrations:
-        return TimeParams(**calibrations[hardware_name]["params"]), f"calibrated on {hardware_name} measurements"
-    return TimeParams(**calibrations["Tesla T4"]["params"]), "no measurements of this machine: T4-calibrated overheads"
+@dataclass(frozen=True)
+class TimeModel:
+    """The parameters predictions use, the relative error they carry and where both come from."""
+
+    params: TimeParams
+    rel_error: float
+    source: str
 
 
-def calibration_record(cal, points: list[Point], fitted_to: str) -> dict:
-    return {
-        "fitted_to": fitted_to,
-        **cal.as_dict(),
-        "measured": {p.name: p.decode_tps for p in points},
-        "params": asdict(cal.params),
-    }
+def default_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
+    record = load_calibration(path)
+    return TimeModel(
+        TimeParams(**record["params"]),
+        record["rel_error"],
+        f"fitted across {len(record['machines'])} measured machines; ±{100 * record['rel_error']:.0f} % is the "
+        "68th percentile of the error on machines left out of the fit",
+    )
 
 
-# the CPU-share article's machine and model are not stated: a plausible stand-in, stated as such
-CPU_SHARE_STANDIN = ("Qwen3-Next-80B-A3B-IQ4_NL.gguf", "RTX 4090")
+# --- one machine from its own logs ---
+
+MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
+MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose runs, each left out in turn, are predicted worse than this
 
 
-def reference_predictions(qwen: ModelSpec, standin: ModelSpec) -> pd.DataFrame:
-    """Every reference row with a prediction where the model and machine are known, and the residual."""
-    table = load_reference()
-    t4 = {p.name: p for p in t4_points(qwen)}
-    params_t4, _ = params_for("Tesla T4")
-    params_sub, _ = params_for(CPU_SHARE_STANDIN[1])
-    rows = []
-    for _, row in table.iterrows():
-        predicted, basis = None, "no prediction: model or machine not known"
-        if row["id"] in t4:
-            p = t4[row["id"]]
-            predicted = predict(
-                qwen, preset("Tesla T4"), params_t4, p.scenario, p.traffic, p.hit_rate, p.layout
-            ).decode_tps
-            basis = "Tesla T4 preset, T4 calibration; hit rate " + ("measured" if p.traffic is None else "simulated")
-        elif row["id"] == "t4-cpumoe-49":
-            pred = predict(qwen, preset("Tesla T4"), params_t4, Scenario("cpu-moe", 49))
-            basis = "refuses to start" if not pred.starts else "starts (mismatch!)"
-        elif str(row["model"]).startswith("Qwen3.8-Flash-Next"):
-            sc = Scenario("cpu-moe", int(row["moe_cache_mib"]), cpu_share=float(row["cpu_share"]))
-            predicted = predict(
-                standin, preset(CPU_SHARE_STANDIN[1]), params_sub, sc, hit_rate=float(row["hit_rate_pct"]) / 100
-            ).decode_tps
-            basis = (
-                "stand-in: Qwen3-Next-80B-A3B layout on an RTX 4090 preset (plausible, not the article's); "
-                "hit rate measured"
-            )
-        measured = row["decode_tps"]
-        residual = predicted / measured - 1 if predicted and pd.notna(measured) else None
-        rows.append(
-            {
-                "id": row["id"],
-                "measured_tps": measured,
-                "predicted_tps": predicted,
-                "residual": residual,
-                "basis": basis,
-            }
-        )
-    return table.merge(pd.DataFrame(rows), on="id")
+@dataclass(frozen=True)
+class MachineFit:
+    """A machine calibrated from its logs: the machine with its fitted terms, and each run's error."""
+
+    hardware: Hardware
+    fitted: tuple[str, ...]
+    fit_errors: dict[str, float]  # each run, predicted by the fit on all runs
+    left_out_errors: dict[str, float]  # each run, predicted by a fit on the other runs
+    rel_error: float
+    accepted: bool
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {
+            "hardware": self.hardware.as_dict(),
+            "fitted": list(self.fitted),
+            "fit_errors": self.fit_errors,
+            "left_out_errors": self.left_out_errors,
+            "rel_error": self.rel_error,
+            "accepted": self.accepted,
+            "reason": self.reason,
+        }
 
 
-def log_points(runs: list, model: ModelSpec, hw: Hardware, source: str = "log") -> list[Point]:
-    """Calibration points from parsed log runs that have a decode speed and, if cached, a hit rate."""
-    from moe_model.measurements import decode_tps_of, infer_budget, infer_placement
+def _identifiable(points: Sequence[Point]) -> tuple[str, ...]:
+    """The machine terms the runs can pin down: CPU rate needs a host layer off the pool, uploads and the
+    per-layer cost need cached runs (two budgets to tell them apart)."""
+    terms = []
+    if any(not p.traffic.cached.all() and p.layout.host_layers for p in points):
+        terms.append("cpu_expert_gbs")
+    cached = {p.scenario.budget_mib for p in points if p.traffic.cached.any()}
+    if cached:
+        pinned = all(p.scenario.pinned for p in points if p.traffic.cached.any())
+        terms.append("pinned_gbs" if pinned else "pageable_gbs")
+    if len(cached) >= 2:
+        terms.append("sync_us")
+    return tuple(terms)
 
-    points = []
-    for run in runs:
-        decode = decode_tps_of(run)
-        if not decode or not run.starts:
-            continue
-        placement = infer_placement(run, model)
-        budget = infer_budget(run, model, placement) if run.devices else 0
-        label = "cpu-moe" if placement.cpu_moe else f"n-cpu-moe:{placement.n_cpu_moe}"
-        sc = Scenario(
-            label, budget or 0, int(run.placement.get("n_seq_max", 1)), n_ctx=int(run.placement.get("n_ctx", 4096))
-        )
-        hit = run.small.hit_rate if run.small else 0.0
-        points.append(Point(f"{source}#{run.index + 1}", sc, decode, None, hit, None, resolve(model, hw, sc), 0.15))
-    return points
+
+def _fit_machine(points: Sequence[Point], hw: Hardware, params: TimeParams, terms: Sequence[str]) -> Hardware:
+    start = hw.with_changes(
+        cpu_expert_gbs=cpu_expert_gbs(hw, params, pinned=False),
+        sync_us=params.sync_us(hw),
+        pinned_gbs=upload_gbs(hw, params, pinned=True),
+        pageable_gbs=upload_gbs(hw, params, pinned=False),
+    )
+    bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0)}
+    bounds = {k: (lo, min(hi, hw.line_gbs)) if k.endswith("_gbs") and k != "cpu_expert_gbs" else (lo, hi)
+              for k, (lo, hi) in bounds.items()}  # fmt: skip
+    weights = {p.name: 1.0 for p in points}
+    return _fit_fields(start, tuple(terms), bounds, lambda h: decode_errors(points, params, h), weights)
+
+
+def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams) -> MachineFit:
+    """Fit this machine's own terms on its runs; each run's error when it was left out; refuse if untrusted."""
+    points = [p for p in points if p.decode_tps]
+    if len(points) < 2:
+        raise MoeModelError(f"calibration needs at least 2 runs with decode timings, found {len(points)}")
+    terms = _identifiable(points)
+    if not terms:
+        raise MoeModelError("these runs cannot tell the machine's rates apart (no host layers off the cache)")
+    fitted = _fit_machine(points, hw, params, terms)
+    left_out = {}
+    for p in points:
+        others = [q for q in points if q is not p]
+        sub = _fit_machine(others, hw, params, [t for t in terms if t in _identifiable(others)] or terms)
+        left_out |= decode_errors([p], params, sub)
+    worst = max(abs(e) for e in left_out.values())
+    accepted = len(points) >= 3 and worst <= MAX_MACHINE_ERROR
+    reason = (
+        "accepted"
+        if accepted
+        else f"not trusted: {len(points)} runs (3+ needed), worst left-out error {100 * worst:+.0f} % "
+        f"(at most {100 * MAX_MACHINE_ERROR:.0f} % allowed)"
+    )
+    rel = float(np.quantile(np.abs(list(left_out.values())), UNCERTAINTY_QUANTILE))
+    return MachineFit(fitted, terms, decode_errors(points, params, fitted), left_out, rel, accepted, reason)
+
+
+def save_machine(fit_: MachineFit, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(fit_.as_dict(), indent=1) + "\n")
+
+
+def load_machine(path: str | Path) -> tuple[Hardware, float]:
+    """A machine file written by `calibrate`: the machine and the relative error its fit carries."""
+    try:
+        record = json.loads(Path(path).read_text())
+        hw = Hardware(**record["hardware"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise MoeModelError(f"{path}: not a machine file written by `calibrate` ({type(err).__name__})") from None
+    if not record.get("accepted"):
+        raise MoeModelError(f"{path}: this machine fit was refused ({record.get('reason')}); calibrate again")
+    return hw, float(record["rel_error"])

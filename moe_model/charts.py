@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from moe_model.simulate import SimResult
 from moe_model.slot_plan import CachePlan
-from moe_model.timing import Prediction
+from moe_model.time_model import Prediction
 from moe_model.vram import VramBreakdown
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
@@ -158,21 +158,28 @@ def plan_slots(plan: CachePlan) -> go.Figure:
     return _layout(fig, "Slots per group", "", "experts (layer x expert)")
 
 
-def reference_residuals(frame: pd.DataFrame) -> go.Figure:
-    """Measured against predicted decode t/s for the reference rows."""
+def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -> go.Figure:
+    """Measured against predicted decode t/s, each machine predicted by a fit that left it out (log axes)."""
     fig = go.Figure()
-    top = float(max(frame["decode_tps"].max(), frame["predicted_tps"].max()) * 1.1)
-    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", line={"dash": "dot", "color": "#888"}, name="equal")
-    fig.add_scatter(
-        x=frame["decode_tps"],
-        y=frame["predicted_tps"],
-        mode="markers+text",
-        text=frame["id"],
-        textposition="top center",
-        marker={"size": 10, "color": OKABE_ITO[4]},
-        name="rows",
+    names = [n for n in measured if n in errors]
+    top = max(max(measured[n], measured[n] * (1 + errors[n])) for n in names) * 1.3 if names else 1.0
+    fig.add_scatter(x=[1, top], y=[1, top], mode="lines", line={"dash": "dot", "color": "#888"}, name="equal")
+    for i, machine in enumerate(sorted({n.split("-")[0] for n in names})):
+        mine = [n for n in names if n.split("-")[0] == machine]
+        fig.add_scatter(
+            x=[measured[n] for n in mine],
+            y=[measured[n] * (1 + errors[n]) for n in mine],
+            mode="markers",
+            name=machine,
+            text=mine,
+            marker={"size": 9, "color": OKABE_ITO[i % len(OKABE_ITO)]},
+            hovertemplate="%{text}: measured %{x:.1f} t/s, predicted %{y:.1f} t/s<extra></extra>",
+        )
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return _layout(
+        fig, "Each machine predicted by a fit that never saw it", "measured decode t/s", "predicted decode t/s"
     )
-    return _layout(fig, "Reference rows: predicted against measured", "measured decode t/s", "predicted decode t/s")
 
 
 def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) -> go.Figure:

@@ -34,6 +34,7 @@ from moe_model.model_spec import ModelSpec, load_model
 from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement, plan_report
 from moe_model.synthetic import Knobs, Shape, generate, preset_for
+from moe_model.vram import KV_TYPES
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 MAX_BUDGETS = 512
@@ -384,37 +385,60 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
 
 
 def _hardware(args: argparse.Namespace):
+    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
+    from moe_model.calibration import default_time_model, load_machine
     from moe_model.hardware import preset
 
-    hw = preset(args.hardware)
+    if getattr(args, "machine", None):
+        hw, rel_error = load_machine(args.machine)
+    else:
+        hw, rel_error = preset(args.hardware), default_time_model().rel_error
     changes = {
         k: v
         for k, v in (
             ("vram_gib", args.vram_gib),
             ("gpu_bw_gbs", args.gpu_bw_gbs),
-            ("link_gbs", args.link_gbs),
-            ("pageable_gbs", args.link_gbs),
+            ("pinned_gbs", args.pinned_gbs or args.link_gbs),
+            ("pageable_gbs", args.pageable_gbs or args.link_gbs),
             ("cpu_bw_gbs", args.cpu_bw_gbs),
+            ("cpu_threads", args.threads),
+            ("pcie_gen", args.pcie_gen),
+            ("pcie_lanes", args.pcie_lanes),
         )
         if v is not None
     }
-    if args.pinned:
-        changes["pinned"] = True
-    return hw.with_changes(**changes) if changes else hw
+    return (hw.with_changes(**changes) if changes else hw), rel_error
 
 
 def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int = 0):
-    from moe_model.timing import Scenario
+    from moe_model.scenario import Scenario
 
-    return Scenario(placement, budget, args.concurrency, args.draft, args.accept, args.cpu_share, args.ctx)
+    multi_gpu = {"n_gpu_layers": args.n_gpu_layers, "tensor_split": args.tensor_split}
+    multi_gpu["n_gpus"] = max(1, len(args.tensor_split))
+    return Scenario(
+        Placement.parse(placement, **multi_gpu),
+        budget,
+        args.concurrency,
+        args.draft,
+        args.accept,
+        args.cpu_share,
+        args.ctx,
+        load_mode="none" if args.pinned else args.load_mode,
+        cache_type_k=args.cache_type_k,
+        cache_type_v=args.cache_type_v,
+        fit_target_mib=args.fit_target_mib,
+        prompt_tokens=args.prompt_tokens,
+        n_ubatch=args.ubatch_size,
+        offload_min_batch=args.offload_min_batch,
+    )
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):
     """A function giving the workload of a scenario: the user's trace or the model's synthetic preset."""
     from functools import lru_cache
 
-    from moe_model.calibration import synthetic_workload
-    from moe_model.timing import Scenario
+    from moe_model.measured import synthetic_workload
+    from moe_model.scenario import Scenario
 
     trace = load_any(args.trace) if getattr(args, "trace", None) else None
 
@@ -428,90 +452,188 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate)
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    from moe_model.calibration import params_for
-    from moe_model.timing import predict, resolve, traffic_from_workload
+def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
+    """The hit-rate spread (points) a prediction carries and what routing it used."""
+    if getattr(args, "trace", None):
+        return 0.0, f"the trace {args.trace}"
+    preset = preset_for(model)
+    return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
 
-    model, hw = load_model(args.model), _hardware(args)
-    params, params_source = params_for(hw.name)
-    sc = _scenario(args, args.placement, args.budget_mib)
+
+def _predict_one(args, model, hw, time_model, rel_error, spread, placement: str, budget: int):
+    from moe_model.scenario import resolve
+    from moe_model.time_model import predict
+    from moe_model.traffic import from_workload
+
+    sc = _scenario(args, placement, budget)
     layout = resolve(model, hw, sc)
     traffic = None
-    if args.hit_rate is None and layout.plan.starts:
-        traffic = traffic_from_workload(model, layout, sc, _workload_source(args, model)(sc))
-    pred = predict(model, hw, params, sc, traffic, args.hit_rate, layout)
+    if args.hit_rate is None and (layout.plan.starts and budget or sc.tokens_per_ubatch > 1):
+        traffic = from_workload(model, layout, sc, _workload_source(args, model)(sc))
+    return predict(
+        model, hw, time_model.params, sc, traffic, args.hit_rate, layout, rel_error=rel_error, spread_points=spread
+    )
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from moe_model.calibration import default_time_model
+    from moe_model.time_model import verdict
+
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
+    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, args.budget_mib)
+    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, 0)
+    cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
     out = pred.as_dict() | {
-        "hardware": vars(hw),
-        "params": vars(params),
-        "params_source": params_source,
-        "traffic": traffic.source
-        if traffic
-        else (f"hit rate {args.hit_rate} given" if args.hit_rate is not None else None),
+        "verdict": cache_verdict,
+        "no_cache_decode_tps": baseline.decode_tps,
+        "no_cache_decode_tps_range": list(baseline.decode_tps_range),
+        "hardware": hw.as_dict(),
+        "params": vars(time_model.params),
+        "params_source": time_model.source,
+        "rel_error": rel_error,
+        "routing": routing,
+        "hit_rate_spread_points": spread,
     }
     if args.json:
         print(to_json(out))
         return 0
+    sc = pred.scenario
     print(
-        f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if hw.pinned else 'pageable'} host experts): "
-        f"{sc.placement}, --moe-cache-mib {sc.budget_mib}"
+        f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
+        f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
     )
     if not pred.starts:
         print(f"  does not start: {pred.error}")
         return 0
+    if not pred.vram.fits:
+        print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
+        return 0
+    lo, hi = pred.decode_tps_range
     print(
-        f"  decode {pred.decode_tps:.1f} t/s, prompt {pred.prefill_tps:.0f} t/s, hit rate "
-        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({out['traffic']})"
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
+        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
     )
+    if args.budget_mib:
+        print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
-    print(f"  model parameters: {params_source} (a model, not a measurement)")
+    print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
     return 0
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from moe_model.calibration import params_for
+    from moe_model.calibration import default_time_model
     from moe_model.recommend import recommend
 
-    model, hw = load_model(args.model), _hardware(args)
-    params, params_source = params_for(hw.name)
-    options = recommend(model, hw, params, _scenario(args), _workload_source(args, model), args.model)
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model)
+    options = recommend(
+        model,
+        hw,
+        time_model.params,
+        _scenario(args),
+        _workload_source(args, model),
+        args.model,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
     ranked = [o.as_dict() for o in options]
     best = ranked[0] if ranked and ranked[0]["starts"] and ranked[0]["fits_vram"] else None
     margin = None
     if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
     if args.json:
-        print(to_json({"best": best, "margin": margin, "options": ranked, "params_source": params_source}))
+        out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
+        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
         return 0
     for o in ranked:
         status = "" if o["starts"] and o["fits_vram"] else "  (does not start or fit)"
-        print(f"{o['decode_tps']:7.1f} t/s decode {o['prefill_tps']:7.0f} t/s prompt  {o['label']}{status}")
+        lo, hi = o["decode_tps_range"]
+        print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}{status}")
     if best:
         print(
             f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
         print(f"  {best['command']}")
-    print(f"model parameters: {params_source} (a model, not a measurement)")
+    print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from moe_model.calibration import calibrate_machine, default_time_model, save_machine
+    from moe_model.hardware import preset
+    from moe_model.logs import parse_log
+    from moe_model.measured import log_points
+
+    model, hw = load_model(args.model), preset(args.hardware)
+    points = []
+    for path in args.logs:
+        points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
+    result = calibrate_machine(points, hw, default_time_model().params)
+    if args.json:
+        print(to_json(result.as_dict()))
+    else:
+        print(f"{hw.name}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs")
+        for name, err in result.fit_errors.items():
+            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %")
+        print(f"  {result.reason}")
+    if not result.accepted:
+        print(f"error: calibration refused: {result.reason}", file=sys.stderr)
+        return 1
+    save_machine(result, args.output)
+    if not args.json:
+        print(f"  wrote {args.output}: use it with predict/recommend --machine {args.output}")
     return 0
 
 
 def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
-    parser.add_argument("--hardware", required=True, help="preset name, e.g. 'Tesla T4', 'RTX 4090'")
+    machine = parser.add_mutually_exclusive_group(required=True)
+    machine.add_argument("--hardware", help="GPU preset as you would type it: 't4', '4090', 'rtx 4080', 'h200'")
+    machine.add_argument("--machine", help="a machine file written by `calibrate`")
     parser.add_argument("--vram-gib", type=_ranged(float, 0.001, MAX_VRAM_GIB))
     parser.add_argument("--gpu-bw-gbs", type=_RATE)
-    parser.add_argument("--link-gbs", type=_RATE, help="measured host-to-device rate")
-    parser.add_argument("--cpu-bw-gbs", type=_RATE)
-    parser.add_argument("--pinned", action="store_true", help="host experts in pinned memory (-lm none/mlock)")
+    parser.add_argument("--pcie-gen", type=_ranged(int, 3, 5))
+    parser.add_argument("--pcie-lanes", type=_ranged(int, 1, 16))
+    parser.add_argument("--pinned-gbs", type=_RATE, help="measured host-to-device rate from pinned memory")
+    parser.add_argument("--pageable-gbs", type=_RATE, help="measured host-to-device rate from mmap'd memory")
+    parser.add_argument("--link-gbs", type=_RATE, help="one measured host-to-device rate for both")
+    parser.add_argument("--cpu-bw-gbs", type=_RATE, help="host memory bandwidth")
+    parser.add_argument("--threads", type=_ranged(int, 1, 1024), help="threads for host experts (-t)")
+    parser.add_argument("--load-mode", choices=("mmap", "none", "mlock", "dio"), default="mmap")
+    parser.add_argument("--pinned", action="store_true", help="same as --load-mode none (pinned host experts)")
+    parser.add_argument("-ctk", "--cache-type-k", default="f16", choices=KV_TYPES)
+    parser.add_argument("-ctv", "--cache-type-v", default="f16", choices=KV_TYPES)
+    parser.add_argument("--fit-target-mib", type=_ranged(float, 0, MAX_VRAM_GIB * 1024), default=1024.0)
     parser.add_argument("--concurrency", type=_CONCURRENCY, default=1)
     parser.add_argument("--draft", type=_DRAFT, default=0)
     parser.add_argument("--accept", type=_FRACTION, default=0.7)
     parser.add_argument("--cpu-share", type=_FRACTION, default=0.0)
     parser.add_argument("--ctx", type=_ranged(int, 1, MAX_CTX), default=4096)
+    parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N")
+    parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...")
+    parser.add_argument("--ubatch-size", "-ub", type=_ranged(int, 1, MAX_UBATCH), default=512)
+    parser.add_argument("--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512)
+    parser.add_argument(
+        "--offload-min-batch", type=_ranged(int, 1, MAX_UBATCH), default=32, help="GGML_OP_OFFLOAD_MIN_BATCH"
+    )
     parser.add_argument("--json", action="store_true")
+
+
+def _add_calibrate(sub) -> None:
+    cal = sub.add_parser("calibrate", help="fit this machine's own terms from its llama-server -lv 4 logs")
+    cal.add_argument("logs", nargs="+", metavar="LOG")
+    cal.add_argument("--model", required=True, help="GGUF header of the model the logs ran")
+    cal.add_argument("--hardware", required=True, help="the GPU preset to start from")
+    cal.add_argument("-o", "--output", default="machine.json", help="machine file to write")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=cmd_calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -542,6 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hardware_args(rec)
     rec.add_argument("--trace", help="routing trace to simulate (default: the model's synthetic preset)")
     rec.set_defaults(func=cmd_recommend)
+    _add_calibrate(sub)
     return parser
 
 

@@ -48,3 +48,41 @@ def coordinate_search(
             if loss(candidate) <= loss(best):
                 best = candidate
     return best
+
+
+def least_squares(
+    residuals: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    iterations: int = 80,
+    step: float = 1e-4,
+) -> np.ndarray:
+    """Minimise |residuals(x)|^2 inside [lower, upper] by Levenberg-Marquardt with a forward-difference Jacobian
+    (for smooth deterministic models such as the time model; the routing knobs use coordinate_search)."""
+    x = np.clip(np.asarray(x0, dtype=float), lower, upper)
+    r = residuals(x)
+    cost, damping = float(r @ r), 1e-2
+    for _ in range(iterations):
+        jac = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            h = step if x[j] + step <= upper[j] else -step
+            shifted = x.copy()
+            shifted[j] += h
+            jac[:, j] = (residuals(shifted) - r) / h
+        normal, gradient = jac.T @ jac, jac.T @ r
+        while damping < 1e10:
+            trial = np.clip(
+                x - np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-9), gradient), lower, upper
+            )
+            r_trial = residuals(trial)
+            if float(r_trial @ r_trial) < cost:
+                break
+            damping *= 4
+        else:
+            return x
+        improvement = cost - float(r_trial @ r_trial)
+        x, r, cost, damping = trial, r_trial, float(r_trial @ r_trial), max(damping / 3, 1e-9)
+        if improvement < 1e-12 * max(cost, 1e-12):
+            break
+    return x

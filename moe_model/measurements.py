@@ -135,9 +135,27 @@ def infer_placement(run: LogRun, model: ModelSpec) -> Placement:
         return Placement(cpu_moe=False, n_cpu_moe=int(k))
     cached = sum(g.n_layers for g in run.groups)
     moe_layers = len(model.moe_layers)
-    if not cached or cached == moe_layers or (run.command and {"--cpu-moe", "-cmoe"} & set(run.command.split())):
+    if run.command and {"--cpu-moe", "-cmoe"} & set(run.command.split()):
+        return Placement(cpu_moe=True)
+    if not cached:
+        return _placement_from_buffers(run, model)
+    if cached == moe_layers:
         return Placement(cpu_moe=True)
     return Placement(cpu_moe=False, n_cpu_moe=model.moe_layers[cached - 1] + 1)
+
+
+HOST_BUFFERS = ("CPU_Mapped", "CUDA_Host", "CPU_REPACK", "CPU")
+
+
+def _placement_from_buffers(run: LogRun, model: ModelSpec) -> Placement:
+    """Without a cache line: the K whose first layers' experts best match the host model buffers."""
+    buffers = run.placement.get("model_buffers_mib", {})
+    host_mib = sum(v for k, v in buffers.items() if k in HOST_BUFFERS) - model.input_bytes / 2**20
+    cumulative = [0.0]
+    for layer in model.layers:
+        cumulative.append(cumulative[-1] + layer.expert_bytes_total / 2**20)
+    k = min(range(len(cumulative)), key=lambda i: abs(cumulative[i] - host_mib))
+    return Placement(cpu_moe=True) if k == model.n_layer else Placement(cpu_moe=False, n_cpu_moe=k)
 
 
 def infer_budget(run: LogRun, model: ModelSpec, placement: Placement) -> int | None:

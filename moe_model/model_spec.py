@@ -49,6 +49,7 @@ class LayerSpec:
     experts: tuple[ExpertTensor, ...]
     dense_bytes: int
     dense_params: int = 0  # elements of the layer's other tensors (attention, norms, router, shared experts)
+    has_kv: bool = True  # the layer has attention K/V (hybrid models: only full-attention layers keep a KV cache)
 
     @property
     def has_experts(self) -> bool:
@@ -120,6 +121,11 @@ class ModelSpec:
         return tuple(layer.index for layer in self.layers if layer.has_experts)
 
     @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache (llama_kv_cache skips recurrent / linear-attention layers)."""
+        return sum(layer.has_kv for layer in self.layers)
+
+    @property
     def active_params(self) -> int:
         """Weights one token multiplies: every layer's dense part and k experts (the output head excluded)."""
         return sum(layer.dense_params + self.n_expert_used * layer.expert_params for layer in self.layers)
@@ -152,6 +158,7 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
     experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
     dense = [0] * n_layer
     dense_params = [0] * n_layer
+    has_kv = [False] * n_layer
     other = inputs = 0
     for info in tensors:
         match = _BLOCK_RE.match(info.name)
@@ -166,9 +173,16 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
         else:
             dense[il] += info.nbytes
             dense_params[il] += math.prod(info.shape)
+            has_kv[il] |= kind in ("attn_k", "attn_qkv", "attn_kv_a_mqa")
+    if not any(has_kv):  # a header without attention tensors: assume every layer keeps K/V
+        has_kv = [True] * n_layer
     layers = tuple(
         LayerSpec(
-            il, tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]), dense[il], dense_params[il]
+            il,
+            tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]),
+            dense[il],
+            dense_params[il],
+            has_kv[il],
         )
         for il in range(n_layer)
     )

@@ -35,6 +35,7 @@ class Placement:
     tensor_split: `-ts A,B,...`; empty splits layers and budget by free memory.
     free_mib: each GPU's free memory at context creation; empty means equal.
     layer_devices: an explicit GPU index per layer (CPU = -1), overriding -ngl/-ts.
+    fit: `--fit on` chose n_cpu_moe from free VRAM (vram.fit_host_layers resolves it; common/fit.cpp).
     """
 
     cpu_moe: bool = True
@@ -44,6 +45,7 @@ class Placement:
     tensor_split: tuple[float, ...] = ()
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None
+    fit: bool = False
 
     def __post_init__(self) -> None:
         if self.n_gpus < 1:
@@ -88,6 +90,38 @@ class Placement:
 
     def experts_on_host(self, il: int) -> bool:
         return self.cpu_moe or il < self.n_cpu_moe
+
+    @classmethod
+    def parse(cls, text: str, **multi_gpu) -> Placement:
+        """`cpu-moe`, `fit`, `gpu` or `n-cpu-moe:K` (the CLI's --placement), with -ngl / -ts fields."""
+        text = text.strip().lower()
+        if text == "cpu-moe":
+            return cls(cpu_moe=True, **multi_gpu)
+        if text in ("fit", "gpu"):
+            return cls(cpu_moe=False, fit=text == "fit", **multi_gpu)
+        if text.startswith("n-cpu-moe:") and text.split(":", 1)[1].isdigit():
+            return cls(cpu_moe=False, n_cpu_moe=int(text.split(":", 1)[1]), **multi_gpu)
+        raise MoeModelError(f"placement must be cpu-moe, fit, gpu or n-cpu-moe:K, got {text!r}")
+
+    def flags(self) -> list[str]:
+        """The llama-server flags of this placement."""
+        if self.fit:
+            out = ["--fit", "on"]
+        elif self.cpu_moe:
+            out = ["--cpu-moe"]
+        else:
+            out = ["--n-cpu-moe", str(self.n_cpu_moe)] if self.n_cpu_moe else []
+        if self.n_gpu_layers >= 0:
+            out += ["-ngl", str(self.n_gpu_layers)]
+        if self.tensor_split:
+            out += ["-ts", ",".join(f"{x:g}" for x in self.tensor_split)]
+        return out
+
+    @property
+    def label(self) -> str:
+        if self.fit:
+            return f"--fit ({self.n_cpu_moe} layers' experts in RAM)"
+        return " ".join(self.flags()) or "all on the GPU"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from moe_model.errors import MoeModelError
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
 from moe_model.slot_plan import MIB, Placement, plan_cache
@@ -56,10 +59,25 @@ class VramBreakdown:
         }
 
 
-def kv_cache_mib(model: ModelSpec, n_ctx: int, bytes_per_elem: float = 2.0) -> float:
-    """f16 K and V for every layer and cell (llama_kv_cache)."""
-    per_cell = model.n_layer * model.n_head_kv * (model.head_dim_k + model.head_dim_v)
-    return n_ctx * per_cell * bytes_per_elem / MIB
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
+
+
+def kv_bytes_per_elem(type_name: str) -> float:
+    """Bytes per K or V element of a cache type (-ctk/-ctv), from gguf's block sizes."""
+    if type_name.lower() not in KV_TYPES:
+        raise MoeModelError(f"KV cache type must be one of {', '.join(KV_TYPES)}, got {type_name!r}")
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[type_name.upper()]]
+    return size / block
+
+
+def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str = "f16") -> float:
+    """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
+    per_cell = (
+        model.kv_layers
+        * model.n_head_kv
+        * (model.head_dim_k * kv_bytes_per_elem(type_k) + model.head_dim_v * kv_bytes_per_elem(type_v))
+    )
+    return n_ctx * per_cell / MIB
 
 
 def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
@@ -81,38 +99,65 @@ def experts_gpu_mib(model: ModelSpec, placement: Placement) -> float:
 
 
 def breakdown(
-    model: ModelSpec, hw: Hardware, placement: Placement, budget_mib: int, n_ctx: int = 4096, n_ubatch: int = 512
+    model: ModelSpec,
+    hw: Hardware,
+    placement: Placement,
+    budget_mib: int,
+    n_ctx: int = 4096,
+    n_ubatch: int = 512,
+    kv_types: tuple[str, str] = ("f16", "f16"),
 ) -> VramBreakdown:
+    """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked)."""
     plan = plan_cache(model, budget_mib, placement)
     return VramBreakdown(
         dense_gpu_mib(model),
         experts_gpu_mib(model, placement),
-        kv_cache_mib(model, n_ctx),
-        compute_buffer_mib(model, n_ubatch, n_ctx),
+        kv_cache_mib(model, n_ctx, *kv_types),
+        compute_buffer_mib(model, n_ubatch, n_ctx) * placement.n_gpus,
         plan.device_cache_mib,
-        CUDA_RESERVE_MIB,
-        hw.vram_mib,
+        CUDA_RESERVE_MIB * placement.n_gpus,
+        hw.vram_mib * placement.n_gpus,
     )
 
 
 def max_budget_mib(
-    model: ModelSpec, hw: Hardware, placement: Placement, n_ctx: int = 4096, margin_mib: float = 256
+    model: ModelSpec,
+    hw: Hardware,
+    placement: Placement,
+    n_ctx: int = 4096,
+    margin_mib: float = 256,
+    kv_types: tuple[str, str] = ("f16", "f16"),
 ) -> int:
     """The largest --moe-cache-mib whose cache still fits beside everything else (with a margin)."""
-    lo, hi = 0, int(hw.vram_mib)
+    lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if breakdown(model, hw, placement, mid, n_ctx).free_mib >= margin_mib:
+        if breakdown(model, hw, placement, mid, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def fit_host_layers(model: ModelSpec, hw: Hardware, budget_mib: int = 0, n_ctx: int = 4096) -> int:
-    """How many leading layers --fit moves to host memory (their experts) so the rest fits."""
+def fit_host_layers(
+    model: ModelSpec,
+    hw: Hardware,
+    budget_mib: int = 0,
+    n_ctx: int = 4096,
+    margin_mib: float = FIT_MARGIN_MIB,
+    kv_types: tuple[str, str] = ("f16", "f16"),
+    base: Placement | None = None,
+) -> int:
+    """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""
+    base = base or Placement(cpu_moe=False)
     for k in range(model.n_layer + 1):
-        placement = Placement(cpu_moe=False, n_cpu_moe=k)
-        if breakdown(model, hw, placement, budget_mib, n_ctx).free_mib >= FIT_MARGIN_MIB:
+        placement = Placement(
+            cpu_moe=False,
+            n_cpu_moe=k,
+            n_gpu_layers=base.n_gpu_layers,
+            n_gpus=base.n_gpus,
+            tensor_split=base.tensor_split,
+        )
+        if breakdown(model, hw, placement, budget_mib, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
             return k
     return model.n_layer

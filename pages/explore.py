@@ -1,5 +1,7 @@
 """Explore: drag the budget and the server settings; see hit rates, uploads, speed and where time goes."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -15,9 +17,12 @@ from moe_model.charts import (
 from moe_model.measurements import load_reference
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.policies.compare import predicted_tps
-from moe_model.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.synthetic import load_presets, preset_for
-from moe_model.timing import Scenario, decode_ubatches, predict, predict_curve, resolve
+from moe_model.scenario import Scenario, resolve
+from moe_model.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.synthetic import preset_for
+from moe_model.time_model import predict, predict_curve, verdict
+from moe_model.traffic import decode_ubatches
+from moe_model.vram import max_budget_mib
 from ui.common import (
     bundled_traces,
     cached_bundled_trace,
@@ -49,7 +54,8 @@ st.caption(
 
 with friendly_errors():
     model, source, model_key = sidebar_model()
-    hw, (params, params_source) = sidebar_hardware()
+    hw, time_model, load_mode = sidebar_hardware()
+    params, params_source = time_model.params, time_model.source
     controls, charts = st.columns([1, 3])
     with controls:
         placement_name = st.radio(
@@ -79,16 +85,22 @@ with friendly_errors():
             "prompt tokens per request", 1, 131072, url_value("prompt", 512, int, 1, 131072), 64, key="prompt"
         )
         simulate_prompts = st.toggle("simulate prompt ubatches too (synthetic routing)", False, key="sim_prompts")
-        link = st.number_input("host-to-device GB/s (0: the machine's)", 0.0, 200.0, 0.0, 0.5, key="link")
-        hw = hw.with_changes(**({"link_gbs": link, "pageable_gbs": link} if link else {}))
+        link = st.number_input(
+            "measured host-to-device GB/s (0: from the machine)", 0.0, float(hw.line_gbs), 0.0, 0.5, key="link"
+        )
+        hw = hw.with_changes(**({"pinned_gbs": link, "pageable_gbs": link} if link else {}))
         traces = bundled_traces(model)
         kinds = ["synthetic (fitted preset)", *traces, "upload a trace"]
         workload_kind = st.radio("workload", kinds, key="workload")
         upload = (
             st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind == "upload a trace" else None
         )
-    placement = {"--cpu-moe": "cpu-moe", "--n-cpu-moe K": f"n-cpu-moe:{k}", "--fit": "fit"}[placement_name]
-    base = Scenario(placement, 0, concurrency, draft, accept, share, prompt_tokens=int(prompt))
+    placement = Placement.parse(
+        {"--cpu-moe": "cpu-moe", "--n-cpu-moe K": f"n-cpu-moe:{k}", "--fit": "fit"}[placement_name]
+    )
+    base = Scenario(placement, 0, concurrency, draft, accept, share, prompt_tokens=int(prompt), load_mode=load_mode)
+    routing = preset_for(model)
+    spread = routing.spread_points
     if upload is not None:
         work = cached_trace(upload.getvalue(), upload.name, model.n_expert, concurrency, draft, accept)
         work_key = f"upload:{content_key(upload.getvalue())}:{concurrency}:{draft}:{accept}"
@@ -98,7 +110,6 @@ with friendly_errors():
     else:
         sim_prompt = simulated_prompt_tokens(int(prompt), model) if simulate_prompts else 0
         work = cached_synthetic(model, concurrency, draft, accept, sim_prompt)
-        name, knobs = preset_for(model.name)
         work_key = f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}"
         with controls:
             if sim_prompt < int(prompt) and simulate_prompts:
@@ -106,14 +117,19 @@ with friendly_errors():
                     f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
                     "(this tool's limit on drawn prompt routing)."
                 )
-            st.caption(f"Synthetic routing is a model: {knobs}, fitted to {load_presets()[name]['fitted_to']}.")
+            st.caption(
+                f"Synthetic routing is a model: the {routing.name} preset ({routing.match}), fitted to "
+                f"{routing.fitted_to}; ±{routing.spread_points:.1f} hit-rate points."
+            )
     layout0 = resolve(model, hw, base)  # with --fit: the layers it leaves in RAM without a cache
     lowest = min_budget_mib(model, layout0.placement) or 1
     full = full_budget_mib(model, layout0.placement) or 1
+    fits = max_budget_mib(model, hw, layout0.placement, base.n_ctx, kv_types=base.kv_types)
+    top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)  # the slider ends where the cache stops fitting
     with controls:
-        budget = st.slider(
-            "--moe-cache-mib", 0, max(full, 1), url_value("budget", 10000, int, 0, max(full, 1)), key="budget"
-        )
+        budget = st.slider("--moe-cache-mib", 0, top, url_value("budget", min(10000, top), int, 0, top), key="budget")
+        if fits < lowest:
+            st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
     remember(
         prompt=int(prompt),
         placement=PLACEMENTS.index(placement_name),
@@ -127,19 +143,18 @@ with friendly_errors():
     hw_key = repr(hw)
     budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist())))
     results = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, budgets)
-    current = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (max(budget, lowest),))[0]
+    current = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (budget,))[0]
     n_ub = decode_ubatches(work)
 
     def share_traffic(sc):
         return cached_share_traffic(model, model_key, work, work_key, hw, hw_key, sc)
 
-    preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic)
-    speeds = [p.decode_tps if p.starts and p.vram.fits else None for p in preds]
+    rel = time_model.rel_error
+    preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic, rel, spread)
+    speeds = [p.decode_tps if p.usable else None for p in preds]
     no_cache = {
-        "--fit": predict(model, hw, params, Scenario("fit", 0, concurrency, draft, accept, prompt_tokens=int(prompt))),
-        "--cpu-moe": predict(
-            model, hw, params, Scenario("cpu-moe", 0, concurrency, draft, accept, prompt_tokens=int(prompt))
-        ),
+        name: predict(model, hw, params, replace(base, placement=Placement.parse(flag)), rel_error=rel)
+        for name, flag in (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))
     }
     reference = load_reference()
     measured = reference[
@@ -152,7 +167,8 @@ with friendly_errors():
     logged = st.session_state.get("measured_points")
     if logged is not None and len(logged):
         measured = pd.concat([measured, logged[logged["model"] == model.name]], ignore_index=True)
-    chosen = predict_curve(model, hw, params, base, [current], n_ub, share_traffic)[0]
+    chosen = predict_curve(model, hw, params, base, [current], n_ub, share_traffic, rel, spread)[0]
+    same_without = predict(model, hw, params, base, rel_error=rel)
     with charts:
         st.plotly_chart(
             speed_curve(
@@ -167,15 +183,23 @@ with friendly_errors():
         a.plotly_chart(layer_hit_rates(current), width="stretch", key="layers")
         compare = {**no_cache, f"{placement_name} + {current.budget_mib} MiB": chosen}
         b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
-        if chosen.starts:
-            st.markdown(
-                f"**At {current.budget_mib} MiB**: {chosen.decode_tps:.1f} t/s decode, {chosen.prefill_tps:.0f} t/s "
-                f"prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % (simulated), "
-                f"{len(chosen.layout.host_layers)} layers' experts in host memory, "
-                f"VRAM left {chosen.vram.free_mib:.0f} MiB."
+        if not chosen.starts:
+            st.error(f"At {current.budget_mib} MiB llama-server would not start: {chosen.error}")
+        elif not chosen.vram.fits:
+            st.error(
+                f"At {current.budget_mib} MiB this does not fit: {-chosen.vram.free_mib:.0f} MiB over the GPU's "
+                "memory. Free it with a smaller budget or context, or more layers in host memory (--n-cpu-moe)."
             )
         else:
-            st.error(f"At {current.budget_mib} MiB llama-server would not start: {chosen.error}")
+            lo, hi = chosen.decode_tps_range
+            cache_verdict = verdict(chosen, same_without) if current.budget_mib else "no cache"
+            st.markdown(
+                f"**At {current.budget_mib} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
+                f"{chosen.prefill_tps:.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
+                f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
+                f"VRAM left {chosen.vram.free_mib:.0f} MiB. The cache **{cache_verdict}** against the same "
+                f"placement without it ({same_without.decode_tps:.1f} t/s)."
+            )
         for note in chosen.notes:
             st.caption(note)
         st.caption(f"Time model parameters: {params_source}. Residuals: the Reference page.")

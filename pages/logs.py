@@ -6,10 +6,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from moe_model.calibration import log_points
+from moe_model.calibration import calibrate_machine
 from moe_model.logs import parse_log
+from moe_model.measured import log_points
 from moe_model.measurements import crosscheck, point_from_run
-from moe_model.timing import calibrate
 from ui.common import ROOT, friendly_errors, sidebar_hardware, sidebar_model
 
 EXAMPLES = {p.name: p for p in sorted((ROOT / "sample_data" / "logs").glob("*.log"))} | {
@@ -30,7 +30,7 @@ def parsed(data: bytes):
 
 with friendly_errors():
     model, source, _ = sidebar_model()
-    hw, (params, params_source) = sidebar_hardware()
+    hw, time_model, _ = sidebar_hardware()
     uploads = st.file_uploader("llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload")
     picks = st.multiselect(
         "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
@@ -97,12 +97,20 @@ with friendly_errors():
             st.plotly_chart(fig, width="stretch", key="measured_curve")
     matching = [r for r in all_runs if r.model.get("n_layer") == model.n_layer]
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
-        cal_points = log_points(matching, model, hw, "log")
-        if len(cal_points) < 2:
-            st.warning("Need at least two runs with a decode speed to calibrate.")
+        cal_points = [p for name, data in files for p in log_points(parsed(data), model, hw, name, hw.name)]
+        result = calibrate_machine(cal_points, hw, time_model.params)
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "run": list(result.fit_errors),
+                    "error in the fit %": [100 * e for e in result.fit_errors.values()],
+                    "error when left out %": [100 * result.left_out_errors[n] for n in result.fit_errors],
+                }
+            ),
+            hide_index=True,
+        )
+        if result.accepted:
+            st.session_state["machine"] = (result.hardware, result.rel_error)
+            st.success(f"Fitted {', '.join(result.fitted)}: every page now uses this machine (sidebar).")
         else:
-            cal = calibrate(model, hw, cal_points)
-            (st.success if cal.accepted else st.error)(
-                f"worst error {100 * cal.max_error:.1f} %" + ("" if cal.accepted else ": fit rejected, not used")
-            )
-            st.json({"params": vars(cal.params), "residuals": cal.residuals})
+            st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")

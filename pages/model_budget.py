@@ -15,7 +15,7 @@ st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 
 
 with friendly_errors():
     model, source, _ = sidebar_model()
-    hw, (params, params_source) = sidebar_hardware()
+    hw, _, _ = sidebar_hardware()
     left, right = st.columns([1, 2])
     with left:
         mode = st.radio(

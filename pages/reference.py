@@ -1,65 +1,55 @@
-"""Reference: the measured table (cited sources), each row beside the model's prediction and residual."""
+"""Reference: every measured point beside the time model's prediction, fitted and with its machine left out."""
 
+import pandas as pd
 import streamlit as st
 
-from moe_model.calibration import CPU_SHARE_STANDIN, load_calibrations, reference_predictions
-from moe_model.charts import reference_residuals
-from ui.common import MODELS, cached_model, friendly_errors
+from moe_model.calibration import load_calibration
+from moe_model.charts import left_out_predictions
+from moe_model.measured import field_rows
+from moe_model.measurements import load_reference
+from ui.common import friendly_errors
 
 st.header("Reference measurements")
 st.caption(
-    "Measured by the seed articles (sources in the table; the unload-blog rows are unverified claims of a "
-    "different policy). Predictions come from the time model with the calibrations below."
+    "The seed articles' table, the real H200 runs and third-party field measurements (sources in the tables). "
+    "Errors: the fit on every machine, and, the number to believe, the prediction of each machine by a fit "
+    "that never saw it (leave one machine out)."
 )
 
-
-@st.cache_data(show_spinner="Predicting every row...")
-def table():
-    return reference_predictions(
-        cached_model(str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")), cached_model(str(MODELS / CPU_SHARE_STANDIN[0]))
-    )
-
-
 with friendly_errors():
-    frame = table()
-    sources = st.multiselect("source", sorted(frame["source"].unique()), key="sources")
-    gpus = st.multiselect("GPU", sorted(frame["gpu"].dropna().unique()), key="gpus")
-    shown = frame
-    if sources:
-        shown = shown[shown["source"].isin(sources)]
-    if gpus:
-        shown = shown[shown["gpu"].isin(gpus)]
-    first = [
-        "id",
-        "gpu",
-        "model",
-        "placement",
-        "moe_cache_mib",
-        "parallel",
-        "cpu_share",
-        "decode_tps",
-        "predicted_tps",
-        "residual",
-        "basis",
-    ]
+    record = load_calibration()
+    lomo = record["leave_one_machine_out"]
+    st.subheader("Machines left out of the fit")
     st.dataframe(
-        shown[first + [c for c in shown.columns if c not in first and c != "measured_tps"]],
+        pd.DataFrame(
+            {
+                "machine": list(lomo),
+                "points": [r["n_points"] for r in lomo.values()],
+                "median |error| %": [round(100 * r["median_abs_error"], 1) for r in lomo.values()],
+                "worst error %": [round(100 * r["worst_error"], 1) for r in lomo.values()],
+            }
+        ),
         hide_index=True,
-        width="stretch",
-        column_config={"residual": st.column_config.NumberColumn(format="percent")},
     )
-    plotted = shown.dropna(subset=["predicted_tps", "decode_tps"])
-    if len(plotted):
-        st.plotly_chart(reference_residuals(plotted), width="stretch", key="residuals")
-    st.download_button("table as CSV", shown.to_csv(index=False), file_name="reference.csv", key="dl_ref")
-    st.subheader("Calibrations (fitted parameters and residuals)")
-    for name, record in load_calibrations().items():
-        with st.expander(f"{name}: {record['fitted_to']}", expanded=name == "Tesla T4"):
-            st.write({"accepted": record["accepted"], "worst decode error": f"{100 * record['max_error']:.1f} %"})
-            st.json(
-                {
-                    "params": record["params"],
-                    "decode residuals": record["residuals"],
-                    "prompt residuals": record["prefill_residuals"],
-                }
-            )
+    errors = {name: err for r in lomo.values() for name, err in r["errors"].items()}
+    st.plotly_chart(left_out_predictions(record["measured"], errors), width="stretch", key="left_out")
+    chosen = st.multiselect("machines", list(lomo), key="machines")
+    names = [n for n in record["fit_errors"] if not chosen or n.split("-")[0] in chosen]
+    points = pd.DataFrame(
+        {
+            "point": names,
+            "error in the fit %": [round(100 * record["fit_errors"][n], 1) for n in names],
+            "error, machine left out %": [round(100 * errors.get(n, float("nan")), 1) for n in names],
+        }
+    )
+    st.dataframe(points, hide_index=True, width="stretch")
+    st.subheader("Cache verdicts (machine left out)")
+    st.dataframe(pd.DataFrame(record["verdicts"]), hide_index=True, width="stretch")
+    st.subheader("Rows left out, and why")
+    st.dataframe(
+        pd.DataFrame({"row": list(record["excluded_rows"]), "why": list(record["excluded_rows"].values())}),
+        hide_index=True,
+    )
+    st.subheader("Sources")
+    st.dataframe(load_reference(), hide_index=True, width="stretch")
+    st.dataframe(field_rows(), hide_index=True, width="stretch")

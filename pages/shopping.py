@@ -1,22 +1,28 @@
 """Hardware shopping: will this card run this model well? Best predicted setting per card, side by side."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from moe_model.calibration import params_for
+from moe_model.calibration import default_time_model
 from moe_model.charts import shopping_bars
 from moe_model.hardware import PRESETS, Hardware
-from moe_model.recommend import best_per_card
-from moe_model.slot_plan import Placement, full_budget_mib, min_budget_mib
-from moe_model.timing import Scenario
-from ui.common import cached_curve, cached_synthetic, friendly_errors, sidebar_model
+from moe_model.measured import synthetic_workload
+from moe_model.recommend import recommend
+from moe_model.scenario import Scenario
+from moe_model.synthetic import preset_for
+from ui.common import friendly_errors, sidebar_model
 
 st.header("Hardware shopping")
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
     "Cards never measured use the T4-calibrated overheads."
 )
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_work(_model, concurrency: int, model_name: str = ""):
+    return synthetic_workload(_model, Scenario(concurrency=concurrency))
+
 
 with friendly_errors():
     model, source, model_key = sidebar_model()
@@ -25,7 +31,7 @@ with friendly_errors():
     c1, c2, c3 = st.columns(3)
     concurrency = c1.slider("concurrent streams", 1, 8, 1, key="shop_np")
     ctx = c2.number_input("context", 512, 262144, 8192, 512, key="shop_ctx")
-    pinned = c3.toggle("pinned host experts", False, key="shop_pinned")
+    c3.caption("Each card's pick compares mmap'd and pinned (--load-mode none) host experts.")
     with st.expander("custom card"):
         use_custom = st.toggle("add a custom card", False, key="custom_on")
         cc = st.columns(5)
@@ -38,39 +44,47 @@ with friendly_errors():
             cc[4].number_input("host GB/s", 5.0, 500.0, 50.0, key="c_host"),
             source="user",
         )
-    hardware = [PRESETS[name].with_changes(pinned=pinned) for name in cards] + (
-        [custom.with_changes(pinned=pinned)] if use_custom else []
-    )
+    hardware = [PRESETS[name] for name in cards] + ([custom] if use_custom else [])
     if not hardware:
         st.info("Pick at least one GPU.")
         st.stop()
-    placement = Placement(cpu_moe=True)
-    lo, hi = min_budget_mib(model, placement) or 1, full_budget_mib(model, placement) or 1
-    budgets = tuple(sorted(set(np.geomspace(lo, hi, 20).astype(int).tolist())))
-    work = cached_synthetic(model, concurrency, 0, 0.7)
-    curve = cached_curve(model, model_key, work, f"synthetic:{model_key}:{concurrency}:0:0.7", budgets, placement)
-    rows = best_per_card(
-        model,
-        hardware,
-        Scenario(concurrency=concurrency, n_ctx=int(ctx)),
-        work,
-        curve,
-        source,
-        lambda name: params_for(name)[0],
-    )
+    tm, spread = default_time_model(), preset_for(model).spread_points
+    base = Scenario(concurrency=concurrency, n_ctx=int(ctx))
+    rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
+    for i, hw in enumerate(hardware):
+        options = recommend(
+            model,
+            hw,
+            tm.params,
+            base,
+            lambda sc: cached_work(model, sc.concurrency, model_key),
+            source,
+            tm.rel_error,
+            spread,
+        )
+        best = options[0]
+        p = best.prediction
+        rows.append(
+            {
+                "gpu": hw.name,
+                "link": hw.pcie_label,
+                "setting": best.label if p.usable else "nothing fits",
+                "decode_tps": p.decode_tps if p.usable else 0.0,
+                "decode_tps_low": p.decode_tps_range[0] if p.usable else 0.0,
+                "decode_tps_high": p.decode_tps_range[1] if p.usable else 0.0,
+                "verdict": best.verdict,
+                "command": best.command if p.usable else "",
+            }
+        )
+        bar.progress((i + 1) / len(hardware))
+    bar.empty()
     frame = pd.DataFrame(rows)
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
     st.dataframe(frame, hide_index=True, width="stretch")
-    for _, row in frame.iterrows():
-        if row.get("fits_without_offload"):
-            st.info(
-                f"{row['gpu']}: the whole model fits in VRAM, so --fit keeps every expert on the GPU: no cache needed."
-            )
-        elif row.get("cache_is_net_loss"):
-            st.warning(
-                f"{row['gpu']}: the cache is a net loss here ({row['best_cache_tps']:.1f} t/s with the best budget "
-                f"against {row['no_cache_tps']:.1f} without): the link is too slow for the misses."
-            )
+    st.caption(
+        f"Time model: {tm.source}. Pinned host experts upload faster, but the CPU path over pinned memory can be "
+        "slower and pinning needs the RAM; each pick says which won."
+    )
     st.download_button(
         "comparison as CSV", frame.to_csv(index=False), file_name="hardware-comparison.csv", key="dl_shop"
     )

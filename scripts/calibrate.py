@@ -1,7 +1,7 @@
-"""Calibrate the time model and write sample_data/calibration.json (a few seconds).
+"""Fit the time model on every measured machine, check it machine by machine, write sample_data/calibration.json.
 
-- "Tesla T4": the seed article's T4 rows (Qwen3-30B-A3B Q4_K_M), reference table in sample_data/.
-- "H200": the real llama-server runs in sample_data/groundtruth (small synthetic qwen3moe).
+Leave one machine out: fit on the other machines, predict the left-out machine's points (and its cache
+verdicts) through the same `predict` a user runs. Prints the README's table. A few minutes on 2 cores.
 
     python scripts/calibrate.py
 """
@@ -9,36 +9,71 @@
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import asdict
 
-from moe_model.calibration import CALIBRATION_JSON, GROUNDTRUTH, SAMPLE, calibration_record, h200_points, t4_points
-from moe_model.hardware import preset
-from moe_model.model_spec import load_model
-from moe_model.timing import calibrate
+import numpy as np
+
+from moe_model.calibration import (
+    CALIBRATION_JSON,
+    cache_verdicts,
+    decode_errors,
+    fit,
+    leave_one_machine_out,
+    prefill_errors,
+    relative_error,
+)
+from moe_model.measured import all_points, field_rows
+
+MACHINE_NAMES = {
+    "t4": "Tesla T4 (seed article)",
+    "h200": "H200 (ground-truth runs 1 and 3)",
+    "v620": "Radeon Pro V620 (field)",
+    "r9700": "Radeon AI PRO R9700, PCIe 4.0 x4 (field)",
+    "rtx5070ti": "RTX 5070 Ti (field)",
+    "rtx4070": "RTX 4070 (field)",
+}
+
+
+def _progress(label: str):
+    return lambda f: print(f"\r{label}: {100 * f:5.1f} %", end="", file=sys.stderr, flush=True)
 
 
 def main() -> None:
-    qwen = load_model(SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
-    t4 = t4_points(qwen)
-    t4_cal = calibrate(qwen, preset("Tesla T4"), t4)
-    small = load_model(GROUNDTRUTH / "synthetic-qwen3moe-Q4_K_M-header.gguf")
-    h200 = h200_points(small)
-    h200_cal = calibrate(small, preset("H200"), h200)
-    out = {
-        "Tesla T4": calibration_record(
-            t4_cal,
-            t4,
-            "seed-article T4 rows of sample_data/reference-measurements.csv (Qwen3-30B-A3B Q4_K_M); "
-            "prompt speed: 3 parameters on 2 points (exact, not validated)",
-        ),
-        "H200": calibration_record(
-            h200_cal,
-            h200,
-            "real llama-server runs of sample_data/groundtruth (H200, PCIe 5, "
-            "small synthetic qwen3moe; link rates measured in bw.json)",
-        ),
+    points = all_points()
+    params = fit(points)
+    reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
+    rel = relative_error(reports)
+    verdicts = []
+    for report in reports:
+        verdicts += cache_verdicts([p for p in points if p.machine == report.machine], report.params, rel)
+    excluded = field_rows()
+    excluded = excluded[excluded["use"] == "no"]
+    record = {
+        "fitted_to": "every measured machine at once: seed T4 rows, the H200 ground-truth runs 1 and 3, and the "
+        "field rows of sample_data/field_rows.csv; machines weighted equally; squared log errors",
+        "params": asdict(params),
+        "rel_error": rel,
+        "machines": sorted({p.machine for p in points}),
+        "measured": {p.name: p.decode_tps for p in points if p.decode_tps},
+        "fit_errors": decode_errors(points, params),
+        "fit_prefill_errors": prefill_errors(points, params),
+        "leave_one_machine_out": {r.machine: asdict(r) for r in reports},
+        "verdicts": verdicts,
+        "excluded_rows": {f"{r['machine']}-{r['row']}": r["why"] for _, r in excluded.iterrows()},
     }
-    CALIBRATION_JSON.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(out, indent=1))
+    CALIBRATION_JSON.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    print("\n| machine | points | median abs. error | worst | cache verdicts right or too close |")
+    print("|---|---|---|---|---|")
+    for r in reports:
+        mine = [v for v in verdicts if v["point"].startswith(r.machine + "-")]
+        ok = f"{sum(v['ok'] for v in mine)}/{len(mine)}" if mine else "no paired control"
+        print(
+            f"| {MACHINE_NAMES.get(r.machine, r.machine)} | {r.n_points} | {100 * r.median_abs_error:.0f} % "
+            f"| {100 * r.worst_error:+.0f} % | {ok} |"
+        )
+    medians = [r.median_abs_error for r in reports]
+    print(f"\nmedian over machines: {100 * np.median(medians):.0f} %; range carried by predictions: ±{100 * rel:.0f} %")
 
 
 if __name__ == "__main__":

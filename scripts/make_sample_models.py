@@ -46,6 +46,8 @@ class Arch:
     # ffn_down_exps of use_more_bits layers), chosen to match a logged host-expert MiB.
     expert_types: tuple[T, T, T] | None = None
     vocab_strings: bool = True  # False: only {arch}.vocab_size, no placeholder token strings (a small file)
+    full_attention_interval: int = 1  # hybrid models: every Nth layer has attention K/V, the others linear attention
+    n_ff_shexp: int = 0  # shared expert FFN (dense, always on the GPU with the layer)
 
 
 MODELS = (
@@ -146,8 +148,9 @@ MODELS = (
     # published: this header is made from the architecture to match the logged host-expert MiB (51,950 for
     # --n-cpu-moe 34, 60,950 for 40, 73,450 for 48): 3072 x 512 experts, gate/up Q5_K, down Q4_K (Q6_K-style
     # use_more_bits layers: Q5_K) gives 52,032 / 61,152 / 73,728 MiB (+0.2/+0.3/+0.4 %). Laid out as qwen3moe
-    # (gated-delta-net attention and shared expert left out); the ~103.7 GiB model size (incl. a PLE table kept in
-    # host memory) is not matched: the dense part here is attention, embeddings and output only.
+    # with hybrid attention (K/V in every 4th layer, as Qwen3-Next) and a shared expert of FFN 16,384 sized so the
+    # dense weights on the GPU (5,274 MiB) match the logged VRAM of the no-cache --n-cpu-moe 48 row (7,114 MiB, minus
+    # KV, compute buffer and reserve as vram.py counts them); the PLE table of the ~103.7 GiB file is not modelled.
     Arch(
         "Qwen3.8-Flash-Next-UD-Q4_K_XL",
         "Qwen3.8-Flash-Next UD-Q4_K_XL (layout matched to logged host-expert MiB)",
@@ -166,10 +169,13 @@ MODELS = (
         qk_norm=True,
         expert_types=(T.Q5_K, T.Q4_K, T.Q5_K),
         vocab_strings=False,
+        full_attention_interval=4,
+        n_ff_shexp=16384,
     ),
     # Qwen3.8-Flash-Next of the R9700 field rows, quant not stated: same made-up 3072 x 512 layout, typed to match
     # the logged 48,000 MiB of host experts at --n-cpu-moe 41 (gate/up Q3_K, down Q4_K, use_more_bits layers Q6_K:
-    # 48,138 MiB, +0.3 %). A guess at a Q3_K_M-like mix, not the file the author used.
+    # 48,138 MiB, +0.3 %). A guess at a Q3_K_M-like mix, not the file the author used. Hybrid attention as above; a
+    # shared expert of FFN 22,016 matches the dense VRAM of the no-cache --n-cpu-moe 41 row (15,978 MiB logged).
     Arch(
         "Qwen3.8-Flash-Next-R9700",
         "Qwen3.8-Flash-Next (R9700 quant, not stated; layout matched to logged host-expert MiB)",
@@ -188,9 +194,12 @@ MODELS = (
         qk_norm=True,
         expert_types=(T.Q3_K, T.Q4_K, T.Q6_K),
         vocab_strings=False,
+        full_attention_interval=4,
+        n_ff_shexp=22016,
     ),
     # Qwen3.8-Flash-Next IQ3_XXS (ISTA-DASLab GSQ-RCO) of the RTX 4070 rows: same made-up 3072 x 512 layout, every
-    # expert tensor IQ3_XXS (the quant's real mix is not published): 46.1 GB of tensors vs the ~47 GB of weights stated.
+    # expert tensor IQ3_XXS (the quant's real mix is not published); hybrid attention and a shared expert of FFN 3,584
+    # bring the tensors to the ~47 GB of weights stated.
     Arch(
         "Qwen3.8-Flash-Next-IQ3_XXS",
         "Qwen3.8-Flash-Next IQ3_XXS (experts IQ3_XXS; layout assumed)",
@@ -209,10 +218,12 @@ MODELS = (
         qk_norm=True,
         expert_types=(T.IQ3_XXS, T.IQ3_XXS, T.IQ3_XXS),
         vocab_strings=False,
+        full_attention_interval=4,
+        n_ff_shexp=3584,
     ),
     # Qwen3.6-35B-A3B (unsloth UD-Q4_K_M) of the RTX 5070 Ti rows: the Qwen3.5-35B-A3B shape (40 layers, n_embd 2048,
-    # 256 experts of FFN 512, 8 used, 16 heads / 2 KV heads of 256, vocab 248,320), laid out as qwen3moe (its
-    # gated-delta-net attention, shared expert and MTP head are left out) and typed by the Q4_K_M rules.
+    # 256 experts of FFN 512, 8 used, 16 heads / 2 KV heads of 256, vocab 248,320), laid out as qwen3moe with K/V in
+    # every 4th layer (gated delta net in the others) and a shared expert of FFN 512; the MTP head is left out.
     Arch(
         "Qwen3.6-35B-A3B-UD-Q4_K_M",
         "Qwen3.6-35B-A3B (stand-in layout)",
@@ -230,6 +241,8 @@ MODELS = (
         LlamaFileType.MOSTLY_Q4_K_M,
         qk_norm=True,
         vocab_strings=False,
+        full_attention_interval=4,
+        n_ff_shexp=512,
     ),
 )
 
@@ -268,15 +281,22 @@ def weight_type(a: Arch, kind: str, il: int, row: int) -> T:
 def layer_tensors(a: Arch, il: int) -> list[tuple[str, T, list[int]]]:
     """One block's tensors, shapes in ggml order (ne0 = input size)."""
     q, kv = a.n_head * a.head_dim, a.n_head_kv * a.head_dim
-    weights = {
-        "attn_q": [a.n_embd, q],
-        "attn_k": [a.n_embd, kv],
-        "attn_v": [a.n_embd, kv],
+    if (il + 1) % a.full_attention_interval == 0:
+        weights = {"attn_q": [a.n_embd, q], "attn_k": [a.n_embd, kv], "attn_v": [a.n_embd, kv]}
+    else:  # linear attention (gated delta net): no KV cache; its projections sized like attention's
+        weights = {"ssm_in": [a.n_embd, q + 2 * kv]}
+    weights |= {
         "attn_output": [q, a.n_embd],
         "ffn_gate_exps": [a.n_embd, a.n_ff_exp, a.n_expert],
         "ffn_up_exps": [a.n_embd, a.n_ff_exp, a.n_expert],
         "ffn_down_exps": [a.n_ff_exp, a.n_embd, a.n_expert],
     }
+    if a.n_ff_shexp:
+        weights |= {
+            "ffn_gate_shexp": [a.n_embd, a.n_ff_shexp],
+            "ffn_up_shexp": [a.n_embd, a.n_ff_shexp],
+            "ffn_down_shexp": [a.n_ff_shexp, a.n_embd],
+        }
     out = [(f"blk.{il}.{k}.weight", weight_type(a, k, il, shape[0]), shape) for k, shape in weights.items()]
     f32 = {"attn_norm": [a.n_embd], "ffn_norm": [a.n_embd], "ffn_gate_inp": [a.n_embd, a.n_expert]}
     if a.qk_norm:

@@ -110,11 +110,11 @@ def test_explore_refuses_a_bad_trace_upload_with_a_message():
     assert not at.exception and any("not a readable NPZ" in e.value for e in at.error)
 
 
-def test_reference_page_predicts_the_t4_rows_within_their_bands():
+def test_reference_page_shows_each_machine_left_out_of_the_fit():
     at = open_page("pages/reference.py")
-    frame = at.dataframe[0].value.set_index("id")
-    assert abs(frame.loc["t4-cpumoe-10000", "residual"]) <= 0.10
-    assert frame.loc["t4-cpumoe-49", "basis"] == "refuses to start"
+    machines = at.dataframe[0].value.set_index("machine")
+    assert {"t4", "h200", "r9700", "v620"} <= set(machines.index)
+    assert (machines["points"] > 0).all()
 
 
 def test_logs_page_parses_an_upload_and_crosschecks_it():
@@ -229,12 +229,12 @@ def test_learn_step_changes_the_pool_drawing():
     assert charts(at)["0"]["data"][0]["text"] != before
 
 
-def test_reference_filter_changes_the_plotted_rows():
+def test_reference_machine_filter_changes_the_listed_points():
     at = open_page("pages/reference.py")
-    all_rows = trace(charts(at)["0"], "rows")["text"]
-    at.multiselect(key="sources").set_value(["seed-cpu-share-article"]).run()
-    shown = trace(charts(at)["0"], "rows")["text"]
-    assert set(shown) < set(all_rows) and all(x.startswith("flash-") for x in shown)
+    all_rows = list(at.dataframe[1].value["point"])
+    at.multiselect(key="machines").set_value(["t4"]).run()
+    shown = list(at.dataframe[1].value["point"])
+    assert set(shown) < set(all_rows) and all(x.startswith("t4-") for x in shown)
 
 
 def test_logs_page_several_runs_make_a_measured_curve():

@@ -164,9 +164,11 @@ def test_predict_json_contract():
     )
     assert out.returncode == 0, out.stderr
     pred = json.loads(out.stdout)
-    for key in ("starts", "decode_tps", "prefill_tps", "hit_rate", "breakdown_ms", "vram"):
+    for key in ("starts", "decode_tps", "decode_tps_range", "verdict", "prefill_tps", "hit_rate", "breakdown_ms"):
         assert key in pred
-    assert 38 < pred["decode_tps"] < 48 and pred["vram"]["moe_cache"] > 9999
+    lo, hi = pred["decode_tps_range"]
+    assert lo < pred["decode_tps"] < hi and pred["vram"]["moe_cache"] > 9999
+    assert pred["verdict"] in ("helps", "hurts", "too close to call")
     refused = json.loads(
         run_cli("predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "49", "--json").stdout
     )
@@ -179,7 +181,18 @@ def test_recommend_cli_and_unknown_hardware():
     result = json.loads(out.stdout)
     assert result["best"]["command"].endswith("-lv 4") and result["options"]
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
-    assert bad.returncode == 1 and "unknown hardware preset" in bad.stderr
+    assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
+    ambiguous = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 50")
+    assert ambiguous.returncode == 1 and "ambiguous: " in ambiguous.stderr and "RTX 5090" in ambiguous.stderr
+
+
+def test_calibrate_refuses_logs_without_runs_with_one_line_and_exit_1(tmp_path):
+    log = tmp_path / "pipeline.log"
+    log.write_text("step 1 ok\nstep 2 ok\n")
+    out = run_cli(
+        "calibrate", str(log), "--model", str(GT_HEADER), "--hardware", "h200", "-o", str(tmp_path / "m.json")
+    )
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "not a llama.cpp log" in out.stderr
 
 
 def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):

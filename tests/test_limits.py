@@ -9,10 +9,10 @@ from moe_model.cpu_share import simulate_share
 from moe_model.errors import MoeModelError, WorkloadError
 from moe_model.limits import MAX_CONCURRENCY, check_at_most
 from moe_model.model_spec import uniform_spec
+from moe_model.scenario import Scenario
 from moe_model.simulate import simulate
 from moe_model.slot_plan import plan_cache
 from moe_model.stepper import steps
-from moe_model.timing import Scenario
 from moe_model.workload import PHASE_DECODE, Workload
 
 MODEL = uniform_spec(2, 8, 2)

@@ -12,16 +12,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from moe_model.calibration import params_for, synthetic_workload
+from moe_model.calibration import TimeModel, default_time_model
 from moe_model.errors import MoeModelError
-from moe_model.hardware import PRESETS, preset
+from moe_model.hardware import PRESETS, Hardware, preset
 from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.measured import synthetic_workload
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.policies.compare import Comparison, compare
+from moe_model.scenario import LOAD_MODES, Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
 from moe_model.synthetic import SEQ_LEN
-from moe_model.timing import Scenario, resolve, simulate_curve, traffic_from_workload
+from moe_model.traffic import from_workload, simulate_curve
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,13 +111,20 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
-def sidebar_hardware() -> tuple:
-    """The GPU preset, every field editable; returns the machine and its time-model parameters."""
+def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
+    """The machine (a preset, every field editable, or the one calibrated on the Logs page), the time model
+    and the load mode (-lm) of the host experts."""
     names = list(PRESETS)
     chosen = url_value("gpu", DEFAULT_GPU)
     name = st.sidebar.selectbox("GPU", names, index=names.index(chosen) if chosen in names else 0, key="gpu")
     remember(gpu=name)
-    hw = preset(name)
+    time_model = default_time_model()
+    calibrated = st.session_state.get("machine")
+    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated[0].name})", True):
+        hw, rel_error = calibrated
+        time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
+    else:
+        hw = preset(name)
     with st.sidebar.expander("edit this machine"):
         hw = hw.with_changes(
             vram_gib=st.number_input("VRAM GiB", 1.0, 1024.0, float(hw.vram_gib), key=f"hw_vram_{name}"),
@@ -125,13 +134,20 @@ def sidebar_hardware() -> tuple:
                 "PCIe lanes", [1, 2, 4, 8, 16], [1, 2, 4, 8, 16].index(hw.pcie_lanes), key=f"hw_lanes_{name}"
             ),
             cpu_bw_gbs=st.number_input("host memory GB/s", 1.0, 2000.0, float(hw.cpu_bw_gbs), key=f"hw_cpu_{name}"),
-            pinned=st.toggle("pinned host experts (-lm none / mlock)", hw.pinned, key=f"hw_pinned_{name}"),
+            cpu_threads=st.number_input("CPU threads (-t)", 1, 1024, int(hw.cpu_threads), key=f"hw_threads_{name}"),
         )
-    st.sidebar.caption(
-        f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, "
-        f"{'pinned' if hw.pinned else 'pageable'} uploads at {hw.upload_gbs:.1f} GB/s. Source: {hw.source}"
+    load_mode = st.sidebar.selectbox(
+        "host experts (--load-mode)",
+        LOAD_MODES,
+        LOAD_MODES.index(url_value("lm", "mmap", choices=LOAD_MODES)),
+        key="lm",
     )
-    return hw, params_for(name)
+    remember(lm=load_mode)
+    st.sidebar.caption(
+        f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}. "
+        f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
+    )
+    return hw, time_model, load_mode
 
 
 def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int = EXPLORE_TOKENS) -> int:
@@ -187,7 +203,7 @@ def cached_share_traffic(
     _model: ModelSpec, model_key: str, _work: Workload, work_key: str, _hw, hw_key: str, scenario: Scenario
 ):
     """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
-    return traffic_from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
+    return from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
 
 
 @st.cache_data(show_spinner="Replaying the workload with every policy...", max_entries=8)

@@ -9,8 +9,10 @@ from dataclasses import dataclass, replace
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
 from moe_model.policies import POLICIES, PolicyResult, run_policy
+from moe_model.scenario import Scenario, resolve
 from moe_model.slot_plan import Placement
-from moe_model.timing import Scenario, TimeParams, predict, resolve, traffic_from_simulation
+from moe_model.time_model import TimeParams, predict
+from moe_model.traffic import from_counts
 from moe_model.workload import Workload
 
 
@@ -56,6 +58,6 @@ def predicted_tps(
     misses = int(result.uploads.sum() + result.cpu.sum())
     sc = replace(base, budget_mib=result.budget_mib, cpu_share=int(result.cpu.sum()) / misses if misses else 0.0)
     layout = resolve(model, hw, sc)
-    traffic = traffic_from_simulation(model, layout, sc, result.hits, result.lookups, n_ubatches, "policy")
+    traffic = from_counts(model, layout, sc, result.hits, result.lookups, n_ubatches, "policy")
     pred = predict(model, hw, params, sc, traffic, layout=layout)
-    return pred.decode_tps if pred.starts and pred.vram.fits else None
+    return pred.decode_tps if pred.usable else None

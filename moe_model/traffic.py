@@ -1,0 +1,127 @@
+"""What each decode ubatch asks of each layer: distinct experts and cache hits, from a simulation or a rate.
+
+The time model prices bytes, so it needs per layer and decode ubatch the distinct experts a batch
+touches (a speculative verify batch or c streams share experts: the distinct count, not k x tokens)
+and how many the pool served. This module gets them from a simulated workload (exact for the
+workload given) or from a hit rate, and runs the simulations a budget curve needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from moe_model.cpu_share import simulate_share
+from moe_model.hardware import Hardware
+from moe_model.model_spec import ModelSpec
+from moe_model.scenario import Layout, Scenario, resolve
+from moe_model.simulate import simulate, simulate_budgets
+from moe_model.slot_plan import Placement
+from moe_model.workload import PHASE_DECODE, Workload
+
+
+@dataclass(frozen=True, eq=False)
+class Traffic:
+    """Per decode ubatch and layer: distinct experts looked up and hits (from a simulation or a hit rate)."""
+
+    distinct: np.ndarray  # [n_layer]
+    hits: np.ndarray  # [n_layer], cached layers only
+    cached: np.ndarray  # [n_layer] bool: layers whose decode ubatches use the pool
+    source: str
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.distinct[self.cached].sum()
+        return float(self.hits[self.cached].sum() / total) if total else None
+
+    def shifted(self, points: float) -> Traffic:
+        """The same traffic with the hit rate moved by `points` percentage points (clamped to 0..100 %)."""
+        hits = np.clip(self.hits + points / 100 * self.distinct, 0, self.distinct)
+        return replace(self, hits=np.where(self.cached, hits, 0.0))
+
+
+def independent_distinct(n_expert: int, k: int, tokens: int) -> float:
+    """Expected distinct experts of `tokens` independent tokens with k of n_expert each."""
+    return n_expert * (1 - (1 - k / n_expert) ** max(tokens, 1))
+
+
+def _estimated_distinct(model: ModelSpec, tokens: int) -> np.ndarray:
+    per_layer = independent_distinct(model.n_expert, model.n_expert_used, tokens)
+    return np.array([per_layer if layer.has_experts else 0.0 for layer in model.layers])
+
+
+def decode_distinct(work: Workload) -> np.ndarray:
+    """Mean distinct experts per decode ubatch, per layer, counted in the workload itself."""
+    decode = np.flatnonzero((work.rec_phase == PHASE_DECODE) & (work.rec_ntok > 0))
+    if not len(decode):
+        return np.zeros(work.n_layer)
+    lengths = work.rec_ntok[decode] * work.k
+    starts = work.rec_off[decode]
+    owner = np.repeat(np.arange(len(decode)), lengths)
+    within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ids = work.ids[np.repeat(starts, lengths) + within].astype(np.int64)
+    keys = np.sort(owner * work.n_expert + ids)  # a sort, not np.unique: its hash path is ~20x slower here
+    first = np.concatenate(([True], keys[1:] != keys[:-1]))
+    per_record = np.bincount(keys[first] // work.n_expert, minlength=len(decode))
+    layers = work.rec_layer[decode]
+    counts = np.bincount(layers, minlength=work.n_layer)
+    return np.bincount(layers, weights=per_record, minlength=work.n_layer) / np.maximum(counts, 1)
+
+
+def from_hit_rate(model: ModelSpec, layout: Layout, sc: Scenario, hit_rate: float) -> Traffic:
+    """Traffic of independent tokens at a given hit rate (a measured rate, or an assumption)."""
+    distinct = _estimated_distinct(model, sc.tokens_per_ubatch)
+    cached = layout.cached_mask(model, sc.tokens_per_ubatch)
+    return Traffic(distinct, np.where(cached, distinct * hit_rate, 0.0), cached, f"hit rate {hit_rate:.3f} given")
+
+
+def from_counts(
+    model: ModelSpec,
+    layout: Layout,
+    sc: Scenario,
+    layer_hits: np.ndarray,
+    layer_lookups: np.ndarray,
+    n_ubatches: int,
+    source: str,
+    distinct: np.ndarray | None = None,
+) -> Traffic:
+    """Per-ubatch traffic from a simulation's per-layer counts; uncached layers take `distinct` (the
+    workload's own count) or the independent-token estimate."""
+    cached = layout.cached_mask(model, sc.tokens_per_ubatch)
+    other = distinct if distinct is not None else _estimated_distinct(model, sc.tokens_per_ubatch)
+    per_ub = max(n_ubatches, 1)
+    looked = cached & (layer_lookups > 0)
+    return Traffic(
+        np.where(looked, layer_lookups / per_ub, other), np.where(cached, layer_hits / per_ub, 0.0), cached, source
+    )
+
+
+def decode_ubatches(work: Workload) -> int:
+    """Number of decode ubatches in a workload (each layer sees each once)."""
+    return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+
+
+def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload) -> Traffic:
+    """Simulate the workload at the scenario's budget (with the modelled CPU-share policy when F > 0)."""
+    n_ub, distinct = decode_ubatches(work), decode_distinct(work)
+    if sc.cpu_share > 0:
+        share = simulate_share(model, work, sc.budget_mib, sc.cpu_share, layout.placement)
+        lookups = share.hits + share.uploads + share.cpu
+        label = f"simulated with CPU share {sc.cpu_share} (modelled policy)"
+        return from_counts(model, layout, sc, share.hits, lookups, n_ub, label, distinct)
+    result = simulate(model, work, sc.budget_mib, layout.placement)
+    label = f"simulated: {work.label or 'trace'}"
+    return from_counts(model, layout, sc, result.layer_hits, result.layer_lookups, n_ub, label, distinct)
+
+
+def simulate_curve(model: ModelSpec, hw: Hardware, work: Workload, base: Scenario, budgets: list[int]) -> list:
+    """Simulated results at every budget for the scenario's placement; with --fit the placement itself
+    depends on the budget, so budgets are grouped by how many layers --fit leaves in host memory."""
+    by_placement: dict[Placement, list[int]] = {}
+    for budget in budgets:
+        by_placement.setdefault(resolve(model, hw, base.with_budget(budget)).placement, []).append(budget)
+    results = {}
+    for placement, group in by_placement.items():
+        results |= dict(zip(group, simulate_budgets(model, work, group, placement), strict=True))
+    return [results[b] for b in budgets]

@@ -1,0 +1,75 @@
+"""Calibration: the stored fit is what the code computes, a fit recovers the parameters that made its data,
+and a machine calibrated from a budget sweep of its own logs predicts the runs it left out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import ROOT
+
+from moe_model.calibration import (
+    calibrate_machine,
+    decode_errors,
+    default_time_model,
+    fit,
+    load_calibration,
+    load_machine,
+    save_machine,
+)
+from moe_model.errors import MoeModelError
+from moe_model.hardware import preset
+from moe_model.logs import parse_log
+from moe_model.measured import h200_points, log_points
+from moe_model.model_spec import load_model
+from moe_model.time_model import TimeParams, predict
+
+RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
+
+
+@pytest.fixture(scope="module")
+def run3_points():
+    model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
+    cases = ("off", "minany", "b10", "b25", "b50", "b75", "full")
+    return [p for c in cases for p in log_points(parse_log(RUN3 / "logs" / f"server_{c}.log"), model, hw, c, "h200")]
+
+
+def test_the_stored_calibration_reproduces_its_own_errors_on_the_h200_runs():
+    record = load_calibration()
+    params = TimeParams(**record["params"])
+    errors = decode_errors(h200_points(), params)
+    for name, err in errors.items():
+        assert err == pytest.approx(record["fit_errors"][name], abs=1e-9), name
+    assert set(record["leave_one_machine_out"]) == set(record["machines"])
+
+
+def test_a_fit_recovers_the_parameters_that_generated_its_points(run3_points):
+    truth = TimeParams()  # the priors' centres, so the data and the priors agree
+    made = [
+        replace(p, decode_tps=predict(p.model, p.hw, truth, p.scenario, p.traffic, layout=p.layout).decode_tps)
+        for p in run3_points
+    ]
+    fitted = fit(made, start=replace(truth, sync_us_cuda=20.0, pageable_copy_us=200.0))
+    assert max(abs(e) for e in decode_errors(made, fitted).values()) < 0.03
+
+
+def test_a_budget_sweep_of_run3_logs_calibrates_the_machine_and_predicts_left_out_runs(run3_points, tmp_path):
+    result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
+    assert set(result.left_out_errors) == {p.name for p in run3_points}  # each run named after its log
+    assert "pageable_gbs" in result.fitted and "cpu_expert_gbs" in result.fitted
+    cached = {k: v for k, v in result.left_out_errors.items() if not k.startswith(("off", "minany"))}
+    assert max(abs(e) for e in cached.values()) <= 0.25
+    if result.accepted:
+        save_machine(result, tmp_path / "m.json")
+        hw, rel = load_machine(tmp_path / "m.json")
+        assert hw.pageable_gbs == result.hardware.pageable_gbs and rel == result.rel_error
+
+
+def test_one_run_is_refused_and_a_refused_fit_cannot_be_loaded(run3_points, tmp_path):
+    with pytest.raises(MoeModelError, match="at least 2 runs"):
+        calibrate_machine(run3_points[:1], preset("h200"), default_time_model().params)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hardware": {"name": "x", "vram_gib": 1, "gpu_bw_gbs": 1, "pcie_gen": 4, "pcie_lanes": 16, '
+                   '"cpu_bw_gbs": 1}, "accepted": false, "reason": "too few runs", "rel_error": 1}')  # fmt: skip
+    with pytest.raises(MoeModelError, match="refused"):
+        load_machine(bad)
