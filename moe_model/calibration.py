@@ -89,6 +89,7 @@ def fit(points: Sequence[Point], start: TimeParams | None = None) -> TimeParams:
     """Fit decode parameters, then prompt parameters, on squared log errors with machines weighted equally."""
     params = start or TimeParams()
     priors = {name: (getattr(TimeParams(), name), width) for name, width in PRIOR_WIDTH.items()}
+    points = [p for p in points if p.fitted]
     decode = [p for p in points if p.decode_tps]
     weights = _machine_weights(decode, "decode_tps")
     params = _fit_fields(params, DECODE_PARAMS, PARAM_BOUNDS, lambda q: decode_errors(decode, q), weights, priors)
@@ -267,7 +268,7 @@ def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams)
         sub = _fit_machine(others, hw, params, [t for t in terms if t in _identifiable(others)] or terms)
         left_out |= decode_errors([p], params, sub)
     worst = max(abs(e) for e in left_out.values())
-    accepted = len(points) >= 3 and worst <= MAX_MACHINE_ERROR
+    accepted = bool(len(points) >= 3 and worst <= MAX_MACHINE_ERROR)
     reason = (
         "accepted"
         if accepted

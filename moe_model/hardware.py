@@ -42,6 +42,7 @@ class Hardware:
     pageable_gbs: float | None = None
     cpu_expert_gbs: float | None = None
     sync_us: float | None = None
+    cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
     source: str = "user"
 
     def __post_init__(self) -> None:

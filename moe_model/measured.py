@@ -51,6 +51,7 @@ class Point:
     traffic: Traffic
     control: str | None = None  # the same placement without a cache, for the cache verdict
     hit_source: str = "measured"
+    fitted: bool = True  # False: predicted and reported, kept out of every fit (field_rows.csv says why)
 
 
 def synthetic_workload(
@@ -176,6 +177,7 @@ def field_points() -> list[Point]:
     for _, r in field_rows().iterrows():
         if r["use"] == "no":
             continue
+        fitted = r["use"] != "check"
         sc = Scenario(
             Placement.parse(r["placement"]),
             int(r["budget_mib"]),
@@ -190,12 +192,13 @@ def field_points() -> list[Point]:
             fit_target_mib=512 if r["placement"] == "fit" else 1024,
         )
         hit = float(r["hit_rate_small_pct"]) / 100 if pd.notna(r["hit_rate_small_pct"]) else None
-        decode = float(r["decode_tps"]) if pd.notna(r["decode_tps"]) and r["use"] == "yes" else None
+        decode = float(r["decode_tps"]) if pd.notna(r["decode_tps"]) and r["use"] in ("yes", "check") else None
         prefill = float(r["prefill_tps"]) if pd.notna(r["prefill_tps"]) else None
         control = f"{r['machine']}-{int(r['control_row'])}" if pd.notna(r["control_row"]) else None
         model = _model(r["model_file"])
         name = f"{r['machine']}-{int(r['row'])}"
-        points.append(_point(name, r["machine"], model, machines[r["machine"]], sc, decode, prefill, hit, control))
+        point = _point(name, r["machine"], model, machines[r["machine"]], sc, decode, prefill, hit, control)
+        points.append(replace(point, fitted=fitted))
     return points
 
 

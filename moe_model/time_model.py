@@ -57,6 +57,7 @@ class TimeParams:
     cpu_bw_eff: float = 0.6  # share of host bandwidth the CPU expert path reaches
     thread_gbs_per_ghz: float = 1.2  # expert bytes one thread multiplies per second and GHz (quantized dot products)
     pinned_cpu_factor: float = 0.7  # CPU path over CUDA_Host memory: no repacked weight layouts
+    no_vnni_factor: float = 0.5  # a CPU without VNNI multiplies int8 dot products at about half the rate
     sync_us_cuda: float = 50.0  # per cached layer and ubatch on CUDA: ids read back, slot map uploaded
     sync_us_other: float = 300.0  # the same on HIP and Vulkan, whose host syncs are slower
     split_us_cuda: float = 60.0  # per layer computed on the CPU: a graph split and its two small copies
@@ -83,6 +84,7 @@ PRIOR_WIDTH = (
         "cpu_bw_eff": float(np.log(1.5)),
         "thread_gbs_per_ghz": float(np.log(1.5)),
         "pinned_cpu_factor": float(np.log(1.5)),
+    "no_vnni_factor": float(np.log(1.5)),
         "layer_us": LOG2,
         "pageable_copy_us": LOG2,
     }
@@ -103,6 +105,7 @@ DECODE_PARAMS = (
     "cpu_bw_eff",
     "thread_gbs_per_ghz",
     "pinned_cpu_factor",
+    "no_vnni_factor",
     "sync_us_cuda",
     "sync_us_other",
     "split_us_cuda",
@@ -121,6 +124,7 @@ PARAM_BOUNDS = {
     "cpu_bw_eff": (0.05, 1.0),
     "thread_gbs_per_ghz": (0.1, 10.0),
     "pinned_cpu_factor": (0.2, 1.0),
+    "no_vnni_factor": (0.2, 1.0),
     "sync_us_cuda": (5.0, 3000.0),
     "sync_us_other": (5.0, 3000.0),
     "split_us_cuda": (1.0, 3000.0),
@@ -140,7 +144,7 @@ def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
 
 def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
     """Rate the CPU path reads expert weights at: bandwidth- or thread-bound, slower over pinned memory."""
-    per_thread = params.thread_gbs_per_ghz * hw.cpu_ghz
+    per_thread = params.thread_gbs_per_ghz * hw.cpu_ghz * (1.0 if hw.cpu_vnni else params.no_vnni_factor)
     rate = hw.cpu_expert_gbs or min(hw.cpu_bw_gbs * params.cpu_bw_eff, hw.cpu_threads * per_thread)
     return rate * (params.pinned_cpu_factor if pinned else 1.0)
 
