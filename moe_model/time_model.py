@@ -84,7 +84,7 @@ PRIOR_WIDTH = (
         "cpu_bw_eff": float(np.log(1.5)),
         "thread_gbs_per_ghz": float(np.log(1.5)),
         "pinned_cpu_factor": float(np.log(1.5)),
-    "no_vnni_factor": float(np.log(1.5)),
+        "no_vnni_factor": float(np.log(1.5)),
         "layer_us": LOG2,
         "pageable_copy_us": LOG2,
     }
