@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from moe_model.errors import GGUFError, TruncatedHeaderError
-from moe_model.limits import MAX_KV, MAX_SHARDS, MAX_TENSORS, check_at_most
+from moe_model.limits import MAX_ARRAY_DEPTH, MAX_KV, MAX_SHARDS, MAX_TENSORS, check_at_most
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
@@ -158,18 +158,20 @@ def _value_type(raw: int, off: int) -> GGUFValueType:
         raise GGUFError(f"corrupt GGUF header: unknown value type {raw} at offset {off:,}") from None
 
 
-def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
+def _array_head(buf: memoryview, off: int) -> tuple[GGUFValueType, int, int]:
+    """(item type, item count, offset of the first item) of one array, its count checked before any read."""
     raw, off = _get_u32(buf, off)
     item_type = _value_type(raw, off - 4)
     count, off = _get_u64(buf, off)
     if count > MAX_ARRAY_ITEMS:
         raise GGUFError(f"corrupt GGUF header: an array of {count:,} items at offset {off - 8:,}")
+    return item_type, count, off
+
+
+def _get_flat_array(buf: memoryview, off: int, item_type: GGUFValueType, count: int) -> tuple[Any, int]:
+    """The items of an array of strings or scalars: small numeric arrays are kept, the rest skipped."""
     if item_type == GGUFValueType.STRING:
         return SkippedArray("STRING", count), _skip_str_array(buf, off, count)
-    if item_type == GGUFValueType.ARRAY:
-        for _ in range(count):
-            _, off = _get_array(buf, off)
-        return SkippedArray("ARRAY", count), off
     scalar = _SCALARS[item_type]
     end = off + scalar.size * count
     _need(buf, off, end - off)
@@ -177,6 +179,26 @@ def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
         items = struct.unpack_from(f"<{count}{scalar.format[1:]}", buf, off)
         return tuple(items), end
     return SkippedArray(item_type.name, count), end
+
+
+def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
+    item_type, count, off = _array_head(buf, off)
+    if item_type != GGUFValueType.ARRAY:
+        return _get_flat_array(buf, off, item_type, count)
+    remaining = [count]  # items left at each open nesting level: a loop, never recursion on untrusted input
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        inner_type, inner_count, off = _array_head(buf, off)
+        if inner_type != GGUFValueType.ARRAY:
+            _, off = _get_flat_array(buf, off, inner_type, inner_count)
+        elif len(remaining) >= MAX_ARRAY_DEPTH:
+            raise GGUFError(f"corrupt GGUF header: arrays nested deeper than {MAX_ARRAY_DEPTH} at offset {off:,}")
+        else:
+            remaining.append(inner_count)
+    return SkippedArray("ARRAY", count), off
 
 
 def _get_value(buf: memoryview, off: int, value_type: GGUFValueType) -> tuple[Any, int]:
@@ -221,7 +243,7 @@ def parse_header(data: bytes | bytearray | memoryview) -> GGUFHeader:
     buf = memoryview(data)
     _need(buf, 0, 4)
     if bytes(buf[:4]) != GGUF_MAGIC:
-        raise GGUFError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not b'GGUF'")
+        raise GGUFError("not a GGUF file: its first 4 bytes are not the GGUF magic")  # never echo the bytes
     version, off = _get_u32(buf, 4)
     if version not in (2, 3):
         hint = " (a big-endian file?)" if version > 0xFFFF else ""

@@ -15,6 +15,7 @@ MAX_EXPERTS_USED = 64  # real models route <= 16 experts per token
 MAX_SHARDS = 1024  # gguf-split names allow 99,999; real splits have <= a few hundred shards
 MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-235B: ~1,400); ~2 s to parse
 MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
+MAX_ARRAY_DEPTH = 16  # arrays of arrays: real headers never nest; 5,000 levels once overflowed the stack
 
 # --- routing traces ---
 MAX_TRACE_TOKENS = 2_000_000  # a long recorded session; x 48 layers x 8 ids is ~1.5 GiB of int16

@@ -283,3 +283,22 @@ def test_version_2_headers_are_read_like_version_3():
     data = bytearray(tiny())
     data[4:8] = struct.pack("<I", 2)
     assert parse_header(bytes(data)).version == 2 and len(parse_header(bytes(data)).tensors) == len(TINY_TENSORS)
+
+
+def nested_arrays(depth: int) -> bytes:
+    """One metadata entry: an array of one array of ... of an empty uint8 array, `depth` levels deep."""
+    body = struct.pack("<IQ", GGUFValueType.ARRAY, 1) * (depth - 1) + struct.pack("<IQ", GGUFValueType.UINT8, 0)
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 9) + body
+
+
+def test_arrays_nested_5000_deep_are_refused_in_one_line_without_recursion():
+    assert parse_header(nested_arrays(3)).metadata["k"] == SkippedArray("ARRAY", 1)  # positive control
+    with pytest.raises(GGUFError, match="arrays nested deeper than 16") as info:
+        parse_header(nested_arrays(5000))  # 60 KB: once a RecursionError
+    assert "\n" not in str(info.value)
+
+
+def test_the_not_gguf_message_never_echoes_the_file_bytes():
+    with pytest.raises(GGUFError, match="not a GGUF file") as info:
+        parse_header(b"root:$6$secret:19000:0:99999:7:::\n")
+    assert "root" not in str(info.value)
