@@ -30,6 +30,12 @@ class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
 
 
+def one_line(err: BaseException) -> str:
+    """A foreign exception's message cut to its first line (pandas and zipfile append details)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def _suggest_mib(needed_bytes: int) -> int:
     """A round prefix size in MiB comfortably above what is needed."""
     mib = 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -18,7 +19,7 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
-from moe_model.errors import WorkloadError
+from moe_model.errors import WorkloadError, one_line
 from moe_model.limits import (
     MAX_CONCURRENCY,
     MAX_DRAFT_TOKENS,
@@ -165,8 +166,8 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
             members = [m for m in archive.infolist() if not m.is_dir()]
             _check_npz_sizes(members)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
-        raise WorkloadError(f"not a readable NPZ trace: {err}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error) as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
 
 
 def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
@@ -294,7 +295,7 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     try:
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"not a readable CSV trace: {err}") from None
+        raise WorkloadError(f"not a readable CSV trace: {one_line(err)}") from None
     expert_cols = sorted(
         (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
     )
