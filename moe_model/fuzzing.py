@@ -32,16 +32,16 @@ def _log(data: bytes) -> None:
 TARGETS: dict[str, Callable[[bytes], None]] = {"gguf": _gguf, "trace": _trace, "csv": _csv_trace, "log": _log}
 
 
-class FuzzFailure(AssertionError):
+class ReaderCrashError(AssertionError):
     """A reader crashed with a foreign exception or a message that is not one line."""
 
 
 def check(target: str, data: bytes) -> None:
-    """Run one target on `data`; anything but success or a one-line project error is a FuzzFailure."""
+    """Run one target on `data`; anything but success or a one-line project error is a ReaderCrashError."""
     try:
         TARGETS[target](data)
     except MoeModelError as err:
         if "\n" in str(err) or not str(err):
-            raise FuzzFailure(f"{target}: a message that is not one line: {str(err)!r}") from err
+            raise ReaderCrashError(f"{target}: a message that is not one line: {str(err)!r}") from err
     except Exception as err:  # noqa: BLE001 - finding these is the point
-        raise FuzzFailure(f"{target}: {type(err).__name__}: {err}") from err
+        raise ReaderCrashError(f"{target}: {type(err).__name__}: {err}") from err

@@ -35,12 +35,12 @@ def _fuzz_one(target: str, seconds: int) -> int:
     import atheris
 
     with atheris.instrument_imports():
-        from moe_model.fuzzing import FuzzFailure, check
+        from moe_model.fuzzing import ReaderCrashError, check
 
     def test_one_input(data: bytes) -> None:
         try:
             check(target, data)
-        except FuzzFailure:
+        except ReaderCrashError:
             out = ROOT / "tests" / "fuzz_corpus" / target
             out.mkdir(parents=True, exist_ok=True)
             (out / f"crash-{hashlib.sha1(data).hexdigest()[:12]}.bin").write_bytes(data)
