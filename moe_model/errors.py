@@ -26,6 +26,10 @@ class WorkloadError(MoeModelError):
     """A routing trace or workload setting that does not fit the model or is malformed."""
 
 
+class SourceError(MoeModelError):
+    """A path or URL this deployment does not read (outside the allowed folders, a private host, a bad scheme)."""
+
+
 class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
 

@@ -17,6 +17,12 @@ MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-
 MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
 MAX_ARRAY_DEPTH = 16  # arrays of arrays: real headers never nest; 5,000 levels once overflowed the stack
 
+# --- model sources (paths and URLs) ---
+MAX_REDIRECTS = 5  # a header behind a CDN takes one or two; more is a loop or a probe
+URL_TIMEOUT_S = 30.0  # connect and each read: a slow mirror answers in seconds
+URL_DEADLINE_S = 120.0  # all reads of one URL together: a server dripping bytes cannot hold a session
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+
 # --- routing traces ---
 MAX_TRACE_TOKENS = 2_000_000  # a long recorded session; x 48 layers x 8 ids is ~1.5 GiB of int16
 MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as int32)

@@ -8,6 +8,7 @@ import io
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
@@ -20,6 +21,7 @@ from moe_model.model_spec import ModelSpec, load_model
 from moe_model.policies.compare import Comparison, compare
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
+from moe_model.sources import SourcePolicy, check_url, policy_from_env, resolve_source
 from moe_model.synthetic import SEQ_LEN
 from moe_model.timing import Scenario, resolve, simulate_curve, traffic_from_workload
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
@@ -78,8 +80,13 @@ def remember(**values) -> None:
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...")
-def cached_model(source: str | bytes) -> ModelSpec:
-    return load_model(source)
+def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
+    return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
+
+
+def source_policy() -> SourcePolicy:
+    """What this deployment reads: decided by its bind address and MOE_EXPLORER_* settings (moe_model.sources)."""
+    return policy_from_env(st.get_option("server.address"))
 
 
 def sidebar_model() -> tuple[ModelSpec, str, str]:
@@ -104,7 +111,8 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
         text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
-        return cached_model(text), text, text
+        policy = source_policy()
+        return cached_model(resolve_source(text, policy), policy.private_hosts), text, text
     remember(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
 
