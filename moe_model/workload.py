@@ -163,7 +163,7 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
         source = io.BytesIO(source)
     try:
         with zipfile.ZipFile(source) as archive:
-            members = [m for m in archive.infolist() if not m.is_dir()]
+            members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
             _check_npz_sizes(members)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error) as err:
