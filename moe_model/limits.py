@@ -40,6 +40,12 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- simulation runs ---
+SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
+SIM_NS_PER_LOOKUP_PASS = 60  # kernel time per (lookup x pass), measured by benchmarks/bench.py (streaming row)
+MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
+SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
+
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
@@ -54,3 +60,15 @@ def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] 
         raise error(f"{what} is {value:,}: it cannot be negative")
     if value > limit:
         raise error(f"{what} is {value:,}, above this tool's limit of {limit:,}")
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of this machine (Linux), None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -34,6 +35,7 @@ from moe_model.limits import (
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
     MAX_UBATCH,
+    SIM_CHUNK_RECORDS,
     check_at_most,
 )
 
@@ -91,6 +93,79 @@ class Workload:
             raise WorkloadError(f"the trace selects experts up to {int(self.ids.max())}, the model has {n_expert}")
         if self.k != n_expert_used:
             raise WorkloadError(f"the trace routes {self.k} experts per token, the model {n_expert_used}")
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadStream:
+    """A workload handed out in chunks of whole ubatches (each a Workload), so that none is held whole.
+
+    `ntok_values` are the token counts its records take (they decide which budgets share a kernel pass);
+    `chunks()` may be called more than once and yields the same records each time.
+    """
+
+    n_layer: int
+    n_expert: int  # every id is below this
+    k: int
+    ntok_values: np.ndarray
+    n_records: int
+    n_lookups: int
+    decode_tokens: int
+    make_chunks: Callable[[], Iterator[Workload]]
+    label: str = ""
+
+    def chunks(self) -> Iterator[Workload]:
+        return self.make_chunks()
+
+    def check_fits(self, n_layer: int, n_expert: int, n_expert_used: int) -> None:
+        if self.n_layer != n_layer:
+            raise WorkloadError(f"the trace has {self.n_layer} layers, the model {n_layer}")
+        if self.n_expert > n_expert:
+            raise WorkloadError(f"the trace selects experts up to {self.n_expert - 1}, the model has {n_expert}")
+        if self.k != n_expert_used:
+            raise WorkloadError(f"the trace routes {self.k} experts per token, the model {n_expert_used}")
+
+
+def _chunk(work: Workload, a: int, b: int) -> Workload:
+    """Records a..b-1 with their ids, offsets rebased onto the slice."""
+    off, ntok = work.rec_off[a:b], work.rec_ntok[a:b]
+    lo, hi = int(off.min()), int((off + work.k * ntok.astype(np.int64)).max())
+    return replace(
+        work,
+        rec_ubatch=work.rec_ubatch[a:b],
+        rec_layer=work.rec_layer[a:b],
+        rec_ntok=ntok,
+        rec_off=off - lo,
+        rec_phase=work.rec_phase[a:b],
+        ids=work.ids[lo:hi],
+    )
+
+
+def stream_of(work: Workload, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream:
+    """An in-memory workload as a stream of slices, cut only between ubatches."""
+    starts = np.flatnonzero(np.diff(work.rec_ubatch)) + 1  # where a new ubatch begins
+    if np.any(np.diff(work.rec_ubatch) < 0):
+        starts = starts[:0]  # ubatch ids out of order: one chunk keeps per-ubatch counts exact
+    first_after = np.searchsorted(starts, np.arange(max_records, work.n_records, max_records))
+    cuts = np.unique(starts[first_after[first_after < len(starts)]])
+    n_expert = max(work.n_expert, int(work.ids.max()) + 1 if len(work.ids) else 0)
+
+    def chunks() -> Iterator[Workload]:
+        bounds = [0, *cuts.tolist(), work.n_records]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if b > a:
+                yield _chunk(work, a, b)
+
+    return WorkloadStream(
+        work.n_layer,
+        n_expert,
+        work.k,
+        np.unique(work.rec_ntok),
+        work.n_records,
+        len(work.ids),
+        work.decode_tokens,
+        chunks,
+        work.label,
+    )
 
 
 @dataclass(frozen=True, eq=False)
