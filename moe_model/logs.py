@@ -443,8 +443,10 @@ def parse_lines(lines: Iterable[str]) -> list[LogRun]:
     if seen_llama == 0:
         raise LogError("this is not a llama.cpp log: none of its lines come from llama-server, llama-cli or libllama")
     runs = parser.finish()
-    if not any(run.model or run.placement or run.devices or run.timings or run.errors for run in runs):
-        raise LogError("this llama.cpp log holds no run: no model load, placement, cache, timing or error lines")
+    if not any(run.model or run.placement or run.devices or run.has_stats or run.timings or run.errors for run in runs):
+        raise LogError(
+            "this llama.cpp log holds no run: no model load, placement, cache, statistics, timing or error lines"
+        )
     return runs
 
 

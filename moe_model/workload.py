@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import pandas as pd
 
 from moe_model.errors import WorkloadError, one_line
 from moe_model.limits import (
@@ -367,6 +366,8 @@ def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: 
 
 def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
     """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
+    import pandas as pd  # ~0.7 s to import: only CSV traces need it
+
     try:
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
