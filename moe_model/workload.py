@@ -35,6 +35,9 @@ from moe_model.limits import (
     MAX_TRACE_TOKENS,
     MAX_UBATCH,
     SIM_CHUNK_RECORDS,
+    SIM_MEMORY_SHARE,
+    WORKLOAD_BYTES_PER_LOOKUP,
+    available_memory_bytes,
     check_at_most,
 )
 
@@ -523,6 +526,17 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
     return ub, np.concatenate([trace.experts, extra])
 
 
+def check_build_memory(n_lookups: int, available: int | None = None) -> None:
+    """Refuse, before allocating, a workload this machine cannot build in memory."""
+    available = available_memory_bytes() if available is None else available
+    need = n_lookups * WORKLOAD_BYTES_PER_LOOKUP
+    if available is not None and need > SIM_MEMORY_SHARE * available:
+        raise WorkloadError(
+            f"this workload needs about {need / 2**30:.1f} GiB to build ({n_lookups:,} expert lookups), more than "
+            f"this machine has free ({available / 2**30:.1f} GiB): use fewer tokens or stream synthetic routing"
+        )
+
+
 def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert: int | None = None) -> Workload:
     """The records llama-server would feed the cache for this trace and batching.
 
@@ -530,6 +544,8 @@ def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert
     popularity in the trace (a model, labelled as such).
     """
     batching = batching or Batching()
+    extra_tokens = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    check_build_memory((trace.n_tokens + extra_tokens) * trace.n_layer * trace.k)
     n_expert = max(n_expert or 0, trace.n_expert)
     rng = np.random.default_rng(batching.seed)
     ub, experts = _collect_ubatches(trace, batching, rng, n_expert)
