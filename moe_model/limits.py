@@ -47,6 +47,9 @@ MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, no
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
 
+# --- the app's caches (ui/common.py): 15-25 MiB an entry, bounded in count and age ---
+APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
+
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
