@@ -268,7 +268,7 @@ BUNDLED_TRACES = {
 
 
 @st.cache_data(max_entries=32, ttl=APP_CACHE_TTL_S)
-def _trace_shape(path: str, file_key: str) -> tuple[int, int, int]:
+def _trace_shape(path: str, content_digest: str) -> tuple[int, int, int]:
     item = load_any(path)
     return item.n_layer, item.n_expert, item.k
 
