@@ -23,7 +23,6 @@ from numba import njit
 from moe_model.errors import WorkloadError
 
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
-MAX_POOLS_PER_PASS = 64  # one bit per pool size in a uint64
 
 
 def check_kernel_inputs(
@@ -76,36 +75,53 @@ def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
 
 
 @njit(cache=True)
+def _bit(words, j):
+    """Pool size j's bit in a row of 64-bit words."""
+    return (words[j >> 6] >> np.uint64(j & 63)) & np.uint64(1)
+
+
+@njit(cache=True)
+def _set_from(words, j):
+    """Set every bit from j on, clear the bits below."""
+    for w in range(len(words)):
+        lo = w * 64
+        if j <= lo:
+            words[w] = ~np.uint64(0)
+        elif j < lo + 64:
+            words[w] = ~np.uint64(0) << np.uint64(j - lo)
+        else:
+            words[w] = np.uint64(0)
+
+
+@njit(cache=True)
 def _status(
-    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert
+    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert, out
 ):
-    """(bitmask of the pool sizes in which `key` is cached now, j_lo, j_hi): every pool from j_hi on
-    holds it, pools below j_lo do not, the bits between were decided one by one."""
+    """Writes into `out` the bits of the pool sizes in which `key` is cached now; returns (j_lo, j_hi):
+    every pool from j_hi on holds it, pools below j_lo do not, the bits between were decided one by one."""
     p = last_rec[key]
     n_pools = len(caps)
     if p < 0:
-        return np.uint64(0), n_pools, n_pools
+        out[:] = 0
+        return n_pools, n_pools
     d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
     mates = cnt[p] - 1
     j_lo = _first_above(lut, d)
     j_hi = _first_above(lut, d + mates)
-    mask = np.uint64(0)
-    if j_hi < 64:
-        mask = ~np.uint64(0) << np.uint64(j_hi)
+    _set_from(out, j_hi)
     if j_lo >= j_hi:
-        return mask, j_hi, j_hi
+        return j_hi, j_hi
     me = last_ent[key]
     fa_e = ent_fa[me]
     expert = key % n_expert
     for j in range(j_lo, min(j_hi, n_pools)):
-        bit = np.uint64(1) << np.uint64(j)
-        hit_e = (ent_mask[me] & bit) != 0
+        hit_e = _bit(ent_mask[me], j) != 0
         newer = 0
         for q in range(ent_start[p], ent_start[p] + ent_nu[p]):
             f = ent_key[q]
             if f == key or last_rec[f] != p:
                 continue
-            hit_f = (ent_mask[q] & bit) != 0
+            hit_f = _bit(ent_mask[q], j) != 0
             if hit_e and hit_f:
                 newer += ent_fa[q] > fa_e  # hits are refreshed in first-appearance order
             elif hit_e:
@@ -113,8 +129,8 @@ def _status(
             elif not hit_f:
                 newer += f % n_expert > expert  # misses are filled in expert-id order
         if d + newer < caps[j]:
-            mask |= bit
-    return mask, j_lo, j_hi
+            out[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+    return j_lo, j_hi
 
 
 # slots of LruState.scalars
@@ -149,14 +165,15 @@ class LruState:
     probe_direct: np.ndarray
 
 
-def state_bytes(n_layer: int, n_expert: int, n_pools: int = MAX_POOLS_PER_PASS) -> int:
+def state_bytes(n_layer: int, n_expert: int, n_pools: int) -> int:
     """Bytes of one LruState (the arrays `new_state` allocates)."""
-    n_keys = n_layer * n_expert
-    return 16 * n_keys + 32 * (2 * n_keys + 16) + 20 * (2 * n_keys + n_expert) + 24 * n_layer * 2 * (n_pools + 1)
+    n_keys, n_words = n_layer * n_expert, -(-n_pools // 64)
+    entries = (12 + 8 * n_words) * (2 * n_keys + n_expert)
+    return 16 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
 
 
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
-    """A fresh pass for pool sizes `caps` (ascending, at most 64)."""
+    """A fresh pass for pool sizes `caps` (ascending): one bit each, in ceil(len(caps) / 64) words per entry."""
     n_pools = len(caps)
     lut = np.searchsorted(caps, np.arange(caps[-1] + 2), side="right").astype(np.int64)
     n_keys = n_layer * n_expert
@@ -173,7 +190,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
         np.zeros(n_rec, dtype=np.int64),
         np.empty(n_ent, dtype=np.int64),
         np.empty(n_ent, dtype=np.int32),
-        np.empty(n_ent, dtype=np.uint64),
+        np.empty((n_ent, -(-n_pools // 64)), dtype=np.uint64),
         np.zeros(n_expert, dtype=np.int64),
         np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64),
         np.zeros((n_layer, 2, n_pools), dtype=np.int64),
@@ -204,7 +221,7 @@ def results(state: LruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, n_layer, caps):
-    """Replay one group's records for pool sizes `caps` (ascending, at most 64) in one chunk."""
+    """Replay one group's records for pool sizes `caps` (ascending) in one chunk."""
     state = new_state(np.asarray(caps, dtype=np.int64), n_layer, n_expert)
     feed(state, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert)
     return results(state)
@@ -225,7 +242,8 @@ def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, 
         for q in range(start, end):  # entries only move down: nothing unread is overwritten
             f = ent_key[q]
             if last_rec[f] == p and last_ent[f] == q:
-                ent_key[n_ent], ent_fa[n_ent], ent_mask[n_ent] = f, ent_fa[q], ent_mask[q]
+                ent_key[n_ent], ent_fa[n_ent] = f, ent_fa[q]
+                ent_mask[n_ent, :] = ent_mask[q, :]
                 last_ent[f] = n_ent
                 n_ent += 1
         ent_nu[kept] = n_ent - ent_start[kept]
@@ -249,7 +267,7 @@ def _feed(
 ):  # fmt: skip
     n_pools = len(caps)
     uniq = np.empty(n_expert, dtype=np.int64)
-    masks = np.empty(n_expert, dtype=np.uint64)
+    masks = np.empty((n_expert, ent_mask.shape[1]), dtype=np.uint64)
     lows = np.empty(n_expert, dtype=np.int64)
     highs = np.empty(n_expert, dtype=np.int64)
     n_seen, t, e_ptr, tick = scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP]
@@ -267,9 +285,9 @@ def _feed(
                 nu += 1
         base = rec_layer[r] * n_expert
         for u in range(nu):
-            masks[u], lows[u], highs[u] = _status(
+            lows[u], highs[u] = _status(
                 base + uniq[u], n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask,
-                caps, lut, n_expert,
+                caps, lut, n_expert, masks[u],
             )  # fmt: skip
         if mode == MODE_PROBE:
             for u in range(nu):
@@ -299,7 +317,7 @@ def _feed(
             last_ent[key] = e_ptr
             ent_key[e_ptr] = key
             ent_fa[e_ptr] = u
-            ent_mask[e_ptr] = masks[u]
+            ent_mask[e_ptr, :] = masks[u, :]
             e_ptr += 1
         t += 1
     scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP] = n_seen, t, e_ptr, tick
@@ -310,5 +328,5 @@ def _count(mask, j_lo, j_hi, hist, direct, n_pools):
     """Add one lookup: pools from j_hi on all hit (counted once, summed later), the window bit by bit."""
     hist[j_hi] += 1
     for j in range(j_lo, min(j_hi, n_pools)):
-        if (mask >> np.uint64(j)) & np.uint64(1):
+        if _bit(mask, j):
             direct[j] += 1

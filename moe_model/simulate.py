@@ -23,7 +23,6 @@ from moe_model.limits import (
     available_memory_bytes,
 )
 from moe_model.lru_kernel import (
-    MAX_POOLS_PER_PASS,
     MODE_CACHE,
     MODE_PROBE,
     MODE_SKIP,
@@ -166,7 +165,7 @@ def _pool_classes(thresholds: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
 
 @dataclass(frozen=True, eq=False)
 class _Pass:
-    """One kernel pass: a group, the slots that decide which records use its pool, up to 64 budgets."""
+    """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
 
     group: int
     layers: np.ndarray
@@ -178,15 +177,13 @@ class _Pass:
 
 def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int, int, bool, np.ndarray]]:
     """(group, slots deciding its records, copies, budget indices) of every pass: per group, per class
-    of budgets that see the same records, 64 budgets at a time."""
+    of budgets that see the same records (one bit per budget in each entry's mask words)."""
     out = []
     for gi, group in enumerate(plans[0].groups):
         caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
         for members in _pool_classes(thresholds, caps):
-            order = members[np.argsort(caps[members], kind="stable")]
-            for start in range(0, len(order), MAX_POOLS_PER_PASS):
-                chunk = order[start : start + MAX_POOLS_PER_PASS]
-                out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, chunk))
+            order = members[np.argsort(caps[members], kind="stable")]  # every budget of a class in one pass
+            out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, order))
     return out
 
 
@@ -199,11 +196,11 @@ class RunEstimate:
     seconds: float
 
 
-def estimate_run(stream: WorkloadStream, n_passes: int, n_expert: int, chunk_records: int) -> RunEstimate:
-    per_pass = state_bytes(stream.n_layer, n_expert)
+def estimate_run(stream: WorkloadStream, pools_per_pass: list[int], n_expert: int, chunk_records: int) -> RunEstimate:
+    states = sum(state_bytes(stream.n_layer, n_expert, n_pools) for n_pools in pools_per_pass)
     chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
-    seconds = stream.n_lookups * n_passes * SIM_NS_PER_LOOKUP_PASS * 1e-9
-    return RunEstimate(n_passes, n_passes * per_pass + chunk, seconds)
+    seconds = stream.n_lookups * len(pools_per_pass) * SIM_NS_PER_LOOKUP_PASS * 1e-9
+    return RunEstimate(len(pools_per_pass), states + chunk, seconds)
 
 
 def check_run(estimate: RunEstimate, available: int | None = None) -> None:
@@ -261,15 +258,16 @@ def simulate_budgets(
 ) -> list[SimResult]:
     """Replay `work` at every budget; each result equals a separate run at that budget.
 
-    The records are streamed through the kernel in chunks of whole ubatches, every pass fed from the
-    same chunk: memory depends on the model and the number of budgets, not on the trace length.
+    The records are streamed through the kernel in chunks of whole ubatches, every pass (one per group and
+    class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
+    number of budgets, not on the trace length.
     """
     stream = work if isinstance(work, WorkloadStream) else stream_of(work, SIM_CHUNK_RECORDS)
     stream.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
     thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
     layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
-    check_run(estimate_run(stream, len(layout), model.n_expert, SIM_CHUNK_RECORDS))
+    check_run(estimate_run(stream, [len(b) for *_, b in layout], model.n_expert, SIM_CHUNK_RECORDS))
     passes = [
         _Pass(
             gi,
