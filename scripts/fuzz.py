@@ -52,6 +52,7 @@ def _fuzz_one(target: str, seconds: int) -> int:
     for path in sorted((ROOT / "tests" / "fuzz_corpus" / target).glob("*")):
         (seeds / path.name).write_bytes(path.read_bytes())
     args = [sys.argv[0], str(seeds), f"-max_total_time={seconds}", f"-max_len={MAX_SEED_BYTES}", "-rss_limit_mb=4096"]
+    args.append(f"-artifact_prefix={seeds}/")  # libFuzzer's own crash files stay out of the repository
     atheris.Setup(args, test_one_input)
     atheris.Fuzz()
     return 0
