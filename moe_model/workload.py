@@ -10,6 +10,7 @@ recorded inside llama.cpp (../shared/groundtruth format) are already workloads.
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -243,11 +244,18 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
             members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
             _check_npz_sizes(members)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError) as err:
         raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
 
 
 def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
+    for m in members:  # np.savez writes stored or deflated members, never encrypted ones
+        if m.flag_bits & 0x1:
+            raise WorkloadError("the NPZ has an encrypted member: not a trace this tool wrote or reads")
+        if m.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise WorkloadError(
+                f"an NPZ member is compressed with zip method {m.compress_type}; stored or deflate only"
+            )
     if len(members) > MAX_NPZ_MEMBERS:
         raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
     total = sum(m.file_size for m in members)
