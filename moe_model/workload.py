@@ -504,6 +504,7 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
             f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "
             f"{n_expert} experts of drawn routing is above this tool's limit of {MAX_ROUTING_DRAWS:,}"
         )
+    check_build_memory((trace.n_tokens + synthetic_needed) * trace.n_layer * trace.k)  # before anything is drawn
     extra = trace.experts[:0]
     if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
         extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic_needed, rng)
@@ -552,8 +553,6 @@ def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert
     popularity in the trace (a model, labelled as such).
     """
     batching = batching or Batching()
-    extra_tokens = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
-    check_build_memory((trace.n_tokens + extra_tokens) * trace.n_layer * trace.k)
     n_expert = max(n_expert or 0, trace.n_expert)
     rng = np.random.default_rng(batching.seed)
     ub, experts = _collect_ubatches(trace, batching, rng, n_expert)
