@@ -181,9 +181,9 @@ def test_a_long_trace_streamed_in_small_chunks_with_compacted_state_equals_the_r
         assert res.copied_experts == ref["copied"]
 
 
-def test_more_than_64_budgets_take_more_passes_over_the_same_stream_and_equal_each_alone(gt_model):
+def test_more_than_64_budgets_share_one_pass_over_the_stream_and_equal_each_alone(gt_model):
     work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
-    budgets = list(range(15, 15 + 130 * 12, 12))  # 130 budgets: three passes per group and class
+    budgets = list(range(15, 15 + 130 * 12, 12))  # 130 budgets: three mask words per entry
     together = simulate_budgets(gt_model, work, budgets)
     for b in (0, 63, 64, 129):
         assert together[b].as_dict() == simulate(gt_model, work, budgets[b]).as_dict()
