@@ -1,6 +1,6 @@
 """Benchmarks (a script, not timed tests): the numbers quoted in the README come from this.
 
-    python benchmarks/bench.py            (needs requirements-bench.txt for the libCacheSim baseline)
+    python -m benchmarks.bench            (from the repository root; pip install -r requirements-bench.txt)
 
 1. A 64-budget hit-rate curve over a 20,000-token Qwen3-30B-A3B-shaped trace (48 layers x 8 of
    128 experts) with the simulator, against libCacheSim's C LRU computing the same 64 pool sizes.
@@ -96,19 +96,15 @@ def bench_kernel() -> None:
     budgets = [2000, 6000, 10000]
     simulate_budgets(model, work, budgets)
     jit, _ = timed(lambda: simulate_budgets(model, work, budgets))
-    names = ["lru_pass", "_status", "_prefix", "_add", "_count", "_first_above"]
+    names = ["_feed", "_compact", "_status", "_prefix", "_add", "_count", "_first_above"]
     compiled = {n: getattr(lru_kernel, n) for n in names}
     try:
-        for n in names:
+        for n in names:  # lru_kernel.feed looks _feed up at call time: the plain Python kernel runs
             setattr(lru_kernel, n, compiled[n].py_func)
-        import moe_model.simulate as sim
-
-        sim.lru_pass = lru_kernel.lru_pass
         plain, _ = timed(lambda: simulate_budgets(model, work, budgets), repeat=1)
     finally:
         for n in names:
             setattr(lru_kernel, n, compiled[n])
-        sim.lru_pass = compiled["lru_pass"]
     print(
         f"kernel, 400 tokens x 3 budgets: numba {jit * 1000:.1f} ms, "
         f"plain Python {plain * 1000:.0f} ms -> {plain / jit:.0f}x"

@@ -5,6 +5,7 @@ gguf_header -> model_spec -> slot_plan -> workload -> simulate (policies) -> sce
 -> calibration (measured points); recommend; logs; charts; cli.
 """
 
+from moe_model import numba_cache  # noqa: F401 - first: sets NUMBA_CACHE_DIR before any kernel module loads numba
 from moe_model.errors import GGUFError, LogError, MoeModelError, TruncatedHeaderError, WorkloadError
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache

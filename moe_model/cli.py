@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,11 +32,12 @@ from moe_model.limits import (
     MAX_VRAM_GIB,
 )
 from moe_model.model_spec import ModelSpec, load_model
-from moe_model.simulate import SimResult, simulate_budgets
 from moe_model.slot_plan import Placement, plan_report
-from moe_model.synthetic import Knobs, Shape, generate, preset_for
 from moe_model.vram import KV_TYPES
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
+
+if TYPE_CHECKING:
+    from moe_model.simulate import SimResult
 
 MAX_BUDGETS = 512
 
@@ -176,6 +178,8 @@ def _range(text: str) -> tuple[float, float, float]:
 
 
 def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
+    from moe_model.synthetic import Knobs, Shape, generate, preset_for  # imported here: `plan` starts in < 1 s
+
     batching = Batching(
         args.concurrency, args.draft, args.accept, args.prompt_tokens, args.ubatch_size, not args.no_warmup, args.seed
     )
@@ -271,6 +275,8 @@ def _format_policies(policies: list[dict]) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from moe_model.simulate import simulate_budgets  # numba: imported only by the commands that simulate
+
     model = load_model(args.model)
     work = _workload(args, model)
     if args.export_workload:
@@ -454,6 +460,8 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
 def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
     """The hit-rate spread (points) a prediction carries and what routing it used."""
+    from moe_model.synthetic import preset_for
+
     if getattr(args, "trace", None):
         return 0.0, f"the trace {args.trace}"
     preset = preset_for(model)

@@ -26,8 +26,18 @@ class WorkloadError(MoeModelError):
     """A routing trace or workload setting that does not fit the model or is malformed."""
 
 
+class SourceError(MoeModelError):
+    """A path or URL this deployment does not read (outside the allowed folders, a private host, a bad scheme)."""
+
+
 class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
+
+
+def one_line(err: BaseException) -> str:
+    """A foreign exception's message cut to its first line (pandas and zipfile append details)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _suggest_mib(needed_bytes: int) -> int:

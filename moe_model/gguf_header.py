@@ -7,9 +7,12 @@ Enums, key names and block sizes come from the `gguf` package.
 
 from __future__ import annotations
 
+import http.client
 import re
 import struct
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,8 +21,17 @@ from typing import Any, BinaryIO
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
-from moe_model.errors import GGUFError, TruncatedHeaderError
-from moe_model.limits import MAX_KV, MAX_SHARDS, MAX_TENSORS, check_at_most
+from moe_model.errors import GGUFError, TruncatedHeaderError, one_line
+from moe_model.limits import (
+    MAX_ARRAY_DEPTH,
+    MAX_KV,
+    MAX_REDIRECTS,
+    MAX_SHARDS,
+    MAX_TENSORS,
+    URL_DEADLINE_S,
+    URL_TIMEOUT_S,
+    check_at_most,
+)
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
@@ -28,7 +40,8 @@ MAX_ARRAY_ITEMS = 1 << 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 KEEP_ARRAY_ITEMS = 4096  # numeric arrays up to this size are kept (per-layer hparams)
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024 * 1024  # the byte cap of every read, local or remote
+READ_CHUNK_BYTES = 1024 * 1024
 
 _SCALARS: dict[int, struct.Struct] = {
     GGUFValueType.UINT8: struct.Struct("<B"),
@@ -158,18 +171,20 @@ def _value_type(raw: int, off: int) -> GGUFValueType:
         raise GGUFError(f"corrupt GGUF header: unknown value type {raw} at offset {off:,}") from None
 
 
-def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
+def _array_head(buf: memoryview, off: int) -> tuple[GGUFValueType, int, int]:
+    """(item type, item count, offset of the first item) of one array, its count checked before any read."""
     raw, off = _get_u32(buf, off)
     item_type = _value_type(raw, off - 4)
     count, off = _get_u64(buf, off)
     if count > MAX_ARRAY_ITEMS:
         raise GGUFError(f"corrupt GGUF header: an array of {count:,} items at offset {off - 8:,}")
+    return item_type, count, off
+
+
+def _get_flat_array(buf: memoryview, off: int, item_type: GGUFValueType, count: int) -> tuple[Any, int]:
+    """The items of an array of strings or scalars: small numeric arrays are kept, the rest skipped."""
     if item_type == GGUFValueType.STRING:
         return SkippedArray("STRING", count), _skip_str_array(buf, off, count)
-    if item_type == GGUFValueType.ARRAY:
-        for _ in range(count):
-            _, off = _get_array(buf, off)
-        return SkippedArray("ARRAY", count), off
     scalar = _SCALARS[item_type]
     end = off + scalar.size * count
     _need(buf, off, end - off)
@@ -177,6 +192,26 @@ def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
         items = struct.unpack_from(f"<{count}{scalar.format[1:]}", buf, off)
         return tuple(items), end
     return SkippedArray(item_type.name, count), end
+
+
+def _get_array(buf: memoryview, off: int) -> tuple[Any, int]:
+    item_type, count, off = _array_head(buf, off)
+    if item_type != GGUFValueType.ARRAY:
+        return _get_flat_array(buf, off, item_type, count)
+    remaining = [count]  # items left at each open nesting level: a loop, never recursion on untrusted input
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        inner_type, inner_count, off = _array_head(buf, off)
+        if inner_type != GGUFValueType.ARRAY:
+            _, off = _get_flat_array(buf, off, inner_type, inner_count)
+        elif len(remaining) >= MAX_ARRAY_DEPTH:
+            raise GGUFError(f"corrupt GGUF header: arrays nested deeper than {MAX_ARRAY_DEPTH} at offset {off:,}")
+        else:
+            remaining.append(inner_count)
+    return SkippedArray("ARRAY", count), off
 
 
 def _get_value(buf: memoryview, off: int, value_type: GGUFValueType) -> tuple[Any, int]:
@@ -221,7 +256,7 @@ def parse_header(data: bytes | bytearray | memoryview) -> GGUFHeader:
     buf = memoryview(data)
     _need(buf, 0, 4)
     if bytes(buf[:4]) != GGUF_MAGIC:
-        raise GGUFError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not b'GGUF'")
+        raise GGUFError("not a GGUF file: its first 4 bytes are not the GGUF magic")  # never echo the bytes
     version, off = _get_u32(buf, 4)
     if version not in (2, 3):
         hint = " (a big-endian file?)" if version > 0xFFFF else ""
@@ -268,39 +303,90 @@ def _read_path_prefix(path: Path) -> Callable[[int], bytes]:
     return read
 
 
-def _read_url_prefix(url: str, timeout_s: float) -> Callable[[int], bytes]:
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows at most MAX_REDIRECTS redirects, each to http(s) only and checked like the first URL."""
+
+    max_redirections = MAX_REDIRECTS
+
+    def __init__(self, check_url: Callable[[str], None]) -> None:
+        self.check_url = check_url
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        if not is_url(newurl):
+            raise GGUFError("the server redirected to a URL that is not http(s); only http(s) is followed")
+        self.check_url(newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def only_http(url: str) -> None:
+    if not is_url(url):
+        raise GGUFError("only http:// and https:// URLs are read")
+
+
+def _read_url_prefix(url: str, timeout_s: float, check_url: Callable[[str], None]) -> Callable[[int], bytes]:
+    opener = urllib.request.build_opener(_CheckedRedirects(check_url))
+    host = urllib.parse.urlsplit(url).hostname or url
+
     def read(n: int) -> bytes:
         request = urllib.request.Request(url, headers={"Range": f"bytes=0-{n - 1}", "User-Agent": "moe-cache-explorer"})
+        deadline = time.monotonic() + URL_DEADLINE_S
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                if response.status != 206:
-                    raise GGUFError(f"the server ignored the HTTP Range request (status {response.status}): {url}")
-                return response.read(n)
+            with opener.open(request, timeout=timeout_s) as response:
+                content_range = response.headers.get("Content-Range", "bytes 0-")
+                if response.status != 206 or not content_range.startswith("bytes 0-"):
+                    raise GGUFError(
+                        f"{host} does not honour HTTP Range requests (status {response.status}); download the "
+                        f"first {_mib(n)} MiB (curl -r 0-{n - 1}) and upload that prefix instead"
+                    )
+                chunks, have = [], 0
+                while have < n:  # bounded by bytes and by time: a dripping server cannot hold the session
+                    if time.monotonic() > deadline:
+                        raise GGUFError(f"{host} sent {have:,} bytes in {URL_DEADLINE_S:.0f} s: too slow")
+                    chunk = response.read(min(n - have, READ_CHUNK_BYTES))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    have += len(chunk)
+                return b"".join(chunks)
         except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400:  # urllib refuses these before asking the redirect handler
+                raise GGUFError(
+                    f"refused a redirect from {url}: not to http(s), a loop, or more than {MAX_REDIRECTS}"
+                ) from None
             raise GGUFError(f"HTTP {err.code} for {url}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as err:
-            raise GGUFError(f"cannot read {url}: {getattr(err, 'reason', err)}") from None
+        except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
+            raise GGUFError(f"cannot read {url}: {one_line(getattr(err, 'reason', err))}") from None
 
     return read
+
+
+def _mib(n: int) -> int:
+    return max(1, -(-n // 2**20))
 
 
 def is_url(source: object) -> bool:
     return isinstance(source, str) and source.lower().startswith(("http://", "https://"))
 
 
-def read_header(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> GGUFHeader:
+def read_header(
+    source: str | Path | bytes | bytearray | BinaryIO,
+    timeout_s: float = URL_TIMEOUT_S,
+    check_url: Callable[[str], None] = only_http,
+) -> GGUFHeader:
     """Read one GGUF header from a path, an http(s) URL, bytes, or a binary file object.
 
     Paths and URLs are read in growing chunks (2 MiB first, 64 MiB at most); bytes and file
     objects are taken as a prefix, and a prefix that ends inside the header raises
-    TruncatedHeaderError saying how many more bytes are needed.
+    TruncatedHeaderError saying how many more bytes are needed. `check_url` vets the URL and every
+    redirect target (sources.check_url refuses private hosts); it raises to refuse.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_header(source)
     if hasattr(source, "read"):
         return parse_header(source.read(MAX_HEADER_BYTES))  # type: ignore[union-attr]
     if is_url(source):
-        return _parse_growing(_read_url_prefix(str(source), timeout_s))
+        check_url(str(source))
+        return _parse_growing(_read_url_prefix(str(source), timeout_s, check_url))
     path = Path(source)  # type: ignore[arg-type]
     if not path.is_file():
         raise GGUFError(f"no such file: {path}")
@@ -317,9 +403,13 @@ def shard_sources(source: str | Path, n_shards: int) -> list[str]:
     return [f"{stem}-{i:05d}-of-{n_shards:05d}.gguf" for i in range(1, n_shards + 1)]
 
 
-def read_model_headers(source: str | Path | bytes | bytearray | BinaryIO, timeout_s: float = 30.0) -> list[GGUFHeader]:
+def read_model_headers(
+    source: str | Path | bytes | bytearray | BinaryIO,
+    timeout_s: float = URL_TIMEOUT_S,
+    check_url: Callable[[str], None] = only_http,
+) -> list[GGUFHeader]:
     """All headers of a model: one, or every shard's when the first shard names a split model."""
-    first = read_header(source, timeout_s)
+    first = read_header(source, timeout_s, check_url)
     n_shards = _meta_count(first.metadata, "split.count", 1)
     check_at_most(n_shards, MAX_SHARDS, "split.count (shards)", GGUFError)
     if n_shards <= 1:
@@ -330,7 +420,7 @@ def read_model_headers(source: str | Path | bytes | bytearray | BinaryIO, timeou
         )
     if _meta_count(first.metadata, "split.no", 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
-    headers = [first] + [read_header(name, timeout_s) for name in shard_sources(source, n_shards)[1:]]
+    headers = [first] + [read_header(name, timeout_s, check_url) for name in shard_sources(source, n_shards)[1:]]
     check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)
     return headers
 

@@ -15,6 +15,13 @@ MAX_EXPERTS_USED = 64  # real models route <= 16 experts per token
 MAX_SHARDS = 1024  # gguf-split names allow 99,999; real splits have <= a few hundred shards
 MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-235B: ~1,400); ~2 s to parse
 MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
+MAX_ARRAY_DEPTH = 16  # arrays of arrays: real headers never nest; 5,000 levels once overflowed the stack
+
+# --- model sources (paths and URLs) ---
+MAX_REDIRECTS = 5  # a header behind a CDN takes one or two; more is a loop or a probe
+URL_TIMEOUT_S = 30.0  # connect and each read: a slow mirror answers in seconds
+URL_DEADLINE_S = 120.0  # all reads of one URL together: a server dripping bytes cannot hold a session
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 
 # --- routing traces ---
 MAX_TRACE_TOKENS = 2_000_000  # a long recorded session; x 48 layers x 8 ids is ~1.5 GiB of int16
@@ -33,6 +40,16 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- simulation runs ---
+SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
+SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
+MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
+SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
+WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
+
+# --- the app's caches (ui/common.py): 15-25 MiB an entry, bounded in count and age ---
+APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
+
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
@@ -47,3 +64,15 @@ def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] 
         raise error(f"{what} is {value:,}: it cannot be negative")
     if value > limit:
         raise error(f"{what} is {value:,}, above this tool's limit of {limit:,}")
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of this machine (Linux), None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

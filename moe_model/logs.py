@@ -19,7 +19,15 @@ from moe_model.limits import MAX_LOG_RUNS
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ([IWEDT]) ")
-_RUN_START = re.compile(r"llama_server: initializing|common_params_print_info: build|^main: build = |^build: \d+")
+# start markers in the order one run prints them: a marker at or before the last one seen opens a new run
+_RUN_STARTS = (
+    re.compile(r"llama_server: initializing"),
+    re.compile(r"common_params_print_info: build|^main: build = |^build: \d+"),
+    re.compile(r"^main: llama backend init"),
+    re.compile(r"common_init_: fitting params to device memory"),
+    re.compile(r"llama_model_loader: loaded meta data"),
+)
+_INIT_FAILED = "failed to initialize the context: "
 _KV = re.compile(r"llama_model_loader: - kv\s+\d+:\s+(\S+)\s+\S+\s+= (.*)$")
 _INFO = re.compile(
     r"print_info: (n_layer|n_expert|n_expert_used|n_ff_exp|n_embd|model params|general\.name|arch|file type|file size)"
@@ -161,7 +169,7 @@ class LogRun:
 
     @property
     def starts(self) -> bool:
-        return not any("failed to create context" in e or "failed to init" in e for e in self.errors)
+        return not any(e.startswith("failed to create context") for e in self.errors)
 
     @property
     def has_stats(self) -> bool:
@@ -262,18 +270,31 @@ class _RunParser:
 
     def __init__(self) -> None:
         self.runs: list[LogRun] = []
+        self.init_error: str | None = None  # a context failure not yet known to be a -fit trial
         self.run = self._new_run()
         self.last_time = -1.0
         self.pending_timing: dict[tuple[int, int], dict] = {}
-        self.last_init_error: str | None = None
+        self.start_rank = -1  # the latest start marker seen in the current run
 
     def _new_run(self) -> LogRun:
         if len(self.runs) >= MAX_LOG_RUNS:  # refused while streaming: every run is rendered and cross-checked
             raise LogError(f"the log holds more than {MAX_LOG_RUNS:,} runs, this tool's limit: split it")
+        self._commit_init_error()
         run = LogRun(index=len(self.runs))
         self.runs.append(run)
         self.pending_timing = {}
+        self.start_rank = -1
         return run
+
+    def _commit_init_error(self) -> None:
+        """A context failure not followed by common_fit_params was the real load's: the run did not start."""
+        if self.init_error is not None and not any(e.startswith("failed to create context") for e in self.run.errors):
+            self.run.errors.append(f"failed to create context: {self.init_error}")
+        self.init_error = None
+
+    def finish(self) -> list[LogRun]:
+        self._commit_init_error()
+        return [run for run in self.runs if run.n_lines]
 
     def feed(self, raw: str) -> None:
         msg, level, seconds = _clean(raw)
@@ -291,9 +312,17 @@ class _RunParser:
             return
         if level is None and any(m in msg for m in ("llama_model_loader", "print_info", "load_tensors")):
             run.n_info_lines += 1
-        if _RUN_START.search(msg) and run.n_lines > 1 and (run.model or run.devices or run.timings):
-            self.run = run = self._new_run()
-            run.n_lines = 1
+        rank = next((i for i, marker in enumerate(_RUN_STARTS) if marker.search(msg)), None)
+        if rank is not None:
+            if rank <= self.start_rank and run.n_lines > 1:
+                self.run = run = self._new_run()
+                run.n_lines = 1
+            self.start_rank = rank
+        if self.init_error is not None and _INIT_FAILED not in msg:
+            if "common_fit_params" in msg:
+                self.init_error = None  # a -fit trial failed; the real load comes next
+            else:
+                self._commit_init_error()
         if "llama_server" in msg or msg.startswith("srv "):
             run.program = "llama-server"
         self._model(msg)
@@ -352,12 +381,11 @@ class _RunParser:
                     run.large = stats
             elif (m := _COPIED.search(msg)) is not None:
                 run.copied_experts, run.copied_mib = int(m.group(1)), float(m.group(2))
-        elif "failed to initialize the context: " in msg:
-            self.last_init_error = msg.split("failed to initialize the context: ", 1)[1]
+        elif _INIT_FAILED in msg:
+            self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
-            reason = f": {self.last_init_error}" if self.last_init_error else ""
-            if not run.errors or not run.errors[-1].startswith("failed to create context"):
-                run.errors.append(f"failed to create context{reason}")
+            if not any(e.startswith("failed to create context") for e in run.errors):
+                run.errors.append("failed to create context")
         elif (level == "E" or "GGML_ABORT" in msg or "error:" in msg.lower()[:40]) and "common_fit_params" not in msg:
             run.errors.append(msg)  # fit trials report their own errors; the real load repeats them
 
@@ -414,7 +442,12 @@ def parse_lines(lines: Iterable[str]) -> list[LogRun]:
             seen_llama += 1
     if seen_llama == 0:
         raise LogError("this is not a llama.cpp log: none of its lines come from llama-server, llama-cli or libllama")
-    return [run for run in parser.runs if run.n_lines]
+    runs = parser.finish()
+    if not any(run.model or run.placement or run.devices or run.has_stats or run.timings or run.errors for run in runs):
+        raise LogError(
+            "this llama.cpp log holds no run: no model load, placement, cache, statistics, timing or error lines"
+        )
+    return runs
 
 
 def parse_log(source: str | Path | bytes | BinaryIO) -> list[LogRun]:

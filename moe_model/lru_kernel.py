@@ -15,13 +15,14 @@ Compiled with numba: the pass is inherently sequential (see README for the measu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
 from moe_model.errors import WorkloadError
 
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
-MAX_POOLS_PER_PASS = 64  # one bit per pool size in a uint64
 
 
 def check_kernel_inputs(
@@ -74,36 +75,53 @@ def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
 
 
 @njit(cache=True)
+def _bit(words, j):
+    """Pool size j's bit in a row of 64-bit words."""
+    return (words[j >> 6] >> np.uint64(j & 63)) & np.uint64(1)
+
+
+@njit(cache=True)
+def _set_from(words, j):
+    """Set every bit from j on, clear the bits below."""
+    for w in range(len(words)):
+        lo = w * 64
+        if j <= lo:
+            words[w] = ~np.uint64(0)
+        elif j < lo + 64:
+            words[w] = ~np.uint64(0) << np.uint64(j - lo)
+        else:
+            words[w] = np.uint64(0)
+
+
+@njit(cache=True)
 def _status(
-    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert
+    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert, out
 ):
-    """(bitmask of the pool sizes in which `key` is cached now, j_lo, j_hi): every pool from j_hi on
-    holds it, pools below j_lo do not, the bits between were decided one by one."""
+    """Writes into `out` the bits of the pool sizes in which `key` is cached now; returns (j_lo, j_hi):
+    every pool from j_hi on holds it, pools below j_lo do not, the bits between were decided one by one."""
     p = last_rec[key]
     n_pools = len(caps)
     if p < 0:
-        return np.uint64(0), n_pools, n_pools
+        out[:] = 0
+        return n_pools, n_pools
     d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
     mates = cnt[p] - 1
     j_lo = _first_above(lut, d)
     j_hi = _first_above(lut, d + mates)
-    mask = np.uint64(0)
-    if j_hi < 64:
-        mask = ~np.uint64(0) << np.uint64(j_hi)
+    _set_from(out, j_hi)
     if j_lo >= j_hi:
-        return mask, j_hi, j_hi
+        return j_hi, j_hi
     me = last_ent[key]
     fa_e = ent_fa[me]
     expert = key % n_expert
     for j in range(j_lo, min(j_hi, n_pools)):
-        bit = np.uint64(1) << np.uint64(j)
-        hit_e = (ent_mask[me] & bit) != 0
+        hit_e = _bit(ent_mask[me], j) != 0
         newer = 0
         for q in range(ent_start[p], ent_start[p] + ent_nu[p]):
             f = ent_key[q]
             if f == key or last_rec[f] != p:
                 continue
-            hit_f = (ent_mask[q] & bit) != 0
+            hit_f = _bit(ent_mask[q], j) != 0
             if hit_e and hit_f:
                 newer += ent_fa[q] > fa_e  # hits are refreshed in first-appearance order
             elif hit_e:
@@ -111,81 +129,166 @@ def _status(
             elif not hit_f:
                 newer += f % n_expert > expert  # misses are filled in expert-id order
         if d + newer < caps[j]:
-            mask |= bit
-    return mask, j_lo, j_hi
+            out[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+    return j_lo, j_hi
+
+
+# slots of LruState.scalars
+_N_SEEN, _N_REC, _N_ENT, _STAMP = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, eq=False)
+class LruState:
+    """One pass's state between chunks of records, sized by the model (keys), never by the trace.
+
+    Only a key's last use matters, so the records and entries no key still points at are dropped
+    whenever the arrays fill (`_compact`): at most n_layer x n_expert of each survive.
+    """
+
+    caps: np.ndarray
+    lut: np.ndarray
+    scalars: np.ndarray  # n_seen, records kept, entries kept, stamp counter
+    last_rec: np.ndarray
+    last_ent: np.ndarray
+    fen: np.ndarray
+    cnt: np.ndarray
+    ent_start: np.ndarray
+    ent_nu: np.ndarray
+    ent_key: np.ndarray
+    ent_fa: np.ndarray
+    ent_mask: np.ndarray
+    stamp: np.ndarray
+    hist: np.ndarray
+    direct: np.ndarray
+    distinct: np.ndarray
+    probe_hist: np.ndarray
+    probe_direct: np.ndarray
+
+
+def state_bytes(n_layer: int, n_expert: int, n_pools: int) -> int:
+    """Bytes of one LruState (the arrays `new_state` allocates)."""
+    n_keys, n_words = n_layer * n_expert, -(-n_pools // 64)
+    entries = (12 + 8 * n_words) * (2 * n_keys + n_expert)
+    return 16 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
+
+
+def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
+    """A fresh pass for pool sizes `caps` (ascending): one bit each, in ceil(len(caps) / 64) words per entry."""
+    n_pools = len(caps)
+    lut = np.searchsorted(caps, np.arange(caps[-1] + 2), side="right").astype(np.int64)
+    n_keys = n_layer * n_expert
+    n_rec, n_ent = 2 * n_keys + 16, 2 * n_keys + n_expert  # room for n_keys more after each compaction
+    return LruState(
+        caps.astype(np.int64),
+        lut,
+        np.zeros(4, dtype=np.int64),
+        np.full(n_keys, -1, dtype=np.int64),
+        np.full(n_keys, -1, dtype=np.int64),
+        np.zeros(n_rec + 1, dtype=np.int64),
+        np.zeros(n_rec, dtype=np.int64),
+        np.zeros(n_rec, dtype=np.int64),
+        np.zeros(n_rec, dtype=np.int64),
+        np.empty(n_ent, dtype=np.int64),
+        np.empty(n_ent, dtype=np.int32),
+        np.empty((n_ent, -(-n_pools // 64)), dtype=np.uint64),
+        np.zeros(n_expert, dtype=np.int64),
+        np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64),
+        np.zeros((n_layer, 2, n_pools), dtype=np.int64),
+        np.zeros((n_layer, 2), dtype=np.int64),
+        np.zeros(n_pools + 1, dtype=np.int64),
+        np.zeros(n_pools, dtype=np.int64),
+    )
+
+
+def feed(state: LruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
+    """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing `state`."""
+    s = state
+    _feed(
+        rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.caps, s.lut, s.scalars,
+        s.last_rec, s.last_ent, s.fen, s.cnt, s.ent_start, s.ent_nu, s.ent_key, s.ent_fa, s.ent_mask, s.stamp,
+        s.hist, s.direct, s.distinct, s.probe_hist, s.probe_direct,
+    )  # fmt: skip
+
+
+def results(state: LruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe_hits [n_caps]) of everything fed so far.
+
+    Index 1 of the middle axis is llama.cpp's "ubatch > 8" class; probe records only read the pool."""
+    n_pools = len(state.caps)
+    hits = np.cumsum(state.hist[:, :, :n_pools], axis=2) + state.direct
+    probe = np.cumsum(state.probe_hist[:n_pools]) + state.probe_direct
+    return hits, state.distinct.copy(), probe
+
+
+def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, n_layer, caps):
+    """Replay one group's records for pool sizes `caps` (ascending) in one chunk."""
+    state = new_state(np.asarray(caps, dtype=np.int64), n_layer, n_expert)
+    feed(state, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert)
+    return results(state)
 
 
 @njit(cache=True)
-def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, n_layer, caps):
-    """Replay one group's records for pool sizes `caps` (ascending, at most 64).
+def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask):
+    """Drop records and entries no key points at, in order; the counts and the Fenwick tree are rebuilt."""
+    n_rec = scalars[_N_REC]
+    new_id = np.full(n_rec, -1, dtype=np.int64)
+    kept, n_ent = 0, 0
+    for p in range(n_rec):
+        if cnt[p] == 0:
+            continue
+        start, end, live = ent_start[p], ent_start[p] + ent_nu[p], cnt[p]
+        new_id[p] = kept
+        ent_start[kept] = n_ent
+        for q in range(start, end):  # entries only move down: nothing unread is overwritten
+            f = ent_key[q]
+            if last_rec[f] == p and last_ent[f] == q:
+                ent_key[n_ent], ent_fa[n_ent] = f, ent_fa[q]
+                ent_mask[n_ent, :] = ent_mask[q, :]
+                last_ent[f] = n_ent
+                n_ent += 1
+        ent_nu[kept] = n_ent - ent_start[kept]
+        cnt[kept] = live
+        kept += 1
+    for key in range(len(last_rec)):
+        if last_rec[key] >= 0:
+            last_rec[key] = new_id[last_rec[key]]
+    cnt[kept:] = 0
+    fen[:] = 0
+    for p in range(kept):
+        _add(fen, p, cnt[p])
+    scalars[_N_REC], scalars[_N_ENT] = kept, n_ent
 
-    Returns (hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe_hits [n_caps]); index 1 of the
-    middle axis is llama.cpp's "ubatch > 8" class. Probe records only read the pool (copy path).
-    """
+
+@njit(cache=True)
+def _feed(
+    rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, caps, lut, scalars,
+    last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, stamp,
+    hist, direct, distinct, probe_hist, probe_direct,
+):  # fmt: skip
     n_pools = len(caps)
-    lut = np.empty(caps[n_pools - 1] + 2, dtype=np.int64)
-    j = 0
-    for x in range(len(lut)):
-        while j < n_pools and caps[j] <= x:
-            j += 1
-        lut[x] = j
-    n_cache = 0
-    n_entries = 0
-    for r in range(len(rec_mode)):
-        if rec_mode[r] == MODE_CACHE:
-            n_cache += 1
-            n_entries += min(rec_ntok[r] * k, n_expert)
-    hist = np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64)
-    direct = np.zeros((n_layer, 2, n_pools), dtype=np.int64)
-    distinct = np.zeros((n_layer, 2), dtype=np.int64)
-    probe_hist = np.zeros(n_pools + 1, dtype=np.int64)
-    probe_direct = np.zeros(n_pools, dtype=np.int64)
-    last_rec = np.full(n_layer * n_expert, -1, dtype=np.int64)
-    last_ent = np.full(n_layer * n_expert, -1, dtype=np.int64)
-    fen = np.zeros(n_cache + 1, dtype=np.int64)
-    cnt = np.zeros(n_cache, dtype=np.int64)
-    ent_start = np.zeros(n_cache, dtype=np.int64)
-    ent_nu = np.zeros(n_cache, dtype=np.int64)
-    ent_key = np.empty(n_entries, dtype=np.int64)
-    ent_fa = np.empty(n_entries, dtype=np.int32)
-    ent_mask = np.empty(n_entries, dtype=np.uint64)
-    stamp = np.zeros(n_expert, dtype=np.int64)
     uniq = np.empty(n_expert, dtype=np.int64)
-    masks = np.empty(n_expert, dtype=np.uint64)
+    masks = np.empty((n_expert, ent_mask.shape[1]), dtype=np.uint64)
     lows = np.empty(n_expert, dtype=np.int64)
     highs = np.empty(n_expert, dtype=np.int64)
-    n_seen = 0
-    t = 0
-    e_ptr = 0
+    n_seen, t, e_ptr, tick = scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP]
     for r in range(len(rec_mode)):
         mode = rec_mode[r]
         if mode == MODE_SKIP:
             continue
+        tick += 1
         nu = 0
         for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
             e = ids[i]
-            if stamp[e] != r + 1:
-                stamp[e] = r + 1
+            if stamp[e] != tick:
+                stamp[e] = tick
                 uniq[nu] = e
                 nu += 1
         base = rec_layer[r] * n_expert
         for u in range(nu):
-            masks[u], lows[u], highs[u] = _status(
-                base + uniq[u],
-                n_seen,
-                last_rec,
-                last_ent,
-                fen,
-                cnt,
-                ent_start,
-                ent_nu,
-                ent_key,
-                ent_fa,
-                ent_mask,
-                caps,
-                lut,
-                n_expert,
-            )
+            lows[u], highs[u] = _status(
+                base + uniq[u], n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask,
+                caps, lut, n_expert, masks[u],
+            )  # fmt: skip
         if mode == MODE_PROBE:
             for u in range(nu):
                 _count(masks[u], lows[u], highs[u], probe_hist, probe_direct, n_pools)
@@ -194,6 +297,10 @@ def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert
         distinct[layer, cls] += nu
         for u in range(nu):
             _count(masks[u], lows[u], highs[u], hist[layer, cls], direct[layer, cls], n_pools)
+        if t == len(cnt) or e_ptr + nu > len(ent_key):
+            scalars[_N_REC], scalars[_N_ENT] = t, e_ptr
+            _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask)
+            t, e_ptr = scalars[_N_REC], scalars[_N_ENT]
         ent_start[t] = e_ptr
         ent_nu[t] = nu
         for u in range(nu):
@@ -210,15 +317,10 @@ def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert
             last_ent[key] = e_ptr
             ent_key[e_ptr] = key
             ent_fa[e_ptr] = u
-            ent_mask[e_ptr] = masks[u]
+            ent_mask[e_ptr, :] = masks[u, :]
             e_ptr += 1
         t += 1
-    hits = np.empty((n_layer, 2, n_pools), dtype=np.int64)
-    for layer in range(n_layer):
-        for cls in range(2):
-            hits[layer, cls] = np.cumsum(hist[layer, cls, :n_pools]) + direct[layer, cls]
-    probe = np.cumsum(probe_hist[:n_pools]) + probe_direct
-    return hits, distinct, probe
+    scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP] = n_seen, t, e_ptr, tick
 
 
 @njit(cache=True)
@@ -226,5 +328,5 @@ def _count(mask, j_lo, j_hi, hist, direct, n_pools):
     """Add one lookup: pools from j_hi on all hit (counted once, summed later), the window bit by bit."""
     hist[j_hi] += 1
     for j in range(j_lo, min(j_hi, n_pools)):
-        if (mask >> np.uint64(j)) & np.uint64(1):
+        if _bit(mask, j):
             direct[j] += 1

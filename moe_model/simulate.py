@@ -14,21 +14,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moe_model.errors import WorkloadError
+from moe_model.limits import (
+    MAX_SIM_SECONDS,
+    SIM_CHUNK_RECORDS,
+    SIM_MEMORY_SHARE,
+    SIM_NS_PER_LOOKUP_PASS,
+    available_memory_bytes,
+)
 from moe_model.lru_kernel import (
-    MAX_POOLS_PER_PASS,
     MODE_CACHE,
     MODE_PROBE,
     MODE_SKIP,
+    LruState,
     check_kernel_inputs,
-    lru_pass,
+    feed,
+    new_state,
+    results,
+    state_bytes,
 )
 from moe_model.model_spec import ModelSpec
 from moe_model.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
 from moe_model.pool_rule import pool_need as _pool_need
-from moe_model.slot_plan import MIB, CachePlan, GroupPlan, Placement, plan_cache
-from moe_model.workload import Workload
+from moe_model.slot_plan import MIB, CachePlan, Placement, plan_cache
+from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
+CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and kernel copies, per record
 
 
 @dataclass(frozen=True)
@@ -133,13 +145,6 @@ class SimResult:
         }
 
 
-@dataclass(frozen=True)
-class _GroupCounts:
-    hits: np.ndarray  # [n_layer, 2, n_budgets]
-    distinct: np.ndarray  # [n_layer, 2, n_budgets]
-    probe_hits: np.ndarray  # [n_budgets]
-
-
 def pool_need(work: Workload) -> np.ndarray:
     """Per record, the slots its group needs for it to use the pool (moe_model.pool_rule)."""
     return _pool_need(work.rec_ntok, work.k, work.n_expert)
@@ -152,33 +157,85 @@ def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slot
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 
-def _pool_classes(need: np.ndarray, in_group: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
+def _pool_classes(thresholds: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
     """Budget indices that see the same records in the pool (the bypass threshold depends on slots)."""
-    thresholds = np.unique(need[in_group & (need < NO_POOL)])
     cls = np.searchsorted(thresholds, caps, side="right")
     return [np.flatnonzero((cls == c) & (caps > 0)) for c in np.unique(cls[caps > 0])]
 
 
-def _simulate_group(work: Workload, need: np.ndarray, group: GroupPlan, caps: np.ndarray, k_max: int) -> _GroupCounts:
-    """Counts of one group for every budget (caps[b] slots; 0 = not cached at that budget)."""
-    n_budgets = len(caps)
-    hits = np.zeros((work.n_layer, 2, n_budgets), dtype=np.int64)
-    distinct = np.zeros((work.n_layer, 2, n_budgets), dtype=np.int64)
-    probe = np.zeros(n_budgets, dtype=np.int64)
-    in_group = np.isin(work.rec_layer, np.array(group.layers))
+@dataclass(frozen=True, eq=False)
+class _Pass:
+    """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
+
+    group: int
+    layers: np.ndarray
+    n_slots: int
+    copies: bool
+    budgets: np.ndarray
+    state: LruState
+
+
+def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int, int, bool, np.ndarray]]:
+    """(group, slots deciding its records, copies, budget indices) of every pass: per group, per class
+    of budgets that see the same records (one bit per budget in each entry's mask words)."""
+    out = []
+    for gi, group in enumerate(plans[0].groups):
+        caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
+        for members in _pool_classes(thresholds, caps):
+            order = members[np.argsort(caps[members], kind="stable")]  # every budget of a class in one pass
+            out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, order))
+    return out
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What one simulation will take, known before it starts."""
+
+    n_passes: int
+    peak_bytes: int  # kernel states and one chunk; the workload itself is extra when held in memory
+    seconds: float
+
+
+def estimate_run(stream: WorkloadStream, pools_per_pass: list[int], n_expert: int, chunk_records: int) -> RunEstimate:
+    states = sum(state_bytes(stream.n_layer, n_expert, n_pools) for n_pools in pools_per_pass)
+    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
+    seconds = stream.n_lookups * len(pools_per_pass) * SIM_NS_PER_LOOKUP_PASS * 1e-9
+    return RunEstimate(len(pools_per_pass), states + chunk, seconds)
+
+
+def check_run(estimate: RunEstimate, available: int | None = None) -> None:
+    """Refuse, in one line, a run this machine cannot hold or that would run past MAX_SIM_SECONDS."""
+    available = available_memory_bytes() if available is None else available
+    if available is not None and estimate.peak_bytes > SIM_MEMORY_SHARE * available:
+        raise WorkloadError(
+            f"this simulation needs about {estimate.peak_bytes / 2**30:.1f} GiB ({estimate.n_passes} kernel passes), "
+            f"more than this machine has free ({available / 2**30:.1f} GiB): use fewer budgets"
+        )
+    if estimate.seconds > MAX_SIM_SECONDS:
+        raise WorkloadError(
+            f"this simulation would take about {estimate.seconds / 60:.0f} minutes ({estimate.n_passes} passes), "
+            f"above this tool's limit of {MAX_SIM_SECONDS // 60} minutes: use fewer budgets or a shorter trace"
+        )
+
+
+def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray:
+    return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
+
+
+def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
+    """One chunk of records through every pass (the same records, masked per group and class)."""
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
+    need = pool_need(work)
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
-    for members in _pool_classes(need, in_group, caps):
-        modes = _record_modes(work, need, in_group, int(caps[members[0]]), group.device == OFFLOAD_DEVICE)
+    in_group: dict[int, np.ndarray] = {}
+    for ps in passes:
+        if ps.group not in in_group:
+            in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
+        modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
         keep = modes != MODE_SKIP
-        args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
-        order = members[np.argsort(caps[members], kind="stable")]
-        for start in range(0, len(order), MAX_POOLS_PER_PASS):
-            chunk = order[start : start + MAX_POOLS_PER_PASS]
-            h, d, p = lru_pass(*args, work.k, work.n_expert, work.n_layer, caps[chunk].astype(np.int64))
-            hits[:, :, chunk] = h
-            distinct[:, :, chunk] = d[:, :, None]
-            probe[chunk] = p
-    return _GroupCounts(hits, distinct, probe)
+        if keep.any():
+            args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
+            feed(ps.state, *args, work.k, work.n_expert)
 
 
 def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
@@ -194,37 +251,68 @@ def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int
 
 
 def simulate_budgets(
-    model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None = None
+    model: ModelSpec,
+    work: Workload | WorkloadStream,
+    budgets_mib: Sequence[int],
+    placement: Placement | None = None,
 ) -> list[SimResult]:
-    """Replay `work` at every budget; each result equals a separate run at that budget."""
-    work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
-    work = work.for_model(model.n_expert)
-    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
-    need = pool_need(work)
+    """Replay `work` at every budget; each result equals a separate run at that budget.
+
+    The records are streamed through the kernel in chunks of whole ubatches, every pass (one per group and
+    class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
+    number of budgets, not on the trace length.
+    """
+    stream = work if isinstance(work, WorkloadStream) else stream_of(work, SIM_CHUNK_RECORDS)
+    stream.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
+    thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
+    layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
+    check_run(estimate_run(stream, [len(b) for *_, b in layout], model.n_expert, SIM_CHUNK_RECORDS))
+    passes = [
+        _Pass(
+            gi,
+            np.array(plans[0].groups[gi].layers),
+            n_slots,
+            copies,
+            b,
+            new_state(_caps(plans, gi, b), stream.n_layer, model.n_expert),
+        )
+        for gi, n_slots, copies, b in layout
+    ]
+    bypassed = np.zeros(len(plans), dtype=np.int64)
+    for chunk in stream.chunks():
+        chunk = chunk.for_model(model.n_expert)
+        _feed_chunk(chunk, passes, model.n_expert_used)
+        need = pool_need(chunk)
+        bypassed += [_bypassed_ubatches(chunk, need, plan) for plan in plans]
+    return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens)
+
+
+def _results(
+    plans: list[CachePlan], passes: list[_Pass], n_layer: int, bypassed: np.ndarray, decode_tokens: int
+) -> list[SimResult]:
     n = len(plans)
-    hits = np.zeros((work.n_layer, 2, n), dtype=np.int64)
-    lookups = np.zeros((work.n_layer, 2, n), dtype=np.int64)
+    hits = np.zeros((n_layer, 2, n), dtype=np.int64)
+    lookups = np.zeros((n_layer, 2, n), dtype=np.int64)
     upload = np.zeros((2, n), dtype=np.int64)
     copied = np.zeros(n, dtype=np.int64)
     copied_bytes = np.zeros(n, dtype=np.int64)
-    for gi, group in enumerate(plans[0].groups):
-        caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
-        if not caps.any():
-            continue
-        counts = _simulate_group(work, need, group, caps, model.n_expert_used)
-        hits += counts.hits
-        lookups += counts.distinct
-        upload += (counts.distinct - counts.hits).sum(axis=0) * group.slot_bytes
-        copied += counts.probe_hits * len(group.tensor_bytes)
-        copied_bytes += counts.probe_hits * group.slot_bytes
-    results = []
+    for ps in passes:
+        group = plans[0].groups[ps.group]
+        h, d, p = results(ps.state)
+        b = ps.budgets
+        hits[:, :, b] += h
+        lookups[:, :, b] += d[:, :, None]
+        upload[:, b] += (d[:, :, None] - h).sum(axis=0) * group.slot_bytes
+        copied[b] += p * len(group.tensor_bytes)
+        copied_bytes[b] += p * group.slot_bytes
+    out = []
     for b, plan in enumerate(plans):
         small, large = (
             ClassStats(int(hits[:, c, b].sum()), int((lookups - hits)[:, c, b].sum()), int(upload[c, b]))
             for c in (0, 1)
         )
-        results.append(
+        out.append(
             SimResult(
                 plan.budget_mib,
                 plan,
@@ -232,13 +320,13 @@ def simulate_budgets(
                 large,
                 int(copied[b]),
                 int(copied_bytes[b]),
-                _bypassed_ubatches(work, need, plan),
+                int(bypassed[b]),
                 hits[:, :, b].sum(axis=1),
                 lookups[:, :, b].sum(axis=1),
-                work.decode_tokens,
+                decode_tokens,
             )
         )
-    return results
+    return out
 
 
 def simulate(model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None) -> SimResult:

@@ -17,6 +17,7 @@ trace's own LRU hit rate with one pool shared by every (layer, expert).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +25,11 @@ import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
-from moe_model.workload import TokenTrace, make_token_trace
+from moe_model.limits import MAX_CONCURRENCY, MAX_SYNTHETIC_TOKENS, check_at_most
+from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream, build_workload, make_token_trace
 
 SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
+STREAM_BLOCK_SEQS = 16  # sequences generated at once when streaming: ~8k tokens, tens of MiB on 94 layers
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,20 @@ def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, rng: n
     active[seq, layer, join] = True
 
 
-def generate(
-    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = SEQ_LEN, seed: int = 0, label: str = ""
-) -> TokenTrace:
-    """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
-    if not 1 <= n_tokens <= 2_000_000 or seq_len < 1:
-        raise WorkloadError(f"synthetic traces hold 1..2,000,000 tokens, got {n_tokens}")
-    rng = np.random.default_rng(seed)
+def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
+    """Sequence lengths: seq_len each, the last one shorter."""
+    if not 1 <= n_tokens <= MAX_SYNTHETIC_TOKENS or seq_len < 1:
+        raise WorkloadError(f"synthetic traces hold 1..{MAX_SYNTHETIC_TOKENS:,} tokens, got {n_tokens}")
     n_seq = -(-n_tokens // seq_len)
     lengths = np.full(n_seq, seq_len)
     lengths[-1] = n_tokens - seq_len * (n_seq - 1)
+    return lengths
+
+
+def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray, rng: np.random.Generator):
+    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16."""
+    n_seq, seq_len = len(lengths), int(lengths.max())
     n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
-    base = rng.normal(0.0, knobs.skew, size=(1, n_layer, n_expert))  # the model's popularity, shared by every sequence
     n_active = min(n_expert, max(k, round(knobs.working_set * n_expert)))
     active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
     first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
@@ -105,9 +110,54 @@ def generate(
         out[:, t] = prev
         if knobs.drift > 0 and n_active < n_expert:
             _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
-    tokens = np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+    return np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+
+
+def generate(
+    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = SEQ_LEN, seed: int = 0, label: str = ""
+) -> TokenTrace:
+    """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
+    lengths = _check_length(n_tokens, seq_len)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, knobs.skew, size=(1, shape.n_layer, shape.n_expert))  # shared by every sequence
+    tokens = _sequences(shape, knobs, lengths, base, rng)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     return make_token_trace(tokens, offsets, label=label or f"synthetic {knobs}")
+
+
+def stream_workload(
+    shape: Shape, knobs: Knobs, n_tokens: int, concurrency: int = 1, seq_len: int = SEQ_LEN, seed: int = 0
+) -> WorkloadStream:
+    """Decode-only synthetic routing as llama-server batches it (concurrency streams in lockstep, no
+    warm-up), generated block by block of sequences so that no block holds more than a few MiB.
+
+    Same model of routing as `generate` (one popularity shared by every sequence), drawn in another order.
+    """
+    lengths = _check_length(n_tokens, seq_len)
+    check_at_most(concurrency, MAX_CONCURRENCY, "concurrency", WorkloadError)
+    block = concurrency * -(-STREAM_BLOCK_SEQS // concurrency)  # whole lockstep groups: the schedule is unchanged
+    steps = sum(int(lengths[i : i + concurrency].max()) for i in range(0, len(lengths), concurrency))
+
+    def chunks() -> Iterator[Workload]:
+        rng = np.random.default_rng(seed)
+        base = rng.normal(0.0, knobs.skew, size=(1, shape.n_layer, shape.n_expert))
+        batching = Batching(concurrency=concurrency, warmup=False)
+        for start in range(0, len(lengths), block):
+            part = lengths[start : start + block]
+            trace = make_token_trace(_sequences(shape, knobs, part, base, rng), np.concatenate([[0], np.cumsum(part)]))
+            yield build_workload(trace, batching, shape.n_expert)
+
+    return WorkloadStream(
+        shape.n_layer,
+        shape.n_expert,
+        shape.k,
+        np.arange(1, concurrency + 1),
+        steps * shape.n_layer,
+        n_tokens * shape.n_layer * shape.k,
+        n_tokens,
+        chunks,
+        f"synthetic {knobs}, streamed",
+    )
 
 
 # --- fitting ---

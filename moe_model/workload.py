@@ -10,15 +10,17 @@ recorded inside llama.cpp (../shared/groundtruth format) are already workloads.
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import pandas as pd
 
-from moe_model.errors import WorkloadError
+from moe_model.errors import WorkloadError, one_line
 from moe_model.limits import (
     MAX_CONCURRENCY,
     MAX_DRAFT_TOKENS,
@@ -33,6 +35,10 @@ from moe_model.limits import (
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
     MAX_UBATCH,
+    SIM_CHUNK_RECORDS,
+    SIM_MEMORY_SHARE,
+    WORKLOAD_BYTES_PER_LOOKUP,
+    available_memory_bytes,
     check_at_most,
 )
 
@@ -90,6 +96,79 @@ class Workload:
             raise WorkloadError(f"the trace selects experts up to {int(self.ids.max())}, the model has {n_expert}")
         if self.k != n_expert_used:
             raise WorkloadError(f"the trace routes {self.k} experts per token, the model {n_expert_used}")
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadStream:
+    """A workload handed out in chunks of whole ubatches (each a Workload), so that none is held whole.
+
+    `ntok_values` are the token counts its records take (they decide which budgets share a kernel pass);
+    `chunks()` may be called more than once and yields the same records each time.
+    """
+
+    n_layer: int
+    n_expert: int  # every id is below this
+    k: int
+    ntok_values: np.ndarray
+    n_records: int
+    n_lookups: int
+    decode_tokens: int
+    make_chunks: Callable[[], Iterator[Workload]]
+    label: str = ""
+
+    def chunks(self) -> Iterator[Workload]:
+        return self.make_chunks()
+
+    def check_fits(self, n_layer: int, n_expert: int, n_expert_used: int) -> None:
+        if self.n_layer != n_layer:
+            raise WorkloadError(f"the trace has {self.n_layer} layers, the model {n_layer}")
+        if self.n_expert > n_expert:
+            raise WorkloadError(f"the trace selects experts up to {self.n_expert - 1}, the model has {n_expert}")
+        if self.k != n_expert_used:
+            raise WorkloadError(f"the trace routes {self.k} experts per token, the model {n_expert_used}")
+
+
+def _chunk(work: Workload, a: int, b: int) -> Workload:
+    """Records a..b-1 with their ids, offsets rebased onto the slice."""
+    off, ntok = work.rec_off[a:b], work.rec_ntok[a:b]
+    lo, hi = int(off.min()), int((off + work.k * ntok.astype(np.int64)).max())
+    return replace(
+        work,
+        rec_ubatch=work.rec_ubatch[a:b],
+        rec_layer=work.rec_layer[a:b],
+        rec_ntok=ntok,
+        rec_off=off - lo,
+        rec_phase=work.rec_phase[a:b],
+        ids=work.ids[lo:hi],
+    )
+
+
+def stream_of(work: Workload, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream:
+    """An in-memory workload as a stream of slices, cut only between ubatches."""
+    starts = np.flatnonzero(np.diff(work.rec_ubatch)) + 1  # where a new ubatch begins
+    if np.any(np.diff(work.rec_ubatch) < 0):
+        starts = starts[:0]  # ubatch ids out of order: one chunk keeps per-ubatch counts exact
+    first_after = np.searchsorted(starts, np.arange(max_records, work.n_records, max_records))
+    cuts = np.unique(starts[first_after[first_after < len(starts)]])
+    n_expert = max(work.n_expert, int(work.ids.max()) + 1 if len(work.ids) else 0)
+
+    def chunks() -> Iterator[Workload]:
+        bounds = [0, *cuts.tolist(), work.n_records]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if b > a:
+                yield _chunk(work, a, b)
+
+    return WorkloadStream(
+        work.n_layer,
+        n_expert,
+        work.k,
+        np.unique(work.rec_ntok),
+        work.n_records,
+        len(work.ids),
+        work.decode_tokens,
+        chunks,
+        work.label,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,14 +241,21 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
         source = io.BytesIO(source)
     try:
         with zipfile.ZipFile(source) as archive:
-            members = [m for m in archive.infolist() if not m.is_dir()]
+            members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
             _check_npz_sizes(members)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
-        raise WorkloadError(f"not a readable NPZ trace: {err}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError) as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
 
 
 def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
+    for m in members:  # np.savez writes stored or deflated members, never encrypted ones
+        if m.flag_bits & 0x1:
+            raise WorkloadError("the NPZ has an encrypted member: not a trace this tool wrote or reads")
+        if m.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise WorkloadError(
+                f"an NPZ member is compressed with zip method {m.compress_type}; stored or deflate only"
+            )
     if len(members) > MAX_NPZ_MEMBERS:
         raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
     total = sum(m.file_size for m in members)
@@ -291,10 +377,12 @@ def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: 
 
 def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
     """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
+    import pandas as pd  # ~0.7 s to import: only CSV traces need it
+
     try:
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"not a readable CSV trace: {err}") from None
+        raise WorkloadError(f"not a readable CSV trace: {one_line(err)}") from None
     expert_cols = sorted(
         (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
     )
@@ -416,6 +504,7 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
             f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "
             f"{n_expert} experts of drawn routing is above this tool's limit of {MAX_ROUTING_DRAWS:,}"
         )
+    check_build_memory((trace.n_tokens + synthetic_needed) * trace.n_layer * trace.k)  # before anything is drawn
     extra = trace.experts[:0]
     if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
         extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic_needed, rng)
@@ -444,6 +533,17 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
             ub.phase.append(PHASE_DECODE)
             ub.last_layer_ntok.append(-1)
     return ub, np.concatenate([trace.experts, extra])
+
+
+def check_build_memory(n_lookups: int, available: int | None = None) -> None:
+    """Refuse, before allocating, a workload this machine cannot build in memory."""
+    available = available_memory_bytes() if available is None else available
+    need = n_lookups * WORKLOAD_BYTES_PER_LOOKUP
+    if available is not None and need > SIM_MEMORY_SHARE * available:
+        raise WorkloadError(
+            f"this workload needs about {need / 2**30:.1f} GiB to build ({n_lookups:,} expert lookups), more than "
+            f"this machine has free ({available / 2**30:.1f} GiB): use fewer tokens or stream synthetic routing"
+        )
 
 
 def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert: int | None = None) -> Workload:

@@ -261,8 +261,12 @@ def test_a_local_path_or_url_can_be_given_and_a_bad_one_gets_a_message(tmp_path)
     at.sidebar.selectbox(key="model_choice").set_value("URL or local path").run()
     at.sidebar.text_input(key="model_path").set_value(str(GT_HEADER)).run()
     assert not at.exception and "8 layers, q4_K" in at.code[0].value
-    at.sidebar.text_input(key="model_path").set_value(str(tmp_path / "missing.gguf")).run()
-    assert not at.exception and any("no such file" in e.value for e in at.error)
+    for outside in (tmp_path / "missing.gguf", "/etc/shadow", "/proc/self/environ"):  # no oracle, no echo
+        at.sidebar.text_input(key="model_path").set_value(str(outside)).run()
+        (message,) = [e.value for e in at.error]
+        assert not at.exception and message.startswith("only files in the allowed folders (sample_data) are read")
+    at.sidebar.text_input(key="model_path").set_value("http://169.254.169.254/latest/meta-data/").run()
+    assert not at.exception and any("local or private address" in e.value for e in at.error)
 
 
 # --- hostile input (issue 14): a message, never an exception or a dead server ---

@@ -6,6 +6,7 @@ import http.server
 import io
 import struct
 import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from conftest import GT_HEADER, QWEN235B_SHARD1
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType
 
-from moe_model.errors import GGUFError, TruncatedHeaderError
+from moe_model.errors import GGUFError, SourceError, TruncatedHeaderError
 from moe_model.gguf_header import SkippedArray, parse_header, read_header, read_model_headers
 from moe_model.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
 from moe_model.model_spec import load_model
@@ -208,6 +209,11 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
     bytes_sent = 0
 
     def do_GET(self):  # noqa: N802 - http.server API
+        if self.path.startswith("/go?"):  # /go?TARGET redirects to TARGET
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.unquote(self.path[4:]))
+            self.end_headers()
+            return
         path = Path(self.translate_path(self.path))
         if not path.is_file():
             self.send_error(404)
@@ -260,7 +266,7 @@ def test_url_server_that_ignores_ranges_is_refused(http_dir):
     root, url, handler = http_dir
     handler.honour_ranges = False
     (root / "model.gguf").write_bytes(tiny())
-    with pytest.raises(GGUFError, match="ignored the HTTP Range request"):
+    with pytest.raises(GGUFError, match="does not honour HTTP Range requests .status 200.; download the first"):
         read_header(f"{url}/model.gguf")
 
 
@@ -283,3 +289,54 @@ def test_version_2_headers_are_read_like_version_3():
     data = bytearray(tiny())
     data[4:8] = struct.pack("<I", 2)
     assert parse_header(bytes(data)).version == 2 and len(parse_header(bytes(data)).tensors) == len(TINY_TENSORS)
+
+
+def nested_arrays(depth: int) -> bytes:
+    """One metadata entry: an array of one array of ... of an empty uint8 array, `depth` levels deep."""
+    body = struct.pack("<IQ", GGUFValueType.ARRAY, 1) * (depth - 1) + struct.pack("<IQ", GGUFValueType.UINT8, 0)
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 9) + body
+
+
+def test_arrays_nested_5000_deep_are_refused_in_one_line_without_recursion():
+    assert parse_header(nested_arrays(3)).metadata["k"] == SkippedArray("ARRAY", 1)  # positive control
+    with pytest.raises(GGUFError, match="arrays nested deeper than 16") as info:
+        parse_header(nested_arrays(5000))  # 60 KB: once a RecursionError
+    assert "\n" not in str(info.value)
+
+
+def test_the_not_gguf_message_never_echoes_the_file_bytes():
+    with pytest.raises(GGUFError, match="not a GGUF file") as info:
+        parse_header(b"root:$6$secret:19000:0:99999:7:::\n")
+    assert "root" not in str(info.value)
+
+
+def test_url_redirects_are_followed_only_to_http_and_each_target_is_checked(http_dir):
+    root, url, _ = http_dir
+    (root / "model.gguf").write_bytes(tiny())
+    assert read_header(f"{url}/go?{url}/model.gguf").metadata["general.name"] == "tiny"  # positive control
+    with pytest.raises(GGUFError, match="refused a redirect from .*: not to http"):
+        read_header(f"{url}/go?file:///etc/passwd")
+    with pytest.raises(GGUFError, match="redirected to a URL that is not http"):
+        read_header(f"{url}/go?ftp://{url[7:]}/model.gguf")
+    seen = []
+
+    def refuse_redirects(target: str) -> None:
+        seen.append(target)
+        if len(seen) > 1:
+            raise SourceError("a private host")
+
+    with pytest.raises(SourceError, match="a private host"):
+        read_header(f"{url}/go?{url}/model.gguf", check_url=refuse_redirects)
+    assert seen == [f"{url}/go?{url}/model.gguf", f"{url}/model.gguf"]
+
+
+def test_a_redirect_loop_stops_with_one_line(http_dir):
+    _, url, _ = http_dir
+    with pytest.raises(GGUFError, match="refused a redirect") as info:
+        read_header(f"{url}/go?/go?/go?/go?/go?/go?/go?/model.gguf")
+    assert "\n" not in str(info.value)
+
+
+def test_only_http_urls_are_fetched():
+    with pytest.raises(GGUFError, match="no such file"):
+        read_header("ftp://example.com/model.gguf")  # not a URL this reader fetches: read as a (missing) path

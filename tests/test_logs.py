@@ -128,3 +128,49 @@ def test_a_log_with_more_runs_than_the_limit_is_refused_while_streaming():
     lines = (run * 10_000).splitlines(keepends=True)  # 10,000 runs took minutes to render and cross-check
     with pytest.raises(LogError, match=f"more than {MAX_LOG_RUNS:,} runs, this tool's limit"):
         parse_lines(lines)
+
+
+def messy_two_runs(prefixed: bool) -> str:
+    """A started run, then one refused at start whose log stops right after the context failure; CRLF and ANSI."""
+    started = (LOGS / "server_b25.log").read_text(errors="replace")
+    refused = (LOGS / "server_minany_minus1.log").read_text(errors="replace").splitlines()
+    cut = next(i for i, line in enumerate(refused) if "impl: MoE cache budget" in line)
+    refused = refused[: cut + 3]  # ends on `E llama_init_from_model: failed to initialize the context: ...`
+    assert "failed to initialize the context" in refused[-1] and not any("common_init_: failed" in x for x in refused)
+    text = started + "\n".join(refused) + "\n"
+    if not prefixed:
+        text = strip_prefix(text)
+    return "".join(f"\x1b[3{i % 7}m{line}\x1b[0m\r\n" for i, line in enumerate(text.splitlines()))
+
+
+@pytest.mark.parametrize("prefixed", [True, False], ids=["prefixed", "no-prefix"])
+def test_a_messy_log_with_a_run_refused_at_start_is_two_runs_the_second_not_starting(prefixed):
+    first, second = parse_lines(messy_two_runs(prefixed).splitlines(keepends=True))
+    assert first.starts and not first.errors and first.groups
+    assert not second.starts
+    assert second.errors == ["failed to create context: MoE cache is too small to hold the experts of one token"]
+
+
+def test_a_failed_fit_trial_alone_does_not_mark_the_run_refused():
+    lines = [
+        "build: 1 (abc)\n",
+        "E llama_init_from_model: failed to initialize the context: MoE cache is too small to hold one token\n",
+        "E common_fit_params: encountered an error while trying to fit params to free device memory\n",
+        "llama_model_loader: loaded meta data with 28 key-value pairs and 171 tensors from m.gguf\n",
+        "llama_model_loader: - kv   2:   qwen3moe.block_count u32 = 48\n",
+    ]
+    (run,) = parse_lines(lines)
+    assert run.starts and run.model["n_layer"] == 48
+
+
+def test_every_start_marker_opens_a_run_whatever_is_missing_between():
+    loader = "llama_model_loader: loaded meta data with 28 key-value pairs and 171 tensors from m.gguf\n"
+    kv = "llama_model_loader: - kv   2:   qwen3moe.block_count u32 = {}\n"
+    lines = [loader, kv.format(48), loader, kv.format(94), "main: build = 1 (abc)\n", loader, kv.format(14)]
+    assert [run.model["n_layer"] for run in parse_lines(lines)] == [48, 94, 14]
+
+
+def test_a_llama_cpp_log_without_any_run_gets_one_message():
+    with pytest.raises(LogError, match="holds no run") as info:
+        parse_lines(["build: 1 (abc)\n", "main: llama backend init\n"] * 3)
+    assert "\n" not in str(info.value)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_lru import reference_counts
 
+from moe_model.errors import WorkloadError
 from moe_model.simulate import simulate, simulate_budgets
 from moe_model.slot_plan import MIB, plan_cache
 from moe_model.toy import toy_model
@@ -143,3 +144,57 @@ def test_per_layer_hits_add_up_to_the_class_totals(gt_model):
 def test_large_batches_bypass_and_are_counted_as_bypassed_ubatches(gt_model):
     res = simulate(gt_model, load_recorded(GROUNDTRUTH / "traces" / "b25.npz"), 403)
     assert res.bypassed_ubatches == 1  # the one 129-token prompt ubatch (its last layer used the pool)
+
+
+def long_random_records(n_ub, n_layer, n_expert, k, seed=0):
+    """Many ubatches of mixed sizes over a small hot set: the kernel compacts its state many times."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for u in range(n_ub):
+        ntok = int(rng.choice([1, 1, 1, 2, 3, 9, 33]))
+        for il in range(n_layer):
+            picks = [rng.choice(n_expert, size=k, replace=False, p=None) for _ in range(ntok)]
+            records.append((u, il, ntok, [int(e) for p in picks for e in p]))
+    return records
+
+
+def test_a_long_trace_streamed_in_small_chunks_with_compacted_state_equals_the_reference():
+    from moe_model.workload import stream_of
+
+    n_layer, n_expert, k = 2, 8, 2  # 16 keys: the state is compacted every ~48 records
+    model = tiny_model(n_layer, n_expert, k)
+    records = long_random_records(600, n_layer, n_expert, k)
+    work = make_workload(records, n_layer, n_expert, k)
+    slot_bytes = model.layers[0].slot_bytes
+    budgets = sorted({max(1, n * slot_bytes // MIB) for n in range(1, 12)})
+    whole = simulate_budgets(model, work, budgets)
+    chunked = simulate_budgets(model, stream_of(work, max_records=7), budgets)
+    for res, other in zip(whole, chunked, strict=True):
+        assert res.as_dict() == other.as_dict()
+        plan = plan_cache(model, res.budget_mib)
+        if not plan.starts:
+            continue
+        groups = [(g.layers, g.n_slots, len(g.tensor_bytes)) for g in plan.groups]
+        ref = reference_counts([(il, ntok, ids) for _, il, ntok, ids in records], k, k, n_expert, groups)
+        assert (res.small.hits, res.small.misses) == tuple(ref["small"])
+        assert (res.large.hits, res.large.misses) == tuple(ref["large"])
+        assert res.copied_experts == ref["copied"]
+
+
+def test_more_than_64_budgets_share_one_pass_over_the_stream_and_equal_each_alone(gt_model):
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    budgets = list(range(15, 15 + 130 * 12, 12))  # 130 budgets: three mask words per entry
+    together = simulate_budgets(gt_model, work, budgets)
+    for b in (0, 63, 64, 129):
+        assert together[b].as_dict() == simulate(gt_model, work, budgets[b]).as_dict()
+
+
+def test_a_run_this_machine_cannot_hold_is_refused_before_it_starts_in_one_line():
+    from moe_model.simulate import RunEstimate, check_run
+
+    with pytest.raises(WorkloadError, match="needs about 8.0 GiB .* more than this machine has free") as info:
+        check_run(RunEstimate(n_passes=4, peak_bytes=8 * 2**30, seconds=1.0), available=4 * 2**30)
+    assert "\n" not in str(info.value)
+    with pytest.raises(WorkloadError, match="above this tool's limit of 60 minutes"):
+        check_run(RunEstimate(n_passes=4, peak_bytes=1, seconds=7200.0), available=4 * 2**30)
+    check_run(RunEstimate(n_passes=4, peak_bytes=2**30, seconds=10.0), available=4 * 2**30)  # positive control

@@ -25,7 +25,7 @@ from moe_model.synthetic import (
     previous_token_overlap,
     top_quarter_share,
 )
-from moe_model.workload import Batching, build_workload, load_token_trace
+from moe_model.workload import Batching, Workload, build_workload, load_token_trace
 
 SHAPE = Shape(6, 16, 2)
 
@@ -140,3 +140,40 @@ def test_preset_for_picks_by_name_then_expert_shape_then_nearest_shape_and_says_
     assert unknown.name == "gpt-oss-20b" and unknown.is_fallback
     name, knobs = preset_for("Qwen3-30B-A3B")  # callers that unpack (name, knobs) keep working
     assert name == "Qwen3-30B-A3B" and knobs == Knobs(**presets["Qwen3-30B-A3B"]["knobs"])
+
+
+def _concatenated(stream):
+    """Every chunk of a stream in one Workload (small streams only: the test's reference)."""
+    parts = list(stream.chunks())
+    ub_base = np.cumsum([0] + [p.n_ubatches for p in parts[:-1]])
+    id_base = np.cumsum([0] + [len(p.ids) for p in parts[:-1]])
+    return Workload(
+        stream.n_layer,
+        stream.n_expert,
+        stream.k,
+        np.concatenate([p.rec_ubatch + b for p, b in zip(parts, ub_base, strict=True)]),
+        np.concatenate([p.rec_layer for p in parts]),
+        np.concatenate([p.rec_ntok for p in parts]),
+        np.concatenate([p.rec_off + b for p, b in zip(parts, id_base, strict=True)]),
+        np.concatenate([p.rec_phase for p in parts]),
+        np.concatenate([p.ids for p in parts]),
+        stream.decode_tokens,
+    )
+
+
+def test_a_streamed_synthetic_workload_is_the_batched_trace_and_simulates_like_it_held_whole():
+    from moe_model.model_spec import uniform_spec
+    from moe_model.synthetic import stream_workload
+
+    shape, knobs = Shape(3, 16, 2), Knobs(skew=1.0, working_set=0.5, drift=0.02, reuse=0.3)
+    one_block = stream_workload(shape, knobs, 3 * 512, concurrency=2, seed=4)
+    (chunk,) = one_block.chunks()
+    expected = build_workload(generate(shape, knobs, 3 * 512, seed=4), Batching(concurrency=2, warmup=False), 16)
+    assert np.array_equal(chunk.ids, expected.ids) and np.array_equal(chunk.rec_ntok, expected.rec_ntok)
+    stream = stream_workload(shape, knobs, 40 * 512 + 100, concurrency=3, seed=1)  # 3 blocks of 18 sequences
+    whole = _concatenated(stream)
+    assert stream.n_records == whole.n_records and stream.n_lookups == len(whole.ids)
+    model = uniform_spec(3, 16, 2)
+    budgets = [2, 5, 9, 17, 30, 49]
+    for a, b in zip(simulate_budgets(model, stream, budgets), simulate_budgets(model, whole, budgets), strict=True):
+        assert a.as_dict() == b.as_dict()

@@ -252,3 +252,15 @@ def test_csv_layer_indices_are_range_checked_before_reshaping(layer, message):
     assert load_any(b"seq,token,layer,e0\n0,0,0,1\n", "t.csv").n_layer == 1  # positive control
     with pytest.raises(WorkloadError, match=message):
         load_any(f"seq,token,layer,e0\n0,0,{layer},1\n".encode(), "t.csv")
+
+
+def test_an_out_of_memory_sized_trace_is_refused_before_building_in_one_line(monkeypatch):
+    from moe_model import workload
+
+    trace = make_token_trace(np.zeros((20_000, 94, 8), dtype=np.int16) + np.arange(8, dtype=np.int16))
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 64 * 2**20)  # a machine with 64 MiB free
+    with pytest.raises(WorkloadError, match=r"needs about 0\.5 GiB to build \(15,040,000 expert lookups\)") as info:
+        build_workload(trace, Batching(warmup=False))
+    assert "\n" not in str(info.value)
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 64 * 2**30)
+    assert build_workload(trace, Batching(warmup=False)).n_records == 20_000 * 94  # positive control

@@ -6,23 +6,27 @@ from __future__ import annotations
 import hashlib
 import io
 import traceback
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 
 from moe_model.calibration import TimeModel, default_time_model
 from moe_model.errors import MoeModelError
 from moe_model.hardware import PRESETS, Hardware, preset
-from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.limits import APP_CACHE_TTL_S, MAX_ROUTING_DRAWS
 from moe_model.measured import synthetic_workload
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.policies.compare import Comparison, compare
 from moe_model.scenario import LOAD_MODES, Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
-from moe_model.synthetic import SEQ_LEN
+from moe_model.sources import SourcePolicy, check_url, policy_from_env, resolve_source
+from moe_model.synthetic import PRESETS_PATH, SEQ_LEN
 from moe_model.traffic import from_workload, simulate_curve
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
@@ -36,6 +40,32 @@ EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequence
 def content_key(data: bytes) -> str:
     """A short digest naming uploaded content in cache keys (two uploads may share a file name)."""
     return hashlib.sha1(data).hexdigest()[:12]
+
+
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # immutable objects: digest each once
+
+
+def fingerprint(obj) -> str:
+    """A content digest of a model, workload or machine, for cache keys: every input, not a hand-built name."""
+    if (known := _FINGERPRINTS.get(obj)) is not None:
+        return known
+    digest = hashlib.sha1(type(obj).__name__.encode())
+    if isinstance(obj, Workload):
+        digest.update(repr((obj.n_layer, obj.n_expert, obj.k, obj.decode_tokens, obj.label)).encode())
+        for array in (obj.rec_ubatch, obj.rec_layer, obj.rec_ntok, obj.rec_off, obj.rec_phase, obj.ids):
+            digest.update(np.ascontiguousarray(array).data)
+    else:
+        digest.update(repr(obj).encode())  # frozen dataclasses of plain values: repr names every field
+    _FINGERPRINTS[obj] = digest.hexdigest()
+    return _FINGERPRINTS[obj]
+
+
+def file_key(path: Path) -> str:
+    """A file's content digest (a preset file edited under a running app must not be served stale)."""
+    return content_key(path.read_bytes()) if path.is_file() else "missing"
+
+
+HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint}
 
 
 def bundled_models() -> list[str]:
@@ -79,9 +109,14 @@ def remember(**values) -> None:
         st.query_params[key] = str(value)
 
 
-@st.cache_data(show_spinner="Reading the GGUF header...")
-def cached_model(source: str | bytes) -> ModelSpec:
-    return load_model(source)
+@st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
+def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
+    return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
+
+
+def source_policy() -> SourcePolicy:
+    """What this deployment reads: decided by its bind address and MOE_EXPLORER_* settings (moe_model.sources)."""
+    return policy_from_env(st.get_option("server.address"))
 
 
 def sidebar_model() -> tuple[ModelSpec, str, str]:
@@ -106,7 +141,8 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
         text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
-        return cached_model(text), text, text
+        policy = source_policy()
+        return cached_model(resolve_source(text, policy), policy.private_hosts), text, text
     remember(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
 
@@ -156,7 +192,6 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
     return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
 
 
-@st.cache_data(show_spinner="Generating routing...")
 def cached_synthetic(
     model: ModelSpec,
     concurrency: int,
@@ -166,58 +201,76 @@ def cached_synthetic(
     n_tokens: int = EXPLORE_TOKENS,
 ) -> Workload:
     """The model's synthetic preset, batched; prompt_tokens > 0 adds each sequence's prompt ubatches."""
+    return _cached_synthetic(model, concurrency, draft, accept, prompt_tokens, n_tokens, file_key(PRESETS_PATH))
+
+
+@st.cache_data(show_spinner="Generating routing...", max_entries=8, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+def _cached_synthetic(
+    model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int, n_tokens: int, presets_key: str
+) -> Workload:
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
     return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
 
 
-@st.cache_data(show_spinner="Reading the trace...")
+@st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
     return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
 
 
-@st.cache_data(show_spinner="Simulating the cache at every budget...", max_entries=32)
+@st.cache_data(
+    show_spinner="Simulating the cache at every budget...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS
+)
 def cached_scenario_curve(
-    _model: ModelSpec,
-    model_key: str,
-    _work: Workload,
-    work_key: str,
-    _hw,
-    hw_key: str,
+    model: ModelSpec,
+    _model_key: str,
+    work: Workload,
+    _work_key: str,
+    hw: Hardware,
+    _hw_key: str,
     base: Scenario,
     budgets: tuple[int, ...],
 ):
-    """A budget curve for any placement, --fit included (its placement moves with the budget)."""
-    return simulate_curve(_model, _hw, _work, base, list(budgets))
+    """A budget curve for any placement, --fit included (its placement moves with the budget).
+
+    Keyed by the content of the model, workload and machine (fingerprint); the names are not trusted."""
+    return simulate_curve(model, hw, work, base, list(budgets))
 
 
-@st.cache_data(show_spinner="Simulating the cache at every budget...", max_entries=32)
+@st.cache_data(
+    show_spinner="Simulating the cache at every budget...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS
+)
 def cached_curve(
-    _model: ModelSpec, model_key: str, _work: Workload, work_key: str, budgets: tuple[int, ...], placement: Placement
+    model: ModelSpec, _model_key: str, work: Workload, _work_key: str, budgets: tuple[int, ...], placement: Placement
 ):
-    """All budgets in one pass; keyed by the model and workload names (their arrays are not hashed)."""
-    return simulate_budgets(_model, _work, list(budgets), placement)
+    """All budgets in one pass; keyed by the content of the model and workload (fingerprint)."""
+    return simulate_budgets(model, work, list(budgets), placement)
 
 
-@st.cache_data(show_spinner="Simulating the CPU share...", max_entries=256)
+@st.cache_data(show_spinner="Simulating the CPU share...", max_entries=256, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
 def cached_share_traffic(
-    _model: ModelSpec, model_key: str, _work: Workload, work_key: str, _hw, hw_key: str, scenario: Scenario
+    model: ModelSpec, _model_key: str, work: Workload, _work_key: str, hw: Hardware, _hw_key: str, scenario: Scenario
 ):
     """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
-    return from_workload(_model, resolve(_model, _hw, scenario), scenario, _work)
+    return from_workload(model, resolve(model, hw, scenario), scenario, work)
 
 
-@st.cache_data(show_spinner="Replaying the workload with every policy...", max_entries=8)
+@st.cache_data(
+    show_spinner="Replaying the workload with every policy...",
+    max_entries=8,
+    ttl=APP_CACHE_TTL_S,
+    hash_funcs=HASH_FUNCS,
+)
 def cached_policy_comparison(
-    _model: ModelSpec,
-    model_key: str,
-    _work: Workload,
-    work_key: str,
+    model: ModelSpec,
+    _model_key: str,
+    work: Workload,
+    _work_key: str,
     placement: Placement,
     budgets: tuple[int, ...],
     names: tuple[str, ...],
 ) -> Comparison:
     """The chosen policies on the same workload and budgets (per-budget runs for all but the exact LRU)."""
-    return compare(_model, _work, budgets, placement, names)
+    return compare(model, work, budgets, placement, names)
 
 
 BUNDLED_TRACES = {
@@ -230,8 +283,8 @@ BUNDLED_TRACES = {
 }
 
 
-@st.cache_data
-def _trace_shape(path: str) -> tuple[int, int, int]:
+@st.cache_data(max_entries=32, ttl=APP_CACHE_TTL_S)
+def _trace_shape(path: str, content_digest: str) -> tuple[int, int, int]:
     item = load_any(path)
     return item.n_layer, item.n_expert, item.k
 
@@ -240,19 +293,25 @@ def bundled_traces(model: ModelSpec) -> dict[str, Path]:
     """The bundled real traces whose shape fits this model."""
     out = {}
     for name, path in BUNDLED_TRACES.items():
-        n_layer, n_expert, k = _trace_shape(str(path))
+        n_layer, n_expert, k = _trace_shape(str(path), file_key(path))
         if n_layer == model.n_layer and n_expert <= model.n_expert and k == model.n_expert_used:
             out[name] = path
     return out
 
 
-@st.cache_data(show_spinner="Reading the trace...")
 def cached_bundled_trace(path: Path, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    return workload_from(load_any(str(path)), Batching(concurrency, draft, accept), n_expert)
+    return _cached_bundled_trace(str(path), file_key(path), n_expert, concurrency, draft, accept)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def workload_npz(_work: Workload, work_key: str) -> bytes:
+@st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
+def _cached_bundled_trace(
+    path: str, trace_key: str, n_expert: int, concurrency: int, draft: int, accept: float
+) -> Workload:
+    return workload_from(load_any(path), Batching(concurrency, draft, accept), n_expert)
+
+
+@st.cache_data(show_spinner=False, max_entries=4, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+def workload_npz(work: Workload, _work_key: str) -> bytes:
     buf = io.BytesIO()
-    save_npz(buf, _work)
+    save_npz(buf, work)
     return buf.getvalue()

@@ -1,0 +1,77 @@
+"""Which paths and URLs the app reads: allowed folders, public hosts, off beyond localhost, no oracle, no echo."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import GT_HEADER
+
+from moe_model.errors import SourceError
+from moe_model.sources import check_url, policy_from_env, resolve_source
+
+LOCAL = policy_from_env("localhost", {})
+
+
+def test_bundled_samples_are_read_by_default():
+    assert resolve_source(str(GT_HEADER), LOCAL) == str(GT_HEADER.resolve())
+
+
+@pytest.mark.parametrize("path", ["/etc/shadow", "/proc/self/environ", "/etc/does-not-exist", "/nonexistent/x.gguf"])
+def test_outside_the_allowed_folders_existing_and_missing_files_get_the_same_message(path):
+    with pytest.raises(SourceError) as info:
+        resolve_source(path, LOCAL)
+    assert str(info.value) == (
+        "only files in the allowed folders (sample_data) are read; add folders with MOE_EXPLORER_ALLOWED_DIRS"
+    )
+
+
+def test_dot_dot_and_symlinks_cannot_leave_an_allowed_folder(tmp_path):
+    (tmp_path / "link.gguf").symlink_to("/etc/hostname")
+    policy = policy_from_env("localhost", {"MOE_EXPLORER_ALLOWED_DIRS": str(tmp_path)})
+    with pytest.raises(SourceError, match="only files in the allowed folders"):
+        resolve_source(str(tmp_path / "link.gguf"), policy)
+    with pytest.raises(SourceError, match="only files in the allowed folders"):
+        resolve_source(f"{GT_HEADER.parent}/../../../etc/hostname", LOCAL)
+
+
+def test_a_setting_adds_folders(tmp_path):
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    policy = policy_from_env("localhost", {"MOE_EXPLORER_ALLOWED_DIRS": str(tmp_path)})
+    assert resolve_source(str(tmp_path / "m.gguf"), policy) == str((tmp_path / "m.gguf").resolve())
+    with pytest.raises(SourceError, match="no such file in the allowed folders: x.gguf"):
+        resolve_source(str(tmp_path / "x.gguf"), policy)
+
+
+def test_paths_and_urls_are_off_beyond_localhost_unless_turned_on():
+    exposed = policy_from_env("0.0.0.0", {})
+    with pytest.raises(SourceError, match="does not read server paths"):
+        resolve_source(str(GT_HEADER), exposed)
+    with pytest.raises(SourceError, match="does not fetch URLs"):
+        resolve_source("https://example.com/m.gguf", exposed)
+    on = policy_from_env(None, {"MOE_EXPLORER_PATHS": "on", "MOE_EXPLORER_URLS": "on"})
+    assert on.paths and on.urls and resolve_source(str(GT_HEADER), on)
+    with pytest.raises(SourceError, match="must be on or off"):
+        policy_from_env("localhost", {"MOE_EXPLORER_PATHS": "maybe"})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8501/",
+        "http://localhost/x.gguf",
+        "http://[::1]/x.gguf",
+        "http://10.0.0.1/x.gguf",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://192.168.1.1/x.gguf",
+        "http://0.0.0.0/x",
+    ],
+)
+def test_urls_to_local_or_private_hosts_are_refused_unless_allowed(url):
+    with pytest.raises(SourceError, match="local or private address"):
+        check_url(url)
+    check_url(url, private_hosts=True)
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "http://", "http://a:b/"])
+def test_only_http_urls_with_a_host_are_accepted(url):
+    with pytest.raises(SourceError, match="only http|not a valid URL"):
+        resolve_source(url, LOCAL)
