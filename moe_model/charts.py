@@ -232,24 +232,23 @@ def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) ->
 
 
 def shopping_bars(frame: pd.DataFrame) -> go.Figure:
+    """Each card's best predicted decode speed, its range as an error bar, the setting in the hover."""
     fig = go.Figure()
     fig.add_bar(
-        x=frame["gpu"],
-        y=frame["decode_tps"],
+        x=frame["GPU"],
+        y=frame["decode t/s"],
         name="best decode t/s",
         marker_color=OKABE_ITO[4],
-        text=frame["setting"],
-        hovertemplate="%{x}: %{y:.1f} t/s<br>%{text}",
+        customdata=frame["best setting"],
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": frame["high t/s"] - frame["decode t/s"],
+            "arrayminus": frame["decode t/s"] - frame["low t/s"],
+        },
+        hovertemplate="%{x}: %{y:.1f} t/s decode (model)<br>%{customdata}<extra></extra>",
     )
-    if "no_cache_tps" in frame:
-        fig.add_scatter(
-            x=frame["gpu"],
-            y=frame["no_cache_tps"],
-            name="--fit without cache",
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 30, "color": OKABE_ITO[5]},
-        )
-    return _layout(fig, "Best predicted setting per card (model)", "", "decode tokens / s")
+    return _layout(fig, "Best predicted setting per card (model; bars: the range)", "", "decode tokens / s")
 
 
 def policy_curves(

@@ -155,7 +155,7 @@ def test_learn_page_steps_and_its_counts_match_the_simulator():
 def test_shopping_page_compares_cards_and_reacts_to_the_selection():
     at = open_page("pages/shopping.py")
     frame = at.dataframe[0].value
-    assert {"gpu", "setting", "decode_tps", "command"} <= set(frame.columns) and len(frame) == 5
+    assert {"GPU", "best setting", "decode t/s", "command"} <= set(frame.columns) and len(frame) == 5
     at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()
     assert trace(charts(at)["0"], "best decode t/s")["x"] == ["RTX 4090", "RTX 5090"]
 
@@ -298,3 +298,54 @@ def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     at.toggle(key="sim_prompts").set_value(True).run()
     assert not at.exception and not at.error
     assert any("Prompt routing is simulated for the first 1,356 tokens" in c.value for c in at.caption)
+
+
+# --- one coherent explorer (issue 11) ---
+
+
+def best_label(at: AppTest) -> str:
+    text = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
+    return text.removeprefix("**Best setting: ").split("**")[0]
+
+
+def test_model_and_gpu_chosen_on_one_page_are_kept_on_the_others():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("gpt-oss-20b-MXFP4.gguf").run()
+    at.sidebar.selectbox(key="gpu").set_value("RTX 3060 12GB").run()
+    at.sidebar.number_input(key="ctx").set_value(8192).run()
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.sidebar.selectbox(key="model_choice").value == "gpt-oss-20b-MXFP4.gguf", page
+        assert at.sidebar.selectbox(key="gpu").value == "RTX 3060 12GB", page
+        if page != "pages/logs.py":  # the pages that predict share the context
+            assert at.sidebar.number_input(key="ctx").value == 8192, page
+
+
+def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
+    at = open_page("pages/model_budget.py", gpu="GeForce 256")
+    assert any("gpu=GeForce 256" in w.value for w in at.warning) and not at.exception
+    assert at.sidebar.selectbox(key="gpu").value == "Tesla T4"
+
+
+def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
+    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16")
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
+    at.switch_page("pages/explore.py").run()
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
+
+
+def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
+    from moe_model.cli import main
+
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model="Qwen3-30B-A3B-Q4_K_M.gguf", ctx="8192")
+    at.toggle(key="best").set_value(True).run()
+    explore = best_label(at)
+    at.switch_page("pages/shopping.py").run()
+    shop = at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "best setting"]
+    model = str(ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+    main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
+    cli = json.loads(capsys.readouterr().out)["best"]["label"]
+    assert explore == shop == cli, (explore, shop, cli)
