@@ -231,6 +231,24 @@ def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) ->
     return fig
 
 
+def measured_curves(frame: pd.DataFrame) -> go.Figure:
+    """Measured decode speed against the budget, one line per model, GPU and concurrency (never across them)."""
+    fig = go.Figure()
+    curve = frame.dropna(subset=["moe_cache_mib", "decode_tps"]).sort_values("moe_cache_mib")
+    for i, ((model, gpu, parallel), group) in enumerate(curve.groupby(["model", "gpu", "parallel"], dropna=False)):
+        name = f"{model or 'unknown model'} on {gpu or 'unknown GPU'}, -np {parallel}"
+        fig.add_scatter(
+            x=group["moe_cache_mib"],
+            y=group["decode_tps"],
+            mode="lines+markers",
+            name=name,
+            marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+            customdata=group["source"],
+            hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
+        )
+    return _layout(fig, "Measured decode speed from these runs", "--moe-cache-mib (MiB)", "decode tokens / s")
+
+
 def shopping_bars(frame: pd.DataFrame) -> go.Figure:
     """Each card's best predicted decode speed, its range as an error bar, the setting in the hover."""
     fig = go.Figure()

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from moe_model.calibration import calibrate_machine
+from moe_model.charts import measured_curves
 from moe_model.logs import parse_log
 from moe_model.measured import log_points
 from moe_model.measurements import crosscheck, point_from_run
@@ -28,10 +28,17 @@ def parsed(data: bytes):
     return parse_log(data)
 
 
+def drop_examples() -> None:
+    """An upload replaces the bundled example (it stays one click away)."""
+    st.session_state["log_examples"] = []
+
+
 with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
-    uploads = st.file_uploader("llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload")
+    uploads = st.file_uploader(
+        "llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload", on_change=drop_examples
+    )
     picks = st.multiselect(
         "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
         list(EXAMPLES),
@@ -45,6 +52,10 @@ with friendly_errors():
             runs = parsed(data)
         except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
             st.error(f"{name}: {err}")
+            continue
+        runs = [r for r in runs if r.program != "unknown"]
+        if not runs:  # e.g. a pipeline log that only mentions llama.cpp
+            st.warning(f"{name}: no llama-server or llama-cli run in this file (no start-up lines): nothing to show.")
             continue
         for run in runs:
             all_runs.append(run)
@@ -84,17 +95,8 @@ with friendly_errors():
         st.session_state["measured_points"] = frame.dropna(subset=["decode_tps", "moe_cache_mib"])
         st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
         st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")
-        curve = frame.dropna(subset=["moe_cache_mib"]).sort_values("moe_cache_mib")
-        if len(curve) > 1:
-            fig = go.Figure()
-            fig.add_scatter(x=curve["moe_cache_mib"], y=curve["decode_tps"], mode="lines+markers", name="decode t/s")
-            fig.update_layout(
-                title="Measured curve from these runs",
-                xaxis_title="--moe-cache-mib",
-                yaxis_title="tokens / s",
-                template="plotly_white",
-            )
-            st.plotly_chart(fig, width="stretch", key="measured_curve")
+        if frame["moe_cache_mib"].notna().sum() > 1:
+            st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if r.model.get("n_layer") == model.n_layer]
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         cal_points = [p for name, data in files for p in log_points(parsed(data), model, hw, name, hw.name)]

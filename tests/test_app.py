@@ -243,8 +243,10 @@ def test_logs_page_several_runs_make_a_measured_curve():
     at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
     runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
     at.multiselect(key="log_examples").set_value(runs).run()
-    curve = trace(charts(at)["0"], "decode t/s")
-    assert not at.exception and len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"])
+    fig = charts(at)["0"]
+    curve = {key: _values(value) for key, value in fig["data"][0].items()}
+    assert not at.exception and len(fig["data"]) == 1  # one model, one GPU, one concurrency: one line
+    assert len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"]) and "-np 1" in curve["name"]
 
 
 def test_learn_more_users_or_drafts_mean_bigger_ubatches():
@@ -349,3 +351,24 @@ def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
     main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
     cli = json.loads(capsys.readouterr().out)["best"]["label"]
     assert explore == shop == cli, (explore, shop, cli)
+
+
+def test_logs_draw_one_measured_line_per_model_and_machine():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "t4-cpumoe-10000.log"]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    names = [t["name"] for t in charts(at)["0"]["data"]]
+    assert not at.exception and len(names) == len(set(names)) >= 2
+
+
+def test_logs_a_file_with_no_server_run_gets_one_message():
+    at = open_page("pages/logs.py")
+    text = b"".join(
+        b"stage %d ok\nllama_model_loader: loaded meta data with 30 key-value pairs\n" % i for i in range(18)
+    )
+    at.get("file_uploader")[0].set_value(("pipeline.log", text, "text/plain"))
+    at.run()
+    said = [m.value for m in [*at.warning, *at.error] if "pipeline.log" in m.value]
+    assert not at.exception and len(said) == 1 and not at.main.expander
