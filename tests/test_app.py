@@ -372,3 +372,17 @@ def test_logs_a_file_with_no_server_run_gets_one_message():
     at.run()
     said = [m.value for m in [*at.warning, *at.error] if "pipeline.log" in m.value]
     assert not at.exception and len(said) == 1 and not at.main.expander
+
+
+def test_learn_shows_the_lru_order_a_legend_and_why_a_step_ran_on_the_cpu():
+    at = open_page("pages/learn.py")
+    for _ in range(6):
+        at.button(key="learn_next").click().run()
+    assert any(c.value.startswith("LRU order of group 1, next eviction first: **L") for c in at.caption)
+    legend = [t.get("name") for t in charts(at)["0"]["data"][1:]]
+    assert "next eviction (least recently used)" in legend and "hit this step" in legend
+    at.slider(key="learn_users").set_value(4).run()
+    at.slider(key="learn_slider").set_value(6).run()
+    assert any("computes them from host memory on the CPU" in i.value for i in at.info)
+    at.button(key="learn_pool_budget").click().run()
+    assert at.slider(key="learn_budget").value > 48 and not at.warning and not at.exception
