@@ -386,3 +386,16 @@ def test_learn_shows_the_lru_order_a_legend_and_why_a_step_ran_on_the_cpu():
     assert any("computes them from host memory on the CPU" in i.value for i in at.info)
     at.button(key="learn_pool_budget").click().run()
     assert at.slider(key="learn_budget").value > 48 and not at.warning and not at.exception
+
+
+def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
+    at.multiselect(key="log_examples").set_value(["t4-cpumoe-10000.log", *runs]).run()
+    at.button(key="calibrate").click().run()
+    table = at.table[0].value
+    assert list(table["run"]) == [f"{r}#1" for r in runs]  # distinct names; the T4 run is of another model
+    assert table["error in the fit %"].abs().max() > 0 and not at.exception
+    assert any("on H200 (the GPU the logs name)" in c.value for c in at.caption)
