@@ -38,6 +38,21 @@ def _mark(fig: go.Figure, budget_mib: float | None) -> None:
         fig.add_vline(x=budget_mib, line_dash="dot", line_color="#555", annotation_text=f"{budget_mib:g} MiB")
 
 
+def shade_unfit(fig: go.Figure, fits_mib: float, end_mib: float) -> go.Figure:
+    """Grey out the budgets past the largest that fits the GPU's memory."""
+    if fits_mib < end_mib:
+        fig.add_vrect(
+            x0=fits_mib,
+            x1=end_mib,
+            fillcolor="#999999",
+            opacity=0.2,
+            line_width=0,
+            annotation_text="does not fit VRAM",
+            annotation_position="top right",
+        )
+    return fig
+
+
 def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
     """Hit rate against budget, split like llama.cpp's statistics (ubatch <= 8 and > 8)."""
     fig = go.Figure()
@@ -76,15 +91,31 @@ def speed_curve(
     baselines: dict[str, float],
     measured: pd.DataFrame | None = None,
     mark_budget: float | None = None,
+    ranges: Sequence[tuple[float, float] | None] | None = None,
 ) -> go.Figure:
-    """Predicted decode t/s against budget, the no-cache baselines as lines, measured points as markers."""
+    """Predicted decode t/s against budget with its range as a band, the no-cache baselines as lines,
+    measured points as markers."""
     fig = go.Figure()
+    if ranges is not None:
+        for i, name in enumerate(("low end of the range", "high end of the range")):
+            fig.add_scatter(
+                x=list(budgets),
+                y=[None if r is None else r[i] for r in ranges],
+                name=name,
+                mode="lines",
+                line={"width": 0, "color": OKABE_ITO[4]},
+                fill="tonexty" if i else None,
+                fillcolor="rgba(0, 114, 178, 0.15)",
+                showlegend=False,
+                hovertemplate="%{x:,} MiB: %{y:.1f} t/s (" + name + ")<extra></extra>",
+            )
     fig.add_scatter(
         x=list(budgets),
         y=list(decode_tps),
         name="predicted (model)",
         mode="lines+markers",
         line={"color": OKABE_ITO[4]},
+        hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (model)<extra></extra>",
     )
     for i, (name, value) in enumerate(baselines.items()):
         fig.add_hline(

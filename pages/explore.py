@@ -10,6 +10,7 @@ from moe_model.charts import (
     hit_rate_curve,
     layer_hit_rates,
     policy_curves,
+    shade_unfit,
     speed_curve,
     time_breakdown,
     upload_curve,
@@ -168,7 +169,8 @@ with friendly_errors():
 
     rel = time_model.rel_error
     preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic, rel, spread)
-    speeds = [p.decode_tps if p.usable else None for p in preds]
+    ram_ok = host_memory(model, hw, layout0.placement, load_mode).fits  # no speeds drawn for a host that cannot hold it
+    speeds = [p.decode_tps if p.usable and ram_ok else None for p in preds]
     no_cache = {
         name: predict(model, hw, params, replace(base, placement=Placement.parse(flag)), rel_error=rel)
         for name, flag in (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))
@@ -189,15 +191,24 @@ with friendly_errors():
     with charts:
         headline = st.container()
         st.plotly_chart(
-            speed_curve(
-                budgets, speeds, {f"{n}, no cache": p.decode_tps for n, p in no_cache.items()}, measured, budget
+            shade_unfit(
+                speed_curve(
+                    budgets,
+                    speeds,
+                    {f"{n}, no cache": p.decode_tps for n, p in no_cache.items()},
+                    measured,
+                    budget,
+                    [p.decode_tps_range if p.usable and ram_ok else None for p in preds],
+                ),
+                fits,
+                budgets[-1],
             ),
             width="stretch",
             key="speed",
         )
         a, b = st.columns(2)
-        a.plotly_chart(hit_rate_curve(results, budget), width="stretch", key="hits")
-        b.plotly_chart(upload_curve(results, budget), width="stretch", key="uploads")
+        a.plotly_chart(shade_unfit(hit_rate_curve(results, budget), fits, budgets[-1]), width="stretch", key="hits")
+        b.plotly_chart(shade_unfit(upload_curve(results, budget), fits, budgets[-1]), width="stretch", key="uploads")
         a.plotly_chart(layer_hit_rates(current), width="stretch", key="layers")
         compare = {**no_cache, f"{placement_name} + {current.budget_mib} MiB": chosen}
         b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")

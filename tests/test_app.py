@@ -337,6 +337,7 @@ def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
     at.switch_page("pages/explore.py").run()
     assert any(e.value.startswith("does not fit in RAM") for e in at.error)
     assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
+    assert not [v for v in trace(charts(at)["0"], "predicted (model)")["y"] if v is not None]  # no speed curve
 
 
 def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
