@@ -5,7 +5,8 @@ streamlit run app.py
 
 import streamlit as st
 
-st.set_page_config(page_title="MoE Cache Explorer", page_icon=":material/memory:", layout="wide")
+# a local icon: a Material one is fetched from fonts.gstatic.com, and the app must work offline
+st.set_page_config(page_title="MoE Cache Explorer", page_icon="ui/icon.png", layout="wide")
 
 PAGES = [
     st.Page("pages/model_budget.py", title="Model & budget", icon=":material/calculate:", default=True),

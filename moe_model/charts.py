@@ -38,6 +38,21 @@ def _mark(fig: go.Figure, budget_mib: float | None) -> None:
         fig.add_vline(x=budget_mib, line_dash="dot", line_color="#555", annotation_text=f"{budget_mib:g} MiB")
 
 
+def shade_unfit(fig: go.Figure, fits_mib: float, end_mib: float) -> go.Figure:
+    """Grey out the budgets past the largest that fits the GPU's memory."""
+    if fits_mib < end_mib:
+        fig.add_vrect(
+            x0=fits_mib,
+            x1=end_mib,
+            fillcolor="#999999",
+            opacity=0.2,
+            line_width=0,
+            annotation_text="does not fit VRAM",
+            annotation_position="top right",
+        )
+    return fig
+
+
 def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
     """Hit rate against budget, split like llama.cpp's statistics (ubatch <= 8 and > 8)."""
     fig = go.Figure()
@@ -76,15 +91,31 @@ def speed_curve(
     baselines: dict[str, float],
     measured: pd.DataFrame | None = None,
     mark_budget: float | None = None,
+    ranges: Sequence[tuple[float, float] | None] | None = None,
 ) -> go.Figure:
-    """Predicted decode t/s against budget, the no-cache baselines as lines, measured points as markers."""
+    """Predicted decode t/s against budget with its range as a band, the no-cache baselines as lines,
+    measured points as markers."""
     fig = go.Figure()
+    if ranges is not None:
+        for i, name in enumerate(("low end of the range", "high end of the range")):
+            fig.add_scatter(
+                x=list(budgets),
+                y=[None if r is None else r[i] for r in ranges],
+                name=name,
+                mode="lines",
+                line={"width": 0, "color": OKABE_ITO[4]},
+                fill="tonexty" if i else None,
+                fillcolor="rgba(0, 114, 178, 0.15)",
+                showlegend=False,
+                hovertemplate="%{x:,} MiB: %{y:.1f} t/s (" + name + ")<extra></extra>",
+            )
     fig.add_scatter(
         x=list(budgets),
         y=list(decode_tps),
         name="predicted (model)",
         mode="lines+markers",
         line={"color": OKABE_ITO[4]},
+        hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (model)<extra></extra>",
     )
     for i, (name, value) in enumerate(baselines.items()):
         fig.add_hline(
@@ -182,74 +213,112 @@ def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -
     )
 
 
-def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str]) -> go.Figure:
-    """The slot pool as cells: each shows the (layer, expert) it holds, this step's hits and uploads
-    highlighted, and the guard slot llama.cpp allocates past the end."""
+POOL_STATES = (  # value, name in the legend, colour (Okabe-Ito blue/orange/purple for the marked cells)
+    (0, "empty slot", "#F2F2F2"),
+    (1, "cached expert", "#BFD9EC"),
+    (2, "guard slot (never used)", "#666666"),
+    (3, "uploaded this step (miss)", MISS),
+    (4, "hit this step", COLD),
+    (5, "next eviction (least recently used)", "#CC79A7"),
+)
+
+
+def _pool_state(i: int, key: int, highlight: dict[int, str], next_out: int | None) -> int:
+    kind = highlight.get(i)
+    if kind in ("hit", "fill"):
+        return 4 if kind == "hit" else 3
+    if key >= 0 and i == next_out:
+        return 5
+    return 1 if key >= 0 else 0
+
+
+def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str], order: Sequence[int] = ()) -> go.Figure:
+    """The slot pool as cells: the (layer, expert) each holds, its place in the LRU order (1: evicted next),
+    this step's hits and uploads, the next eviction and the guard slot llama.cpp allocates past the end."""
+    rank = {slot: r + 1 for r, slot in enumerate(order)}
+    next_out = next((s for s in order if slots[s] >= 0), None) if len(order) else None
     labels = [f"L{key // n_expert} E{key % n_expert}" if key >= 0 else "empty" for key in slots] + ["guard"]
-    state = [
-        4 if highlight.get(i) == "hit" else 3 if highlight.get(i) == "fill" else 1 if key >= 0 else 0
-        for i, key in enumerate(slots)
-    ] + [2]
+    state = [_pool_state(i, int(key), highlight, next_out) for i, key in enumerate(slots)] + [2]
+    cells = [f"{lab}<br>LRU {rank[i]}" if i in rank else lab for i, lab in enumerate(labels)]
+    hover = [
+        f"slot {i}: {lab}" + (f", LRU position {rank[i]} of {len(rank)} (1: evicted next)" if i in rank else "")
+        for i, lab in enumerate(labels)
+    ]
     width = max(4, int(np.ceil(np.sqrt(len(labels) * 2))))
     rows = int(np.ceil(len(labels) / width))
     z = np.full((rows, width), np.nan)
     text = np.full((rows, width), "", dtype=object)
-    for i, (s, label) in enumerate(zip(state, labels, strict=True)):
-        z[i // width, i % width] = s
-        text[i // width, i % width] = label
-    # empty, cached, guard, uploaded this step (orange), hit this step (blue): Okabe-Ito orange/blue
-    colorscale = [
-        [0.0, "#F2F2F2"],
-        [0.2, "#F2F2F2"],
-        [0.2, "#BFD9EC"],
-        [0.4, "#BFD9EC"],
-        [0.4, "#666666"],
-        [0.6, "#666666"],
-        [0.6, MISS],
-        [0.8, MISS],
-        [0.8, COLD],
-        [1.0, COLD],
-    ]
+    tips = np.full((rows, width), "", dtype=object)
+    for i, (value, cell, tip) in enumerate(zip(state, cells, hover, strict=True)):
+        z[i // width, i % width], text[i // width, i % width], tips[i // width, i % width] = value, cell, tip
+    n = len(POOL_STATES)
+    colorscale = [[edge, colour] for v, _, colour in POOL_STATES for edge in (v / n, (v + 1) / n)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
             text=text,
+            customdata=tips,
             texttemplate="%{text}",
             colorscale=colorscale,
-            zmin=0,
-            zmax=4,
+            zmin=-0.5,
+            zmax=n - 0.5,
             showscale=False,
             xgap=3,
             ygap=3,
-            hoverinfo="text",
+            hovertemplate="%{customdata}<extra></extra>",
         )
     )
+    for _, name, colour in POOL_STATES:  # the heatmap has no legend of its own
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12, "color": colour}
+        )
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig = _layout(fig, "Slot pool (blue: hit this step, orange: uploaded this step, dark: guard slot)", "", "")
-    fig.update_layout(height=max(160, 70 * rows + 60))
+    fig = _layout(fig, "Slot pool", "", "")
+    fig.update_layout(
+        height=max(240, 70 * rows + 150),
+        margin={"l": 10, "r": 10, "t": 60, "b": 80},
+        legend={"orientation": "h", "y": 0, "yanchor": "top"},
+    )
     return fig
 
 
+def measured_curves(frame: pd.DataFrame) -> go.Figure:
+    """Measured decode speed against the budget, one line per model, GPU and concurrency (never across them)."""
+    fig = go.Figure()
+    curve = frame.dropna(subset=["moe_cache_mib", "decode_tps"]).sort_values("moe_cache_mib")
+    for i, ((model, gpu, parallel), group) in enumerate(curve.groupby(["model", "gpu", "parallel"], dropna=False)):
+        name = f"{model or 'unknown model'} on {gpu or 'unknown GPU'}, -np {parallel}"
+        fig.add_scatter(
+            x=group["moe_cache_mib"],
+            y=group["decode_tps"],
+            mode="lines+markers",
+            name=name,
+            marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+            customdata=group["source"],
+            hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
+        )
+    return _layout(fig, "Measured decode speed from these runs", "--moe-cache-mib (MiB)", "decode tokens / s")
+
+
 def shopping_bars(frame: pd.DataFrame) -> go.Figure:
+    """Each card's best predicted decode speed, its range as an error bar, the setting in the hover."""
     fig = go.Figure()
     fig.add_bar(
-        x=frame["gpu"],
-        y=frame["decode_tps"],
+        x=frame["GPU"],
+        y=frame["decode t/s"],
         name="best decode t/s",
         marker_color=OKABE_ITO[4],
-        text=frame["setting"],
-        hovertemplate="%{x}: %{y:.1f} t/s<br>%{text}",
+        customdata=frame["best setting"],
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": frame["high t/s"] - frame["decode t/s"],
+            "arrayminus": frame["decode t/s"] - frame["low t/s"],
+        },
+        hovertemplate="%{x}: %{y:.1f} t/s decode (model)<br>%{customdata}<extra></extra>",
     )
-    if "no_cache_tps" in frame:
-        fig.add_scatter(
-            x=frame["gpu"],
-            y=frame["no_cache_tps"],
-            name="--fit without cache",
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 30, "color": OKABE_ITO[5]},
-        )
-    return _layout(fig, "Best predicted setting per card (model)", "", "decode tokens / s")
+    return _layout(fig, "Best predicted setting per card (model; bars: the range)", "", "decode tokens / s")
 
 
 def policy_curves(

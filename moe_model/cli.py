@@ -408,6 +408,7 @@ def _hardware(args: argparse.Namespace):
             ("pageable_gbs", args.pageable_gbs or args.link_gbs),
             ("cpu_bw_gbs", args.cpu_bw_gbs),
             ("cpu_threads", args.threads),
+            ("ram_gib", args.ram_gib),
             ("pcie_gen", args.pcie_gen),
             ("pcie_lanes", args.pcie_lanes),
         )
@@ -551,7 +552,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         spread_points=spread,
     )
     ranked = [o.as_dict() for o in options]
-    best = ranked[0] if ranked and ranked[0]["starts"] and ranked[0]["fits_vram"] else None
+    best = ranked[0] if ranked and ranked[0]["usable"] else None
     margin = None
     if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
@@ -560,7 +561,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         print(to_json(out | {"routing": routing, "rel_error": rel_error}))
         return 0
     for o in ranked:
-        status = "" if o["starts"] and o["fits_vram"] else "  (does not start or fit)"
+        status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
         lo, hi = o["decode_tps_range"]
         print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}{status}")
     if best:
@@ -614,6 +615,7 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--link-gbs", type=_RATE, help="one measured host-to-device rate for both")
     parser.add_argument("--cpu-bw-gbs", type=_RATE, help="host memory bandwidth")
     parser.add_argument("--threads", type=_ranged(int, 1, 1024), help="threads for host experts (-t)")
+    parser.add_argument("--ram-gib", type=_ranged(float, 1, 16384), help="host RAM (default: the preset's)")
     parser.add_argument("--load-mode", choices=("mmap", "none", "mlock", "dio"), default="mmap")
     parser.add_argument("--pinned", action="store_true", help="same as --load-mode none (pinned host experts)")
     parser.add_argument("-ctk", "--cache-type-k", default="f16", choices=KV_TYPES)

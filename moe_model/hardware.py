@@ -44,6 +44,7 @@ class Hardware:
     sync_us: float | None = None
     cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
     source: str = "user"
+    ram_gib: float = 64.0  # host RAM: host experts must fit in it (pinned) or page from disk (mmap)
 
     def __post_init__(self) -> None:
         checks = {
@@ -60,6 +61,7 @@ class Hardware:
             "pageable_gbs": self.pageable_gbs is None or 0 < self.pageable_gbs <= self.line_gbs,
             "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
             "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
+            "ram_gib": 1 <= self.ram_gib <= 16384,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -94,8 +96,8 @@ class Hardware:
 
 _NV = "NVIDIA datasheet (memory size, bandwidth, PCIe generation, FP16 tensor TFLOPS)"
 _AMD = "AMD datasheet (memory size, bandwidth, PCIe generation, FP16 matrix TFLOPS)"
-_HOST4 = "host: dual-channel DDR4-3200 (51 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
-_HOST5 = "host: dual-channel DDR5-6000 (96 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
+_HOST4 = "host: 32 GiB dual-channel DDR4-3200 (51 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
+_HOST5 = "host: 64 GiB dual-channel DDR5-6000 (96 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
 
 
 def _card(name, vram, bw, gen, lanes, tflops, host_bw=96.0, threads=8, ghz=4.5, backend="cuda", source=None, **kw):
@@ -117,20 +119,53 @@ PRESETS: dict[str, Hardware] = {
             host_bw=20.0,
             threads=4,
             ghz=2.0,
-            source=f"{_NV} (16 GB, 15,360 MiB usable); host: 4-vCPU 2.0 GHz Xeon cloud VM (~20 GB/s), an assumption",
+            ram_gib=32.0,
+            source=f"{_NV} (16 GB, 15,360 MiB usable); host: 4-vCPU 2.0 GHz Xeon cloud VM (~20 GB/s, 32 GiB RAM), "
+            "an assumption",
         ),
-        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, 51.2, source=f"{_NV}; {_HOST4}"),
-        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, 51.2, source=f"{_NV}; {_HOST4}"),
-        _card("RTX 3090", 24, 936, 4, 16, 142, 51.2, source=f"{_NV}; {_HOST4}"),
+        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
+        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
+        _card("RTX 3090", 24, 936, 4, 16, 142, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
         _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card); {_HOST5}"),
-        _card("RTX 4070 12GB", 12, 504, 4, 16, 117, 89.6, 10, source=f"{_NV}; host: dual-channel DDR5-5600, -t 10"),
+        _card(
+            "RTX 4070 12GB", 12, 504, 4, 16, 117, 89.6, 10, source=f"{_NV}; host: 64 GiB dual-channel DDR5-5600, -t 10"
+        ),
         _card("RTX 4080 16GB", 16, 717, 4, 16, 195),
         _card("RTX 4090", 24, 1008, 4, 16, 330),
         _card("RTX 5070 Ti", 16, 896, 5, 16, 176),
         _card("RTX 5090", 32, 1792, 5, 16, 419),
-        _card("RTX A6000", 48, 768, 4, 16, 155),
-        _card("RTX PRO 6000", 96, 1792, 5, 16, 500),
-        _card("H100 PCIe", 80, 2000, 5, 16, 756, 200, 32, source=f"{_NV}; host: server DDR5, ~200 GB/s, an assumption"),
+        _card(
+            "RTX A6000",
+            48,
+            768,
+            4,
+            16,
+            155,
+            source=f"{_NV}; host: 128 GiB DDR5 workstation, 96 GB/s, an assumption",
+            ram_gib=128.0,
+        ),
+        _card(
+            "RTX PRO 6000",
+            96,
+            1792,
+            5,
+            16,
+            500,
+            source=f"{_NV}; host: 256 GiB DDR5 workstation, 96 GB/s, an assumption",
+            ram_gib=256.0,
+        ),
+        _card(
+            "H100 PCIe",
+            80,
+            2000,
+            5,
+            16,
+            756,
+            200,
+            32,
+            source=f"{_NV}; host: 512 GiB server DDR5, ~200 GB/s, an assumption",
+            ram_gib=512.0,
+        ),
         _card(
             "H200",
             141,
@@ -142,9 +177,10 @@ PRESETS: dict[str, Hardware] = {
             16,
             3.0,
             pinned_gbs=55.0,
+            ram_gib=512.0,
             source=f"{_NV}; link: pinned rate measured on the ground-truth host (sample_data/groundtruth/bw.json; its "
             "pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README); host: 16-core Xeon, "
-            "8-channel DDR5-4000 (~250 GB/s), 16 threads at ~3 GHz, an assumption",
+            "8-channel DDR5-4000 (~250 GB/s, 512 GiB), 16 threads at ~3 GHz, an assumption",
         ),
         _card(
             "Radeon AI PRO R9700",
@@ -157,7 +193,8 @@ PRESETS: dict[str, Hardware] = {
             8,
             4.7,
             backend="hip",
-            source=f"{_AMD}; host: i7-12700KF-like (8 P-cores at 4.7 GHz), dual-channel DDR5-4800, an assumption",
+            source=f"{_AMD}; host: i7-12700KF-like (8 P-cores at 4.7 GHz), dual-channel DDR5-4800, 64 GiB, "
+            "an assumption",
         ),
         _card(
             "Radeon Pro V620",
@@ -170,7 +207,8 @@ PRESETS: dict[str, Hardware] = {
             16,
             3.3,
             backend="vulkan",
-            source=f"{_AMD}; host: 8-channel DDR4-3200 EPYC (205 GB/s), as in the field measurements",
+            ram_gib=256.0,
+            source=f"{_AMD}; host: 8-channel DDR4-3200 EPYC (205 GB/s, 256 GiB assumed), as in the field measurements",
         ),
         _card("eGPU RTX 4090, PCIe 3.0 x4", 24, 1008, 3, 4, 330, source=f"{_NV}; Thunderbolt 3 class link; {_HOST5}"),
         _card("eGPU RTX 4090, PCIe 4.0 x4", 24, 1008, 4, 4, 330, source=f"{_NV}; OCuLink class link; {_HOST5}"),

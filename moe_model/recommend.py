@@ -1,8 +1,8 @@
 """Compare placements, budgets, load modes and CPU shares for a model on a machine; the best with its command.
 
 One recommender for the CLI, Explore's "best setting" and Shopping: the same inputs give the same answer.
-Options that do not start or do not fit the GPU's memory are never picked. A modelled policy (CPU share)
-is only picked when it beats the best exact option by more than the prediction's uncertainty.
+Options that do not start or do not fit the GPU's memory or the host's RAM are never picked. A modelled policy
+(CPU share) is only picked when it beats the best exact option by more than the prediction's uncertainty.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.hardware import Hardware
+from moe_model.host_memory import HostMemory, host_memory
 from moe_model.model_spec import ModelSpec
 from moe_model.scenario import Scenario, resolve
 from moe_model.simulate import simulate_budgets
@@ -32,11 +33,18 @@ class Option:
     prediction: Prediction
     command: str
     verdict: str  # against the same placement without a cache
+    host: HostMemory | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Starts and fits VRAM and RAM: only then is it picked or shown with a speed."""
+        return self.prediction.usable and (self.host is None or self.host.fits)
 
     def as_dict(self) -> dict:
         p = self.prediction
         return {
             "label": self.label,
+            "usable": self.usable,
             "decode_tps": p.decode_tps,
             "decode_tps_range": list(p.decode_tps_range),
             "prefill_tps": p.prefill_tps,
@@ -44,6 +52,8 @@ class Option:
             "starts": p.starts,
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
+            "fits_ram": self.host is None or self.host.fits,
+            "ram_needed_mib": self.host.used_mib if self.host else None,
             "verdict": self.verdict,
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
@@ -124,7 +134,7 @@ def recommend(
     spread_points: float = 0.0,
     progress=None,
 ) -> list[Option]:
-    """Every candidate's prediction, best first (those that start and fit the GPU's memory)."""
+    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM)."""
     scenarios = candidates(model, hw, base)
     layouts = [resolve(model, hw, sc) for sc in scenarios]
     traffics = _traffics(model, scenarios, layouts, workload_for, progress)
@@ -139,7 +149,11 @@ def recommend(
         v = "no cache" if p.scenario.budget_mib == 0 or base_pred is None else verdict(p, base_pred)
         options.append(
             Option(
-                label(p.scenario, p.layout.placement), p, command_line(model_path, p.scenario, p.layout.placement), v
+                label(p.scenario, p.layout.placement),
+                p,
+                command_line(model_path, p.scenario, p.layout.placement),
+                v,
+                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
             )
         )
     return rank(options, rel_error)
@@ -174,10 +188,10 @@ def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, pr
 
 def rank(options: list[Option], rel_error: float) -> list[Option]:
     """Usable options fastest first; a modelled-policy option leads only if it wins by more than the error."""
-    ok = sorted((o for o in options if o.prediction.usable), key=lambda o: -o.prediction.decode_tps)
+    ok = sorted((o for o in options if o.usable), key=lambda o: -o.prediction.decode_tps)
     exact = [o for o in ok if not o.prediction.scenario.cpu_share]
     leader = ok[0].prediction if ok else None
     if exact and leader.scenario.cpu_share and leader.decode_tps <= exact[0].prediction.decode_tps * (1 + rel_error):
         ok.remove(exact[0])
         ok.insert(0, exact[0])
-    return ok + [o for o in options if not o.prediction.usable]
+    return ok + [o for o in options if not o.usable]

@@ -36,6 +36,7 @@ class Step:
     slots: tuple[np.ndarray, ...]  # per group: key (layer * n_expert + expert) per slot, -1 empty
     total_hits: int
     total_misses: int
+    order: tuple[tuple[int, ...], ...] = ()  # per group: slots in LRU order after the step, next eviction first
 
 
 STEPPABLE = (REFERENCE, "lazy-unload")
@@ -105,6 +106,7 @@ def steps(
                 snapshot,
                 total_hits,
                 total_misses,
+                tuple(tuple(p.order) if p else () for p in pools),
             )
         )
     return out

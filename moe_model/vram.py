@@ -46,6 +46,17 @@ class VramBreakdown:
     def fits(self) -> bool:
         return self.free_mib >= 0
 
+    @property
+    def verdict(self) -> str:
+        """One line a page leads with: fits or not, and what would free the memory."""
+        if self.fits:
+            return f"fits in VRAM: {self.used_mib:,.0f} of {self.vram_mib:,.0f} MiB used, {self.free_mib:,.0f} MiB free"
+        return (
+            f"does not fit in VRAM: {-self.free_mib:,.0f} MiB over the GPU's {self.vram_mib:,.0f} MiB. Free it with a "
+            "smaller context (-c), more layers in host memory (--n-cpu-moe K) or a smaller "
+            "--moe-cache-mib (fewer slots)"
+        )
+
     def as_dict(self) -> dict:
         return {
             "dense": self.dense_mib,

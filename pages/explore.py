@@ -10,10 +10,12 @@ from moe_model.charts import (
     hit_rate_curve,
     layer_hit_rates,
     policy_curves,
+    shade_unfit,
     speed_curve,
     time_breakdown,
     upload_curve,
 )
+from moe_model.host_memory import host_memory
 from moe_model.measurements import load_reference
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.policies.compare import predicted_tps
@@ -24,27 +26,32 @@ from moe_model.time_model import predict, predict_curve, verdict
 from moe_model.traffic import decode_ubatches
 from moe_model.vram import max_budget_mib
 from ui.common import (
+    budget_slider,
     bundled_traces,
     cached_bundled_trace,
     cached_policy_comparison,
+    cached_recommend,
     cached_scenario_curve,
     cached_share_traffic,
     cached_synthetic,
     cached_trace,
     content_key,
+    fit_verdicts,
     friendly_errors,
-    remember,
+    keep,
+    kept,
+    model_flag_path,
     sidebar_hardware,
     sidebar_model,
+    sidebar_placement,
+    sidebar_serving,
     simulated_prompt_tokens,
-    url_value,
     workload_npz,
 )
 
 N_CURVE = 24
 N_POLICY_BUDGETS = 8
 MAX_POLICY_UBATCHES = 5000  # bounds the per-budget policy runs (seconds each on the real GPT-OSS trace)
-PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
 
 st.header("Explore")
 st.caption(
@@ -52,53 +59,73 @@ st.caption(
     "calibrated time model (a model, not a measurement); diamonds are measurements."
 )
 
+
+def best_setting(model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int) -> None:
+    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use."""
+    if not st.toggle("best setting for this machine (the recommender Shopping and the CLI use)", key="best"):
+        return
+    options = cached_recommend(
+        model,
+        model_key,
+        model_flag_path(source, model_key),
+        hw,
+        repr(hw),
+        time_model,
+        repr(time_model),
+        concurrency,
+        n_ctx,
+    )
+    best = options[0] if options else None
+    if best is None or not best.usable:
+        st.error("No setting fits this machine's VRAM and RAM: " + (best.host.verdict if best else "nothing to try"))
+        return
+    p = best.prediction
+    lo, hi = p.decode_tps_range
+    st.success(
+        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model); "
+        f"the cache {best.verdict}."
+    )
+    st.code(best.command, language="bash")
+    if p.scenario.pinned:
+        st.caption(
+            "Pinned host memory (--load-mode none) won: pinned uploads are faster, the CPU path over pinned "
+            "memory can be slower, and pinning needs the RAM (the host experts must fit in it)."
+        )
+
+
 with friendly_errors():
     model, source, model_key = sidebar_model()
     hw, time_model, load_mode = sidebar_hardware()
     params, params_source = time_model.params, time_model.source
+    n_ctx, concurrency = sidebar_serving()
+    placement_name, placement = sidebar_placement(model)
     controls, charts = st.columns([1, 3])
     with controls:
-        placement_name = st.radio(
-            "placement", PLACEMENTS, index=url_value("placement", 0, int, 0, len(PLACEMENTS) - 1), key="placement"
-        )
-        k = (
-            st.slider(
-                "K (first layers in host memory)",
-                1,
-                model.n_layer,
-                url_value("k", model.n_layer // 2, int, 1, model.n_layer),
-                key="k",
-            )
-            if placement_name == "--n-cpu-moe K"
-            else model.n_layer
-        )
-        concurrency = st.slider("concurrent streams (-np)", 1, 8, url_value("np", 1, int, 1, 8), key="np")
-        draft = st.slider("draft tokens (speculative)", 0, 8, url_value("draft", 0, int, 0, 8), key="draft")
-        accept = st.slider("draft acceptance", 0.0, 1.0, url_value("accept", 0.7, float, 0.0, 1.0), 0.05, key="accept")
+        draft = st.slider("draft tokens (speculative)", 0, 8, kept("draft", 0, int, 0, 8), key="draft")
+        accept = st.slider("draft acceptance", 0.0, 1.0, kept("accept", 0.7, float, 0.0, 1.0), 0.05, key="accept")
         share = st.select_slider(
-            "--moe-cache-cpu-share (b12191)",
+            "--moe-cache-cpu-share (b12191, a modelled policy)",
             [0.0, 0.5, 0.8, 0.9, 0.95],
-            url_value("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
+            kept("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
             key="share",
         )
         prompt = st.number_input(
-            "prompt tokens per request", 1, 131072, url_value("prompt", 512, int, 1, 131072), 64, key="prompt"
+            "prompt tokens per request", 1, 131072, kept("prompt", 512, int, 1, 131072), 64, key="prompt"
         )
         simulate_prompts = st.toggle("simulate prompt ubatches too (synthetic routing)", False, key="sim_prompts")
-        link = st.number_input(
-            "measured host-to-device GB/s (0: from the machine)", 0.0, float(hw.line_gbs), 0.0, 0.5, key="link"
-        )
-        hw = hw.with_changes(**({"pinned_gbs": link, "pageable_gbs": link} if link else {}))
         traces = bundled_traces(model)
         kinds = ["synthetic (fitted preset)", *traces, "upload a trace"]
-        workload_kind = st.radio("workload", kinds, key="workload")
+        workload_kind = st.radio(
+            "workload", kinds, kinds.index(kept("workload", kinds[0], choices=kinds[:-1])), key="workload"
+        )
+        if workload_kind != kinds[-1]:  # an upload cannot travel in a link
+            keep(workload=workload_kind)
         upload = (
             st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind == "upload a trace" else None
         )
-    placement = Placement.parse(
-        {"--cpu-moe": "cpu-moe", "--n-cpu-moe K": f"n-cpu-moe:{k}", "--fit": "fit"}[placement_name]
+    base = Scenario(
+        placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=int(prompt), load_mode=load_mode
     )
-    base = Scenario(placement, 0, concurrency, draft, accept, share, prompt_tokens=int(prompt), load_mode=load_mode)
     routing = preset_for(model)
     spread = routing.spread_points
     if upload is not None:
@@ -127,19 +154,10 @@ with friendly_errors():
     fits = max_budget_mib(model, hw, layout0.placement, base.n_ctx, kv_types=base.kv_types)
     top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)  # the slider ends where the cache stops fitting
     with controls:
-        budget = st.slider("--moe-cache-mib", 0, top, url_value("budget", min(10000, top), int, 0, top), key="budget")
+        budget = budget_slider(st, top)
         if fits < lowest:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    remember(
-        prompt=int(prompt),
-        placement=PLACEMENTS.index(placement_name),
-        np=concurrency,
-        draft=draft,
-        accept=accept,
-        share=share,
-        budget=budget,
-        **({"k": int(k)} if placement_name == "--n-cpu-moe K" else {}),
-    )
+    keep(prompt=int(prompt), draft=draft, accept=accept, share=share)
     hw_key = repr(hw)
     budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist())))
     results = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, budgets)
@@ -151,7 +169,8 @@ with friendly_errors():
 
     rel = time_model.rel_error
     preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic, rel, spread)
-    speeds = [p.decode_tps if p.usable else None for p in preds]
+    ram_ok = host_memory(model, hw, layout0.placement, load_mode).fits  # no speeds drawn for a host that cannot hold it
+    speeds = [p.decode_tps if p.usable and ram_ok else None for p in preds]
     no_cache = {
         name: predict(model, hw, params, replace(base, placement=Placement.parse(flag)), rel_error=rel)
         for name, flag in (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))
@@ -170,36 +189,47 @@ with friendly_errors():
     chosen = predict_curve(model, hw, params, base, [current], n_ub, share_traffic, rel, spread)[0]
     same_without = predict(model, hw, params, base, rel_error=rel)
     with charts:
+        headline = st.container()
         st.plotly_chart(
-            speed_curve(
-                budgets, speeds, {f"{n}, no cache": p.decode_tps for n, p in no_cache.items()}, measured, budget
+            shade_unfit(
+                speed_curve(
+                    budgets,
+                    speeds,
+                    {f"{n}, no cache": p.decode_tps for n, p in no_cache.items()},
+                    measured,
+                    budget,
+                    [p.decode_tps_range if p.usable and ram_ok else None for p in preds],
+                ),
+                fits,
+                budgets[-1],
             ),
             width="stretch",
             key="speed",
         )
         a, b = st.columns(2)
-        a.plotly_chart(hit_rate_curve(results, budget), width="stretch", key="hits")
-        b.plotly_chart(upload_curve(results, budget), width="stretch", key="uploads")
+        a.plotly_chart(shade_unfit(hit_rate_curve(results, budget), fits, budgets[-1]), width="stretch", key="hits")
+        b.plotly_chart(shade_unfit(upload_curve(results, budget), fits, budgets[-1]), width="stretch", key="uploads")
         a.plotly_chart(layer_hit_rates(current), width="stretch", key="layers")
         compare = {**no_cache, f"{placement_name} + {current.budget_mib} MiB": chosen}
         b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
-        if not chosen.starts:
-            st.error(f"At {current.budget_mib} MiB llama-server would not start: {chosen.error}")
-        elif not chosen.vram.fits:
-            st.error(
-                f"At {current.budget_mib} MiB this does not fit: {-chosen.vram.free_mib:.0f} MiB over the GPU's "
-                "memory. Free it with a smaller budget or context, or more layers in host memory (--n-cpu-moe)."
-            )
-        else:
-            lo, hi = chosen.decode_tps_range
-            cache_verdict = verdict(chosen, same_without) if current.budget_mib else "no cache"
-            st.markdown(
-                f"**At {current.budget_mib} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
-                f"{chosen.prefill_tps:.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
-                f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
-                f"VRAM left {chosen.vram.free_mib:.0f} MiB. The cache **{cache_verdict}** against the same "
-                f"placement without it ({same_without.decode_tps:.1f} t/s)."
-            )
+        host = host_memory(model, hw, chosen.layout.placement, load_mode)
+        with headline:
+            usable = fit_verdicts(chosen.vram, host)
+            if not chosen.starts:
+                st.error(f"At {current.budget_mib:,} MiB llama-server would not start: {chosen.error}")
+            elif usable:
+                lo, hi = chosen.decode_tps_range
+                cache_verdict = verdict(chosen, same_without) if current.budget_mib else "no cache"
+                st.markdown(
+                    f"**At {current.budget_mib:,} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
+                    f"{chosen.prefill_tps:,.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
+                    f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
+                    f"VRAM left {chosen.vram.free_mib:,.0f} MiB. The cache **{cache_verdict}** against the same "
+                    f"placement without it ({same_without.decode_tps:.1f} t/s)."
+                )
+            else:
+                st.markdown(f"**At {current.budget_mib:,} MiB**: does not fit, so no speed is shown.")
+            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx)
         for note in chosen.notes:
             st.caption(note)
         st.caption(f"Time model parameters: {params_source}. Residuals: the Reference page.")

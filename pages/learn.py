@@ -7,10 +7,52 @@ import streamlit as st
 from moe_model.charts import pool_heatmap
 from moe_model.policies import POLICIES, run_policy
 from moe_model.policies.lazy_unload import idle_limit
+from moe_model.pool_rule import OFFLOAD_MIN_BATCH, pool_need
 from moe_model.slot_plan import plan_cache
-from moe_model.stepper import STEPPABLE, steps
+from moe_model.stepper import STEPPABLE, Step, steps
 from moe_model.toy import N_EXPERT, toy_model, toy_workload
 from ui.common import friendly_errors
+
+MAX_TOY_BUDGET = 160
+
+
+def why(step: Step, k: int, n_slots: int | None) -> str:
+    """One line on what llama.cpp did with this (layer, ubatch) and why."""
+    need = pool_need(step.n_tokens, k, N_EXPERT)
+    if step.path == "CPU":
+        return (
+            f"CPU: {step.n_tokens} tokens may need {need} distinct experts of this layer, more than the pool's "
+            f"{n_slots} slots, so llama.cpp computes them from host memory on the CPU; the pool is left as it was."
+        )
+    if step.path == "large batch (copy)":
+        return (
+            f"Large batch: {step.n_tokens} tokens (at least {OFFLOAD_MIN_BATCH}, GGML_OP_OFFLOAD_MIN_BATCH) bypass "
+            "the pool: the experts they use are uploaded for this batch, cached ones are copied on the GPU, "
+            "and the LRU order does not change."
+        )
+    if step.path == "not cached":
+        return "Not cached: this layer's group got too few slots, so its experts are computed on the CPU."
+    return (
+        f"Cache: {len(step.hits)} hit(s) move to the end of the LRU order; {len(step.fills)} miss(es) are "
+        "uploaded into the slots at its head (least recently used first)."
+    )
+
+
+def pool_budget(concurrency: int, draft: int, mixed: bool, prompt: bool, policy: str, start: int) -> int | None:
+    """The smallest toy budget from `start` at which most steps use the pool (the demonstration of users)."""
+    work = toy_workload(concurrency, draft, 40 if prompt else 0)
+    for budget in range(start, MAX_TOY_BUDGET + 1):
+        plan = plan_cache(toy_model(mixed), budget)
+        if plan.starts:
+            trail = steps(work, plan, N_EXPERT, limit=200, policy=policy)
+            if sum(s.path == "cache" for s in trail) > len(trail) / 2:
+                return budget
+    return None
+
+
+def set_budget(budget: int) -> None:
+    st.session_state["learn_budget"] = budget
+
 
 st.header("How the MoE cache works")
 left, right = st.columns([2, 3])
@@ -38,7 +80,7 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
 
 with friendly_errors(), right:
     c1, c2, c5, c3, c4 = st.columns(5)
-    budget = c1.slider("--moe-cache-mib", 10, 160, 48, key="learn_budget")
+    budget = c1.slider("--moe-cache-mib", 10, MAX_TOY_BUDGET, 48, key="learn_budget")
     concurrency = c2.slider("users", 1, 4, 1, key="learn_users")
     draft = c5.slider(
         "draft tokens",
@@ -86,6 +128,18 @@ with friendly_errors(), right:
         f"**{step.path}**. Hits {list(step.hits)}, uploaded {[e for e, _ in step.fills]}, "
         f"evicted {[f'L{layer}E{e}' for layer, e in step.evicted]}."
     )
+    group_slots = plan.groups[step.group].n_slots if step.group is not None else min(g.n_slots for g in plan.groups)
+    st.info(why(step, model.n_expert_used, group_slots))
+    n_cpu = sum(s.path == "CPU" for s in trail)
+    if n_cpu > len(trail) / 2:
+        found = pool_budget(concurrency, draft, mixed, prompt, policy, budget + 1)
+        st.warning(
+            f"{n_cpu} of {len(trail)} steps run on the CPU: {concurrency * (draft + 1)} tokens per ubatch need more "
+            "distinct experts than the pool has slots."
+            + (f" At {found} MiB the pool serves them." if found else " No toy budget is large enough.")
+        )
+        if found:
+            st.button(f"use {found} MiB", key="learn_pool_budget", on_click=set_budget, args=(found,))
     for gi, (group, slots) in enumerate(zip(plan.groups, step.slots, strict=True)):
         if not group.cached:
             st.warning(f"group {gi + 1} ({group.type_name}) got too few slots and is not cached")
@@ -98,11 +152,19 @@ with friendly_errors(), right:
                 for i, kk in enumerate(slots)
                 if kk % N_EXPERT in step.hits and kk // N_EXPERT == step.layer
             }
-        fig = pool_heatmap(slots, N_EXPERT, mark)
+        order = step.order[gi] if step.order else ()
+        fig = pool_heatmap(slots, N_EXPERT, mark, order)
         fig.update_layout(
             title=f"group {gi + 1}: {group.n_layers} layers, {group.type_name}, {group.n_slots} slots (+1 guard slot)"
         )
         st.plotly_chart(fig, width="stretch", key=f"pool_{gi}")
+        held = [f"L{slots[s] // N_EXPERT}E{slots[s] % N_EXPERT}" for s in order if slots[s] >= 0]
+        if held:
+            st.caption(
+                f"LRU order of group {gi + 1}, next eviction first: **{held[0]}** → " + " → ".join(held[1:])
+                if len(held) > 1
+                else f"LRU order of group {gi + 1}: **{held[0]}** (next eviction)"
+            )
     check = run_policy(policy, model, work.prefix(index + 1), [budget])[0]
     check_hits, check_misses = int(check.hits.sum()), int(check.uploads.sum())
     agree = check_hits == step.total_hits

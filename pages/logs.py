@@ -3,10 +3,12 @@
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from moe_model.calibration import calibrate_machine
+from moe_model.charts import measured_curves
+from moe_model.errors import MoeModelError
+from moe_model.hardware import preset
 from moe_model.logs import parse_log
 from moe_model.measured import log_points
 from moe_model.measurements import crosscheck, point_from_run
@@ -28,10 +30,33 @@ def parsed(data: bytes):
     return parse_log(data)
 
 
+def same_model(run, model) -> bool:
+    """A run of the sidebar's model (only those are cross-checked and calibrated)."""
+    return run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert
+
+
+def log_machine(runs, fallback):
+    """The machine the runs' logs name (one preset for all of them), else the sidebar's."""
+    names = {str(r.placement.get("gpu") or "").replace("NVIDIA", "").strip() for r in runs}
+    if len(names) != 1 or not next(iter(names)):
+        return fallback
+    try:
+        return preset(next(iter(names))).with_changes(ram_gib=fallback.ram_gib)
+    except MoeModelError:
+        return fallback
+
+
+def drop_examples() -> None:
+    """An upload replaces the bundled example (it stays one click away)."""
+    st.session_state["log_examples"] = []
+
+
 with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
-    uploads = st.file_uploader("llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload")
+    uploads = st.file_uploader(
+        "llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload", on_change=drop_examples
+    )
     picks = st.multiselect(
         "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
         list(EXAMPLES),
@@ -45,6 +70,10 @@ with friendly_errors():
             runs = parsed(data)
         except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
             st.error(f"{name}: {err}")
+            continue
+        runs = [r for r in runs if r.program != "unknown"]
+        if not runs:  # e.g. a pipeline log that only mentions llama.cpp
+            st.warning(f"{name}: no llama-server or llama-cli run in this file (no start-up lines): nothing to show.")
             continue
         for run in runs:
             all_runs.append(run)
@@ -60,7 +89,7 @@ with friendly_errors():
                 for e in run.errors:
                     st.error(e)
                 budget = None
-                if run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert:
+                if same_model(run, model):
                     budget, lines = crosscheck(run, model)
                     st.markdown(f"**Cross-check against {Path(source).name}** (budget {budget} MiB):")
                     rows = [
@@ -84,30 +113,33 @@ with friendly_errors():
         st.session_state["measured_points"] = frame.dropna(subset=["decode_tps", "moe_cache_mib"])
         st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
         st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")
-        curve = frame.dropna(subset=["moe_cache_mib"]).sort_values("moe_cache_mib")
-        if len(curve) > 1:
-            fig = go.Figure()
-            fig.add_scatter(x=curve["moe_cache_mib"], y=curve["decode_tps"], mode="lines+markers", name="decode t/s")
-            fig.update_layout(
-                title="Measured curve from these runs",
-                xaxis_title="--moe-cache-mib",
-                yaxis_title="tokens / s",
-                template="plotly_white",
-            )
-            st.plotly_chart(fig, width="stretch", key="measured_curve")
-    matching = [r for r in all_runs if r.model.get("n_layer") == model.n_layer]
+        if frame["moe_cache_mib"].notna().sum() > 1:
+            st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
+    matching = [r for r in all_runs if same_model(r, model)]
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
-        cal_points = [p for name, data in files for p in log_points(parsed(data), model, hw, name, hw.name)]
-        result = calibrate_machine(cal_points, hw, time_model.params)
-        st.dataframe(
+        machine = log_machine(matching, hw)
+        st.caption(
+            f"Calibrating {len(matching)} run(s) of {model.name} on {machine.name} "
+            + (
+                "(the GPU the logs name)."
+                if machine is not hw
+                else "(the sidebar's machine: the logs name none or several)."
+            )
+        )
+        cal_points = [
+            p
+            for name, data in files
+            for p in log_points([r for r in parsed(data) if same_model(r, model)], model, machine, name, machine.name)
+        ]
+        result = calibrate_machine(cal_points, machine, time_model.params)
+        st.table(
             pd.DataFrame(
                 {
                     "run": list(result.fit_errors),
-                    "error in the fit %": [100 * e for e in result.fit_errors.values()],
-                    "error when left out %": [100 * result.left_out_errors[n] for n in result.fit_errors],
+                    "error in the fit %": [round(100 * e, 1) for e in result.fit_errors.values()],
+                    "error when left out %": [round(100 * result.left_out_errors[n], 1) for n in result.fit_errors],
                 }
             ),
-            hide_index=True,
         )
         if result.accepted:
             st.session_state["machine"] = (result.hardware, result.rel_error)

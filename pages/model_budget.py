@@ -1,76 +1,83 @@
-"""Model & budget: the slot plan llama-server would print, the floors, VRAM, and the command line."""
+"""Model & budget: does it fit (VRAM and RAM), the slot plan llama-server would print, and the command line."""
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from moe_model.charts import plan_slots, vram_bar
-from moe_model.slot_plan import Placement, full_budget_mib, min_budget_mib, plan_cache, plan_report
-from moe_model.vram import breakdown, max_budget_mib
-from ui.common import friendly_errors, remember, sidebar_hardware, sidebar_model, url_value
+from moe_model.host_memory import host_memory
+from moe_model.recommend import command_line
+from moe_model.scenario import Scenario, resolve
+from moe_model.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
+from moe_model.vram import max_budget_mib
+from ui.common import (
+    budget_slider,
+    fit_verdicts,
+    friendly_errors,
+    model_flag_path,
+    sidebar_hardware,
+    sidebar_model,
+    sidebar_placement,
+    sidebar_serving,
+)
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
 
 with friendly_errors():
-    model, source, _ = sidebar_model()
-    hw, _, _ = sidebar_hardware()
+    model, source, model_key = sidebar_model()
+    hw, _, load_mode = sidebar_hardware()
+    ctx, concurrency = sidebar_serving()
+    placement_name, chosen = sidebar_placement(model)
+    placement = resolve(model, hw, Scenario(chosen, 0, concurrency, n_ctx=ctx)).placement  # --fit: its layer count
     left, right = st.columns([1, 2])
     with left:
-        mode = st.radio(
-            "Experts in host memory",
-            ["--cpu-moe (all layers)", "--n-cpu-moe K (first K layers)"],
-            index=url_value("mode", 0, int, 0, 1),
-            key="mode",
-        )
-        k = model.n_layer
-        if mode.startswith("--n-cpu-moe"):
-            k = st.number_input("K", 1, model.n_layer, url_value("k", 12, int, 1, model.n_layer), key="k")
-        placement = (
-            Placement(cpu_moe=True) if mode.startswith("--cpu-moe") else Placement(cpu_moe=False, n_cpu_moe=int(k))
-        )
-        ctx = st.number_input(
-            "Context (-c)", 512, 1_048_576, url_value("ctx", 4096, int, 512, 1_048_576), step=512, key="ctx"
-        )
         lowest = min_budget_mib(model, placement)
         full = full_budget_mib(model, placement)
         if lowest is None:
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
-        budget = st.slider(
-            "--moe-cache-mib", 0, int(full * 1.05), url_value("budget", 10000, int, 0, int(full * 1.05)), key="budget"
-        )
-        remember(mode=int(mode.startswith("--n")), k=int(k), ctx=int(ctx), budget=budget)
+        fits = max_budget_mib(model, hw, placement, ctx)
+        top = max(min(int(full * 1.05), fits), 1) if fits >= lowest else max(int(full * 1.05), 1)
+        budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
-        c1.metric("starts from", f"{lowest} MiB", help="the smallest --moe-cache-mib with which llama-server starts")
-        c2.metric("caches all at", f"{full} MiB", help="the smallest --moe-cache-mib that caches every expert")
-        fits = max_budget_mib(model, hw, placement, int(ctx))
+        c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")
+        c2.metric("caches all at", f"{full:,} MiB", help="the smallest --moe-cache-mib that caches every expert")
         st.metric(
             f"largest that fits a {hw.name}",
-            f"{fits} MiB",
+            f"{fits:,} MiB" if fits >= lowest else "none",
             help="with dense weights, KV cache and an "
             "estimated compute buffer on the GPU (VRAM accounting is an estimate, see the bar)",
         )
+        if fits < lowest:
+            st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
+    sc = Scenario(chosen, budget, concurrency, n_ctx=ctx, load_mode=load_mode)
+    layout = resolve(model, hw, sc)
+    placement = replace(layout.placement, fit=False)  # --fit: the layers it moves to make room for this cache
     report = plan_report(model, budget, placement)
     with right:
-        if report["starts"]:
+        usable = fit_verdicts(layout.vram, host_memory(model, hw, placement, load_mode))
+        if not report["starts"]:
+            st.error(f"llama-server refuses to start: {report['error']}")
+        elif usable:
             st.success(
                 f"starts: {sum(g['n_slots'] for g in report['groups']):,} slots, "
-                f"{report['device_cache_mib']:.2f} MiB of VRAM"
+                f"{report['device_cache_mib']:,.2f} MiB of VRAM"
             )
-        else:
-            st.error(f"llama-server refuses to start: {report['error']}")
         st.markdown("**What llama-server prints at `-lv 4`** (computed, not a log):")
         st.code("\n".join(report["log_lines"]) or "(cache disabled: --moe-cache-mib 0)", language="text")
         st.plotly_chart(plan_slots(plan_cache(model, budget, placement)), width="stretch", key="plan_chart")
     st.subheader(f"VRAM on a {hw.name} (estimate)")
-    st.plotly_chart(vram_bar(breakdown(model, hw, placement, budget, int(ctx))), width="stretch", key="vram_chart")
+    st.plotly_chart(vram_bar(layout.vram), width="stretch", key="vram_chart")
     groups = pd.DataFrame(report["groups"])
     st.dataframe(groups, hide_index=True, width="stretch")
-    flag = "--cpu-moe" if placement.cpu_moe else f"--n-cpu-moe {int(k)}"
-    st.markdown("**Command line** (with `-lv 4` so you can check the slot lines yourself):")
-    st.code(f"llama-server -m {source} {flag} --moe-cache-mib {budget} -c {int(ctx)} -lv 4", language="bash")
+    if report["starts"] and usable:
+        st.markdown("**Command line** (with `-lv 4` so you can check the slot lines yourself):")
+        st.code(command_line(model_flag_path(source, model_key), sc, chosen), language="bash")
+    else:
+        st.caption("No command: this setting does not start or does not fit (see above).")
     st.download_button("plan as JSON", json.dumps(report, indent=1), file_name="moe-cache-plan.json", key="dl_plan")
     st.caption(
         f"Model: {model.name} ({model.architecture}, {model.file_type_name}), {model.n_layer} layers, "

@@ -6,32 +6,59 @@ import streamlit as st
 from moe_model.calibration import default_time_model
 from moe_model.charts import shopping_bars
 from moe_model.hardware import PRESETS, Hardware
-from moe_model.measured import synthetic_workload
-from moe_model.recommend import recommend
-from moe_model.scenario import Scenario
-from moe_model.synthetic import preset_for
-from ui.common import friendly_errors, sidebar_model
+from ui.common import (
+    cached_recommend,
+    friendly_errors,
+    keep,
+    kept,
+    model_flag_path,
+    sidebar_hardware,
+    sidebar_model,
+    sidebar_serving,
+)
 
 st.header("Hardware shopping")
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
-    "Cards never measured use the T4-calibrated overheads."
+    "Cards never measured use the T4-calibrated overheads. Every card sits in your host (its RAM, in the sidebar)."
 )
+OTHERS = ["Tesla T4", "RTX 3060 12GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def cached_work(_model, concurrency: int, model_name: str = ""):
-    return synthetic_workload(_model, Scenario(concurrency=concurrency))
+def chosen_cards(gpu: str) -> list[str]:
+    """The compared cards: kept across pages and in the URL (;-separated: names hold commas), the sidebar GPU first."""
+    default = [gpu, *(c for c in OTHERS if c != gpu)]
+    names = [c for c in kept("cards", ";".join(default)).split(";") if c in PRESETS]
+    cards = st.multiselect("GPUs", list(PRESETS), default=names, key="cards")
+    keep(cards=";".join(cards))
+    return cards
+
+
+def row(hw: Hardware, options) -> dict:
+    best = options[0]
+    p = best.prediction
+    return {
+        "GPU": hw.name,
+        "link": hw.pcie_label,
+        "best setting": best.label if best.usable else "nothing fits (VRAM or RAM)",
+        "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
+        "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
+        "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
+        "cache verdict": best.verdict if best.usable else "",
+        "RAM": best.host.verdict.split(":")[0] if best.host else "",
+        "command": best.command if best.usable else "",
+    }
 
 
 with friendly_errors():
     model, source, model_key = sidebar_model()
-    default = ["Tesla T4", "RTX 3060 12GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
-    cards = st.multiselect("GPUs", list(PRESETS), default=default, key="cards")
-    c1, c2, c3 = st.columns(3)
-    concurrency = c1.slider("concurrent streams", 1, 8, 1, key="shop_np")
-    ctx = c2.number_input("context", 512, 262144, 8192, 512, key="shop_ctx")
-    c3.caption("Each card's pick compares mmap'd and pinned (--load-mode none) host experts.")
+    sidebar_hw, _, _ = sidebar_hardware()
+    ctx, concurrency = sidebar_serving()
+    cards = chosen_cards(sidebar_hw.name)
+    st.caption(
+        f"Context {ctx:,}, {concurrency} stream(s), {sidebar_hw.ram_gib:g} GiB host RAM (sidebar). Each pick compares "
+        "mmap'd and pinned (--load-mode none) host experts."
+    )
     with st.expander("custom card"):
         use_custom = st.toggle("add a custom card", False, key="custom_on")
         cc = st.columns(5)
@@ -45,37 +72,14 @@ with friendly_errors():
             source="user",
         )
     hardware = [PRESETS[name] for name in cards] + ([custom] if use_custom else [])
+    hardware = [hw.with_changes(ram_gib=sidebar_hw.ram_gib) for hw in hardware]
     if not hardware:
         st.info("Pick at least one GPU.")
         st.stop()
-    tm, spread = default_time_model(), preset_for(model).spread_points
-    base = Scenario(concurrency=concurrency, n_ctx=int(ctx))
+    tm, path = default_time_model(), model_flag_path(source, model_key)
     rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
     for i, hw in enumerate(hardware):
-        options = recommend(
-            model,
-            hw,
-            tm.params,
-            base,
-            lambda sc: cached_work(model, sc.concurrency, model_key),
-            source,
-            tm.rel_error,
-            spread,
-        )
-        best = options[0]
-        p = best.prediction
-        rows.append(
-            {
-                "gpu": hw.name,
-                "link": hw.pcie_label,
-                "setting": best.label if p.usable else "nothing fits",
-                "decode_tps": p.decode_tps if p.usable else 0.0,
-                "decode_tps_low": p.decode_tps_range[0] if p.usable else 0.0,
-                "decode_tps_high": p.decode_tps_range[1] if p.usable else 0.0,
-                "verdict": best.verdict,
-                "command": best.command if p.usable else "",
-            }
-        )
+        rows.append(row(hw, cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx)))
         bar.progress((i + 1) / len(hardware))
     bar.empty()
     frame = pd.DataFrame(rows)
@@ -83,7 +87,8 @@ with friendly_errors():
     st.dataframe(frame, hide_index=True, width="stretch")
     st.caption(
         f"Time model: {tm.source}. Pinned host experts upload faster, but the CPU path over pinned memory can be "
-        "slower and pinning needs the RAM; each pick says which won."
+        "slower and pinning needs the RAM; each pick says which won. CPU shares are a modelled policy, picked only "
+        "when they win by more than the prediction's error."
     )
     st.download_button(
         "comparison as CSV", frame.to_csv(index=False), file_name="hardware-comparison.csv", key="dl_shop"

@@ -155,7 +155,7 @@ def test_learn_page_steps_and_its_counts_match_the_simulator():
 def test_shopping_page_compares_cards_and_reacts_to_the_selection():
     at = open_page("pages/shopping.py")
     frame = at.dataframe[0].value
-    assert {"gpu", "setting", "decode_tps", "command"} <= set(frame.columns) and len(frame) == 5
+    assert {"GPU", "best setting", "decode t/s", "command"} <= set(frame.columns) and len(frame) == 5
     at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()
     assert trace(charts(at)["0"], "best decode t/s")["x"] == ["RTX 4090", "RTX 5090"]
 
@@ -243,8 +243,10 @@ def test_logs_page_several_runs_make_a_measured_curve():
     at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
     runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
     at.multiselect(key="log_examples").set_value(runs).run()
-    curve = trace(charts(at)["0"], "decode t/s")
-    assert not at.exception and len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"])
+    fig = charts(at)["0"]
+    curve = {key: _values(value) for key, value in fig["data"][0].items()}
+    assert not at.exception and len(fig["data"]) == 1  # one model, one GPU, one concurrency: one line
+    assert len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"]) and "-np 1" in curve["name"]
 
 
 def test_learn_more_users_or_drafts_mean_bigger_ubatches():
@@ -302,3 +304,103 @@ def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     at.toggle(key="sim_prompts").set_value(True).run()
     assert not at.exception and not at.error
     assert any("Prompt routing is simulated for the first 1,356 tokens" in c.value for c in at.caption)
+
+
+# --- one coherent explorer (issue 11) ---
+
+
+def best_label(at: AppTest) -> str:
+    text = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
+    return text.removeprefix("**Best setting: ").split("**")[0]
+
+
+def test_model_and_gpu_chosen_on_one_page_are_kept_on_the_others():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("gpt-oss-20b-MXFP4.gguf").run()
+    at.sidebar.selectbox(key="gpu").set_value("RTX 3060 12GB").run()
+    at.sidebar.number_input(key="ctx").set_value(8192).run()
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.sidebar.selectbox(key="model_choice").value == "gpt-oss-20b-MXFP4.gguf", page
+        assert at.sidebar.selectbox(key="gpu").value == "RTX 3060 12GB", page
+        if page != "pages/logs.py":  # the pages that predict share the context
+            assert at.sidebar.number_input(key="ctx").value == 8192, page
+
+
+def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
+    at = open_page("pages/model_budget.py", gpu="GeForce 256")
+    assert any("gpu=GeForce 256" in w.value for w in at.warning) and not at.exception
+    assert at.sidebar.selectbox(key="gpu").value == "Tesla T4"
+
+
+def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
+    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16")
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
+    at.switch_page("pages/explore.py").run()
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
+    assert not [v for v in trace(charts(at)["0"], "predicted (model)")["y"] if v is not None]  # no speed curve
+
+
+def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
+    from moe_model.cli import main
+
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model="Qwen3-30B-A3B-Q4_K_M.gguf", ctx="8192")
+    at.toggle(key="best").set_value(True).run()
+    explore = best_label(at)
+    at.switch_page("pages/shopping.py").run()
+    shop = at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "best setting"]
+    model = str(ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+    main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
+    cli = json.loads(capsys.readouterr().out)["best"]["label"]
+    assert explore == shop == cli, (explore, shop, cli)
+
+
+def test_logs_draw_one_measured_line_per_model_and_machine():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "t4-cpumoe-10000.log"]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    names = [t["name"] for t in charts(at)["0"]["data"]]
+    assert not at.exception and len(names) == len(set(names)) >= 2
+
+
+def test_logs_a_file_with_no_server_run_gets_one_message():
+    at = open_page("pages/logs.py")
+    text = b"".join(
+        b"stage %d ok\nllama_model_loader: loaded meta data with 30 key-value pairs\n" % i for i in range(18)
+    )
+    at.get("file_uploader")[0].set_value(("pipeline.log", text, "text/plain"))
+    at.run()
+    said = [m.value for m in [*at.warning, *at.error] if "pipeline.log" in m.value]
+    assert not at.exception and len(said) == 1 and not at.main.expander
+
+
+def test_learn_shows_the_lru_order_a_legend_and_why_a_step_ran_on_the_cpu():
+    at = open_page("pages/learn.py")
+    for _ in range(6):
+        at.button(key="learn_next").click().run()
+    assert any(c.value.startswith("LRU order of group 1, next eviction first: **L") for c in at.caption)
+    legend = [t.get("name") for t in charts(at)["0"]["data"][1:]]
+    assert "next eviction (least recently used)" in legend and "hit this step" in legend
+    at.slider(key="learn_users").set_value(4).run()
+    at.slider(key="learn_slider").set_value(6).run()
+    assert any("computes them from host memory on the CPU" in i.value for i in at.info)
+    at.button(key="learn_pool_budget").click().run()
+    assert at.slider(key="learn_budget").value > 48 and not at.warning and not at.exception
+
+
+def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
+    at.multiselect(key="log_examples").set_value(["t4-cpumoe-10000.log", *runs]).run()
+    at.button(key="calibrate").click().run()
+    table = at.table[0].value
+    assert list(table["run"]) == [f"{r}#1" for r in runs]  # distinct names; the T4 run is of another model
+    assert table["error in the fit %"].abs().max() > 0 and not at.exception
+    assert any("on H200 (the GPU the logs name)" in c.value for c in at.caption)

@@ -6,7 +6,10 @@ test is skipped with instructions, except under CI (CI=true), where it must run.
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,10 +18,12 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT
+from conftest import GT_HEADER, ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "artifacts"
+DOCS = ROOT / "docs"
+TIMINGS: dict[str, float] = {}  # seconds, printed at the end and written to artifacts/timings.json
 PAGES = {
     "": "Model & budget",
     "explore": "Explore",
@@ -69,6 +74,7 @@ def server():
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
+    TIMINGS["started_at"] = time.time()
     deadline = time.time() + 90
     while time.time() < deadline:
         try:
@@ -80,6 +86,9 @@ def server():
         proc.kill()
         pytest.fail("streamlit did not become healthy in 90 s")
     yield url
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "timings.json").write_text(json.dumps({k: v for k, v in TIMINGS.items() if k != "started_at"}))
+    print("\nbrowser timings (s):", {k: round(v, 1) for k, v in TIMINGS.items() if k != "started_at"})
     proc.terminate()
     try:
         proc.wait(timeout=10)
@@ -119,35 +128,181 @@ def plot_data(page, index: int = 0) -> dict:
 
 
 def test_every_page_opens_without_an_exception(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = watched(browser)
     ARTIFACTS.mkdir(exist_ok=True)
     for path, heading in PAGES.items():
+        start = time.time()
         page.goto(f"{server}/{path}")
         page.get_by_text(heading, exact=False).first.wait_for(timeout=120_000)
         wait_idle(page)
+        TIMINGS[f"first view of {path or 'model'}"] = time.time() - start
+        if not path:
+            TIMINGS["streamlit run to first page usable"] = time.time() - TIMINGS["started_at"]
         assert_clean(page)
         page.screenshot(path=str(ARTIFACTS / f"page-{path or 'model'}.png"), full_page=True)
+    assert not page.outside, page.outside  # works offline: no fonts or icons from another host
     page.close()
 
 
-def test_moving_the_budget_redraws_the_explore_charts(server, browser):
+def watched(browser):
+    """A page that records every request to a host other than the app's."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{server}/explore")
-    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    page.outside = []
+    page.on(
+        "request",
+        lambda r: None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else page.outside.append(r.url),
+    )
+    return page
+
+
+def combobox(page, label: str):
+    return page.get_by_test_id("stSidebar").get_by_role("combobox", name=label, exact=True)
+
+
+def sidebar_select(page, label: str, option: str) -> None:
+    combobox(page, label).click()
+    page.get_by_role("option", name=option, exact=True).click()
     wait_idle(page)
-    before = plot_data(page)
+
+
+def selected(page, label: str) -> str:
+    return combobox(page, label).input_value()
+
+
+def go_to(page, title: str) -> float:
+    """Follow the sidebar's link to a page (same session); seconds until it is idle."""
+    start = time.time()
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    wait_idle(page)
+    assert_clean(page)
+    return time.time() - start
+
+
+def headline(page) -> str:
+    found = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=re.compile(r"^At [\d,]+ MiB"))
+    return found.first.inner_text() if found.count() else ""
+
+
+def shot(page, name: str) -> None:
+    """A small PNG of the view for the README (downscaled, 128 colours: under 150 KB)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(page.screenshot()))
+    image = image.resize((image.width * 2 // 3, image.height * 2 // 3)).quantize(128)
+    DOCS.mkdir(exist_ok=True)
+    image.save(DOCS / f"{name}.png", optimize=True)
+
+
+def shopping_pick(page, gpu: str) -> str:
+    page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    return page.evaluate(
+        """(gpu) => {
+        const bars = document.querySelectorAll('.js-plotly-plot')[0].data[0];
+        return bars.customdata[Array.from(bars.x).indexOf(gpu)];
+    }""",
+        gpu,
+    )
+
+
+def cli_best(gpu: str, model: str, ctx: int = 4096, ram: float | None = None) -> str:
+    args = ["--model", str(ROOT / "sample_data" / "models" / model), "--hardware", gpu, "--ctx", str(ctx), "--json"]
+    args += ["--ram-gib", str(ram)] if ram else []
+    out = subprocess.run(
+        [sys.executable, "-m", "moe_model", "recommend", *args], capture_output=True, text=True, cwd=ROOT
+    )
+    return json.loads(out.stdout)["best"]["label"]
+
+
+QWEN30, QWEN235 = "Qwen3-30B-A3B-Q4_K_M.gguf", "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+
+
+def test_three_stories(server, browser):
+    page = watched(browser)
+    # 1. "Which budget on my 12 GB 3060 for Qwen3-30B?": chosen once on page 1, kept on every other page
+    page.goto(server)
+    page.get_by_text("Model & budget").first.wait_for(timeout=120_000)
+    wait_idle(page)
+    sidebar_select(page, "Model", QWEN30)
+    sidebar_select(page, "GPU", "RTX 3060 12GB")
+    TIMINGS["first view of Explore in the session"] = go_to(page, "Explore")
+    for title in ("Explore", "Hardware shopping", "Logs", "Model & budget", "Explore"):
+        go_to(page, title)
+        assert selected(page, "GPU") == "RTX 3060 12GB" and selected(page, "Model") == QWEN30, title
+    first = headline(page)
+    assert " t/s decode (range " in first
     slider = page.locator("[data-testid='stSlider']").filter(has_text="--moe-cache-mib").get_by_role("slider")
     slider.focus()
-    for _ in range(3):
-        slider.press("PageDown")
-    changed = """(before) => {
-        const plot = document.querySelectorAll('.js-plotly-plot')[0];
-        return plot && JSON.stringify(plot.layout.shapes || []) !== before;
-    }"""
-    page.wait_for_function(changed, arg=before["shapes"], timeout=90_000)  # the marked budget moved
+    start = time.time()
+    slider.press("PageDown")
+    page.wait_for_function(
+        "(before) => { const m = [...document.querySelectorAll('[data-testid=stMarkdownContainer]')]"
+        ".find(e => /^At [\\d,]+ MiB/.test(e.innerText)); return m && m.innerText !== before; }",
+        arg=first,
+        timeout=60_000,
+    )
+    TIMINGS["budget change to new headline"] = time.time() - start
     wait_idle(page)
-    after = plot_data(page)
-    assert after["shapes"] != before["shapes"]
-    assert_clean(page)
-    page.screenshot(path=str(ARTIFACTS / "explore-after-budget-change.png"), full_page=True)
+    page.get_by_text("best setting for this machine", exact=False).click()
+    wait_idle(page)
+    best = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="Best setting: ").inner_text()
+    explore_pick = best.split("Best setting: ", 1)[1].split(": ", 1)[0].strip()
+    shared, view = page.url, headline(page)
+    shot(page, "story-1-explore")
+    go_to(page, "Hardware shopping")
+    assert shopping_pick(page, "RTX 3060 12GB") == explore_pick == cli_best("RTX 3060 12GB", QWEN30)
+    # a copied link reproduces the view in a new session
+    other = watched(browser)
+    other.goto(shared)
+    other.get_by_text("Explore").first.wait_for(timeout=120_000)
+    wait_idle(other)
+    assert headline(other) == view and selected(other, "GPU") == "RTX 3060 12GB"
+    other.close()
+
+    # 2. "Teach me the cache": legend, LRU order, why a step ran on the CPU, a budget where 4 users use the pool
+    go_to(page, "Learn")
+    for _ in range(6):
+        page.get_by_role("button", name="Step", exact=True).click()
+        wait_idle(page)
+    assert page.get_by_text("next eviction first").count() and page.get_by_text("next eviction (least").count()
+    shot(page, "story-2-learn")
+
+    # 3. "4080 or 4090 for Qwen3-235B?": a 64 GiB host does not fit it, no speed and no command; 192 GiB does
+    go_to(page, "Model & budget")
+    sidebar_select(page, "Model", QWEN235)
+    sidebar_select(page, "GPU", "RTX 4090")
+    assert page.get_by_text("does not fit in RAM").count() and not page.get_by_text("starts:").count()
+    assert not page.get_by_text("llama-server -m").count()
+    go_to(page, "Explore")
+    page.get_by_text("does not fit in RAM").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert " t/s decode" not in headline(page)
+    ram = page.get_by_test_id("stSidebar").get_by_label("host RAM GiB")
+    ram.fill("192")
+    ram.press("Enter")
+    page.get_by_text(re.compile(r"t/s decode \(range")).first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert " t/s decode (range " in headline(page)
+    go_to(page, "Hardware shopping")
+    assert shopping_pick(page, "RTX 4090") == cli_best("RTX 4090", QWEN235, ram=192)
+    shot(page, "story-3-shopping")
+
+    # Logs: calibration over several runs reports each run's error
+    go_to(page, "Logs")
+    sidebar_select(page, "Model", "upload a header prefix")
+    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(GT_HEADER))
+    wait_idle(page)
+    examples = page.get_by_role("combobox", name=re.compile("bundled examples"))
+    examples.click()
+    for run in ("server_b10.log", "server_b25.log", "server_b50.log"):
+        page.get_by_role("option", name=f"real H200 run: {run}", exact=True).click()
+        wait_idle(page)
+    page.keyboard.press("Escape")  # the list stays open over the page
+    wait_idle(page)
+    page.get_by_role("button", name="Calibrate the time model on these runs").click()
+    wait_idle(page)
+    table = page.locator("[data-testid='stTable']").inner_text()
+    for run in ("server_b10.log#1", "server_b25.log#1", "server_b50.log#1"):
+        assert run in table
+    assert not page.outside, page.outside
     page.close()

@@ -34,3 +34,17 @@ def test_a_url_model_gets_mu_in_the_command():
 
     line = command_line("https://host/m.gguf", Scenario(budget_mib=100), Placement())
     assert line.startswith("llama-server -mu https://host/m.gguf --cpu-moe --moe-cache-mib 100")
+
+
+def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(qwen30b):
+    from moe_model.calibration import default_time_model
+    from moe_model.hardware import preset
+    from moe_model.measured import synthetic_workload
+    from moe_model.recommend import recommend
+    from moe_model.scenario import Scenario
+
+    hw = preset("RTX 3060 12GB").with_changes(ram_gib=8.0)
+    work = synthetic_workload(qwen30b, Scenario())
+    options = recommend(qwen30b, hw, default_time_model().params, Scenario(), lambda sc: work, "m.gguf")
+    assert options and all(not o.host.fits or not o.prediction.usable for o in options)
+    assert not options[0].usable and options[0].as_dict()["fits_ram"] is False

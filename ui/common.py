@@ -18,16 +18,19 @@ import streamlit as st
 from moe_model.calibration import TimeModel, default_time_model
 from moe_model.errors import MoeModelError
 from moe_model.hardware import PRESETS, Hardware, preset
+from moe_model.host_memory import HostMemory
 from moe_model.limits import APP_CACHE_TTL_S, MAX_ROUTING_DRAWS
 from moe_model.measured import synthetic_workload
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.policies.compare import Comparison, compare
+from moe_model.recommend import Option, recommend
 from moe_model.scenario import LOAD_MODES, Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
 from moe_model.sources import SourcePolicy, check_url, policy_from_env, resolve_source
-from moe_model.synthetic import PRESETS_PATH, SEQ_LEN
+from moe_model.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
 from moe_model.traffic import from_workload, simulate_curve
+from moe_model.vram import VramBreakdown
 from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,27 +89,58 @@ def friendly_errors():
 
 def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
     """A setting from the URL's query parameters (shareable links): cast, clamped into [lo, hi] or checked
-    against choices; an absurd or unreadable value falls back to the default."""
+    against choices; an absurd, unknown or unreadable value gets a warning and falls back."""
     raw = st.query_params.get(key)
     if raw is None:
         return default
     try:
         value = cast(raw)
     except (TypeError, ValueError, OverflowError):
-        return default
+        return _stale(key, raw, default)
     if choices is not None:
-        return value if value in choices else default
+        return value if value in choices else _stale(key, raw, default)
     if lo is not None and value < lo:
-        return lo
+        return _stale(key, raw, lo)
     if hi is not None and value > hi:
-        return hi
+        return _stale(key, raw, hi)
     return value
+
+
+def _stale(key: str, raw: str, used):
+    st.warning(f"The link's `{key}={raw}` is unknown or out of range here: using {used}.")
+    return used
 
 
 def remember(**values) -> None:
     """Write settings into the URL so the view can be shared."""
     for key, value in values.items():
         st.query_params[key] = str(value)
+
+
+def kept(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
+    """A setting shared by every page: the value last chosen on any page this session, else the URL's, else
+    the default (widget state is dropped when a page that lacks the widget runs, this store is not)."""
+    store = st.session_state.setdefault("kept", {})
+    if key not in store:
+        return url_value(key, default, cast, lo, hi, choices)
+    value = store[key]
+    if choices is not None:
+        return value if value in choices else default
+    return min(max(value, lo if lo is not None else value), hi if hi is not None else value)
+
+
+def keep(**values) -> None:
+    """Store settings for every page and write them into the URL."""
+    st.session_state.setdefault("kept", {}).update(values)
+    remember(**values)
+
+
+def forget(*keys: str) -> None:
+    """Drop kept settings (a new GPU resets the machine's edits to its preset)."""
+    store = st.session_state.setdefault("kept", {})
+    for key in keys:
+        store.pop(key, None)
+        st.query_params.pop(key, None)
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
@@ -124,7 +158,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
 
     Returns the model, the name to show (and put in command lines), and a key naming its content."""
     models = bundled_models()
-    choice = url_value("model", DEFAULT_MODEL)
+    choice = kept("model", DEFAULT_MODEL, choices=models)
     options = [*models, "upload a header prefix", "URL or local path"]
     kind = st.sidebar.selectbox(
         "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
@@ -143,17 +177,37 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
         policy = source_policy()
         return cached_model(resolve_source(text, policy), policy.private_hosts), text, text
-    remember(model=kind)
+    keep(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
+
+
+MACHINE_EDITS = ("vram", "bw", "gen", "lanes", "cpu", "threads", "ram", "link")
+
+
+def _edit(box, label: str, key: str, default, lo, hi, gpu: str, step=None):
+    """One machine field: a number box whose value is kept across pages and in the URL."""
+    cast = type(default)
+    value = box.number_input(label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{gpu}")
+    keep(**{key: value})
+    return value
+
+
+def _pick(box, label: str, key: str, default: int, options: list[int], gpu: str) -> int:
+    value = kept(key, default, int, choices=options)
+    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{gpu}")
+    keep(**{key: value})
+    return value
 
 
 def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     """The machine (a preset, every field editable, or the one calibrated on the Logs page), the time model
-    and the load mode (-lm) of the host experts."""
+    and the load mode (-lm) of the host experts; all kept across pages and in the URL."""
     names = list(PRESETS)
-    chosen = url_value("gpu", DEFAULT_GPU)
-    name = st.sidebar.selectbox("GPU", names, index=names.index(chosen) if chosen in names else 0, key="gpu")
-    remember(gpu=name)
+    chosen = kept("gpu", DEFAULT_GPU, choices=names)
+    name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu")
+    if st.session_state["kept"].get("gpu", name) != name:
+        forget(*MACHINE_EDITS)  # another card: its own preset figures
+    keep(gpu=name)
     time_model = default_time_model()
     calibrated = st.session_state.get("machine")
     if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated[0].name})", True):
@@ -161,29 +215,111 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
     else:
         hw = preset(name)
+    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, name, 8.0)
     with st.sidebar.expander("edit this machine"):
+        link = _edit(st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, name, 0.5)
         hw = hw.with_changes(
-            vram_gib=st.number_input("VRAM GiB", 1.0, 1024.0, float(hw.vram_gib), key=f"hw_vram_{name}"),
-            gpu_bw_gbs=st.number_input("GPU memory GB/s", 10.0, 20000.0, float(hw.gpu_bw_gbs), key=f"hw_bw_{name}"),
-            pcie_gen=st.selectbox("PCIe generation", [3, 4, 5], [3, 4, 5].index(hw.pcie_gen), key=f"hw_gen_{name}"),
-            pcie_lanes=st.selectbox(
-                "PCIe lanes", [1, 2, 4, 8, 16], [1, 2, 4, 8, 16].index(hw.pcie_lanes), key=f"hw_lanes_{name}"
-            ),
-            cpu_bw_gbs=st.number_input("host memory GB/s", 1.0, 2000.0, float(hw.cpu_bw_gbs), key=f"hw_cpu_{name}"),
-            cpu_threads=st.number_input("CPU threads (-t)", 1, 1024, int(hw.cpu_threads), key=f"hw_threads_{name}"),
+            ram_gib=ram,
+            vram_gib=_edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, name),
+            gpu_bw_gbs=_edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, name),
+            pcie_gen=_pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], name),
+            pcie_lanes=_pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], name),
+            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, name),
+            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, name),
+        )
+        hw = hw.with_changes(
+            **({"pinned_gbs": min(link, hw.line_gbs), "pageable_gbs": min(link, hw.line_gbs)} if link else {})
         )
     load_mode = st.sidebar.selectbox(
-        "host experts (--load-mode)",
-        LOAD_MODES,
-        LOAD_MODES.index(url_value("lm", "mmap", choices=LOAD_MODES)),
-        key="lm",
+        "host experts (--load-mode)", LOAD_MODES, LOAD_MODES.index(kept("lm", "mmap", choices=LOAD_MODES)), key="lm"
     )
-    remember(lm=load_mode)
+    keep(lm=load_mode)
     st.sidebar.caption(
-        f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}. "
+        f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
         f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
     )
     return hw, time_model, load_mode
+
+
+def sidebar_serving() -> tuple[int, int]:
+    """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
+    ctx = st.sidebar.number_input(
+        "context (-c)", 512, 1_048_576, kept("ctx", 4096, int, 512, 1_048_576), 512, key="ctx"
+    )
+    concurrency = st.sidebar.slider("concurrent streams (-np)", 1, 8, kept("np", 1, int, 1, 8), key="np")
+    keep(ctx=int(ctx), np=concurrency)
+    return int(ctx), concurrency
+
+
+PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
+
+
+def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
+    """Where the experts go (--cpu-moe, --n-cpu-moe K, --fit), kept across pages and in the URL."""
+    index = kept("placement", 0, int, 0, len(PLACEMENTS) - 1)
+    name = st.sidebar.radio("experts in host memory", PLACEMENTS, index=index, key="placement")
+    keep(placement=PLACEMENTS.index(name))
+    if name == "--n-cpu-moe K":
+        k = st.sidebar.slider(
+            "K (first layers in host memory)",
+            1,
+            model.n_layer,
+            kept("k", model.n_layer // 2, int, 1, model.n_layer),
+            key="k",
+        )
+        keep(k=int(k))
+        return name, Placement(cpu_moe=False, n_cpu_moe=int(k))
+    return name, Placement.parse({"--cpu-moe": "cpu-moe", "--fit": "fit"}[name])
+
+
+def budget_slider(box, top: int, default: int = 10000) -> int:
+    """--moe-cache-mib, kept across pages and in the URL; the slider ends at `top` (the largest that fits)."""
+    budget = box.slider("--moe-cache-mib", 0, top, kept("budget", min(default, top), int, 0, top), key="budget")
+    keep(budget=budget)
+    return budget
+
+
+def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
+    """Lead with whether the setting fits VRAM and RAM; True when both do."""
+    for fits, line in ((vram.fits, vram.verdict), (host.fits, host.verdict)):
+        (st.success if fits else st.error)(line)
+    return vram.fits and host.fits
+
+
+def model_flag_path(source: str, model_key: str) -> str:
+    """What a printed command names the model by: a placeholder when it came from an upload."""
+    return "/path/to/model.gguf" if model_key.startswith("upload:") else source
+
+
+@st.cache_data(show_spinner="Generating routing...", max_entries=16)
+def cached_recommend_work(_model: ModelSpec, model_key: str, concurrency: int, draft: int, accept: float) -> Workload:
+    """The recommender's workload: the same synthetic preset `python -m moe_model recommend` uses."""
+    return synthetic_workload(_model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+
+
+@st.cache_data(show_spinner="Ranking every setting...", max_entries=32)
+def cached_recommend(
+    _model: ModelSpec,
+    model_key: str,
+    command_path: str,
+    _hw: Hardware,
+    hw_key: str,
+    _tm: TimeModel,
+    tm_key: str,
+    concurrency: int,
+    n_ctx: int,
+) -> list[Option]:
+    """The one recommender with the inputs every page and the CLI share: concurrency and context."""
+    return recommend(
+        _model,
+        _hw,
+        _tm.params,
+        Scenario(concurrency=concurrency, n_ctx=n_ctx),
+        lambda sc: cached_recommend_work(_model, model_key, sc.concurrency, sc.draft_tokens, sc.accept_rate),
+        command_path,
+        _tm.rel_error,
+        preset_for(_model).spread_points,
+    )
 
 
 def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int = EXPLORE_TOKENS) -> int:

@@ -1,0 +1,38 @@
+"""Host RAM: host experts and the input embedding against the machine's RAM; pinned must fit, mmap pages."""
+
+from __future__ import annotations
+
+from moe_model.hardware import preset
+from moe_model.host_memory import HOST_RESERVE_MIB, host_memory
+from moe_model.slot_plan import Placement
+
+
+def test_cpu_moe_keeps_every_expert_and_the_input_embedding_in_ram(qwen30b):
+    mem = host_memory(qwen30b, preset("RTX 3060 12GB"), Placement(cpu_moe=True))
+    assert mem.experts_mib == qwen30b.expert_bytes_total / 2**20
+    assert mem.used_mib == mem.experts_mib + qwen30b.input_bytes / 2**20 + HOST_RESERVE_MIB
+    assert mem.fits and mem.verdict.startswith("fits in RAM")
+
+
+def test_all_experts_on_the_gpu_need_almost_no_ram(qwen30b):
+    mem = host_memory(qwen30b, preset("RTX 4090"), Placement(cpu_moe=False, n_cpu_moe=0))
+    assert mem.experts_mib == 0 and mem.fits
+
+
+def test_too_little_ram_does_not_fit_and_says_why_per_load_mode(qwen30b):
+    small = preset("RTX 4090").with_changes(ram_gib=8.0)
+    mmap = host_memory(qwen30b, small, Placement(cpu_moe=True), "mmap")
+    pinned = host_memory(qwen30b, small, Placement(cpu_moe=True), "none")
+    assert not mmap.fits and "page from disk: very slow" in mmap.verdict
+    assert not pinned.fits and "cannot page out" in pinned.verdict
+    assert "fewer layers in host memory" in pinned.verdict
+
+
+def test_fewer_host_layers_free_ram(qwen30b):
+    hw = preset("RTX 4090")
+    half = host_memory(qwen30b, hw, Placement(cpu_moe=False, n_cpu_moe=24))
+    assert half.experts_mib < host_memory(qwen30b, hw, Placement(cpu_moe=True)).experts_mib
+
+
+def test_every_preset_names_its_ram():
+    assert preset("Tesla T4").ram_gib == 32.0 and preset("RTX 4090").ram_gib == 64.0
