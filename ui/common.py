@@ -291,34 +291,37 @@ def model_flag_path(source: str, model_key: str) -> str:
     return "/path/to/model.gguf" if model_key.startswith("upload:") else source
 
 
-@st.cache_data(show_spinner="Generating routing...", max_entries=16)
-def cached_recommend_work(_model: ModelSpec, model_key: str, concurrency: int, draft: int, accept: float) -> Workload:
+@st.cache_data(show_spinner="Generating routing...", max_entries=16, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+def cached_recommend_work(
+    model: ModelSpec, _model_key: str, concurrency: int, draft: int, accept: float, presets_key: str
+) -> Workload:
     """The recommender's workload: the same synthetic preset `python -m moe_model recommend` uses."""
-    return synthetic_workload(_model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+    return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
 
 
-@st.cache_data(show_spinner="Ranking every setting...", max_entries=32)
+@st.cache_data(show_spinner="Ranking every setting...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
 def cached_recommend(
-    _model: ModelSpec,
-    model_key: str,
+    model: ModelSpec,
+    _model_key: str,
     command_path: str,
-    _hw: Hardware,
-    hw_key: str,
+    hw: Hardware,
+    _hw_key: str,
     _tm: TimeModel,
     tm_key: str,
     concurrency: int,
     n_ctx: int,
 ) -> list[Option]:
     """The one recommender with the inputs every page and the CLI share: concurrency and context."""
+    presets = file_key(PRESETS_PATH)
     return recommend(
-        _model,
-        _hw,
+        model,
+        hw,
         _tm.params,
         Scenario(concurrency=concurrency, n_ctx=n_ctx),
-        lambda sc: cached_recommend_work(_model, model_key, sc.concurrency, sc.draft_tokens, sc.accept_rate),
+        lambda sc: cached_recommend_work(model, "", sc.concurrency, sc.draft_tokens, sc.accept_rate, presets),
         command_path,
         _tm.rel_error,
-        preset_for(_model).spread_points,
+        preset_for(model).spread_points,
     )
 
 
