@@ -9,10 +9,9 @@ from moe_model.calibration import calibrate_machine
 from moe_model.charts import measured_curves
 from moe_model.errors import MoeModelError
 from moe_model.hardware import preset
-from moe_model.logs import parse_log
 from moe_model.measured import log_points
 from moe_model.measurements import crosscheck, point_from_run
-from ui.common import ROOT, friendly_errors, sidebar_hardware, sidebar_model
+from ui.common import ROOT, cached_log, friendly_errors, sidebar_hardware, sidebar_model
 
 EXAMPLES = {p.name: p for p in sorted((ROOT / "sample_data" / "logs").glob("*.log"))} | {
     f"real H200 run: {p.name}": p for p in sorted((ROOT / "sample_data" / "groundtruth" / "logs").glob("server_*.log"))
@@ -23,11 +22,6 @@ st.caption(
     "Start llama-server with `-lv 4` (cache size and slots at start-up; hit rates when it stops cleanly). "
     "Upload one or more logs, or pick an example."
 )
-
-
-@st.cache_data(show_spinner="Parsing the log...")
-def parsed(data: bytes):
-    return parse_log(data)
 
 
 def same_model(run, model) -> bool:
@@ -67,7 +61,7 @@ with friendly_errors():
     points, all_runs = [], []
     for name, data in files:
         try:
-            runs = parsed(data)
+            runs = cached_log(data)
         except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
             st.error(f"{name}: {err}")
             continue
@@ -129,7 +123,9 @@ with friendly_errors():
         cal_points = [
             p
             for name, data in files
-            for p in log_points([r for r in parsed(data) if same_model(r, model)], model, machine, name, machine.name)
+            for p in log_points(
+                [r for r in cached_log(data) if same_model(r, model)], model, machine, name, machine.name
+            )
         ]
         result = calibrate_machine(cal_points, machine, time_model.params)
         st.table(

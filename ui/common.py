@@ -20,6 +20,7 @@ from moe_model.errors import MoeModelError
 from moe_model.hardware import PRESETS, Hardware, preset
 from moe_model.host_memory import HostMemory
 from moe_model.limits import APP_CACHE_TTL_S, MAX_ROUTING_DRAWS
+from moe_model.logs import LogRun, parse_log
 from moe_model.measured import synthetic_workload
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.policies.compare import Comparison, compare
@@ -349,6 +350,12 @@ def _cached_synthetic(
 ) -> Workload:
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
     return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
+
+
+@st.cache_data(show_spinner="Parsing the log...", max_entries=16, ttl=APP_CACHE_TTL_S)
+def cached_log(data: bytes) -> list[LogRun]:
+    """Parsed runs of an uploaded or bundled log, keyed by its bytes."""
+    return parse_log(data)
 
 
 @st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
