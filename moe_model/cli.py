@@ -503,6 +503,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "params_source": time_model.source,
         "rel_error": rel_error,
         "routing": routing,
+        "traffic": routing,  # the field's old name, kept for scripts
         "hit_rate_spread_points": spread,
     }
     if args.json:

@@ -118,6 +118,13 @@ class Placement:
         return out
 
     @property
+    def text(self) -> str:
+        """The CLI's --placement form of the flags (what `parse` reads back): cpu-moe, fit, gpu or n-cpu-moe:K."""
+        if self.fit or self.cpu_moe:
+            return "fit" if self.fit else "cpu-moe"
+        return f"n-cpu-moe:{self.n_cpu_moe}" if self.n_cpu_moe else "gpu"
+
+    @property
     def label(self) -> str:
         if self.fit:
             return f"--fit ({self.n_cpu_moe} layers' experts in RAM)"

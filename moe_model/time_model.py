@@ -34,7 +34,7 @@ import numpy as np
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
 from moe_model.scenario import Layout, Scenario, resolve
-from moe_model.traffic import Traffic, from_hit_rate, independent_distinct
+from moe_model.traffic import Traffic, from_counts, from_hit_rate, independent_distinct
 from moe_model.vram import VramBreakdown
 
 MS = 1e3
@@ -173,7 +173,7 @@ class Prediction:
 
     def as_dict(self) -> dict:
         sc = asdict(self.scenario)
-        sc["placement"] = self.layout.placement.label
+        sc["placement"] = self.scenario.placement.text  # the --placement string the JSON has always carried
         return {
             "starts": self.starts,
             "error": self.error,
@@ -352,8 +352,6 @@ def predict_curve(
 
     With a CPU share, `share_traffic(scenario)` supplies each budget's traffic (a per-budget simulation).
     """
-    from moe_model.traffic import from_counts
-
     out = []
     for r in results:
         sc = base.with_budget(r.budget_mib)

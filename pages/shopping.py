@@ -20,7 +20,8 @@ from ui.common import (
 st.header("Hardware shopping")
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
-    "Cards never measured use the T4-calibrated overheads. Every card sits in your host (its RAM, in the sidebar)."
+    "Parameters fitted across the measured machines; each range is the error on machines left out of the fit. "
+    "Every card sits in your host (its RAM, in the sidebar)."
 )
 OTHERS = ["Tesla T4", "RTX 3060 12GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
 

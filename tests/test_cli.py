@@ -169,6 +169,7 @@ def test_predict_json_contract():
     lo, hi = pred["decode_tps_range"]
     assert lo < pred["decode_tps"] < hi and pred["vram"]["moe_cache"] > 9999
     assert pred["verdict"] in ("helps", "hurts", "too close to call")
+    assert pred["scenario"]["placement"] == "cpu-moe" and "traffic" in pred  # fields scripts already read
     refused = json.loads(
         run_cli("predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "49", "--json").stdout
     )

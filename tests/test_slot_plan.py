@@ -141,3 +141,8 @@ def test_field_model_headers_have_the_stated_shapes():
     assert iq3.total_bytes / 1e9 == pytest.approx(47, rel=0.03)  # "47 GB weights" (RTX 4070 rows)
     qwen36 = load_model(SAMPLE / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf")
     assert (qwen36.n_layer, qwen36.n_expert, qwen36.n_expert_used, qwen36.n_embd) == (40, 256, 8, 2048)
+
+
+@pytest.mark.parametrize("text", ["cpu-moe", "fit", "gpu", "n-cpu-moe:12"])
+def test_a_placement_prints_the_cli_form_it_was_parsed_from(text):
+    assert Placement.parse(text).text == text
