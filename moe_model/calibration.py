@@ -208,6 +208,7 @@ class MachineFit:
     fitted: tuple[str, ...]
     fit_errors: dict[str, float]  # each run, predicted by the fit on all runs
     left_out_errors: dict[str, float]  # each run, predicted by a fit on the other runs
+    judged: tuple[str, ...]  # runs whose left-out error judges the fit (the others alone pin a term)
     rel_error: float
     accepted: bool
     reason: str
@@ -218,6 +219,7 @@ class MachineFit:
             "fitted": list(self.fitted),
             "fit_errors": self.fit_errors,
             "left_out_errors": self.left_out_errors,
+            "judged": list(self.judged),
             "rel_error": self.rel_error,
             "accepted": self.accepted,
             "reason": self.reason,
@@ -226,8 +228,11 @@ class MachineFit:
 
 def _identifiable(points: Sequence[Point]) -> tuple[str, ...]:
     """The machine terms the runs can pin down: CPU rate needs a host layer off the pool, uploads and the
-    per-layer cost need cached runs (two budgets to tell them apart)."""
+    per-layer cost need cached runs (two budgets to tell them apart), the fixed cost a run with every expert
+    on the GPU (else it is confounded with the CPU and per-layer costs)."""
     terms = []
+    if any(not p.layout.host_layers for p in points):
+        terms.append("token_ms")
     if any(not p.traffic.cached.all() and p.layout.host_layers for p in points):
         terms.append("cpu_expert_gbs")
     cached = {p.scenario.budget_mib for p in points if p.traffic.cached.any()}
@@ -243,10 +248,11 @@ def _fit_machine(points: Sequence[Point], hw: Hardware, params: TimeParams, term
     start = hw.with_changes(
         cpu_expert_gbs=cpu_expert_gbs(hw, params, pinned=False),
         sync_us=params.sync_us(hw),
+        token_ms=params.token_ms_of(hw),
         pinned_gbs=upload_gbs(hw, params, pinned=True),
         pageable_gbs=upload_gbs(hw, params, pinned=False),
     )
-    bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0)}
+    bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0), "token_ms": (0.05, 50.0)}
     bounds = {k: (lo, min(hi, hw.line_gbs)) if k.endswith("_gbs") and k != "cpu_expert_gbs" else (lo, hi)
               for k, (lo, hi) in bounds.items()}  # fmt: skip
     weights = {p.name: 1.0 for p in points}
@@ -262,21 +268,31 @@ def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams)
     if not terms:
         raise MoeModelError("these runs cannot tell the machine's rates apart (no host layers off the cache)")
     fitted = _fit_machine(points, hw, params, terms)
-    left_out = {}
+    left_out, checkable = {}, []
     for p in points:
         others = [q for q in points if q is not p]
-        sub = _fit_machine(others, hw, params, [t for t in terms if t in _identifiable(others)] or terms)
-        left_out |= decode_errors([p], params, sub)
-    worst = max(abs(e) for e in left_out.values())
-    accepted = bool(len(points) >= 3 and worst <= MAX_MACHINE_ERROR)
-    reason = (
-        "accepted"
-        if accepted
-        else f"not trusted: {len(points)} runs (3+ needed), worst left-out error {100 * worst:+.0f} % "
-        f"(at most {100 * MAX_MACHINE_ERROR:.0f} % allowed)"
-    )
+        sub_terms = [t for t in terms if t in _identifiable(others)]
+        left_out |= decode_errors([p], params, _fit_machine(others, hw, params, sub_terms or terms))
+        if len(sub_terms) == len(terms):  # a run that alone pins a term cannot check it: reported, not judged
+            checkable.append(p.name)
+    worst = max((abs(left_out[name]) for name in checkable), default=0.0)
+    accepted = bool(len(points) >= 3 and checkable and worst <= MAX_MACHINE_ERROR)
+    if accepted:
+        reason = "accepted"
+    elif len(points) < 3:
+        reason = f"not trusted: {len(points)} runs, 3+ needed"
+    elif not checkable:
+        reason = (
+            "not trusted: each run alone pins a fitted term, so no run checks the others; add a run at another budget"
+        )
+    else:
+        reason = (
+            f"not trusted: worst left-out error {100 * worst:+.0f} % over the {len(checkable)} runs the others can "
+            f"check (at most {100 * MAX_MACHINE_ERROR:.0f} % allowed)"
+        )
     rel = float(np.quantile(np.abs(list(left_out.values())), UNCERTAINTY_QUANTILE))
-    return MachineFit(fitted, terms, decode_errors(points, params, fitted), left_out, rel, accepted, reason)
+    errors = decode_errors(points, params, fitted)
+    return MachineFit(fitted, terms, errors, left_out, tuple(checkable), rel, accepted, reason)
 
 
 def save_machine(fit_: MachineFit, path: str | Path) -> None:

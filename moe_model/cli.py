@@ -591,7 +591,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         print(f"{hw.name}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs")
         for name, err in result.fit_errors.items():
-            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %")
+            note = "" if name in result.judged else "   (alone pins a term: not judged)"
+            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %{note}")
         print(f"  {result.reason}")
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)

@@ -25,7 +25,8 @@ class Hardware:
 
     Measured fields (None: derived from the specs): `pinned_gbs` / `pageable_gbs`, host-to-device copy
     rates from pinned and from mmap'd (pageable) memory; `cpu_expert_gbs`, the rate the CPU path reads
-    expert weights at; `sync_us`, the cost per cached layer and ubatch. `calibrate` fits the last three.
+    expert weights at; `sync_us`, the cost per cached layer and ubatch; `token_ms`, the fixed cost per
+    decode ubatch on this host (graph build and launches). `calibrate` fits the last four.
     """
 
     name: str
@@ -42,6 +43,7 @@ class Hardware:
     pageable_gbs: float | None = None
     cpu_expert_gbs: float | None = None
     sync_us: float | None = None
+    token_ms: float | None = None
     cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
     source: str = "user"
     ram_gib: float = 64.0  # host RAM: host experts must fit in it (pinned) or page from disk (mmap)
@@ -61,6 +63,7 @@ class Hardware:
             "pageable_gbs": self.pageable_gbs is None or 0 < self.pageable_gbs <= self.line_gbs,
             "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
             "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
+            "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
             "ram_gib": 1 <= self.ram_gib <= 16384,
         }
         bad = [k for k, ok in checks.items() if not ok]

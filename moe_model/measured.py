@@ -21,13 +21,13 @@ from pathlib import Path
 import pandas as pd
 
 from moe_model.hardware import Hardware, preset
-from moe_model.logs import LogRun, parse_log
+from moe_model.logs import LoggedStats, LogRun, parse_log
 from moe_model.measurements import decode_tps_of, infer_budget, infer_placement, load_reference
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.scenario import Layout, Scenario, resolve
 from moe_model.slot_plan import Placement
 from moe_model.synthetic import Shape, generate, preset_for
-from moe_model.traffic import Traffic, from_hit_rate, from_workload
+from moe_model.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
 from moe_model.workload import Batching, Workload, build_workload
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -88,10 +88,20 @@ def _model(file: str) -> ModelSpec:
     return load_model(MODELS / file if "/" not in file else SAMPLE / file)
 
 
-def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None) -> Point:
-    layout = resolve(model, hw, sc)
+def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None) -> Point:
+    layout = layout or resolve(model, hw, sc)
     traffic, source = point_traffic(model, sc, layout, hit_rate)
     return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source)
+
+
+def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
+    """The logged "ubatch <= 8" hit rate without llama-server's warm-up, which the decode timings leave out:
+    BOS+EOS through every cached layer (the last with 1 token), all misses on the cold pool (docs section 5)."""
+    k, n = model.n_expert_used, model.n_expert
+    cached = layout.cached_mask(model, 1).nonzero()[0]
+    warm = sum(independent_distinct(n, k, 1 if il == model.n_layer - 1 else 2) for il in cached)
+    misses = max(stats.misses - warm, 0.0)
+    return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
 
 
 def t4_points() -> list[Point]:
@@ -111,6 +121,20 @@ def t4_points() -> list[Point]:
         )
         points.append(_point(row["id"], "t4", model, hw, sc, float(row["decode_tps"]), prefill, hit, control))
     return points
+
+
+def t4_predict_argv() -> dict[str, tuple[list[str], float]]:
+    """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured t/s."""
+    table = load_reference()
+    rows = table[(table["gpu"] == "Tesla T4") & table["starts"] & table["decode_tps"].notna()]
+    model = str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
+    out = {}
+    for _, row in rows.iterrows():
+        placement = "fit" if str(row["placement"]).startswith("--fit") else "cpu-moe"
+        argv = ["predict", "--model", model, "--hardware", "t4", "--placement", placement]
+        argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"])), "--json"]
+        out[row["id"]] = (argv, float(row["decode_tps"]))
+    return out
 
 
 def scenario_of_run(run: LogRun, model: ModelSpec) -> Scenario:
@@ -134,9 +158,11 @@ def log_points(runs: list[LogRun], model: ModelSpec, hw: Hardware, source: str, 
         prompt_n = [t.prompt_tokens for t in run.timings if t.prompt_tps]
         if prompt_n:
             sc = replace(sc, prompt_tokens=int(prompt_n[0]))
-        hit = run.small.hit_rate if run.small else None
+        layout = resolve(model, hw, sc)
+        hit = decode_hit_rate(run.small, model, layout) if run.small else None
         prefill = prompt[0] if prompt and sc.concurrency == 1 else None
-        points.append(_point(f"{source}#{run.index + 1}", machine, model, hw, sc, decode, prefill, hit))
+        name = f"{source}#{run.index + 1}"
+        points.append(_point(name, machine, model, hw, sc, decode, prefill, hit, layout=layout))
     return points
 
 

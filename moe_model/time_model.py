@@ -2,7 +2,7 @@
 
 Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
 
-    fixed       per ubatch + per layer (kernel launches)                   token_ms + layer_us x layers
+    fixed       per ubatch + per layer (kernel launches)                   token_ms (or machine) + layer_us x layers
     sampling    every verified token's logits, sampled on the CPU          sample_ns x vocabulary x tokens
     dense       dense weights read on the GPU                              bytes / (GPU bandwidth x gpu_eff)
     experts_gpu distinct experts of GPU and cached layers                  bytes / (GPU bandwidth x gpu_eff)
@@ -70,6 +70,9 @@ class TimeParams:
         if hw.sync_us is not None:
             return hw.sync_us
         return self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other
+
+    def token_ms_of(self, hw: Hardware) -> float:
+        return self.token_ms if hw.token_ms is None else hw.token_ms
 
     def split_us(self, hw: Hardware) -> float:
         return self.split_us_cuda if hw.backend == "cuda" else self.split_us_other
@@ -226,7 +229,7 @@ def decode_terms(
     head = model.other_bytes - model.input_bytes  # output head and norms; the input embedding stays on the host
     cpu_only = host & ~cached & (traffic.distinct > 0)
     return {
-        "fixed": params.token_ms + params.layer_us * model.n_layer / 1e3,
+        "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3,
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
         "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu * MS,
         "experts_gpu": float(gpu_reads.sum() * MS) + launches,

@@ -134,6 +134,9 @@ with friendly_errors():
                     "run": list(result.fit_errors),
                     "error in the fit %": [round(100 * e, 1) for e in result.fit_errors.values()],
                     "error when left out %": [round(100 * result.left_out_errors[n], 1) for n in result.fit_errors],
+                    "judges the fit": [
+                        "yes" if n in result.judged else "no (alone pins a term)" for n in result.fit_errors
+                    ],
                 }
             ),
         )

@@ -8,6 +8,8 @@ verdicts) through the same `predict` a user runs. Prints the README's table. A f
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 from dataclasses import asdict
@@ -23,7 +25,8 @@ from moe_model.calibration import (
     prefill_errors,
     relative_error,
 )
-from moe_model.measured import all_points, field_rows
+from moe_model.cli import main as cli_main
+from moe_model.measured import all_points, field_rows, t4_predict_argv
 
 MACHINE_NAMES = {
     "t4": "Tesla T4 (seed article)",
@@ -74,6 +77,23 @@ def main() -> None:
         )
     medians = [r.median_abs_error for r in reports]
     print(f"\nmedian over machines: {100 * np.median(medians):.0f} %; range carried by predictions: ±{100 * rel:.0f} %")
+    t4_plain_table()
+
+
+def t4_plain_table() -> None:
+    """The seed's T4 rows through the plain `predict` command, exactly as a user runs it."""
+    print("\n| seed row | command | host layers | predicted t/s | measured t/s | error |")
+    print("|---|---|---|---|---|---|")
+    for name, (argv, measured) in t4_predict_argv().items():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            cli_main(argv)
+        pred = json.loads(out.getvalue())
+        command = " ".join(argv[3:-1])
+        print(
+            f"| {name} | `{command}` | {pred['host_layers']} | {pred['decode_tps']:.1f} | {measured:.1f} "
+            f"| {100 * (pred['decode_tps'] / measured - 1):+.0f} % |"
+        )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from moe_model.calibration import (
 from moe_model.errors import MoeModelError
 from moe_model.hardware import preset
 from moe_model.logs import parse_log
-from moe_model.measured import h200_points, log_points
+from moe_model.measured import decode_hit_rate, h200_points, log_points
 from moe_model.model_spec import load_model
 from moe_model.time_model import TimeParams, predict
 
@@ -30,7 +30,7 @@ RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 @pytest.fixture(scope="module")
 def run3_points():
     model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
-    cases = ("off", "minany", "b10", "b25", "b50", "b75", "full")
+    cases = ("gpu", "off", "minany", "b10", "b25", "b50", "b75", "full")
     return [p for c in cases for p in log_points(parse_log(RUN3 / "logs" / f"server_{c}.log"), model, hw, c, "h200")]
 
 
@@ -56,13 +56,32 @@ def test_a_fit_recovers_the_parameters_that_generated_its_points(run3_points):
 def test_a_budget_sweep_of_run3_logs_calibrates_the_machine_and_predicts_left_out_runs(run3_points, tmp_path):
     result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
     assert set(result.left_out_errors) == {p.name for p in run3_points}  # each run named after its log
-    assert "pageable_gbs" in result.fitted and "cpu_expert_gbs" in result.fitted
-    cached = {k: v for k, v in result.left_out_errors.items() if not k.startswith(("off", "minany"))}
+    assert {"token_ms", "pageable_gbs", "cpu_expert_gbs", "sync_us"} <= set(result.fitted)
+    assert result.accepted, result.reason
+    middle = [result.left_out_errors[f"{c}#1"] for c in ("b10", "b25", "b50")]
+    assert max(abs(e) for e in middle) <= 0.10  # budgets inside the sweep; its ends extrapolate (README)
+    cached = {k: v for k, v in result.left_out_errors.items() if not k.startswith(("off", "gpu"))}
     assert max(abs(e) for e in cached.values()) <= 0.25
-    if result.accepted:
-        save_machine(result, tmp_path / "m.json")
-        hw, rel = load_machine(tmp_path / "m.json")
-        assert hw.pageable_gbs == result.hardware.pageable_gbs and rel == result.rel_error
+    save_machine(result, tmp_path / "m.json")
+    hw, rel = load_machine(tmp_path / "m.json")
+    assert hw.pageable_gbs == result.hardware.pageable_gbs and hw.token_ms == result.hardware.token_ms
+    assert rel == result.rel_error
+
+
+def test_a_run_that_alone_pins_a_term_is_reported_but_does_not_judge_the_fit(run3_points):
+    result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
+    # only the all-GPU run shows the fixed cost, so left out it is predicted from the prior: far off, not judged
+    assert abs(result.left_out_errors["gpu#1"]) > 0.25 and result.accepted
+
+
+def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_include():
+    model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
+    run = parse_log(RUN3 / "logs" / "server_full.log")[0]
+    point = log_points([run], model, hw, "full", "h200")[0]
+    decoded = 256 * model.n_layer * model.n_expert_used  # one request of 256 tokens, every layer cached
+    rate = decode_hit_rate(run.small, model, point.layout)
+    assert rate > run.small.hit_rate
+    assert run.small.hits / rate == pytest.approx(decoded, rel=0.005)  # the lookups left are the decode's
 
 
 def test_one_run_is_refused_and_a_refused_fit_cannot_be_loaded(run3_points, tmp_path):
