@@ -11,7 +11,7 @@ from moe_model.pool_rule import OFFLOAD_MIN_BATCH, pool_need
 from moe_model.slot_plan import plan_cache
 from moe_model.stepper import STEPPABLE, Step, steps
 from moe_model.toy import N_EXPERT, toy_model, toy_workload
-from ui.common import friendly_errors
+from ui.common import friendly_errors, sidebar_session
 
 MAX_TOY_BUDGET = 160
 
@@ -55,6 +55,8 @@ def set_budget(budget: int) -> None:
 
 
 st.header("How the MoE cache works")
+with friendly_errors():
+    sidebar_session("This page plays a 12-expert toy model; the model and GPU above are kept for the other pages.")
 left, right = st.columns([2, 3])
 with left:
     st.markdown("""

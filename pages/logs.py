@@ -12,6 +12,7 @@ from moe_model.hardware import preset
 from moe_model.measured import log_points
 from moe_model.measurements import crosscheck, point_from_run
 from ui.common import ROOT, cached_log, friendly_errors, sidebar_hardware, sidebar_model
+from ui.tables import readable, run_summary
 
 EXAMPLES = {p.name: p for p in sorted((ROOT / "sample_data" / "logs").glob("*.log"))} | {
     f"real H200 run: {p.name}": p for p in sorted((ROOT / "sample_data" / "groundtruth" / "logs").glob("server_*.log"))
@@ -75,7 +76,7 @@ with friendly_errors():
                 f"{name}, run {run.index + 1}: {run.program}" + ("" if run.starts else " — did not start"),
                 expanded=len(files) == 1,
             ):
-                st.json(run.as_dict(), expanded=False)
+                st.dataframe(run_summary(run), hide_index=True, width="stretch")
                 for note in run.notes():
                     st.info(note)
                 for w in run.warnings:
@@ -103,7 +104,7 @@ with friendly_errors():
     if points:
         frame = pd.DataFrame(points)
         st.subheader("Measured points")
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(readable(frame), hide_index=True, width="stretch")
         st.session_state["measured_points"] = frame.dropna(subset=["decode_tps", "moe_cache_mib"])
         st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
         st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")

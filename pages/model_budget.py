@@ -22,6 +22,7 @@ from ui.common import (
     sidebar_placement,
     sidebar_serving,
 )
+from ui.tables import readable
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
@@ -71,8 +72,8 @@ with friendly_errors():
         st.plotly_chart(plan_slots(plan_cache(model, budget, placement)), width="stretch", key="plan_chart")
     st.subheader(f"VRAM on a {hw.name} (estimate)")
     st.plotly_chart(vram_bar(layout.vram), width="stretch", key="vram_chart")
-    groups = pd.DataFrame(report["groups"])
-    st.dataframe(groups, hide_index=True, width="stretch")
+    groups = pd.DataFrame(report["groups"]).round({"percent": 1})
+    st.dataframe(readable(groups), hide_index=True, width="stretch")
     if report["starts"] and usable:
         st.markdown("**Command line** (with `-lv 4` so you can check the slot lines yourself):")
         st.code(command_line(model_flag_path(source, model_key), sc, chosen), language="bash")

@@ -7,7 +7,8 @@ from moe_model.calibration import load_calibration
 from moe_model.charts import left_out_predictions
 from moe_model.measured import field_rows
 from moe_model.measurements import load_reference
-from ui.common import friendly_errors
+from ui.common import friendly_errors, sidebar_session
+from ui.tables import readable
 
 st.header("Reference measurements")
 st.caption(
@@ -17,6 +18,7 @@ st.caption(
 )
 
 with friendly_errors():
+    sidebar_session("This page lists every measured machine; the model and GPU above are kept for the other pages.")
     record = load_calibration()
     lomo = record["leave_one_machine_out"]
     st.subheader("Machines left out of the fit")
@@ -44,12 +46,13 @@ with friendly_errors():
     )
     st.dataframe(points, hide_index=True, width="stretch")
     st.subheader("Cache verdicts (machine left out)")
-    st.dataframe(pd.DataFrame(record["verdicts"]), hide_index=True, width="stretch")
+    verdicts = pd.DataFrame(record["verdicts"]).round({"measured_ratio": 2, "predicted_ratio": 2})
+    st.dataframe(readable(verdicts), hide_index=True, width="stretch")
     st.subheader("Rows left out, and why")
     st.dataframe(
         pd.DataFrame({"row": list(record["excluded_rows"]), "why": list(record["excluded_rows"].values())}),
         hide_index=True,
     )
     st.subheader("Sources")
-    st.dataframe(load_reference(), hide_index=True, width="stretch")
-    st.dataframe(field_rows(), hide_index=True, width="stretch")
+    st.dataframe(readable(load_reference()), hide_index=True, width="stretch")
+    st.dataframe(readable(field_rows()), hide_index=True, width="stretch")

@@ -23,7 +23,7 @@ st.caption(
     "Parameters fitted across the measured machines; each range is the error on machines left out of the fit. "
     "Every card sits in your host (its RAM, in the sidebar)."
 )
-OTHERS = ["Tesla T4", "RTX 3060 12GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
+OTHERS = ["Tesla T4", "RTX 3060 12GB", "RTX 4080 16GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
 
 
 def chosen_cards(gpu: str) -> list[str]:

@@ -126,8 +126,9 @@ def test_logs_page_parses_an_upload_and_crosschecks_it():
     at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
     at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
     at.run()
-    assert not at.exception
-    check = at.dataframe[0].value
+    assert not at.exception and not at.get("json")  # the run reads as a table, not a JSON dump
+    summary, check = (d.value for d in at.dataframe[:2])
+    assert "6 layers, q6_K: 191 slots (24.9 %)" in summary.set_index("what")["logged"]["cache group 1"]
     assert set(check["ok"]) == {"ok"} and "6 layers, q6_K: 191 slots (24.9%)" in check["logged"].tolist()
 
 
@@ -155,7 +156,8 @@ def test_learn_page_steps_and_its_counts_match_the_simulator():
 def test_shopping_page_compares_cards_and_reacts_to_the_selection():
     at = open_page("pages/shopping.py")
     frame = at.dataframe[0].value
-    assert {"GPU", "best setting", "decode t/s", "command"} <= set(frame.columns) and len(frame) == 5
+    assert {"GPU", "best setting", "decode t/s", "command"} <= set(frame.columns) and len(frame) == 6
+    assert {"RTX 4080 16GB", "RTX 4090"} <= set(frame["GPU"])  # story 3's question is answered by default
     at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()
     assert trace(charts(at)["0"], "best decode t/s")["x"] == ["RTX 4090", "RTX 5090"]
 
@@ -319,13 +321,37 @@ def test_model_and_gpu_chosen_on_one_page_are_kept_on_the_others():
     at.sidebar.selectbox(key="model_choice").set_value("gpt-oss-20b-MXFP4.gguf").run()
     at.sidebar.selectbox(key="gpu").set_value("RTX 3060 12GB").run()
     at.sidebar.number_input(key="ctx").set_value(8192).run()
-    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py"):
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py", "pages/learn.py", "pages/reference.py"):
         at.switch_page(page).run()
         assert not at.exception, page
         assert at.sidebar.selectbox(key="model_choice").value == "gpt-oss-20b-MXFP4.gguf", page
         assert at.sidebar.selectbox(key="gpu").value == "RTX 3060 12GB", page
-        if page != "pages/logs.py":  # the pages that predict share the context
+        if page in ("pages/explore.py", "pages/shopping.py"):  # the pages that predict share the context
             assert at.sidebar.number_input(key="ctx").value == 8192, page
+
+
+def test_the_budget_number_box_and_slider_follow_each_other_within_what_fits():
+    at = open_page("pages/model_budget.py", gpu="RTX 3060 12GB")
+    box, slider = at.number_input(key="budget_box"), at.slider(key="budget")
+    fits = next(m.value for m in at.metric if m.label.startswith("largest that fits"))
+    assert box.max == slider.max == int(fits.removesuffix(" MiB").replace(",", "")) and box.value == slider.value
+    box.set_value(50).run()
+    assert at.slider(key="budget").value == 50 and "24 layers, q6_K:     8 slots (0.3%)" in at.code[0].value
+    at.slider(key="budget").set_value(3000).run()
+    assert at.number_input(key="budget_box").value == 3000
+    at.switch_page("pages/explore.py").run()
+    assert at.number_input(key="budget_box").value == at.slider(key="budget").value == 3000  # kept across pages
+    at.number_input(key="budget_box").set_value(1234).run()
+    assert at.slider(key="budget").value == 1234 and at.query_params["budget"] == "1234"
+    assert any(m.value.startswith("**At 1,234 MiB**: ") for m in at.markdown) and not at.exception
+
+
+@pytest.mark.parametrize("page", ["pages/model_budget.py", "pages/reference.py", "pages/logs.py"])
+def test_tables_on_the_page_have_readable_column_names(page):
+    at = open_page(page)
+    frames = [d.value for d in at.dataframe] + [t.value for t in at.table]
+    assert frames and not at.exception
+    assert not [c for f in frames for c in f.columns if "_" in str(c)]  # no field names such as decode_tps
 
 
 def test_a_link_with_an_unknown_gpu_warns_and_falls_back():

@@ -242,6 +242,14 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     return hw, time_model, load_mode
 
 
+def sidebar_session(note: str) -> None:
+    """The session's model and machine pickers on a page that predicts nothing with them: every page shows the
+    same choices and can change them; `note` says what this page shows instead."""
+    sidebar_model()
+    sidebar_hardware()
+    st.sidebar.caption(note)
+
+
 def sidebar_serving() -> tuple[int, int]:
     """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
     ctx = st.sidebar.number_input(
@@ -273,9 +281,27 @@ def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
     return name, Placement.parse({"--cpu-moe": "cpu-moe", "--fit": "fit"}[name])
 
 
+def _follow(moved: str, other: str) -> None:
+    """The budget's slider and number box show one value: the one the user just changed sets the other."""
+    st.session_state[other] = st.session_state[moved]
+
+
 def budget_slider(box, top: int, default: int = 10000) -> int:
-    """--moe-cache-mib, kept across pages and in the URL; the slider ends at `top` (the largest that fits)."""
-    budget = box.slider("--moe-cache-mib", 0, top, kept("budget", min(default, top), int, 0, top), key="budget")
+    """--moe-cache-mib as a slider and a number box for an exact value, kept in step, both ending at `top` (the
+    largest that fits); kept across pages and in the URL."""
+    value = kept("budget", min(default, top), int, 0, top)
+    budget = box.slider(
+        "--moe-cache-mib", 0, top, value, key="budget", on_change=_follow, args=("budget", "budget_box")
+    )
+    box.number_input(
+        "exact --moe-cache-mib (MiB)",
+        0,
+        top,
+        budget,
+        key="budget_box",
+        on_change=_follow,
+        args=("budget_box", "budget"),
+    )
     keep(budget=budget)
     return budget
 

@@ -1,0 +1,121 @@
+"""Tables as a reader sees them: column names with units instead of field names, a log run as rows of text.
+
+The data, the CSV downloads and the JSON keep their field names (scripts read them); only the page shows these."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from moe_model.logs import LogRun
+
+LABELS = {
+    "id": "point",
+    "gpu": "GPU",
+    "gpu_vram_gib": "VRAM GiB",
+    "pcie": "PCIe link",
+    "model_file": "model file",
+    "model_file_gb": "model file GB",
+    "moe_cache_mib": "budget MiB",
+    "budget_mib": "budget MiB",
+    "parallel": "streams (-np)",
+    "spec_draft_tokens": "draft tokens",
+    "draft_tokens": "draft tokens",
+    "accept_rate": "draft acceptance",
+    "cpu_share": "CPU share",
+    "hit_rate_small_pct": "hit rate, ubatch <= 8 %",
+    "hit_rate_large_pct": "hit rate, ubatch > 8 %",
+    "hit_rate_pct": "hit rate %",
+    "uploaded_mib_per_token": "uploaded MiB per token",
+    "decode_tps": "decode t/s",
+    "prefill_tps": "prompt t/s",
+    "load_mode": "--load-mode",
+    "n_ctx": "context (-c)",
+    "kv_type": "KV cache type",
+    "n_ubatch": "ubatch (-ub)",
+    "prompt_tokens": "prompt tokens",
+    "control_row": "row without the cache",
+    "use": "used in the fit",
+    "source_url_or_repo_path": "source",
+    "control": "point without the cache",
+    "measured_ratio": "measured speed ÷ without the cache",
+    "predicted_ratio": "predicted speed ÷ without the cache",
+    "measured": "measured verdict",
+    "predicted": "predicted verdict",
+    "ok": "verdicts agree",
+    "n_layers": "number of layers",
+    "slot_bytes": "bytes per slot",
+    "n_slots": "slots",
+    "max_slots": "slots to cache all",
+    "percent": "cached %",
+}
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with readable column names (a field without a label loses its underscores)."""
+    return frame.rename(columns=lambda name: LABELS.get(name, name.replace("_", " ")))
+
+
+def _mib(buffers: dict) -> str:
+    return ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in buffers.items())
+
+
+def _stats(stats) -> str:
+    return (
+        f"{stats.hits:,} hits, {stats.misses:,} misses ({100 * stats.hit_rate:.1f} %), "
+        f"{stats.uploaded_mib:,.0f} MiB uploaded"
+    )
+
+
+def run_summary(run: LogRun) -> pd.DataFrame:
+    """What one logged run says, as rows of text (what the log names, with units), not its raw fields."""
+    model, where = run.model, run.placement
+    rows = [("program", run.program), ("command line", run.command)]
+    if model:
+        detail = ", ".join(str(model[k]) for k in ("architecture", "file_type", "file_size") if model.get(k))
+        rows.append(("model", f"{model.get('name', 'unnamed')} ({detail})" if detail else model.get("name")))
+        if "n_layer" in model and "n_expert" in model:
+            used = f", {model['n_expert_used']} used per token" if "n_expert_used" in model else ""
+            rows.append(("layers and experts", f"{model['n_layer']} layers, {model['n_expert']} experts{used}"))
+    if "gpu" in where:
+        vram = f" ({where['gpu_vram_mib']:,} MiB)" if "gpu_vram_mib" in where else ""
+        rows.append(("GPU", f"{where['gpu']}{vram}"))
+    if "offloaded_layers" in where:
+        rows.append(("layers on the GPU (-ngl)", f"{where['offloaded_layers']} of {where.get('total_layers', '?')}"))
+    rows += [
+        (label, f"{where[key]:,}")
+        for label, key in (("context (-c)", "n_ctx"), ("streams (-np)", "n_seq_max"), ("ubatch (-ub)", "n_ubatch"))
+        if key in where
+    ]
+    for key, label in (
+        ("model_buffers_mib", "model weights"),
+        ("kv_buffers_mib", "KV cache"),
+        ("compute_buffers_mib", "compute buffers"),
+    ):
+        if where.get(key):
+            rows.append((label, _mib(where[key])))
+    rows += [
+        (f"MoE cache on {d.name}", f"{d.cache_mib:,.2f} MiB for {d.host_experts_mib:,.0f} MiB of host experts")
+        for d in run.devices
+    ]
+    rows += [
+        (f"cache group {i + 1}", f"{g.n_layers} layers, {g.type}: {g.n_slots:,} slots ({g.percent:g} %)")
+        for i, g in enumerate(run.groups)
+    ]
+    for label, stats in (("ubatches <= 8 tokens", run.small), ("ubatches > 8 tokens", run.large)):
+        if stats is not None:
+            rows.append((label, _stats(stats)))
+    if run.copied_experts:
+        rows.append(
+            ("large batches", f"{run.copied_experts:,} experts copied from the cache, {run.copied_mib:,.0f} MiB")
+        )
+    rows += [
+        (
+            f"request {t.task} (slot {t.slot})",
+            f"{t.prompt_tokens:,} prompt tokens"
+            + (f" at {t.prompt_tps:,.1f} t/s" if t.prompt_tps else "")
+            + f", {t.decode_tokens:,} decoded"
+            + (f" at {t.decode_tps:,.1f} t/s" if t.decode_tps else ""),
+        )
+        for t in run.timings
+    ]
+    return pd.DataFrame([(what, text) for what, text in rows if text], columns=["what", "logged"])
