@@ -16,6 +16,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from moe_model.errors import MoeModelError
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
+from moe_model.pool_rule import OFFLOAD_MIN_BATCH
 from moe_model.slot_plan import MIB, Placement, plan_cache
 
 FIT_MARGIN_MIB = 1024  # --fit's default free-memory target per device (common/fit.cpp, -fitt)
@@ -99,6 +100,17 @@ def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096,
     return (max(logits, scores) + activations) / MIB
 
 
+def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offload_min_batch: int) -> float:
+    """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
+    the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
+    llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
+    if n_ubatch < offload_min_batch:
+        return 0.0
+    host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
+    before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
+    return max(before_down, default=0) / MIB
+
+
 def dense_gpu_mib(model: ModelSpec) -> float:
     """Dense weights on the GPU: every layer's non-expert tensors and the output head (the input
     embedding stays in host memory in llama.cpp)."""
@@ -117,14 +129,18 @@ def breakdown(
     n_ctx: int = 4096,
     n_ubatch: int = 512,
     kv_types: tuple[str, str] = ("f16", "f16"),
+    offload_min_batch: int = OFFLOAD_MIN_BATCH,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked)."""
     plan = plan_cache(model, budget_mib, placement)
+    compute = max(
+        compute_buffer_mib(model, n_ubatch, n_ctx), offload_copy_mib(model, placement, n_ubatch, offload_min_batch)
+    )
     return VramBreakdown(
         dense_gpu_mib(model),
         experts_gpu_mib(model, placement),
         kv_cache_mib(model, n_ctx, *kv_types),
-        compute_buffer_mib(model, n_ubatch, n_ctx) * placement.n_gpus,
+        compute * placement.n_gpus,
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
         hw.vram_mib * placement.n_gpus,

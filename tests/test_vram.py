@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+from conftest import ROOT
+
 from moe_model.hardware import preset
+from moe_model.model_spec import load_model
 from moe_model.slot_plan import Placement
-from moe_model.vram import breakdown, fit_host_layers, kv_cache_mib, max_budget_mib
+from moe_model.vram import CUDA_RESERVE_MIB, breakdown, fit_host_layers, kv_cache_mib, max_budget_mib
 
 
 def test_kv_cache_matches_the_logged_sizes(qwen30b, gt_model):
@@ -25,3 +31,32 @@ def test_fit_moves_more_layers_to_ram_to_make_room_for_a_cache(qwen30b):
     assert 0 < without < with_cache < 48
     moved_mib = (with_cache - without) * qwen30b.layers[0].expert_bytes_total / 2**20
     assert 1671 <= moved_mib < 1671 + 2 * 348.75  # whole layers: at least the cache, at most a layer more
+
+
+def _llama_fit_trials() -> dict[int, tuple[float, bool, float]]:
+    """Per emulated free MiB: host expert layers llama.cpp's --fit chose, whether one is split, MiB used."""
+    text = (ROOT / "sample_data" / "groundtruth" / "fit-trials" / "fit-params.log").read_text()
+    trials = {}
+    for section in text.split("== F=")[1:]:
+        free = int(section.split("\n", 1)[0])
+        sets = re.findall(
+            r"set ngl_per_device\[0\]\.\(n_layer, n_part(?:, overflow_type)?\)=\(25, (\d+)(?:, (\w+))?\)", section
+        )
+        n_part, kind = int(sets[-1][0]), sets[-1][1] or "MOE"
+        used = float(re.findall(r"overflowing\),\s+(\d+) MiB used", section)[-1])
+        split = kind in ("UP", "GATE")  # the first overflowing layer keeps some of its experts on the GPU
+        trials[free] = (n_part - 1 - split, split, used)  # n_part - 1: the range's last index is the output layer
+    return trials
+
+
+def test_fit_host_layers_agrees_with_llama_cpps_own_fit_on_a_real_header():
+    model = load_model(ROOT / "sample_data" / "groundtruth" / "run3" / "model-header.gguf")
+    trials = _llama_fit_trials()
+    assert sorted(trials) == [2500, 3500, 4500, 6000, 8000, 9500]
+    for free_mib, (full, split, used_mib) in trials.items():
+        hw = preset("h200").with_changes(vram_gib=(free_mib + CUDA_RESERVE_MIB) / 1024)
+        k = fit_host_layers(model, hw, 0, 4096)
+        assert full <= k <= full + 1, (free_mib, k, full, split)  # whole layers: a split one counts as host or not
+        if not split and k == full:  # the same placement: our estimate of its memory against llama.cpp's
+            ours = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=k), 0, 4096)
+            assert ours.used_mib - ours.reserve_mib == pytest.approx(used_mib, abs=15), free_mib
