@@ -43,6 +43,7 @@ def tiled(stream: WorkloadStream, repeats: int) -> WorkloadStream:
         n_records=stream.n_records * repeats,
         n_lookups=stream.n_lookups * repeats,
         decode_tokens=stream.decode_tokens * repeats,
+        n_ubatches=stream.n_ubatches * repeats,
         make_chunks=chunks,
     )
 

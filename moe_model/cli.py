@@ -34,7 +34,16 @@ from moe_model.limits import (
 from moe_model.model_spec import ModelSpec, load_model
 from moe_model.slot_plan import Placement, plan_report
 from moe_model.vram import KV_TYPES
-from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
+from moe_model.workload import (
+    Batching,
+    Workload,
+    WorkloadStream,
+    load_any,
+    open_trace,
+    save_npz,
+    stream_from,
+    workload_from,
+)
 
 if TYPE_CHECKING:
     from moe_model.simulate import SimResult
@@ -177,14 +186,17 @@ def _range(text: str) -> tuple[float, float, float]:
     return lo, hi, count
 
 
-def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
+def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Workload | WorkloadStream:
+    """The routing to replay: streamed chunk by chunk, or held `whole` (exporting it, replaying other policies)."""
     from moe_model.synthetic import Knobs, Shape, generate, preset_for  # imported here: `plan` starts in < 1 s
 
     batching = Batching(
         args.concurrency, args.draft, args.accept, args.prompt_tokens, args.ubatch_size, not args.no_warmup, args.seed
     )
     if args.trace:
-        return workload_from(load_any(args.trace), batching, model.n_expert)
+        if whole:
+            return workload_from(load_any(args.trace), batching, model.n_expert)
+        return stream_from(open_trace(args.trace), batching, model.n_expert)
     preset = preset_for(model)
     name, knobs = preset
     knobs = Knobs(
@@ -201,14 +213,14 @@ def _workload(args: argparse.Namespace, model: ModelSpec) -> Workload:
     trace = generate(
         shape, knobs, args.tokens, seed=args.seed, label=f"synthetic ({name} preset, {preset.match}) {knobs}"
     )
-    return workload_from(trace, batching, model.n_expert)
+    return (workload_from if whole else stream_from)(trace, batching, model.n_expert)
 
 
 def _rate(stats) -> str:
     return "-" if stats.hit_rate is None else f"{100 * stats.hit_rate:.2f}%"
 
 
-def _format_sim(results: list[SimResult], work: Workload) -> str:
+def _format_sim(results: list[SimResult], work: Workload | WorkloadStream) -> str:
     lines = [
         f"workload: {work.label or 'trace'}: {work.decode_tokens:,} decode tokens, {work.n_ubatches:,} ubatches",
         f"{'budget MiB':>10} {'starts':>6} {'slots':>7} {'hit <=8':>8} {'hit >8':>8} "
@@ -278,7 +290,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from moe_model.simulate import simulate_budgets  # numba: imported only by the commands that simulate
 
     model = load_model(args.model)
-    work = _workload(args, model)
+    work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
         save_npz(args.export_workload, work)
     results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
@@ -318,8 +330,12 @@ def _add_simulate(sub) -> None:
     sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
     sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
     sim.add_argument("--seed", type=_ranged(int, 0, 2**32 - 1), default=0)
-    sim.add_argument("--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable)")
-    sim.add_argument("--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'): see README")
+    sim.add_argument(
+        "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
+    )
+    sim.add_argument(
+        "--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'; held in memory): see README"
+    )
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
     )
@@ -441,7 +457,10 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):
-    """A function giving the workload of a scenario: the user's trace or the model's synthetic preset."""
+    """A function giving the workload of a scenario: the user's trace or the model's synthetic preset.
+
+    Held in memory, not streamed: traffic.from_workload counts distinct experts per decode ubatch and runs the
+    CPU-share policy over one whole Workload, so a trace too big for that is refused before it is built."""
     from functools import lru_cache
 
     from moe_model.measured import synthetic_workload

@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 from moe_model.errors import MoeModelError
 from moe_model.gguf_header import parse_header
+from moe_model.limits import MAX_EXPERTS
 from moe_model.logs import parse_log
-from moe_model.workload import load_any
+from moe_model.workload import Batching, load_any, open_trace, stream_from
 
 
 def _gguf(data: bytes) -> None:
@@ -21,6 +22,11 @@ def _trace(data: bytes) -> None:
     load_any(data, "fuzz.npz")
 
 
+def _streamed_trace(data: bytes) -> None:
+    for _ in stream_from(open_trace(data, "fuzz.npz"), Batching(), MAX_EXPERTS).chunks():
+        pass
+
+
 def _csv_trace(data: bytes) -> None:
     load_any(data, "fuzz.csv")
 
@@ -29,7 +35,13 @@ def _log(data: bytes) -> None:
     parse_log(data)
 
 
-TARGETS: dict[str, Callable[[bytes], None]] = {"gguf": _gguf, "trace": _trace, "csv": _csv_trace, "log": _log}
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "gguf": _gguf,
+    "trace": _trace,
+    "stream": _streamed_trace,
+    "csv": _csv_trace,
+    "log": _log,
+}
 
 
 class ReaderCrashError(AssertionError):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
 import struct
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,8 +29,9 @@ from moe_model.limits import (
     MAX_REDIRECTS,
     MAX_SHARDS,
     MAX_TENSORS,
+    URL_CONNECT_TIMEOUT_S,
     URL_DEADLINE_S,
-    URL_TIMEOUT_S,
+    URL_READ_TIMEOUT_S,
     check_at_most,
 )
 
@@ -42,6 +44,8 @@ KEEP_ARRAY_ITEMS = 4096  # numeric arrays up to this size are kept (per-layer hp
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # the byte cap of every read, local or remote
 READ_CHUNK_BYTES = 1024 * 1024
+URL_TIMEOUTS = (URL_CONNECT_TIMEOUT_S, URL_READ_TIMEOUT_S)  # (connect, each read) in seconds
+CheckUrl = Callable[[str], Sequence[str] | None]  # vets a URL: raises, or names the only addresses to connect to
 
 _SCALARS: dict[int, struct.Struct] = {
     GGUFValueType.UINT8: struct.Struct("<B"),
@@ -318,20 +322,82 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
+class _Dialling:
+    """A urllib handler whose connections open their socket through `dial` (checked addresses, two timeouts)."""
+
+    def __init__(self, dial: Callable[..., socket.socket]) -> None:
+        super().__init__()
+        self.dial = dial
+
+    def do_open(self, http_class, req, **kwargs):  # noqa: ANN001 - urllib's signature
+        def connection(host: str, **conn_kwargs) -> http.client.HTTPConnection:
+            conn = http_class(host, **conn_kwargs)
+            conn._create_connection = self.dial  # http.client's seam: connect() opens its socket through it
+            return conn
+
+        return super().do_open(connection, req, **kwargs)
+
+
+class _HTTPHandler(_Dialling, urllib.request.HTTPHandler):
+    pass
+
+
+class _HTTPSHandler(_Dialling, urllib.request.HTTPSHandler):
+    pass
+
+
+def _dialer(pins: dict[str, tuple[str, ...]], timeouts: tuple[float, float]) -> Callable[..., socket.socket]:
+    """Open a socket to a host's checked addresses (`pins`; the host's own resolution when it has none) within
+    the connect timeout, then wait at most the read timeout for each read."""
+    connect_s, read_s = timeouts
+
+    def dial(address: tuple[str, int], _timeout: object = None, _source: object = None) -> socket.socket:
+        host, port = address
+        error: Exception = OSError(f"no address to connect to for {host}")
+        for target in pins.get(host.lower(), (host,)):
+            try:
+                sock = socket.create_connection((target, port), connect_s)
+            except TimeoutError:
+                error = GGUFError(f"cannot connect to {host} within {connect_s:g} s (connect timeout)")
+            except OSError as err:
+                error = err
+            else:
+                sock.settimeout(read_s)
+                return sock
+        raise error
+
+    return dial
+
+
 def only_http(url: str) -> None:
     if not is_url(url):
         raise GGUFError("only http:// and https:// URLs are read")
 
 
-def _read_url_prefix(url: str, timeout_s: float, check_url: Callable[[str], None]) -> Callable[[int], bytes]:
-    opener = urllib.request.build_opener(_CheckedRedirects(check_url))
+def _read_url_prefix(url: str, timeouts: tuple[float, float], check_url: CheckUrl) -> Callable[[int], bytes]:
+    pins: dict[str, tuple[str, ...]] = {}  # host -> the addresses check_url vetted: never resolved a second time
+
+    def vet(target: str) -> None:
+        addresses = check_url(target)
+        host = (urllib.parse.urlsplit(target).hostname or "").lower()
+        if addresses is None:
+            pins.pop(host, None)
+        else:
+            pins[host] = tuple(addresses)
+
+    vet(url)
+    dial = _dialer(pins, timeouts)
+    handlers = [_CheckedRedirects(vet), _HTTPHandler(dial), _HTTPSHandler(dial)]
+    if pins:  # a proxy would resolve the host again itself, past the check
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
     host = urllib.parse.urlsplit(url).hostname or url
 
     def read(n: int) -> bytes:
         request = urllib.request.Request(url, headers={"Range": f"bytes=0-{n - 1}", "User-Agent": "moe-cache-explorer"})
         deadline = time.monotonic() + URL_DEADLINE_S
         try:
-            with opener.open(request, timeout=timeout_s) as response:
+            with opener.open(request) as response:
                 content_range = response.headers.get("Content-Range", "bytes 0-")
                 if response.status != 206 or not content_range.startswith("bytes 0-"):
                     raise GGUFError(
@@ -355,7 +421,10 @@ def _read_url_prefix(url: str, timeout_s: float, check_url: Callable[[str], None
                 ) from None
             raise GGUFError(f"HTTP {err.code} for {url}") from None
         except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
-            raise GGUFError(f"cannot read {url}: {one_line(getattr(err, 'reason', err))}") from None
+            reason = getattr(err, "reason", err)
+            if isinstance(reason, TimeoutError):  # connected (a connect timeout is its own GGUFError), then silence
+                raise GGUFError(f"{host} sent nothing for {timeouts[1]:g} s (read timeout)") from None
+            raise GGUFError(f"cannot read {url}: {one_line(reason)}") from None
 
     return read
 
@@ -370,23 +439,23 @@ def is_url(source: object) -> bool:
 
 def read_header(
     source: str | Path | bytes | bytearray | BinaryIO,
-    timeout_s: float = URL_TIMEOUT_S,
-    check_url: Callable[[str], None] = only_http,
+    timeouts: tuple[float, float] = URL_TIMEOUTS,
+    check_url: CheckUrl = only_http,
 ) -> GGUFHeader:
     """Read one GGUF header from a path, an http(s) URL, bytes, or a binary file object.
 
     Paths and URLs are read in growing chunks (2 MiB first, 64 MiB at most); bytes and file
     objects are taken as a prefix, and a prefix that ends inside the header raises
     TruncatedHeaderError saying how many more bytes are needed. `check_url` vets the URL and every
-    redirect target (sources.check_url refuses private hosts); it raises to refuse.
+    redirect target (sources.check_url refuses private hosts); it raises to refuse, or returns the only
+    addresses the connection may use. `timeouts` are (connect, each read) in seconds.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_header(source)
     if hasattr(source, "read"):
         return parse_header(source.read(MAX_HEADER_BYTES))  # type: ignore[union-attr]
     if is_url(source):
-        check_url(str(source))
-        return _parse_growing(_read_url_prefix(str(source), timeout_s, check_url))
+        return _parse_growing(_read_url_prefix(str(source), timeouts, check_url))
     path = Path(source)  # type: ignore[arg-type]
     if not path.is_file():
         raise GGUFError(f"no such file: {path}")
@@ -405,11 +474,11 @@ def shard_sources(source: str | Path, n_shards: int) -> list[str]:
 
 def read_model_headers(
     source: str | Path | bytes | bytearray | BinaryIO,
-    timeout_s: float = URL_TIMEOUT_S,
-    check_url: Callable[[str], None] = only_http,
+    timeouts: tuple[float, float] = URL_TIMEOUTS,
+    check_url: CheckUrl = only_http,
 ) -> list[GGUFHeader]:
     """All headers of a model: one, or every shard's when the first shard names a split model."""
-    first = read_header(source, timeout_s, check_url)
+    first = read_header(source, timeouts, check_url)
     n_shards = _meta_count(first.metadata, "split.count", 1)
     check_at_most(n_shards, MAX_SHARDS, "split.count (shards)", GGUFError)
     if n_shards <= 1:
@@ -420,7 +489,7 @@ def read_model_headers(
         )
     if _meta_count(first.metadata, "split.no", 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
-    headers = [first] + [read_header(name, timeout_s, check_url) for name in shard_sources(source, n_shards)[1:]]
+    headers = [first] + [read_header(name, timeouts, check_url) for name in shard_sources(source, n_shards)[1:]]
     check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)
     return headers
 

@@ -19,7 +19,8 @@ MAX_ARRAY_DEPTH = 16  # arrays of arrays: real headers never nest; 5,000 levels 
 
 # --- model sources (paths and URLs) ---
 MAX_REDIRECTS = 5  # a header behind a CDN takes one or two; more is a loop or a probe
-URL_TIMEOUT_S = 30.0  # connect and each read: a slow mirror answers in seconds
+URL_CONNECT_TIMEOUT_S = 10.0  # opening a connection: a live host answers in well under a second
+URL_READ_TIMEOUT_S = 30.0  # each wait for bytes once connected: a slow mirror answers in seconds
 URL_DEADLINE_S = 120.0  # all reads of one URL together: a server dripping bytes cannot hold a session
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 
@@ -29,6 +30,7 @@ MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as i
 MAX_TRACE_RECORDS = 50_000_000  # (ubatch, layer) records: ~1M ubatches of 48 layers
 MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before decompressing
 MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
+MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a recorded trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -12,8 +12,8 @@ from typing import Any, BinaryIO
 from gguf import GGMLQuantizationType, LlamaFileType
 
 from moe_model.errors import GGUFError
-from moe_model.gguf_header import GGUFHeader, TensorInfo, only_http, read_model_headers
-from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, URL_TIMEOUT_S, check_at_most
+from moe_model.gguf_header import URL_TIMEOUTS, CheckUrl, GGUFHeader, TensorInfo, only_http, read_model_headers
+from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, check_at_most
 
 # llama.cpp collects a layer's experts in this order (llama_moe_cache_layer_experts).
 EXPERT_TENSOR_ORDER = ("ffn_gate_up_exps", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
@@ -243,13 +243,14 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
 
 def load_model(
     source: str | Path | bytes | bytearray | BinaryIO,
-    timeout_s: float = URL_TIMEOUT_S,
-    check_url: Callable[[str], None] = only_http,
+    timeouts: tuple[float, float] = URL_TIMEOUTS,
+    check_url: CheckUrl = only_http,
 ) -> ModelSpec:
     """Read a model's header(s) from a path, URL, prefix bytes or file object into a ModelSpec.
 
-    `check_url` vets a URL and every redirect target (sources.check_url also refuses private hosts)."""
-    return spec_from_headers(read_model_headers(source, timeout_s, check_url))
+    `check_url` vets a URL and every redirect target (sources.check_url also refuses private hosts and pins
+    the addresses it checked); `timeouts` are (connect, each read) in seconds."""
+    return spec_from_headers(read_model_headers(source, timeouts, check_url))
 
 
 def uniform_spec(n_layer: int, n_expert: int, n_expert_used: int, name: str = "uniform") -> ModelSpec:

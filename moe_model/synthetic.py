@@ -155,6 +155,7 @@ def stream_workload(
         steps * shape.n_layer,
         n_tokens * shape.n_layer * shape.k,
         n_tokens,
+        steps,
         chunks,
         f"synthetic {knobs}, streamed",
     )

@@ -14,6 +14,7 @@ import lzma
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -31,6 +32,7 @@ from moe_model.limits import (
     MAX_NPZ_MEMBERS,
     MAX_PROMPT_TOKENS,
     MAX_ROUTING_DRAWS,
+    MAX_STREAMED_NPZ_BYTES,
     MAX_TRACE_IDS,
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
@@ -43,6 +45,7 @@ from moe_model.limits import (
 )
 
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
+RECORDED_LABEL = "recorded llama.cpp trace"
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -113,6 +116,7 @@ class WorkloadStream:
     n_records: int
     n_lookups: int
     decode_tokens: int
+    n_ubatches: int
     make_chunks: Callable[[], Iterator[Workload]]
     label: str = ""
 
@@ -166,6 +170,7 @@ def stream_of(work: Workload, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadS
         work.n_records,
         len(work.ids),
         work.decode_tokens,
+        work.n_ubatches,
         chunks,
         work.label,
     )
@@ -234,21 +239,27 @@ class Batching:
 # --- loading and saving ---
 
 
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError)
+
+
 def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
     """The integer arrays of an NPZ; every member's declared size, shape and dtype are checked before
     anything is decompressed (a small zip can expand to many GiB)."""
-    if isinstance(source, (bytes, bytearray)):
-        source = io.BytesIO(source)
     try:
-        with zipfile.ZipFile(source) as archive:
-            members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
-            _check_npz_sizes(members)
+        with _zip(source) as archive:
+            members = _npz_members(archive)
+            _check_npz_total(members, MAX_NPZ_BYTES)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError) as err:
+    except _NPZ_ERRORS as err:
         raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
 
 
-def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
+def _zip(source: str | Path | bytes | BinaryIO) -> zipfile.ZipFile:
+    return zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+
+
+def _npz_members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
     for m in members:  # np.savez writes stored or deflated members, never encrypted ones
         if m.flag_bits & 0x1:
             raise WorkloadError("the NPZ has an encrypted member: not a trace this tool wrote or reads")
@@ -258,25 +269,33 @@ def _check_npz_sizes(members: list[zipfile.ZipInfo]) -> None:
             )
     if len(members) > MAX_NPZ_MEMBERS:
         raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
+    return members
+
+
+def _check_npz_total(members: list[zipfile.ZipInfo], limit: int) -> None:
     total = sum(m.file_size for m in members)
-    if total > MAX_NPZ_BYTES:
-        raise WorkloadError(
-            f"the NPZ expands to {total:,} bytes, above this tool's limit of {MAX_NPZ_BYTES // 1024**3} GiB"
-        )
+    if total > limit:
+        raise WorkloadError(f"the NPZ expands to {total:,} bytes, above this tool's limit of {limit // 1024**3} GiB")
+
+
+def _npy_header(f: BinaryIO, member: zipfile.ZipInfo) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """A member's .npy header (shape, Fortran order, dtype, data bytes): integers only, no more than it holds."""
+    version = np.lib.format.read_magic(f)
+    if version not in _NPY_HEADERS:
+        raise WorkloadError(f"`{member.filename}` is .npy version {version}; versions 1.0 and 2.0 are read")
+    shape, fortran, dtype = _NPY_HEADERS[version](f)
+    if not np.issubdtype(dtype, np.integer):
+        raise WorkloadError(f"`{member.filename}` holds {dtype}, not integers")
+    n_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if n_bytes > member.file_size:
+        raise WorkloadError(f"`{member.filename}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
+    return shape, fortran, dtype, n_bytes
 
 
 def _npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray:
     """One member: its .npy header first (an integer dtype, a shape matching the declared size), then the data."""
     with archive.open(member) as f:
-        version = np.lib.format.read_magic(f)
-        if version not in _NPY_HEADERS:
-            raise WorkloadError(f"`{member.filename}` is .npy version {version}; versions 1.0 and 2.0 are read")
-        shape, fortran, dtype = _NPY_HEADERS[version](f)
-        if not np.issubdtype(dtype, np.integer):
-            raise WorkloadError(f"`{member.filename}` holds {dtype}, not integers")
-        n_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if n_bytes > member.file_size:
-            raise WorkloadError(f"`{member.filename}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
+        shape, fortran, dtype, n_bytes = _npy_header(f, member)
         data = np.frombuffer(f.read(n_bytes), dtype=dtype)
     if data.nbytes != n_bytes:
         raise WorkloadError(f"`{member.filename}` is cut off")
@@ -290,40 +309,64 @@ def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
 
 def _check_ids(values: np.ndarray, hi: int, what: str) -> None:
     """Refuse integers outside [0, hi) before any cast could wrap them (a cast int16 id of 40000 is negative)."""
-    if not _within(values, hi):
-        raise WorkloadError(f"{what} must be in 0..{hi - 1:,}, got {int(values.min()):,}..{int(values.max()):,}")
+    if values.size:
+        _check_span(int(values.min()), int(values.max()), hi, what)
+
+
+def _check_span(lowest: int, highest: int, hi: int, what: str) -> None:
+    if lowest < 0 or highest >= hi:
+        raise WorkloadError(f"{what} must be in 0..{hi - 1:,}, got {lowest:,}..{highest:,}")
 
 
 def _within(values: np.ndarray, hi: int) -> bool:
     return not values.size or (int(values.min()) >= 0 and int(values.max()) < hi)
 
 
+_RECORD_ARRAYS = ("rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k")
+_NOT_RECORDS = "recorded trace: record arrays of different lengths, or not one-dimensional"
+_OUTSIDE_IDS = "recorded trace: records outside `ids`"
+
+
+def _check_recorded_arrays(names: set[str]) -> None:
+    need = {*_RECORD_ARRAYS, "ids"}
+    if not need <= names:
+        raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - names)}")
+
+
+def _one_k(k_values: np.ndarray) -> int:
+    """The experts per token of every record (a recorded trace has one value)."""
+    if len(k_values) != 1:
+        raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
+    _check_ids(k_values, MAX_EXPERTS_USED + 1, "experts per token")
+    return int(k_values[0])
+
+
+def _check_record_spans(spans: dict[str, tuple[int, int]], n_rec: int) -> None:
+    """Each array's (lowest, highest) value in range; an array left out is empty."""
+    limits = {"ids": (MAX_EXPERTS, "expert ids"), "rec_layer": (MAX_LAYERS, "layer indices")}
+    limits |= {"rec_ubatch": (n_rec, "ubatch indices"), "rec_phase": (PHASE_DECODE + 1, "record phases")}
+    for name, (hi, what) in limits.items():
+        if name in spans:
+            _check_span(*spans[name], hi, what)
+
+
 def _recorded_from(data: dict[str, np.ndarray]) -> Workload:
-    need = {"rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k", "ids"}
-    if not need <= set(data):
-        raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - set(data))}")
+    _check_recorded_arrays(set(data))
     n_rec = len(data["rec_layer"])
     check_at_most(n_rec, MAX_TRACE_RECORDS, "records in the trace", WorkloadError)
     check_at_most(data["ids"].size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
     phase = data.get("rec_phase", np.full(n_rec, PHASE_DECODE))
-    arrays = [data[key] for key in sorted(need - {"ids"})] + [phase]
+    arrays = [data[key] for key in _RECORD_ARRAYS] + [phase]
     if not n_rec or any(a.shape != (n_rec,) for a in arrays) or data["ids"].ndim != 1:
-        raise WorkloadError("recorded trace: record arrays of different lengths, or not one-dimensional")
-    k_values = np.unique(data["rec_k"])
-    if len(k_values) != 1:
-        raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
-    _check_ids(k_values, MAX_EXPERTS_USED + 1, "experts per token")
-    _check_ids(data["ids"], MAX_EXPERTS, "expert ids")
-    _check_ids(data["rec_layer"], MAX_LAYERS, "layer indices")
-    _check_ids(data["rec_ubatch"], n_rec, "ubatch indices")
-    _check_ids(phase, PHASE_DECODE + 1, "record phases")
-    k = int(k_values[0])
+        raise WorkloadError(_NOT_RECORDS)
+    k = _one_k(np.unique(data["rec_k"]))
+    checked = {"ids": data["ids"], "rec_layer": data["rec_layer"], "rec_ubatch": data["rec_ubatch"], "rec_phase": phase}
+    _check_record_spans({n: (int(a.min()), int(a.max())) for n, a in checked.items() if a.size}, n_rec)
     in_ids = _within(data["rec_ntok"], len(data["ids"]) + 1) and _within(data["rec_off"], len(data["ids"]) + 1)
     ids, ntok, off = data["ids"].astype(np.int32), data["rec_ntok"].astype(np.int64), data["rec_off"].astype(np.int64)
     if not in_ids or (off + k * ntok).max() > len(ids):  # bounded first: k * ntok cannot overflow
-        raise WorkloadError("recorded trace: records outside `ids`")
+        raise WorkloadError(_OUTSIDE_IDS)
     layer = data["rec_layer"].astype(np.int32)
-    decode = int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
     return Workload(
         int(layer.max()) + 1,
         int(ids.max()) + 1 if len(ids) else 0,
@@ -334,9 +377,13 @@ def _recorded_from(data: dict[str, np.ndarray]) -> Workload:
         off,
         phase.astype(np.int8),
         ids,
-        decode,
-        "recorded llama.cpp trace",
+        _decode_tokens(ntok, phase, layer),
+        RECORDED_LABEL,
     )
+
+
+def _decode_tokens(ntok: np.ndarray, phase: np.ndarray, layer: np.ndarray) -> int:
+    return int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
 
 
 def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> TokenTrace:
@@ -495,19 +542,23 @@ def _prompt_ubatches(first_row: int, n_tokens: int, ubatch_size: int) -> list[tu
     return out
 
 
-def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Generator, n_expert: int):
-    """All ubatches in order, and the rows they index (trace tokens, then synthetic ones)."""
-    ub = _Ubatches()
-    synthetic_needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
-    if synthetic_needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:  # refused before drawing
+def _synthetic_rows(trace: TokenTrace, batching: Batching, n_expert: int) -> int:
+    """Tokens of warm-up and prompt routing to draw, refused beyond MAX_ROUTING_DRAWS before drawing."""
+    needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    if needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:
         raise WorkloadError(
             f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "
             f"{n_expert} experts of drawn routing is above this tool's limit of {MAX_ROUTING_DRAWS:,}"
         )
-    check_build_memory((trace.n_tokens + synthetic_needed) * trace.n_layer * trace.k)  # before anything is drawn
+    return needed
+
+
+def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Generator, n_expert: int, synthetic: int):
+    """All ubatches in order, and the drawn routing of the rows past the trace's own (warm-up, prompts)."""
+    ub = _Ubatches()
     extra = trace.experts[:0]
-    if synthetic_needed:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
-        extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic_needed, rng)
+    if synthetic:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
+        extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic, rng)
     next_extra = trace.n_tokens
     if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
         ub.tokens.append(np.arange(next_extra, next_extra + 2))
@@ -520,7 +571,7 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
             ub.tokens.append(rows)
             ub.phase.append(PHASE_DECODE)
             ub.last_layer_ntok.append(-1)
-        return ub, np.concatenate([trace.experts, extra])
+        return ub, extra
     for kind, value in _schedule(trace, batching, rng):
         if kind == "prompt":
             for rows, last in _prompt_ubatches(next_extra, batching.prompt_tokens, batching.ubatch_size):
@@ -532,7 +583,7 @@ def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Gene
             ub.tokens.append(value)
             ub.phase.append(PHASE_DECODE)
             ub.last_layer_ntok.append(-1)
-    return ub, np.concatenate([trace.experts, extra])
+    return ub, extra
 
 
 def check_build_memory(n_lookups: int, available: int | None = None) -> None:
@@ -554,37 +605,51 @@ def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert
     """
     batching = batching or Batching()
     n_expert = max(n_expert or 0, trace.n_expert)
-    rng = np.random.default_rng(batching.seed)
-    ub, experts = _collect_ubatches(trace, batching, rng, n_expert)
+    synthetic = _synthetic_rows(trace, batching, n_expert)
+    check_build_memory((trace.n_tokens + synthetic) * trace.n_layer * trace.k)  # before anything is drawn
+    ub, extra = _collect_ubatches(trace, batching, np.random.default_rng(batching.seed), n_expert, synthetic)
+    return _ubatch_records(trace, ub, extra, n_expert, 0, len(ub.tokens))
+
+
+def _ubatch_records(trace: TokenTrace, ub: _Ubatches, extra: np.ndarray, n_expert: int, lo: int, hi: int) -> Workload:
+    """The records of ubatches lo..hi-1 (ubatch indices kept, offsets into this slice's own ids)."""
     n_layer, k = trace.n_layer, trace.k
-    sizes = np.array([len(t) for t in ub.tokens], dtype=np.int64)
+    sizes = np.array([len(t) for t in ub.tokens[lo:hi]], dtype=np.int64)
     rec_ntok = np.repeat(sizes, n_layer).reshape(-1, n_layer)
-    last = np.array(ub.last_layer_ntok)
+    last = np.array(ub.last_layer_ntok[lo:hi])
     rec_ntok[last >= 0, -1] = last[last >= 0]
-    rows = np.concatenate(ub.tokens)
+    rows = np.concatenate(ub.tokens[lo:hi])
     token_ub = np.repeat(np.arange(len(sizes)), sizes)
     # records are (ubatch, layer); inside one, the ubatch's tokens in order (a stable sort by key)
     order = np.argsort((token_ub[:, None] * n_layer + np.arange(n_layer)[None, :]).ravel(), kind="stable")
-    per_layer_ids = experts[rows].reshape(len(rows) * n_layer, k)[order]
+    per_layer_ids = _rows(trace.experts, extra, rows).reshape(len(rows) * n_layer, k)[order]
     keep = _keep_output_rows(sizes, rec_ntok, n_layer)
     ids = per_layer_ids[keep].ravel().astype(np.int32)
     rec_ntok = rec_ntok.ravel().astype(np.int32)
     rec_off = np.concatenate([[0], np.cumsum(rec_ntok.astype(np.int64) * k)[:-1]])
-    phase = np.repeat(np.array(ub.phase, dtype=np.int8), n_layer)
-    decode = int(sizes[np.array(ub.phase) == PHASE_DECODE].sum())
+    phases = np.array(ub.phase[lo:hi], dtype=np.int8)
     return Workload(
         n_layer,
         n_expert,
         k,
-        np.repeat(np.arange(len(sizes)), n_layer),
+        np.repeat(np.arange(lo, hi), n_layer),
         np.tile(np.arange(n_layer, dtype=np.int32), len(sizes)),
         rec_ntok,
         rec_off,
-        phase,
+        np.repeat(phases, n_layer),
         ids,
-        decode,
+        int(sizes[phases == PHASE_DECODE].sum()),
         trace.label,
     )
+
+
+def _rows(experts: np.ndarray, extra: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """experts[rows] of the trace followed by the drawn rows, without concatenating the two."""
+    out = np.empty((len(rows), *experts.shape[1:]), dtype=experts.dtype)
+    own = rows < len(experts)
+    out[own] = experts[rows[own]]
+    out[~own] = extra[rows[~own] - len(experts)]
+    return out
 
 
 def _keep_output_rows(sizes: np.ndarray, rec_ntok: np.ndarray, n_layer: int) -> np.ndarray:
@@ -612,3 +677,259 @@ def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrac
 def workload_from(item: TokenTrace | Workload, batching: Batching, n_expert: int) -> Workload:
     """Recorded workloads replay as recorded; token traces are batched."""
     return item if isinstance(item, Workload) else build_workload(item, batching, n_expert)
+
+
+# --- streaming: traces handed to the simulator chunk by chunk, never as one workload ---
+
+_ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of int32
+
+
+def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | Workload | WorkloadStream:
+    """load_any, except that a recorded NPZ whose records are in stream order is streamed: read chunk by chunk,
+    never held whole, so it may expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES."""
+    name = name or str(source if isinstance(source, (str, Path)) else "")
+    if not name.lower().endswith(".csv"):
+        stream = stream_recorded(source)
+        if stream is not None:
+            return stream
+    return load_any(source, name)
+
+
+def stream_from(item: TokenTrace | Workload | WorkloadStream, batching: Batching, n_expert: int) -> WorkloadStream:
+    """Any trace as a stream: recorded workloads as recorded, token traces batched chunk by chunk."""
+    if isinstance(item, WorkloadStream):
+        return item
+    if isinstance(item, Workload):
+        return stream_of(item)
+    return stream_build(item, batching, n_expert)
+
+
+def stream_build(
+    trace: TokenTrace,
+    batching: Batching | None = None,
+    n_expert: int | None = None,
+    max_records: int = SIM_CHUNK_RECORDS,
+) -> WorkloadStream:
+    """build_workload's records, built chunk by chunk of whole ubatches: the same records, never all at once.
+
+    Only the trace (2 bytes per lookup as int16) and its drawn warm-up and prompt rows are held, not the
+    workload (36 bytes per lookup). The trace itself is held, not streamed from its file: c streams decode
+    in lockstep, so one ubatch takes tokens of c sequences from far-apart places in the `experts` array,
+    which a forward-only read of a deflated NPZ member cannot serve.
+    """
+    batching = batching or Batching()
+    n_expert = max(n_expert or 0, trace.n_expert)
+    synthetic = _synthetic_rows(trace, batching, n_expert)
+    ub, extra = _collect_ubatches(trace, batching, np.random.default_rng(batching.seed), n_expert, synthetic)
+    n_layer, n_ub = trace.n_layer, len(ub.tokens)
+    sizes = np.array([len(t) for t in ub.tokens], dtype=np.int64)
+    last = np.array(ub.last_layer_ntok, dtype=np.int64)
+    last_layer = np.where(last >= 0, last, sizes)  # the last layer may see only the output token
+    other_layers = sizes if n_layer > 1 else sizes[:0]
+    per_chunk = max(1, max_records // n_layer)
+
+    def chunks() -> Iterator[Workload]:
+        for lo in range(0, n_ub, per_chunk):
+            yield _ubatch_records(trace, ub, extra, n_expert, lo, min(lo + per_chunk, n_ub))
+
+    return WorkloadStream(
+        n_layer,
+        n_expert,
+        trace.k,
+        np.unique(np.concatenate([other_layers, last_layer])),
+        n_ub * n_layer,
+        int(((n_layer - 1) * sizes + last_layer).sum()) * trace.k,
+        int(sizes[np.array(ub.phase) == PHASE_DECODE].sum()),
+        n_ub,
+        chunks,
+        trace.label,
+    )
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What one checking pass over a recorded trace's records and ids found."""
+
+    k: int
+    n_layer: int
+    n_expert: int
+    n_ubatches: int
+    ntok_values: np.ndarray
+    n_lookups: int
+    decode_tokens: int
+    in_order: bool  # a forward-only read serves it in chunks of whole ubatches
+
+
+def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream | None:
+    """A recorded trace read from its NPZ in chunks of whole ubatches after one checking pass (the same checks and
+    messages as load_recorded); None for an NPZ that is not a recorded trace, or whose records a forward-only
+    read cannot serve (ubatches out of order, a record's ids before the previous record's, a ubatch of more
+    than max_records records): load those whole."""
+    try:
+        with _zip(source) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in _npz_members(archive)}
+            if "rec_layer" not in members:
+                return None
+            _check_npz_total(list(members.values()), MAX_STREAMED_NPZ_BYTES)
+            _check_recorded_arrays(set(members))
+            shapes = {}
+            for name, member in members.items():  # every header checked, as when loading it whole
+                with archive.open(member) as f:
+                    shapes[name] = _npy_header(f, member)[0]
+            columns = {c: members[c] for c in (*_RECORD_ARRAYS, "rec_phase") if c in members}
+            n_rec = shapes["rec_layer"][0] if shapes["rec_layer"] else 0
+            if not n_rec or any(shapes[c] != (n_rec,) for c in columns) or len(shapes["ids"]) != 1:
+                raise WorkloadError(_NOT_RECORDS)
+            n_ids = shapes["ids"][0]
+            scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records)
+    except _NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+    if not scan.in_order:
+        return None
+
+    def chunks() -> Iterator[Workload]:
+        try:
+            with _zip(source) as archive, archive.open(members["ids"]) as f:
+                ids = _ForwardIds(f, members["ids"])
+                carry: dict[str, np.ndarray] = {}
+                for block in _record_blocks(archive, columns, n_rec, max_records):
+                    block = {c: np.concatenate([carry[c], a]) for c, a in block.items()} if carry else block
+                    cut = int(np.searchsorted(block["rec_ubatch"], block["rec_ubatch"][-1]))  # its last ubatch goes on
+                    if cut:
+                        yield _recorded_chunk({c: a[:cut] for c, a in block.items()}, ids, scan)
+                    carry = {c: a[cut:] for c, a in block.items()}
+                yield _recorded_chunk(carry, ids, scan)
+        except _NPZ_ERRORS as err:
+            raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+
+    return WorkloadStream(
+        scan.n_layer,
+        scan.n_expert,
+        scan.k,
+        scan.ntok_values,
+        n_rec,
+        scan.n_lookups,
+        scan.decode_tokens,
+        scan.n_ubatches,
+        chunks,
+        RECORDED_LABEL,
+    )
+
+
+def _scan_recorded(
+    archive: zipfile.ZipFile,
+    columns: dict[str, zipfile.ZipInfo],
+    ids_member: zipfile.ZipInfo,
+    n_rec: int,
+    n_ids: int,
+    max_records: int,
+) -> _Scan:
+    spans: dict[str, tuple[int, int]] = {}
+    k = None
+    ntok_values = np.zeros(0, dtype=np.int64)
+    in_ids, in_order = True, True
+    max_end = lookups = decode = 0
+    prev_ub, prev_end, run = -1, 0, 0  # the previous record's ubatch and end of ids, its ubatch's records so far
+    for block in _record_blocks(archive, columns, n_rec, max_records):
+        for name in ("rec_layer", "rec_ubatch", "rec_phase"):
+            if name in block:
+                _widen(spans, name, block[name])
+        k_values = np.unique(block["rec_k"] if k is None else np.append(block["rec_k"], k))
+        k = _one_k(k_values)  # checked at once: k * ntok below must not overflow
+        ntok, off, ub = block["rec_ntok"], block["rec_off"], block["rec_ubatch"]
+        in_ids = in_ids and _within(ntok, n_ids + 1) and _within(off, n_ids + 1)
+        if not in_ids:  # refused after the pass, once every other check has had its say
+            continue
+        end = off + k * ntok
+        max_end = max(max_end, int(end.max()))
+        lookups += int((k * ntok).sum())
+        ntok_values = np.union1d(ntok_values, ntok)
+        decode += _decode_tokens(ntok, block.get("rec_phase", PHASE_DECODE), block["rec_layer"])
+        runs = np.diff(np.concatenate([[0], np.flatnonzero(np.diff(ub)) + 1, [len(ub)]]))
+        runs[0] += run if ub[0] == prev_ub else 0
+        in_order = in_order and bool(
+            ub[0] >= prev_ub and off[0] >= prev_end and np.all(np.diff(ub) >= 0) and np.all(off[1:] >= end[:-1])
+        )
+        in_order = in_order and int(runs.max()) <= max_records
+        prev_ub, prev_end, run = int(ub[-1]), int(end[-1]), int(runs[-1])
+    with archive.open(ids_member) as f:
+        ids = _ForwardIds(f, ids_member)
+        for start in range(0, n_ids, _ID_BLOCK):
+            _widen(spans, "ids", ids.span(start, min(n_ids, start + _ID_BLOCK)))
+    _check_record_spans(spans, n_rec)
+    if not in_ids or max_end > n_ids:
+        raise WorkloadError(_OUTSIDE_IDS)
+    return _Scan(
+        k,
+        spans["rec_layer"][1] + 1,
+        spans["ids"][1] + 1 if "ids" in spans else 0,
+        spans["rec_ubatch"][1] + 1,
+        ntok_values,
+        lookups,
+        decode,
+        in_order,
+    )
+
+
+def _widen(spans: dict[str, tuple[int, int]], name: str, values: np.ndarray) -> None:
+    if values.size:
+        lo, hi = spans.get(name, (int(values.min()), int(values.max())))
+        spans[name] = (min(lo, int(values.min())), max(hi, int(values.max())))
+
+
+def _record_blocks(
+    archive: zipfile.ZipFile, columns: dict[str, zipfile.ZipInfo], n_rec: int, size: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """The record arrays `size` records at a time, every member read forward in step (as int64)."""
+    with ExitStack() as stack:
+        readers = {}
+        for name, member in columns.items():
+            f = stack.enter_context(archive.open(member))
+            readers[name] = (f, member, _npy_header(f, member)[2])
+        for start in range(0, n_rec, size):
+            n = min(size, n_rec - start)
+            yield {
+                name: _read_values(f, member, dtype, n).astype(np.int64) for name, (f, member, dtype) in readers.items()
+            }
+
+
+def _read_values(f: BinaryIO, member: zipfile.ZipInfo, dtype: np.dtype, n: int) -> np.ndarray:
+    data = np.frombuffer(f.read(n * dtype.itemsize), dtype=dtype)
+    if len(data) != n:
+        raise WorkloadError(f"`{member.filename}` is cut off")
+    return data
+
+
+class _ForwardIds:
+    """The `ids` member read forward only, span after span (skipping any gap between records)."""
+
+    def __init__(self, f: BinaryIO, member: zipfile.ZipInfo) -> None:
+        self.f, self.member, self.dtype, self.pos = f, member, _npy_header(f, member)[2], 0
+
+    def span(self, lo: int, hi: int) -> np.ndarray:
+        while self.pos < lo:
+            n = min(_ID_BLOCK, lo - self.pos)
+            _read_values(self.f, self.member, self.dtype, n)
+            self.pos += n
+        self.pos = hi
+        return _read_values(self.f, self.member, self.dtype, hi - lo)
+
+
+def _recorded_chunk(block: dict[str, np.ndarray], ids: _ForwardIds, scan: _Scan) -> Workload:
+    """Whole ubatches of a recorded trace, offsets rebased onto their own span of ids."""
+    ntok, off = block["rec_ntok"], block["rec_off"]
+    lo, hi = int(off[0]), int(off[-1] + scan.k * ntok[-1])  # records in order: the last one ends last
+    phase = block.get("rec_phase", np.full(len(ntok), PHASE_DECODE))
+    return Workload(
+        scan.n_layer,
+        scan.n_expert,
+        scan.k,
+        block["rec_ubatch"],
+        block["rec_layer"].astype(np.int32),
+        ntok.astype(np.int32),
+        off - lo,
+        phase.astype(np.int8),
+        ids.span(lo, hi).astype(np.int32),
+        _decode_tokens(ntok, phase, block["rec_layer"]),
+        RECORDED_LABEL,
+    )

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 SEED_FILES = {
     "gguf": ["sample_data/groundtruth/synthetic-qwen3moe-Q4_K_M-header.gguf"],
     "trace": ["sample_data/traces/gpt-oss-20b/routing.npz"],
+    "stream": ["sample_data/groundtruth/traces/b25.npz"],
     "csv": [],
     "log": ["sample_data/groundtruth/logs/server_np4_b25.log", "sample_data/groundtruth/logs/server_minany_minus1.log"],
 }

@@ -297,3 +297,49 @@ def test_plain_predict_on_the_seed_t4_rows_stays_in_the_band_where_the_layer_cou
         assert main(argv) == 0
         predicted = json.loads(capsys.readouterr().out)["decode_tps"]
         assert abs(predicted / measured - 1) <= band[name], (name, predicted, measured)
+
+
+def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memory_counts(tmp_path, capsys, gt_model):
+    from moe_model.cli import to_json
+    from moe_model.limits import SIM_CHUNK_RECORDS
+    from moe_model.simulate import simulate_budgets
+    from moe_model.workload import Workload, WorkloadStream, load_recorded, open_trace, save_npz
+
+    one = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    times = 10  # 36,120 records, more than one chunk; each repeat with its expert ids rotated
+    long = Workload(
+        one.n_layer,
+        one.n_expert,
+        one.k,
+        np.concatenate([one.rec_ubatch + i * one.n_ubatches for i in range(times)]),
+        np.tile(one.rec_layer, times),
+        np.tile(one.rec_ntok, times),
+        np.concatenate([one.rec_off + i * len(one.ids) for i in range(times)]),
+        np.tile(one.rec_phase, times),
+        np.concatenate([(one.ids + 37 * i) % one.n_expert for i in range(times)]).astype(np.int32),
+    )
+    path = tmp_path / "long.npz"
+    save_npz(path, long)
+    stream = open_trace(str(path))
+    assert isinstance(stream, WorkloadStream) and stream.n_records > SIM_CHUNK_RECORDS
+    assert len(list(stream.chunks())) > 1
+    budgets = [15, 161, 403, 1614]
+    code, out, err = _main_exit(
+        capsys,
+        "simulate",
+        "--model",
+        str(GT_HEADER),
+        "--trace",
+        str(path),
+        "--budgets-mib",
+        "15,161,403,1614",
+        "--json",
+    )
+    assert code == 0, err
+    streamed = json.loads(out)["budgets"]
+    in_memory = simulate_budgets(gt_model, load_recorded(path), budgets)
+    for got, want in zip(streamed, in_memory, strict=True):
+        for name, stats in (("small", want.small), ("large", want.large)):
+            assert (got[name]["hits"], got[name]["misses"]) == (stats.hits, stats.misses)
+        assert got == json.loads(to_json(want.as_dict()))
+    assert streamed[2]["small"]["hits"] > 0  # positive control: the cache works on it

@@ -35,13 +35,14 @@ def _seeds() -> dict[str, bytes]:
         "gguf": GT_HEADER.read_bytes()[:200_000],
         "trace": _npz_bytes(trace),
         "recorded": _npz_bytes(build_workload(trace)),
+        "streamed": _npz_bytes(build_workload(trace)),
         "csv": (SAMPLE / "traces" / "gpt-oss-20b" / "sequences.csv").read_bytes()[:4000],
         "log": log[:20_000],
     }
 
 
 SEEDS = _seeds()
-TARGET_OF = {"gguf": "gguf", "trace": "trace", "recorded": "trace", "csv": "csv", "log": "log"}
+TARGET_OF = {"gguf": "gguf", "trace": "trace", "recorded": "trace", "streamed": "stream", "csv": "csv", "log": "log"}
 
 
 @st.composite
@@ -67,19 +68,20 @@ def test_mutated_real_files_raise_only_one_line_project_errors(seed, data):
     check(TARGET_OF[seed], data.draw(mutated(SEEDS[seed])))
 
 
-@pytest.mark.parametrize("target", ["gguf", "trace", "csv", "log"])
+@pytest.mark.parametrize("target", ["gguf", "trace", "stream", "csv", "log"])
 @FUZZ
 @given(data=st.binary(max_size=4096))
 def test_random_bytes_raise_only_one_line_project_errors(target, data):
     check(target, data)
 
 
-@pytest.mark.parametrize("target", ["gguf", "trace", "log"])
+@pytest.mark.parametrize("target", ["gguf", "trace", "stream", "log"])
 @FUZZ
 @given(data=st.binary(max_size=512))
 def test_a_valid_prefix_with_random_bytes_after_it_is_refused_cleanly(target, data):
-    prefix = {"gguf": b"GGUF\x03\x00\x00\x00", "trace": b"PK\x03\x04", "log": b"build: 1 (abc)\n"}[target]
-    check(target, prefix + data)
+    zip_magic = b"PK\x03\x04"
+    prefix = {"gguf": b"GGUF\x03\x00\x00\x00", "trace": zip_magic, "stream": zip_magic, "log": b"build: 1 (abc)\n"}
+    check(target, prefix[target] + data)
 
 
 @pytest.mark.parametrize(

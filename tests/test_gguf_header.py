@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import http.server
 import io
+import socket
 import struct
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from moe_model.errors import GGUFError, SourceError, TruncatedHeaderError
 from moe_model.gguf_header import SkippedArray, parse_header, read_header, read_model_headers
 from moe_model.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
 from moe_model.model_spec import load_model
+from moe_model.sources import check_url
 
 TINY_META = {
     "general.architecture": "qwen3moe",
@@ -340,3 +343,60 @@ def test_a_redirect_loop_stops_with_one_line(http_dir):
 def test_only_http_urls_are_fetched():
     with pytest.raises(GGUFError, match="no such file"):
         read_header("ftp://example.com/model.gguf")  # not a URL this reader fetches: read as a (missing) path
+
+
+# --- connect and read timeouts, and connections only to the addresses that were checked ---
+
+
+def test_a_server_that_accepts_but_never_answers_hits_the_read_timeout_in_one_line():
+    with socket.socket() as silent:  # the kernel completes the handshake; nobody ever reads or writes
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/model.gguf"
+        start = time.monotonic()
+        with pytest.raises(GGUFError) as info:
+            read_header(url, timeouts=(5.0, 0.3))
+    assert str(info.value) == "127.0.0.1 sent nothing for 0.3 s (read timeout)"
+    assert time.monotonic() - start < 4  # the read timeout, not the connect one
+
+
+def test_a_host_that_never_accepts_hits_the_connect_timeout_in_one_line(monkeypatch):
+    dialled = []
+
+    def never_connects(address, timeout=None, *args, **kwargs):
+        dialled.append((address, timeout))
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", never_connects)
+    with pytest.raises(GGUFError) as info:
+        read_header("http://slow.example:8080/model.gguf", timeouts=(2.5, 30.0))
+    assert str(info.value) == "cannot connect to slow.example within 2.5 s (connect timeout)"
+    assert dialled == [(("slow.example", 8080), 2.5)]
+
+
+def test_a_second_dns_answer_cannot_send_the_connection_to_a_private_address(monkeypatch):
+    answers = iter(["93.184.216.34", "127.0.0.1"])  # rebinding: public when checked, loopback afterwards
+
+    def resolve(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    dialled = []
+
+    def refuse(address, timeout=None, *args, **kwargs):
+        dialled.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    with pytest.raises(GGUFError, match="cannot read .*Connection refused"):
+        read_header("http://rebind.example/model.gguf", check_url=check_url)
+    assert dialled == [("93.184.216.34", 80)]  # the checked address, resolved once
+    assert next(answers) == "127.0.0.1"  # the second answer was never asked for
+
+
+def test_a_pinned_host_is_reached_at_its_checked_address_without_resolving_it_again(http_dir):
+    root, url, _ = http_dir
+    (root / "model.gguf").write_bytes(tiny())
+    port = urllib.parse.urlsplit(url).port
+    header = read_header(f"http://unresolvable.invalid:{port}/model.gguf", check_url=lambda _: ("127.0.0.1",))
+    assert header.metadata["general.name"] == "tiny"

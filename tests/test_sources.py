@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import socket
+from pathlib import Path
+
 import pytest
 from conftest import GT_HEADER
 
 from moe_model.errors import SourceError
-from moe_model.sources import check_url, policy_from_env, resolve_source
+from moe_model.sources import check_url, deployment_settings, policy_from_env, resolve_source
 
 LOCAL = policy_from_env("localhost", {})
 
@@ -75,3 +79,37 @@ def test_urls_to_local_or_private_hosts_are_refused_unless_allowed(url):
 def test_only_http_urls_with_a_host_are_accepted(url):
     with pytest.raises(SourceError, match="only http|not a valid URL"):
         resolve_source(url, LOCAL)
+
+
+def test_settings_come_from_the_environment_first_then_the_secrets_table():
+    table = {"paths": False, "urls": True, "allowed_dirs": ["/models", "/data"], "private_urls": "on"}
+    secrets = {"moe_explorer": table, "other_app": {"token": "x"}}
+    env = {"MOE_EXPLORER_PATHS": "on", "MOE_EXPLORER_URLS": "", "HOME": "/root"}  # an empty variable is unset
+    merged = deployment_settings(env, secrets)
+    assert merged == {
+        "MOE_EXPLORER_PATHS": "on",
+        "MOE_EXPLORER_ALLOWED_DIRS": f"/models{os.pathsep}/data",
+        "MOE_EXPLORER_URLS": "on",
+        "MOE_EXPLORER_PRIVATE_URLS": "on",
+    }
+    policy = policy_from_env("0.0.0.0", merged)
+    assert policy.paths and policy.urls and policy.private_hosts and Path("/data") in policy.allowed_dirs
+    assert deployment_settings({}, {}) == {} and deployment_settings({"MOE_EXPLORER_URLS": "off"}, {}) == {
+        "MOE_EXPLORER_URLS": "off"
+    }
+    with pytest.raises(SourceError, match=r"moe_explorer\.urls must be true/false") as info:
+        deployment_settings({}, {"moe_explorer": {"urls": 3}})
+    assert "\n" not in str(info.value)
+
+
+def test_a_checked_url_names_the_addresses_it_checked_for_the_connection(monkeypatch):
+    answers = {"public.example": "93.184.216.34", "mixed.example": "10.0.0.7"}
+
+    def resolve(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers.get(host, "93.184.216.34"), port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    assert check_url("https://public.example/m.gguf") == ("93.184.216.34",)
+    assert check_url("https://mixed.example/m.gguf", private_hosts=True) is None  # any address will do
+    with pytest.raises(SourceError, match="local or private address"):
+        check_url("https://mixed.example/m.gguf")

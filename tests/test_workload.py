@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,13 +15,18 @@ from moe_model.workload import (
     PHASE_PROMPT,
     PHASE_WARMUP,
     Batching,
+    Workload,
+    WorkloadStream,
     _keep_output_rows,
     build_workload,
     load_any,
     load_recorded,
     load_token_trace,
     make_token_trace,
+    open_trace,
     save_npz,
+    stream_build,
+    stream_recorded,
     token_trace_from_csv,
 )
 
@@ -264,3 +270,100 @@ def test_an_out_of_memory_sized_trace_is_refused_before_building_in_one_line(mon
     assert "\n" not in str(info.value)
     monkeypatch.setattr(workload, "available_memory_bytes", lambda: 64 * 2**30)
     assert build_workload(trace, Batching(warmup=False)).n_records == 20_000 * 94  # positive control
+
+
+# --- streaming: chunk by chunk, the same records as held whole ---
+
+BUDGETS_GT = [14, 15, 19, 161, 403, 806, 1614]
+
+
+def _counts(model, work) -> list[dict]:
+    from moe_model.simulate import simulate_budgets
+
+    return [r.as_dict() for r in simulate_budgets(model, work, BUDGETS_GT)]
+
+
+@pytest.mark.parametrize(
+    "batching",
+    [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(warmup=False)],
+)
+def test_a_token_trace_batched_chunk_by_chunk_equals_the_whole_build(gt_model, batching):
+    from moe_model.synthetic import Knobs, Shape, generate
+
+    trace = generate(Shape(14, 128, 8), Knobs(), 300, seq_len=60)
+    whole = build_workload(trace, batching, 128)
+    stream = stream_build(trace, batching, 128, max_records=50)  # 3 ubatches of 14 layers a chunk
+    chunks = list(stream.chunks())
+    assert len(chunks) > 10 and all(c.n_records <= 50 for c in chunks)
+    assert np.array_equal(np.concatenate([c.ids for c in chunks]), whole.ids)
+    assert np.array_equal(np.concatenate([c.rec_ubatch for c in chunks]), whole.rec_ubatch)
+    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
+        whole.n_records,
+        len(whole.ids),
+        whole.decode_tokens,
+    )
+    assert np.array_equal(stream.ntok_values, np.unique(whole.rec_ntok))
+    assert _counts(gt_model, stream) == _counts(gt_model, whole)
+
+
+@pytest.mark.parametrize("case", ["b25", "np4_b25", "short_b25"])
+def test_a_recorded_trace_read_chunk_by_chunk_replays_to_the_counts_of_the_loaded_one(gt_model, case):
+    path = GROUNDTRUTH / "traces" / f"{case}.npz"
+    stream = stream_recorded(path, max_records=50)
+    chunks = list(stream.chunks())
+    assert all(c.n_records <= 100 for c in chunks)  # one block and the rest of a ubatch
+    firsts, lasts = [c.rec_ubatch[0] for c in chunks], [c.rec_ubatch[-1] for c in chunks]
+    assert all(a < b for a, b in zip(lasts, firsts[1:], strict=False))  # no ubatch split between chunks
+    loaded = load_recorded(path)
+    assert (stream.n_records, stream.n_ubatches, stream.decode_tokens) == (
+        loaded.n_records,
+        loaded.n_ubatches,
+        loaded.decode_tokens,
+    )
+    assert _counts(gt_model, stream) == _counts(gt_model, loaded)
+
+
+def test_a_recorded_trace_beyond_the_in_memory_limit_is_streamed_not_refused(tmp_path, monkeypatch):
+    import moe_model.workload as workload
+
+    path = tmp_path / "long.npz"
+    save_npz(path, load_recorded(GROUNDTRUTH / "traces" / "b25.npz"))
+    monkeypatch.setattr(workload, "MAX_NPZ_BYTES", 100_000)  # b25 holds 216 KB of arrays
+    with pytest.raises(WorkloadError, match="expands to .* above this tool's limit"):
+        load_any(str(path))
+    assert isinstance(open_trace(str(path)), WorkloadStream)
+
+
+def test_a_recorded_trace_whose_ids_run_backwards_is_loaded_whole_and_replays_the_same(gt_model, tmp_path):
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    spans = [work.ids[o : o + work.k * n] for o, n in zip(work.rec_off, work.rec_ntok, strict=True)]
+    ends = np.cumsum([len(s) for s in spans[::-1]])[::-1]  # the last record's ids first
+    backwards = replace(work, ids=np.concatenate(spans[::-1]), rec_off=ends - [len(s) for s in spans])
+    save_npz(tmp_path / "back.npz", backwards)
+    assert stream_recorded(tmp_path / "back.npz") is None  # a forward-only read cannot serve it
+    opened = open_trace(str(tmp_path / "back.npz"))
+    assert isinstance(opened, Workload)
+    assert _counts(gt_model, opened) == _counts(gt_model, work)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"ids": [1, 40_000]}, r"expert ids must be in 0\.\.4,095, got 1\.\.40,000"),
+        ({"rec_layer": [0, 5000]}, "layer indices must be in"),
+        ({"rec_k": [2, 3]}, r"mixes experts-per-token values \[2, 3\]"),
+        ({"rec_ntok": [1, 9]}, "records outside `ids`"),
+        ({"rec_ntok": [1, 2**62]}, "records outside `ids`"),
+        ({"rec_ubatch": [0]}, "record arrays of different lengths"),
+    ],
+)
+def test_a_streamed_recorded_trace_is_refused_with_the_message_of_a_loaded_one(tmp_path, edit, message):
+    arrays = {"rec_ubatch": [0, 1], "rec_layer": [0, 0], "rec_ntok": [1, 1], "rec_off": [0, 2], "rec_k": [2, 2]}
+    np.savez(tmp_path / "ok.npz", **arrays, ids=[1, 2, 3, 4])
+    assert open_trace(str(tmp_path / "ok.npz")).n_records == 2  # positive control
+    np.savez(tmp_path / "bad.npz", **({**arrays, "ids": [1, 2, 3, 4]} | edit))
+    with pytest.raises(WorkloadError, match=message) as loaded:
+        load_any(str(tmp_path / "bad.npz"))
+    with pytest.raises(WorkloadError) as streamed:
+        open_trace(str(tmp_path / "bad.npz"))
+    assert str(streamed.value) == str(loaded.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import traceback
 import weakref
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from moe_model.recommend import Option, recommend
 from moe_model.scenario import LOAD_MODES, Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
-from moe_model.sources import SourcePolicy, check_url, policy_from_env, resolve_source
+from moe_model.sources import SourcePolicy, check_url, deployment_settings, policy_from_env, resolve_source
 from moe_model.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
 from moe_model.traffic import from_workload, simulate_curve
 from moe_model.vram import VramBreakdown
@@ -150,8 +151,16 @@ def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
 
 
 def source_policy() -> SourcePolicy:
-    """What this deployment reads: decided by its bind address and MOE_EXPLORER_* settings (moe_model.sources)."""
-    return policy_from_env(st.get_option("server.address"))
+    """What this deployment reads: decided by its bind address and the MOE_EXPLORER_* settings, each from the
+    environment where set, else from [moe_explorer] in .streamlit/secrets.toml (moe_model.sources)."""
+    return policy_from_env(st.get_option("server.address"), deployment_settings(os.environ, _secrets()))
+
+
+def _secrets() -> dict:
+    try:
+        return st.secrets.to_dict()
+    except FileNotFoundError:  # no secrets file (Streamlit's own error subclasses it): the environment alone
+        return {}
 
 
 def sidebar_model() -> tuple[ModelSpec, str, str]:
