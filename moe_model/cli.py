@@ -453,29 +453,34 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
         prompt_tokens=args.prompt_tokens,
         n_ubatch=args.ubatch_size,
         offload_min_batch=args.offload_min_batch,
+        policy=getattr(args, "policy", ""),  # predict only: recommend ranks what llama.cpp's flags can select
     )
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):
     """A function giving the workload of a scenario: the user's trace or the model's synthetic preset.
 
-    Held in memory, not streamed: traffic.from_workload counts distinct experts per decode ubatch and runs the
-    CPU-share policy over one whole Workload, so a trace too big for that is refused before it is built."""
+    A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
+    replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
     from functools import lru_cache
 
     from moe_model.measured import synthetic_workload
+    from moe_model.policies import REFERENCE
     from moe_model.scenario import Scenario
 
-    trace = load_any(args.trace) if getattr(args, "trace", None) else None
+    path = getattr(args, "trace", None)
+    opened = open_trace(path) if path else None
 
     @lru_cache(maxsize=16)
-    def batched(concurrency: int, draft: int, accept: float) -> Workload:
-        sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept)
-        if trace is None:
-            return synthetic_workload(model, sc)
-        return workload_from(trace, Batching(concurrency, draft, accept), model.n_expert)
+    def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
+        if opened is None:
+            return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+        batching = Batching(concurrency, draft, accept)
+        if whole:
+            return workload_from(load_any(path), batching, model.n_expert)
+        return stream_from(opened, batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate)
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
 
 
 def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
@@ -686,6 +691,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hardware_args(pred)
     pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
     pred.add_argument("--budget-mib", type=_BUDGET, default=0)
+    pred.add_argument(
+        "--policy", default="", metavar="NAME", help="price another replacement policy's counts (what-if; see README)"
+    )
     source = pred.add_mutually_exclusive_group()
     source.add_argument("--hit-rate", type=_FRACTION, help="assume this hit rate (0..1) instead of simulating")
     source.add_argument("--trace", help="routing trace to simulate")

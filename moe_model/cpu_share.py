@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from moe_model.lru_kernel import check_kernel_inputs
+from moe_model.lru_kernel import check_kernel_inputs, record_experts
 from moe_model.model_spec import ModelSpec
 from moe_model.pool_rule import uses_pool
 from moe_model.slot_plan import Placement, plan_cache
@@ -66,13 +66,7 @@ def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_
         if not use[r]:
             continue
         clock += 1
-        nu = 0
-        for i in range(rec_off[r], rec_off[r] + ntok * k):
-            e = ids[i]
-            if seen[e] != r + 1:
-                seen[e] = r + 1
-                uniq[nu] = e
-                nu += 1
+        nu = record_experts(ids, rec_off[r], rec_off[r] + ntok * k, seen, r + 1, uniq)
         layer = rec_layer[r]
         base = layer * n_expert
         nm = 0

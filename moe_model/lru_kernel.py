@@ -25,6 +25,20 @@ from moe_model.errors import WorkloadError
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
 
 
+@njit(cache=True)
+def record_experts(ids, start, stop, seen, stamp, out) -> int:
+    """A record's distinct experts into `out`, in first-appearance order (llama.cpp's per-ubatch unique ids);
+    `seen[e] == stamp` marks the ones taken. Returns how many."""
+    n = 0
+    for i in range(start, stop):
+        e = ids[i]
+        if seen[e] != stamp:
+            seen[e] = stamp
+            out[n] = e
+            n += 1
+    return n
+
+
 def check_kernel_inputs(
     rec_layer: np.ndarray,
     rec_ntok: np.ndarray,

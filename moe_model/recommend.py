@@ -15,6 +15,7 @@ import numpy as np
 from moe_model.hardware import Hardware
 from moe_model.host_memory import HostMemory, host_memory
 from moe_model.model_spec import ModelSpec
+from moe_model.policies import EXACT, REFERENCE, get_policy
 from moe_model.scenario import Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement, min_budget_mib
@@ -118,7 +119,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
 
 def label(sc: Scenario, placement: Placement) -> str:
     cache = f" + {sc.budget_mib} MiB cache" if sc.budget_mib else " (no cache)"
-    share = f", CPU share {sc.cpu_share:g} (modelled policy)" if sc.cpu_share else ""
+    share = f", CPU share {sc.cpu_share:g} ({get_policy(sc.policy_name).label} policy)" if sc.cpu_share else ""
     pinned = ", pinned host experts (--load-mode none)" if sc.pinned else ""
     return placement.label + cache + pinned + share
 
@@ -167,7 +168,7 @@ def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, pr
     for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True)):
         if not layout.plan.starts:
             continue
-        if sc.cpu_share > 0:
+        if sc.policy_name != REFERENCE:  # other policies replay per budget
             out[i] = from_workload(model, layout, sc, workload_for(sc))
             continue
         passes.setdefault((layout.placement, sc.concurrency, sc.draft_tokens, sc.accept_rate), []).append(i)
@@ -186,12 +187,16 @@ def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, pr
     return out
 
 
+def _exact(sc) -> bool:
+    return get_policy(sc.policy_name).label == EXACT
+
+
 def rank(options: list[Option], rel_error: float) -> list[Option]:
     """Usable options fastest first; a modelled-policy option leads only if it wins by more than the error."""
     ok = sorted((o for o in options if o.usable), key=lambda o: -o.prediction.decode_tps)
-    exact = [o for o in ok if not o.prediction.scenario.cpu_share]
+    exact = [o for o in ok if _exact(o.prediction.scenario)]
     leader = ok[0].prediction if ok else None
-    if exact and leader.scenario.cpu_share and leader.decode_tps <= exact[0].prediction.decode_tps * (1 + rel_error):
+    if exact and not _exact(leader.scenario) and leader.decode_tps <= exact[0].prediction.decode_tps * (1 + rel_error):
         ok.remove(exact[0])
         ok.insert(0, exact[0])
     return ok + [o for o in options if not o.usable]

@@ -47,10 +47,17 @@ class Scenario:
     cache_type_v: str = "f16"
     fit_target_mib: float = FIT_MARGIN_MIB
     offload_min_batch: int = OFFLOAD_MIN_BATCH
+    policy: str = ""  # a registered replacement policy to model instead of the one the flags select ("")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cpu_share <= 1.0:
             raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
+        if self.policy:
+            from moe_model.policies import CPU_SHARE, get_policy  # lazy: `plan` never needs the kernels
+
+            get_policy(self.policy)  # raises, listing the names, on an unknown one
+            if self.cpu_share > 0 and self.policy != CPU_SHARE:
+                raise MoeModelError(f"--moe-cache-cpu-share is a knob of {CPU_SHARE}, not of {self.policy}")
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
             raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
         for value, limit, what in (
@@ -92,6 +99,19 @@ class Scenario:
         """Generated tokens per verification step: 1 + the expected leading run of accepted drafts."""
         p, d = self.accept_rate, self.draft_tokens
         return self.concurrency * (1 + sum(p**i for i in range(1, d + 1)))
+
+    @property
+    def policy_name(self) -> str:
+        """The replacement policy modelled: the one named, else what the flags select (b12191: a CPU share)."""
+        from moe_model.policies import CPU_SHARE, REFERENCE
+
+        return self.policy or (CPU_SHARE if self.cpu_share > 0 else REFERENCE)
+
+    @property
+    def policy_knobs(self) -> dict[str, float]:
+        from moe_model.policies import CPU_SHARE
+
+        return {"share": self.cpu_share} if self.policy_name == CPU_SHARE else {}
 
     def with_budget(self, budget_mib: int) -> Scenario:
         return replace(self, budget_mib=budget_mib)

@@ -33,6 +33,7 @@ import numpy as np
 
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
+from moe_model.policies import MODELLED, REFERENCE, get_policy
 from moe_model.scenario import Layout, Scenario, resolve
 from moe_model.traffic import Traffic, from_counts, from_hit_rate, independent_distinct
 from moe_model.vram import VramBreakdown
@@ -216,18 +217,19 @@ def decode_terms(
     cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
     host, on_cpu, slot, n_tensors, dense = _layer_arrays(model, layout)
     cached = traffic.cached & ~on_cpu
-    f = sc.cpu_share  # a share f of the misses runs on the CPU, beside the GPU's work on that layer
     distinct_bytes = traffic.distinct * slot
-    misses = np.where(cached, traffic.distinct - traffic.hits, 0.0)
-    gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - f * misses * slot, 0.0)) / gpu
+    on_host = np.where(cached, traffic.cpu_misses, 0.0)  # misses the policy computes on the CPU, beside the GPU
+    uploaded = np.where(cached, traffic.distinct - traffic.hits, 0.0) - on_host
+    gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - on_host * slot, 0.0)) / gpu
     copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
-    uploads = misses * (1 - f) * slot / link + misses * (1 - f) * n_tensors * copy_us / 1e6
-    cpu_work = np.where(cached, f * misses * slot, np.where(host, distinct_bytes, 0.0)) / cpu
+    uploads = uploaded * slot / link + uploaded * n_tensors * copy_us / 1e6
+    cpu_work = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0)) / cpu
     on_gpu = np.where(~host | cached, traffic.distinct * n_tensors, 0.0)
     launches = on_gpu.sum() * params.batch_expert_us / 1e3 if sc.tokens_per_ubatch > 1 else 0.0
-    hidden = np.where(cached, np.minimum(gpu_reads + uploads, cpu_work), 0.0)  # CPU share overlaps the GPU
+    hidden = np.where(cached, np.minimum(gpu_reads + uploads, cpu_work), 0.0)  # CPU misses overlap the GPU
     head = model.other_bytes - model.input_bytes  # output head and norms; the input embedding stays on the host
-    cpu_only = host & ~cached & (traffic.distinct > 0)
+    cpu_path = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0  # a CPU path in every cached layer
+    split_layers = (host & ~cached & (traffic.distinct > 0)) | (cached & cpu_path)
     return {
         "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3,
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
@@ -236,7 +238,7 @@ def decode_terms(
         "upload": float(uploads.sum() * MS),
         "sync": params.sync_us(hw) * int(cached.sum()) / 1e3,
         "experts_cpu": float((cpu_work.sum() - hidden.sum()) * MS),
-        "split": params.split_us(hw) * int(cpu_only.sum() + (cached.sum() if f > 0 else 0)) / 1e3,
+        "split": params.split_us(hw) * int(split_layers.sum()) / 1e3,
         "draft": params.draft_ms * sc.draft_tokens,
     }
 
@@ -270,11 +272,9 @@ def _notes(sc: Scenario, layout: Layout) -> list[str]:
     notes = []
     if not layout.vram.fits:
         notes.append(f"does not fit: {-layout.vram.free_mib:.0f} MiB over the GPU's memory")
-    if sc.cpu_share > 0:
-        notes.append(
-            "CPU share (b12191) is a modelled policy: misses split by an accumulated remainder, "
-            "lowest decayed-use score to the CPU, overlapping the GPU; exact formulas not seen"
-        )
+    policy = get_policy(sc.policy_name)
+    if policy.label == MODELLED:
+        notes.append(f"{policy.name} is a modelled policy (our reading of {policy.source}): {policy.summary}")
     return notes
 
 
@@ -347,13 +347,13 @@ def predict_curve(
     base: Scenario,
     results: list,
     n_ubatches: int,
-    share_traffic=None,
+    policy_traffic=None,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
 ) -> list[Prediction]:
-    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement).
-
-    With a CPU share, `share_traffic(scenario)` supplies each budget's traffic (a per-budget simulation).
+    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement:
+    the exact LRU). For another policy, `policy_traffic(scenario)` supplies each budget's traffic (a replay
+    of that policy per budget).
     """
     out = []
     for r in results:
@@ -361,8 +361,8 @@ def predict_curve(
         layout = resolve(model, hw, sc)
         traffic = None
         if layout.plan.starts:
-            if sc.cpu_share > 0 and share_traffic is not None:
-                traffic = share_traffic(sc)
+            if sc.policy_name != REFERENCE and policy_traffic is not None:
+                traffic = policy_traffic(sc)
             else:
                 traffic = from_counts(model, layout, sc, r.layer_hits, r.layer_lookups, n_ubatches, "simulated")
         out.append(

@@ -12,13 +12,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from moe_model.cpu_share import simulate_share
+from moe_model.errors import WorkloadError
 from moe_model.hardware import Hardware
 from moe_model.model_spec import ModelSpec
+from moe_model.policies import REFERENCE, get_policy, run_policy
 from moe_model.scenario import Layout, Scenario, resolve
-from moe_model.simulate import simulate, simulate_budgets
+from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement
-from moe_model.workload import PHASE_DECODE, Workload
+from moe_model.workload import PHASE_DECODE, Workload, WorkloadStream
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +30,11 @@ class Traffic:
     hits: np.ndarray  # [n_layer], cached layers only
     cached: np.ndarray  # [n_layer] bool: layers whose decode ubatches use the pool
     source: str
+    cpu: np.ndarray | None = None  # [n_layer]: misses the policy computes on the CPU instead of uploading
+
+    @property
+    def cpu_misses(self) -> np.ndarray:
+        return np.zeros_like(self.distinct) if self.cpu is None else np.where(self.cached, self.cpu, 0.0)
 
     @property
     def hit_rate(self) -> float | None:
@@ -36,9 +42,14 @@ class Traffic:
         return float(self.hits[self.cached].sum() / total) if total else None
 
     def shifted(self, points: float) -> Traffic:
-        """The same traffic with the hit rate moved by `points` percentage points (clamped to 0..100 %)."""
+        """The same traffic with the hit rate moved by `points` percentage points (clamped to 0..100 %); misses
+        keep the share the policy serves on the CPU."""
         hits = np.clip(self.hits + points / 100 * self.distinct, 0, self.distinct)
-        return replace(self, hits=np.where(self.cached, hits, 0.0))
+        if self.cpu is None:
+            return replace(self, hits=np.where(self.cached, hits, 0.0))
+        misses, new_misses = self.distinct - self.hits, self.distinct - hits
+        share = np.divide(self.cpu, misses, out=np.zeros_like(misses, dtype=float), where=misses > 0)
+        return replace(self, hits=np.where(self.cached, hits, 0.0), cpu=share * new_misses)
 
 
 def independent_distinct(n_expert: int, k: int, tokens: int) -> float:
@@ -51,11 +62,11 @@ def _estimated_distinct(model: ModelSpec, tokens: int) -> np.ndarray:
     return np.array([per_layer if layer.has_experts else 0.0 for layer in model.layers])
 
 
-def decode_distinct(work: Workload) -> np.ndarray:
-    """Mean distinct experts per decode ubatch, per layer, counted in the workload itself."""
+def _distinct_sums(work: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer: distinct experts summed over the decode records, and how many records."""
     decode = np.flatnonzero((work.rec_phase == PHASE_DECODE) & (work.rec_ntok > 0))
     if not len(decode):
-        return np.zeros(work.n_layer)
+        return np.zeros(work.n_layer), np.zeros(work.n_layer)
     lengths = work.rec_ntok[decode] * work.k
     starts = work.rec_off[decode]
     owner = np.repeat(np.arange(len(decode)), lengths)
@@ -65,15 +76,32 @@ def decode_distinct(work: Workload) -> np.ndarray:
     first = np.concatenate(([True], keys[1:] != keys[:-1]))
     per_record = np.bincount(keys[first] // work.n_expert, minlength=len(decode))
     layers = work.rec_layer[decode]
-    counts = np.bincount(layers, minlength=work.n_layer)
-    return np.bincount(layers, weights=per_record, minlength=work.n_layer) / np.maximum(counts, 1)
+    sums = np.bincount(layers, weights=per_record, minlength=work.n_layer)
+    return sums, np.bincount(layers, minlength=work.n_layer).astype(float)
+
+
+def _chunks(work: Workload | WorkloadStream):
+    return work.chunks() if isinstance(work, WorkloadStream) else (work,)
+
+
+def decode_distinct(work: Workload | WorkloadStream) -> np.ndarray:
+    """Mean distinct experts per decode ubatch, per layer, counted in the workload itself (a stream chunk by
+    chunk: its chunks hold whole records)."""
+    sums, counts = np.zeros(work.n_layer), np.zeros(work.n_layer)
+    for chunk in _chunks(work):
+        s, c = _distinct_sums(chunk)
+        sums, counts = sums + s, counts + c
+    return sums / np.maximum(counts, 1)
 
 
 def from_hit_rate(model: ModelSpec, layout: Layout, sc: Scenario, hit_rate: float) -> Traffic:
-    """Traffic of independent tokens at a given hit rate (a measured rate, or an assumption)."""
+    """Traffic of independent tokens at a given hit rate (a measured rate, or an assumption); the scenario's
+    policy says which share of the misses it computes on the CPU."""
     distinct = _estimated_distinct(model, sc.tokens_per_ubatch)
     cached = layout.cached_mask(model, sc.tokens_per_ubatch)
-    return Traffic(distinct, np.where(cached, distinct * hit_rate, 0.0), cached, f"hit rate {hit_rate:.3f} given")
+    hits = np.where(cached, distinct * hit_rate, 0.0)
+    on_cpu = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) * (distinct - hits)
+    return Traffic(distinct, hits, cached, f"hit rate {hit_rate:.3f} given", np.where(cached, on_cpu, 0.0))
 
 
 def from_counts(
@@ -85,6 +113,7 @@ def from_counts(
     n_ubatches: int,
     source: str,
     distinct: np.ndarray | None = None,
+    layer_cpu: np.ndarray | None = None,
 ) -> Traffic:
     """Per-ubatch traffic from a simulation's per-layer counts; uncached layers take `distinct` (the
     workload's own count) or the independent-token estimate."""
@@ -92,27 +121,33 @@ def from_counts(
     other = distinct if distinct is not None else _estimated_distinct(model, sc.tokens_per_ubatch)
     per_ub = max(n_ubatches, 1)
     looked = cached & (layer_lookups > 0)
+    cpu = None if layer_cpu is None else np.where(cached, layer_cpu / per_ub, 0.0)
     return Traffic(
-        np.where(looked, layer_lookups / per_ub, other), np.where(cached, layer_hits / per_ub, 0.0), cached, source
+        np.where(looked, layer_lookups / per_ub, other), np.where(cached, layer_hits / per_ub, 0.0), cached, source, cpu
     )
 
 
-def decode_ubatches(work: Workload) -> int:
+def decode_ubatches(work: Workload | WorkloadStream) -> int:
     """Number of decode ubatches in a workload (each layer sees each once)."""
-    return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+    return sum(int(((c.rec_phase == PHASE_DECODE) & (c.rec_layer == 0)).sum()) for c in _chunks(work))
 
 
-def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload) -> Traffic:
-    """Simulate the workload at the scenario's budget (with the modelled CPU-share policy when F > 0)."""
+def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload | WorkloadStream) -> Traffic:
+    """Replay the workload at the scenario's budget with the scenario's policy (the exact LRU by default, which
+    also takes a stream: never held whole; the other policies replay a whole Workload)."""
     n_ub, distinct = decode_ubatches(work), decode_distinct(work)
-    if sc.cpu_share > 0:
-        share = simulate_share(model, work, sc.budget_mib, sc.cpu_share, layout.placement)
-        lookups = share.hits + share.uploads + share.cpu
-        label = f"simulated with CPU share {sc.cpu_share} (modelled policy)"
-        return from_counts(model, layout, sc, share.hits, lookups, n_ub, label, distinct)
-    result = simulate(model, work, sc.budget_mib, layout.placement)
-    label = f"simulated: {work.label or 'trace'}"
-    return from_counts(model, layout, sc, result.layer_hits, result.layer_lookups, n_ub, label, distinct)
+    name = sc.policy_name
+    if name == REFERENCE:
+        result = simulate_budgets(model, work, [sc.budget_mib], layout.placement)[0]
+        label = f"simulated: {work.label or 'trace'}"
+        return from_counts(model, layout, sc, result.layer_hits, result.layer_lookups, n_ub, label, distinct)
+    if isinstance(work, WorkloadStream):
+        raise WorkloadError(f"{name} replays a whole workload, not a stream: give a shorter trace")
+    policy = get_policy(name)
+    res = run_policy(name, model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
+    knobs = ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
+    label = f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {policy.label} policy"
+    return from_counts(model, layout, sc, res.hits, res.lookups, n_ub, label, distinct, res.cpu)
 
 
 def simulate_curve(model: ModelSpec, hw: Hardware, work: Workload, base: Scenario, budgets: list[int]) -> list:

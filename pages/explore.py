@@ -30,9 +30,9 @@ from ui.common import (
     bundled_traces,
     cached_bundled_trace,
     cached_policy_comparison,
+    cached_policy_traffic,
     cached_recommend,
     cached_scenario_curve,
-    cached_share_traffic,
     cached_synthetic,
     cached_trace,
     content_key,
@@ -164,11 +164,11 @@ with friendly_errors():
     current = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (budget,))[0]
     n_ub = decode_ubatches(work)
 
-    def share_traffic(sc):
-        return cached_share_traffic(model, model_key, work, work_key, hw, hw_key, sc)
+    def policy_traffic(sc):
+        return cached_policy_traffic(model, model_key, work, work_key, hw, hw_key, sc)
 
     rel = time_model.rel_error
-    preds = predict_curve(model, hw, params, base, results, n_ub, share_traffic, rel, spread)
+    preds = predict_curve(model, hw, params, base, results, n_ub, policy_traffic, rel, spread)
     ram_ok = host_memory(model, hw, layout0.placement, load_mode).fits  # no speeds drawn for a host that cannot hold it
     speeds = [p.decode_tps if p.usable and ram_ok else None for p in preds]
     no_cache = {
@@ -186,7 +186,7 @@ with friendly_errors():
     logged = st.session_state.get("measured_points")
     if logged is not None and len(logged):
         measured = pd.concat([measured, logged[logged["model"] == model.name]], ignore_index=True)
-    chosen = predict_curve(model, hw, params, base, [current], n_ub, share_traffic, rel, spread)[0]
+    chosen = predict_curve(model, hw, params, base, [current], n_ub, policy_traffic, rel, spread)[0]
     same_without = predict(model, hw, params, base, rel_error=rel)
     with charts:
         headline = st.container()

@@ -343,3 +343,18 @@ def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memor
             assert (got[name]["hits"], got[name]["misses"]) == (stats.hits, stats.misses)
         assert got == json.loads(to_json(want.as_dict()))
     assert streamed[2]["small"]["hits"] > 0  # positive control: the cache works on it
+
+
+def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys):
+    from moe_model.cli import main
+    from moe_model.model_spec import load_model
+    from moe_model.simulate import simulate
+    from moe_model.workload import load_recorded
+
+    trace = GROUNDTRUTH / "traces" / "b25.npz"
+    argv = ["predict", "--model", str(GT_HEADER), "--hardware", "h200", "--budget-mib", "403", "--trace", str(trace)]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    exact = simulate(load_model(GT_HEADER), load_recorded(trace), 403)
+    decode_rate = exact.layer_hits.sum() / exact.layer_lookups.sum()
+    assert out["hit_rate"] == pytest.approx(decode_rate, rel=0.02) and out["routing"] == f"the trace {trace}"

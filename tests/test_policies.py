@@ -209,3 +209,41 @@ def test_the_learn_stepper_counts_what_the_policy_counts(policy, budget):
 def test_the_stepper_refuses_a_policy_it_cannot_show():
     with pytest.raises(MoeModelError, match="runs only in the simulator"):
         steps(toy_workload(), plan_cache(toy_model(), 48), 12, policy="belady")
+
+
+def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_model):
+    from dataclasses import replace
+
+    from moe_model.hardware import preset
+    from moe_model.scenario import Scenario, resolve
+    from moe_model.time_model import TimeParams, predict
+    from moe_model.traffic import decode_ubatches, from_workload
+
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    hw, params = preset("h200"), TimeParams()
+    lru = Scenario(budget_mib=GT_BUDGETS["b25"])
+    speeds = {}
+    for name in ("", "belady", "cpu-share-b12191"):
+        sc = replace(lru, policy=name, cpu_share=0.8 if name.startswith("cpu") else 0.0)
+        layout = resolve(gt_model, hw, sc)
+        traffic = from_workload(gt_model, layout, sc, work)
+        expected = run_policy(sc.policy_name, gt_model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
+        assert traffic.hits.sum() * decode_ubatches(work) == pytest.approx(expected.hits.sum())  # the policy's counts
+        speeds[name] = predict(gt_model, hw, params, sc, traffic, layout=layout).decode_tps
+    assert speeds["belady"] > speeds[""]  # fewer uploads, the same everything else
+    assert (
+        from_workload(
+            gt_model, resolve(gt_model, hw, replace(lru, cpu_share=0.8)), replace(lru, cpu_share=0.8), work
+        ).cpu_misses.sum()
+        > 0
+    )
+
+
+def test_a_scenario_refuses_an_unknown_policy_and_a_cpu_share_on_another_policy():
+    from moe_model.scenario import Scenario
+
+    with pytest.raises(MoeModelError, match="unknown policy"):
+        Scenario(policy="fifo")
+    with pytest.raises(MoeModelError, match="knob of cpu-share-b12191"):
+        Scenario(policy="belady", cpu_share=0.5)
+    assert Scenario(cpu_share=0.5).policy_name == "cpu-share-b12191" and Scenario().policy_name == REFERENCE

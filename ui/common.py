@@ -427,11 +427,11 @@ def cached_curve(
     return simulate_budgets(model, work, list(budgets), placement)
 
 
-@st.cache_data(show_spinner="Simulating the CPU share...", max_entries=256, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
-def cached_share_traffic(
+@st.cache_data(show_spinner="Replaying the policy...", max_entries=256, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+def cached_policy_traffic(
     model: ModelSpec, _model_key: str, work: Workload, _work_key: str, hw: Hardware, _hw_key: str, scenario: Scenario
 ):
-    """Traffic of one scenario with a CPU share (a per-budget simulation of the modelled policy)."""
+    """Traffic of one scenario under its policy when that is not the exact LRU (a per-budget replay)."""
     return from_workload(model, resolve(model, hw, scenario), scenario, work)
 
 

@@ -27,8 +27,19 @@ POLICIES: dict[str, Policy] = {
     )
 }
 REFERENCE = lru.POLICY.name
+CPU_SHARE = cpu_share.POLICY.name  # what llama.cpp's --moe-cache-cpu-share F > 0 selects (b12191)
 
-__all__ = ["EXACT", "MODELLED", "POLICIES", "REFERENCE", "Policy", "PolicyResult", "get_policy", "run_policy"]
+__all__ = [
+    "CPU_SHARE",
+    "EXACT",
+    "MODELLED",
+    "POLICIES",
+    "REFERENCE",
+    "Policy",
+    "PolicyResult",
+    "get_policy",
+    "run_policy",
+]
 
 
 def get_policy(name: str) -> Policy:

@@ -65,6 +65,7 @@ class Policy:
     summary: str
     run: Runner
     knobs: Mapping[str, object] = field(default_factory=dict)  # tunable parameters and their defaults
+    cpu_fraction: Callable[..., float] = lambda **knobs: 0.0  # misses served on the CPU, when only a rate is known
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}

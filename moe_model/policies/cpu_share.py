@@ -29,4 +29,5 @@ POLICY = Policy(
     "b11549's LRU, but once the pool is full a share of the misses runs on the CPU instead of being uploaded",
     run,
     {"share": 0.5},
+    lambda share=0.5: share,  # once the pool is full (always, at a hit rate below 100 %)
 )

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from moe_model.lru_kernel import record_experts
+
 
 @njit(cache=True)
 def _touch(s, p, prev, nxt, heads, tails):
@@ -64,13 +66,7 @@ def lru_lists_pass(rec_layer, rec_ntok, rec_off, rec_ubatch, use, ids, k, n_expe
             cur_round = rec_ubatch[r]
             for p in range(n_pools):
                 _unload_idle(p, heads, nxt, key_of, slot_of, last_round, cur_round - idle)
-        nu = 0
-        for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
-            e = ids[i]
-            if seen[e] != r + 1:
-                seen[e] = r + 1
-                uniq[nu] = e
-                nu += 1
+        nu = record_experts(ids, rec_off[r], rec_off[r] + rec_ntok[r] * k, seen, r + 1, uniq)
         layer = rec_layer[r]
         p = pool_of_layer[layer]
         base = layer * n_expert
