@@ -5,6 +5,8 @@ streamlit run app.py
 
 import streamlit as st
 
+from ui.common import warm_kernels_in_background
+
 # a local icon: a Material one is fetched from fonts.gstatic.com, and the app must work offline
 st.set_page_config(page_title="MoE Cache Explorer", page_icon="ui/icon.png", layout="wide")
 
@@ -20,3 +22,4 @@ PAGES = [
 st.sidebar.title("MoE Cache Explorer")
 st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
 st.navigation(PAGES).run()
+warm_kernels_in_background()  # compiles the kernels a few seconds after the first page, not during it

@@ -50,6 +50,7 @@ from ui.common import (
 )
 
 N_CURVE = 24
+N_SLIDER_STEPS = 40  # the budget slider's stops; the number box takes any value
 N_POLICY_BUDGETS = 8
 MAX_POLICY_UBATCHES = 5000  # bounds the per-budget policy runs (seconds each on the real GPT-OSS trace)
 
@@ -153,15 +154,21 @@ with friendly_errors():
     full = full_budget_mib(model, layout0.placement) or 1
     fits = max_budget_mib(model, hw, layout0.placement, base.n_ctx, kv_types=base.kv_types)
     top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)  # the slider ends where the cache stops fitting
+    step = max(1, -(-top // N_SLIDER_STEPS))  # slider stops the curve below simulates: a drag needs no new run
     with controls:
-        budget = budget_slider(st, top)
+        budget = budget_slider(st, top, step=step)
         if fits < lowest:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
     keep(prompt=int(prompt), draft=draft, accept=accept, share=share)
     hw_key = repr(hw)
-    budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist())))
+    stops = range(0, top + 1, step)
+    spread_out = np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist()
+    budgets = tuple(sorted({*spread_out, *(b for b in stops if b >= lowest)}))
     results = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, budgets)
-    current = cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (budget,))[0]
+    on_curve = {r.budget_mib: r for r in results}
+    current = (
+        on_curve.get(budget) or cached_scenario_curve(model, model_key, work, work_key, hw, hw_key, base, (budget,))[0]
+    )
     n_ub = decode_ubatches(work)
 
     def policy_traffic(sc):
@@ -190,6 +197,24 @@ with friendly_errors():
     same_without = predict(model, hw, params, base, rel_error=rel)
     with charts:
         headline = st.container()
+        host = host_memory(model, hw, chosen.layout.placement, load_mode)
+        with headline:  # drawn before the charts, so that it is the first thing a change updates
+            usable = fit_verdicts(chosen.vram, host)
+            if not chosen.starts:
+                st.error(f"At {current.budget_mib:,} MiB llama-server would not start: {chosen.error}")
+            elif usable:
+                lo, hi = chosen.decode_tps_range
+                cache_verdict = verdict(chosen, same_without) if current.budget_mib else "no cache"
+                st.markdown(
+                    f"**At {current.budget_mib:,} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
+                    f"{chosen.prefill_tps:,.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
+                    f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
+                    f"VRAM left {chosen.vram.free_mib:,.0f} MiB. The cache **{cache_verdict}** against the same "
+                    f"placement without it ({same_without.decode_tps:.1f} t/s)."
+                )
+            else:
+                st.markdown(f"**At {current.budget_mib:,} MiB**: does not fit, so no speed is shown.")
+            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx)
         st.plotly_chart(
             shade_unfit(
                 speed_curve(
@@ -212,24 +237,6 @@ with friendly_errors():
         a.plotly_chart(layer_hit_rates(current), width="stretch", key="layers")
         compare = {**no_cache, f"{placement_name} + {current.budget_mib} MiB": chosen}
         b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
-        host = host_memory(model, hw, chosen.layout.placement, load_mode)
-        with headline:
-            usable = fit_verdicts(chosen.vram, host)
-            if not chosen.starts:
-                st.error(f"At {current.budget_mib:,} MiB llama-server would not start: {chosen.error}")
-            elif usable:
-                lo, hi = chosen.decode_tps_range
-                cache_verdict = verdict(chosen, same_without) if current.budget_mib else "no cache"
-                st.markdown(
-                    f"**At {current.budget_mib:,} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
-                    f"{chosen.prefill_tps:,.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
-                    f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
-                    f"VRAM left {chosen.vram.free_mib:,.0f} MiB. The cache **{cache_verdict}** against the same "
-                    f"placement without it ({same_without.decode_tps:.1f} t/s)."
-                )
-            else:
-                st.markdown(f"**At {current.budget_mib:,} MiB**: does not fit, so no speed is shown.")
-            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx)
         for note in chosen.notes:
             st.caption(note)
         st.caption(f"Time model parameters: {params_source}. Residuals: the Reference page.")

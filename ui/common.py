@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
 import traceback
 import weakref
 from collections.abc import Callable
@@ -295,21 +296,29 @@ def _follow(moved: str, other: str) -> None:
     st.session_state[other] = st.session_state[moved]
 
 
-def budget_slider(box, top: int, default: int = 10000) -> int:
-    """--moe-cache-mib as a slider and a number box for an exact value, kept in step, both ending at `top` (the
-    largest that fits); kept across pages and in the URL."""
+def _snap_to_stop(step: int, top: int) -> None:
+    """A typed budget moves the slider to its nearest stop; the number box keeps the exact value."""
+    st.session_state["budget"] = min(top, round(st.session_state["budget_box"] / step) * step)
+
+
+def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
+    """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
+    `top` (the largest that fits); the box's value is the budget, kept across pages and in the URL."""
     value = kept("budget", min(default, top), int, 0, top)
-    budget = box.slider(
-        "--moe-cache-mib", 0, top, value, key="budget", on_change=_follow, args=("budget", "budget_box")
-    )
-    box.number_input(
-        "exact --moe-cache-mib (MiB)",
+    box.slider(
+        "--moe-cache-mib",
         0,
         top,
-        budget,
-        key="budget_box",
+        min(top, round(value / step) * step),
+        step,
+        key="budget",
         on_change=_follow,
-        args=("budget_box", "budget"),
+        args=("budget", "budget_box"),
+    )
+    budget = int(
+        box.number_input(
+            "exact --moe-cache-mib (MiB)", 0, top, value, key="budget_box", on_change=_snap_to_stop, args=(step, top)
+        )
     )
     keep(budget=budget)
     return budget
@@ -396,6 +405,21 @@ def cached_log(data: bytes) -> list[LogRun]:
 @st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
     return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
+
+
+WARM_UP_DELAY_S = 5.0  # after the first page has been drawn: the compiler would hold the GIL while it is
+
+
+@st.cache_resource(show_spinner=False)
+def warm_kernels_in_background() -> threading.Thread:
+    """Compile the numba kernels once per server process while the first page is read: a fresh install would
+    otherwise pay ~14 s inside the first simulation (numba caches them per install, moe_model.numba_cache)."""
+    from moe_model.warmup import warm_up
+
+    timer = threading.Timer(WARM_UP_DELAY_S, warm_up)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 @st.cache_data(
