@@ -410,7 +410,7 @@ def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft:
 WARM_UP_DELAY_S = 5.0  # after the first page has been drawn: the compiler would hold the GIL while it is
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=1, ttl=APP_CACHE_TTL_S)  # once per process and hour: cheap
 def warm_kernels_in_background() -> threading.Thread:
     """Compile the numba kernels once per server process while the first page is read: a fresh install would
     otherwise pay ~14 s inside the first simulation (numba caches them per install, moe_model.numba_cache)."""
