@@ -476,8 +476,9 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
         if opened is None:
             return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
         batching = Batching(concurrency, draft, accept)
-        if whole:
-            return workload_from(load_any(path), batching, model.n_expert)
+        if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
+            held = load_any(path) if isinstance(opened, WorkloadStream) else opened
+            return workload_from(held, batching, model.n_expert)
         return stream_from(opened, batching, model.n_expert)
 
     return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)

@@ -104,14 +104,20 @@ def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> flo
     return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
 
 
+def _t4_rows() -> pd.DataFrame:
+    """The seed's T4 rows that started and report a decode speed, with the --placement each one means."""
+    table = load_reference()
+    rows = table[(table["gpu"] == "Tesla T4") & table["starts"] & table["decode_tps"].notna()].copy()
+    rows["placement_name"] = ["fit" if str(p).startswith("--fit") else "cpu-moe" for p in rows["placement"]]
+    return rows
+
+
 def t4_points() -> list[Point]:
     """The T4 rows that started; --fit placements as the tool itself computes them."""
     hw, model = preset("Tesla T4"), _model("Qwen3-30B-A3B-Q4_K_M.gguf")
-    table = load_reference()
-    rows = table[(table["gpu"] == "Tesla T4") & table["starts"] & table["decode_tps"].notna()]
     points = []
-    for _, row in rows.iterrows():
-        placement = Placement.parse("fit" if str(row["placement"]).startswith("--fit") else "cpu-moe")
+    for _, row in _t4_rows().iterrows():
+        placement = Placement.parse(row["placement_name"])
         sc = Scenario(placement, int(row["moe_cache_mib"]), int(row["parallel"]))
         rate = row["hit_rate_small_pct"] if pd.notna(row["hit_rate_small_pct"]) else row["hit_rate_pct"]
         hit = float(rate) / 100 if pd.notna(rate) else None
@@ -125,13 +131,10 @@ def t4_points() -> list[Point]:
 
 def t4_predict_argv() -> dict[str, tuple[list[str], float]]:
     """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured t/s."""
-    table = load_reference()
-    rows = table[(table["gpu"] == "Tesla T4") & table["starts"] & table["decode_tps"].notna()]
     model = str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
     out = {}
-    for _, row in rows.iterrows():
-        placement = "fit" if str(row["placement"]).startswith("--fit") else "cpu-moe"
-        argv = ["predict", "--model", model, "--hardware", "t4", "--placement", placement]
+    for _, row in _t4_rows().iterrows():
+        argv = ["predict", "--model", model, "--hardware", "t4", "--placement", row["placement_name"]]
         argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"])), "--json"]
         out[row["id"]] = (argv, float(row["decode_tps"]))
     return out

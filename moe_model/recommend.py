@@ -20,7 +20,7 @@ from moe_model.scenario import Scenario, resolve
 from moe_model.simulate import simulate_budgets
 from moe_model.slot_plan import Placement, min_budget_mib
 from moe_model.time_model import Prediction, TimeParams, predict, verdict
-from moe_model.traffic import Traffic, decode_distinct, decode_ubatches, from_counts, from_workload
+from moe_model.traffic import Traffic, decode_counts, from_counts, from_workload
 from moe_model.vram import fit_host_layers, max_budget_mib
 from moe_model.workload import Workload
 
@@ -176,7 +176,7 @@ def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, pr
         work = workload_for(scenarios[members[0]])
         budgets = sorted({scenarios[i].budget_mib for i in members})
         by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
-        n_ub, distinct = decode_ubatches(work), decode_distinct(work)
+        n_ub, distinct = decode_counts(work)
         for i in members:
             r = by_budget[scenarios[i].budget_mib]
             out[i] = from_counts(

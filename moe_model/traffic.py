@@ -84,14 +84,20 @@ def _chunks(work: Workload | WorkloadStream):
     return work.chunks() if isinstance(work, WorkloadStream) else (work,)
 
 
-def decode_distinct(work: Workload | WorkloadStream) -> np.ndarray:
-    """Mean distinct experts per decode ubatch, per layer, counted in the workload itself (a stream chunk by
-    chunk: its chunks hold whole records)."""
-    sums, counts = np.zeros(work.n_layer), np.zeros(work.n_layer)
+def decode_counts(work: Workload | WorkloadStream) -> tuple[int, np.ndarray]:
+    """Decode ubatches, and mean distinct experts per decode ubatch per layer, in one pass over the workload
+    (a stream chunk by chunk: its chunks hold whole ubatches)."""
+    n_ubatches, sums, counts = 0, np.zeros(work.n_layer), np.zeros(work.n_layer)
     for chunk in _chunks(work):
+        n_ubatches += _decode_ubatches(chunk)
         s, c = _distinct_sums(chunk)
         sums, counts = sums + s, counts + c
-    return sums / np.maximum(counts, 1)
+    return n_ubatches, sums / np.maximum(counts, 1)
+
+
+def decode_distinct(work: Workload | WorkloadStream) -> np.ndarray:
+    """Mean distinct experts per decode ubatch, per layer, counted in the workload itself."""
+    return decode_counts(work)[1]
 
 
 def from_hit_rate(model: ModelSpec, layout: Layout, sc: Scenario, hit_rate: float) -> Traffic:
@@ -129,13 +135,17 @@ def from_counts(
 
 def decode_ubatches(work: Workload | WorkloadStream) -> int:
     """Number of decode ubatches in a workload (each layer sees each once)."""
-    return sum(int(((c.rec_phase == PHASE_DECODE) & (c.rec_layer == 0)).sum()) for c in _chunks(work))
+    return sum(_decode_ubatches(chunk) for chunk in _chunks(work))
+
+
+def _decode_ubatches(work: Workload) -> int:
+    return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
 
 
 def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload | WorkloadStream) -> Traffic:
     """Replay the workload at the scenario's budget with the scenario's policy (the exact LRU by default, which
     also takes a stream: never held whole; the other policies replay a whole Workload)."""
-    n_ub, distinct = decode_ubatches(work), decode_distinct(work)
+    n_ub, distinct = decode_counts(work)
     name = sc.policy_name
     if name == REFERENCE:
         result = simulate_budgets(model, work, [sc.budget_mib], layout.placement)[0]

@@ -239,6 +239,7 @@ class Batching:
 # --- loading and saving ---
 
 
+# what a damaged NPZ raises; zipfile raises NotImplementedError for a compression method it does not support
 _NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError)
 
 
