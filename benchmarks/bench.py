@@ -16,17 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_model import lru_kernel
-from moe_model.gguf_header import read_header
-from moe_model.gguf_writer import StringArray, header_bytes
-from moe_model.model_spec import load_model
-from moe_model.simulate import simulate_budgets
-from moe_model.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.synthetic import Knobs, Shape, generate
-from moe_model.workload import Batching, build_workload
+from moe_model.llama import lru_kernel
+from moe_model.llama.batching import build_workload
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
+from moe_model.readers.gguf import read_header
+from moe_model.readers.gguf_writer import StringArray, header_bytes
+from moe_model.readers.model_spec import load_model
+from moe_model.routing.synthetic import Knobs, Shape, generate
+from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-QWEN = ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+QWEN = ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
 
 
 def timed(fn, repeat: int = 3):
@@ -132,9 +133,9 @@ def bench_log() -> None:
     """A 200 MB llama-server log: real lines of a ground-truth run, then repeated slot chatter."""
     import tracemalloc
 
-    from moe_model.logs import parse_log
+    from moe_model.readers.logs import parse_log
 
-    head = (ROOT / "sample_data" / "groundtruth" / "logs" / "server_np4_b25.log").read_bytes()
+    head = (ROOT / "moe_model" / "data" / "groundtruth" / "logs" / "server_np4_b25.log").read_bytes()
     filler = b"0.10.000.000 I slot update_slots: id  0 | task 1 | kv cache rm [0, end) and some more padding\n" * 10_000
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.log"

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_model.model_spec import load_model
-from moe_model.simulate import simulate_budgets
-from moe_model.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.synthetic import Knobs, Shape, stream_workload
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
+from moe_model.readers.model_spec import load_model
+from moe_model.routing.synthetic import Knobs, Shape, stream_workload
 from moe_model.workload import Workload, WorkloadStream
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "sample_data" / "models" / "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+MODEL = ROOT / "moe_model" / "data" / "models" / "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 
 
 def tiled(stream: WorkloadStream, repeats: int) -> WorkloadStream:

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from moe_model.simulate import SimResult
-from moe_model.slot_plan import CachePlan
-from moe_model.time_model import Prediction
-from moe_model.vram import VramBreakdown
+from moe_model.llama.simulate import SimResult
+from moe_model.llama.slot_plan import CachePlan
+from moe_model.speed.time_model import Prediction
+from moe_model.speed.vram import VramBreakdown
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
 HOT, COLD, MISS = "#D55E00", "#0072B2", "#E69F00"

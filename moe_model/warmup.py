@@ -13,10 +13,12 @@ import numpy as np
 
 def warm_up() -> float:
     """Run every kernel on a tiny workload (each policy, the CPU share, the LRU at many budgets); seconds taken."""
-    from moe_model.model_spec import uniform_spec
+    from moe_model.llama.batching import build_workload
+    from moe_model.llama.simulate import simulate_budgets
     from moe_model.policies import POLICIES, run_policy
-    from moe_model.simulate import simulate_budgets
-    from moe_model.workload import Batching, build_workload, make_token_trace
+    from moe_model.readers.model_spec import uniform_spec
+    from moe_model.readers.traces import make_token_trace
+    from moe_model.workload import Batching
 
     start = time.perf_counter()
     model = uniform_spec(2, 8, 2)

@@ -15,16 +15,16 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
-from moe_model.host_memory import host_memory
-from moe_model.measurements import load_reference
+from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import POLICIES, REFERENCE
-from moe_model.policies.compare import predicted_tps
-from moe_model.scenario import Scenario, resolve
-from moe_model.slot_plan import Placement, full_budget_mib, min_budget_mib
-from moe_model.synthetic import preset_for
-from moe_model.time_model import predict, predict_curve, verdict
-from moe_model.traffic import decode_ubatches
-from moe_model.vram import max_budget_mib
+from moe_model.routing.synthetic import preset_for
+from moe_model.speed.host_memory import host_memory
+from moe_model.speed.measurements import load_reference
+from moe_model.speed.policy_compare import predicted_tps
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.time_model import predict, predict_curve, verdict
+from moe_model.speed.traffic import decode_ubatches
+from moe_model.speed.vram import max_budget_mib
 from ui.common import (
     budget_slider,
     bundled_traces,

@@ -5,12 +5,12 @@ import time
 import streamlit as st
 
 from moe_model.charts import pool_heatmap
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, pool_need
+from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, run_policy
 from moe_model.policies.lazy_unload import idle_limit
-from moe_model.pool_rule import OFFLOAD_MIN_BATCH, pool_need
-from moe_model.slot_plan import plan_cache
-from moe_model.stepper import STEPPABLE, Step, steps
-from moe_model.toy import N_EXPERT, toy_model, toy_workload
+from moe_model.policies.stepper import STEPPABLE, Step, steps
+from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
 from ui.common import friendly_errors, sidebar_session
 
 MAX_TOY_BUDGET = 160

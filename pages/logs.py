@@ -5,17 +5,18 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from moe_model.calibration import calibrate_machine
 from moe_model.charts import measured_curves
 from moe_model.errors import MoeModelError
-from moe_model.hardware import preset
-from moe_model.measured import log_points
-from moe_model.measurements import crosscheck, point_from_run
-from ui.common import ROOT, cached_log, friendly_errors, sidebar_hardware, sidebar_model
+from moe_model.resources import data_path
+from moe_model.speed.calibration import calibrate_machine
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import log_points
+from moe_model.speed.measurements import crosscheck, point_from_run
+from ui.common import cached_log, friendly_errors, sidebar_hardware, sidebar_model
 from ui.tables import readable, run_summary
 
-EXAMPLES = {p.name: p for p in sorted((ROOT / "sample_data" / "logs").glob("*.log"))} | {
-    f"real H200 run: {p.name}": p for p in sorted((ROOT / "sample_data" / "groundtruth" / "logs").glob("server_*.log"))
+EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
+    f"real H200 run: {p.name}": p for p in sorted(data_path("groundtruth", "logs").glob("server_*.log"))
 }
 
 st.header("Logs")

@@ -7,11 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import plan_slots, vram_bar
-from moe_model.host_memory import host_memory
-from moe_model.recommend import command_line
-from moe_model.scenario import Scenario, resolve
-from moe_model.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
-from moe_model.vram import max_budget_mib
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
+from moe_model.speed.host_memory import host_memory
+from moe_model.speed.recommend import command_line
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.vram import max_budget_mib
 from ui.common import (
     budget_slider,
     fit_verdicts,

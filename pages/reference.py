@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.calibration import load_calibration
 from moe_model.charts import left_out_predictions
-from moe_model.measured import field_rows
-from moe_model.measurements import load_reference
+from moe_model.speed.calibration import load_calibration
+from moe_model.speed.measured import field_rows
+from moe_model.speed.measurements import load_reference
 from ui.common import friendly_errors, sidebar_session
 from ui.tables import readable
 

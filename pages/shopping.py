@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.calibration import default_time_model
 from moe_model.charts import shopping_bars
-from moe_model.hardware import PRESETS, Hardware
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.hardware import PRESETS, Hardware
 from ui.common import (
     cached_recommend,
     friendly_errors,

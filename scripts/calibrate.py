@@ -1,4 +1,4 @@
-"""Fit the time model on every measured machine, check it machine by machine, write sample_data/calibration.json.
+"""Fit the time model on every measured machine, check it machine by machine, write moe_model/data/calibration.json.
 
 Leave one machine out: fit on the other machines, predict the left-out machine's points (and its cache
 verdicts) through the same `predict` a user runs. Prints the README's table. A few minutes on 2 cores.
@@ -16,7 +16,8 @@ from dataclasses import asdict
 
 import numpy as np
 
-from moe_model.calibration import (
+from moe_model.cli.main import main as cli_main
+from moe_model.speed.calibration import (
     CALIBRATION_JSON,
     cache_verdicts,
     decode_errors,
@@ -25,8 +26,7 @@ from moe_model.calibration import (
     prefill_errors,
     relative_error,
 )
-from moe_model.cli import main as cli_main
-from moe_model.measured import all_points, field_rows, t4_predict_argv
+from moe_model.speed.measured import all_points, field_rows, t4_predict_argv
 
 MACHINE_NAMES = {
     "t4": "Tesla T4 (seed article)",
@@ -54,7 +54,7 @@ def main() -> None:
     excluded = excluded[excluded["use"] == "no"]
     record = {
         "fitted_to": "every measured machine at once: seed T4 rows, the H200 ground-truth runs 1 and 3, and the "
-        "field rows of sample_data/field_rows.csv; machines weighted equally; squared log errors",
+        "field rows of moe_model/data/field_rows.csv; machines weighted equally; squared log errors",
         "params": asdict(params),
         "rel_error": rel,
         "machines": sorted({p.machine for p in points}),

@@ -1,14 +1,14 @@
-"""Fit the synthetic routing presets and write sample_data/synthetic_presets.json.
+"""Fit the synthetic routing presets and write moe_model/data/synthetic_presets.json.
 
 - gpt-oss-20b: fitted to the bundled real trace (shared-pool LRU hit rates at 25/50/75 % of all
   (layer, expert) pairs, top-quarter popularity share, next-token overlap).
-- Qwen3-30B-A3B: fitted to the measured T4 hit rates in sample_data/reference-measurements.csv
+- Qwen3-30B-A3B: fitted to the measured T4 hit rates in moe_model/data/reference-measurements.csv
   (--cpu-moe --moe-cache-mib 10000, one stream and 4 concurrent streams), starting from the
   gpt-oss-20b knobs; t4-fit-cache10 (--fit, ~20 layers in RAM, 1,671 MiB) is held out.
 - Qwen3.8-Flash-Next (512 experts, 10 used): fitted to the published ubatch <= 8 hit rates of the R9700
   field rows (--n-cpu-moe 41, 2-14 GiB) and the seed's CPU-share rows flash-6464-s0 / flash-19392-s0
   (--cpu-moe), starting from the Qwen3-30B-A3B knobs; the V620 rows (--n-cpu-moe 34/40/48) are held out.
-  Each row is simulated at its own placement and budget with its own header (sample_data/models).
+  Each row is simulated at its own placement and budget with its own header (moe_model/data/models).
 
 Every preset stores spread_points: the larger of its rms error on the rows it was fitted to and on the
 rows held out (hit-rate points), for prediction ranges.
@@ -28,21 +28,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from moe_model.model_spec import load_model
-from moe_model.simulate import simulate, simulate_budgets
-from moe_model.slot_plan import Placement
-from moe_model.synthetic import PRESETS_PATH, Knobs, Shape, TraceStats, coordinate_fit, fit_knobs, generate
-from moe_model.workload import Batching, build_workload, load_token_trace
+from moe_model.llama.batching import build_workload
+from moe_model.llama.simulate import simulate, simulate_budgets
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.readers.traces import load_token_trace
+from moe_model.routing.synthetic import PRESETS_PATH, Knobs, Shape, TraceStats, coordinate_fit, fit_knobs, generate
+from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "sample_data"
+SAMPLE = ROOT / "moe_model" / "data"
 QWEN_TOKENS = 8000
 FLASH_TOKENS = 3000
 FLASH_SHAPE = Shape(48, 512, 10)
 # Rows from ../shared/reference/field-measurements.csv and the seed table.
-# (id, header in sample_data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, published ubatch <= 8
+# (id, header in moe_model/data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, published ubatch <= 8
 # hit rate %, role). Field rows as field-measurements.csv gives them; the seed rows' values come from
-# sample_data/reference-measurements.csv (None here).
+# moe_model/data/reference-measurements.csv (None here).
 FLASH_ROWS = (
     ("r9700-ncmoe41-2048", "Qwen3.8-Flash-Next-R9700.gguf", 41, 2048, 45.4, "fit"),
     ("r9700-ncmoe41-4096", "Qwen3.8-Flash-Next-R9700.gguf", 41, 4096, 61.0, "fit"),
@@ -70,7 +72,7 @@ def fit_gpt_oss() -> dict:
     achieved = TraceStats.of(generate(Shape(24, 32, 4), knobs, 40_000, seed=1), 32)
     return {
         "knobs": asdict(knobs),
-        "fitted_to": "sample_data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
+        "fitted_to": "moe_model/data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
         "of all (layer, expert) pairs, top-quarter popularity share, next-token overlap",
         "target": asdict(target),
         "achieved_40k_tokens_new_seed": asdict(achieved),
@@ -103,7 +105,7 @@ def fit_qwen(start: Knobs) -> dict:
     return {
         "knobs": asdict(knobs),
         "fitted_to": "T4 measurements t4-cpumoe-10000 (ubatch <= 8 hit rate) and t4-cpumoe-10000-np4 (4 concurrent) "
-        "in sample_data/reference-measurements.csv, simulated at --cpu-moe --moe-cache-mib 10000",
+        "in moe_model/data/reference-measurements.csv, simulated at --cpu-moe --moe-cache-mib 10000",
         "target_pct": {"concurrency_1": target[0], "concurrency_4": target[1]},
         "achieved_pct_new_seed": dict(
             zip(("concurrency_1", "concurrency_4"), qwen_hit_rates(model, knobs, seed=1), strict=True)

@@ -16,16 +16,18 @@ import numpy as np
 import plotly
 
 from moe_model.charts import policy_curves
-from moe_model.model_spec import load_model
+from moe_model.llama.batching import build_workload
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.policies import POLICIES, REFERENCE
-from moe_model.policies.compare import compare
 from moe_model.policies.static_set import split_workload
-from moe_model.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.workload import Batching, build_workload, load_token_trace
+from moe_model.readers.model_spec import load_model
+from moe_model.readers.traces import load_token_trace
+from moe_model.speed.policy_compare import compare
+from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "sample_data" / "models" / "gpt-oss-20b-MXFP4.gguf"
-TRACE = ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz"
+MODEL = ROOT / "moe_model" / "data" / "models" / "gpt-oss-20b-MXFP4.gguf"
+TRACE = ROOT / "moe_model" / "data" / "traces" / "gpt-oss-20b" / "routing.npz"
 PNG = ROOT / "docs" / "policy-curves-gpt-oss-20b.png"
 N_BUDGETS = 12
 TABLE_BUDGETS = (1, 3, 6, 9)  # indices into the budgets printed in the README table

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "sample_data"
+SAMPLE = ROOT / "moe_model" / "data"
 GROUNDTRUTH = SAMPLE / "groundtruth"
 GT_HEADER = GROUNDTRUTH / "synthetic-qwen3moe-Q4_K_M-header.gguf"
 MODELS = SAMPLE / "models"
@@ -42,13 +42,13 @@ def gt_log_lines(case: str, pattern: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def gt_model():
-    from moe_model.model_spec import load_model
+    from moe_model.readers.model_spec import load_model
 
     return load_model(GT_HEADER)
 
 
 @pytest.fixture(scope="session")
 def qwen30b():
-    from moe_model.model_spec import load_model
+    from moe_model.readers.model_spec import load_model
 
     return load_model(QWEN30B)

@@ -268,7 +268,7 @@ def test_a_local_path_or_url_can_be_given_and_a_bad_one_gets_a_message(tmp_path)
     for outside in (tmp_path / "missing.gguf", "/etc/shadow", "/proc/self/environ"):  # no oracle, no echo
         at.sidebar.text_input(key="model_path").set_value(str(outside)).run()
         (message,) = [e.value for e in at.error]
-        assert not at.exception and message.startswith("only files in the allowed folders (sample_data) are read")
+        assert not at.exception and message.startswith("only files in the allowed folders (the bundled data) are read")
     at.sidebar.text_input(key="model_path").set_value("http://169.254.169.254/latest/meta-data/").run()
     assert not at.exception and any("local or private address" in e.value for e in at.error)
 
@@ -289,7 +289,7 @@ def test_explore_refuses_a_trace_whose_expert_id_would_wrap_in_int16():
 
 
 def test_uploading_a_header_with_block_count_2_to_the_32_is_refused_with_the_limit():
-    from moe_model.gguf_writer import header_bytes
+    from moe_model.readers.gguf_writer import header_bytes
 
     meta = {"general.architecture": "qwen3moe", "qwen3moe.block_count": 2**32 - 1}
     meta |= {"qwen3moe.expert_count": 128, "qwen3moe.expert_used_count": 8}
@@ -376,14 +376,14 @@ def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
 
 
 def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
-    from moe_model.cli import main
+    from moe_model.cli.main import main
 
     at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model="Qwen3-30B-A3B-Q4_K_M.gguf", ctx="8192")
     at.toggle(key="best").set_value(True).run()
     explore = best_label(at)
     at.switch_page("pages/shopping.py").run()
     shop = at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "best setting"]
-    model = str(ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+    model = str(ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
     main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
     cli = json.loads(capsys.readouterr().out)["best"]["label"]
     assert explore == shop == cli, (explore, shop, cli)

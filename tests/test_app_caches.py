@@ -8,11 +8,12 @@ from conftest import QWEN30B
 from gguf import GGMLQuantizationType as T
 from streamlit.runtime.caching.cache_data_api import _data_caches
 
-from moe_model.gguf_writer import header_bytes
 from moe_model.limits import APP_CACHE_TTL_S
-from moe_model.model_spec import load_model, uniform_spec
-from moe_model.slot_plan import Placement
-from moe_model.workload import build_workload, make_token_trace
+from moe_model.llama.batching import build_workload
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.gguf_writer import header_bytes
+from moe_model.readers.model_spec import load_model, uniform_spec
+from moe_model.readers.traces import make_token_trace
 from ui import common
 
 

@@ -209,7 +209,15 @@ def shopping_pick(page, gpu: str) -> str:
 
 
 def cli_best(gpu: str, model: str, ctx: int = 4096, ram: float | None = None) -> str:
-    args = ["--model", str(ROOT / "sample_data" / "models" / model), "--hardware", gpu, "--ctx", str(ctx), "--json"]
+    args = [
+        "--model",
+        str(ROOT / "moe_model" / "data" / "models" / model),
+        "--hardware",
+        gpu,
+        "--ctx",
+        str(ctx),
+        "--json",
+    ]
     args += ["--ram-gib", str(ram)] if ram else []
     out = subprocess.run(
         [sys.executable, "-m", "moe_model", "recommend", *args], capture_output=True, text=True, cwd=ROOT

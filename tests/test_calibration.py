@@ -8,7 +8,10 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT
 
-from moe_model.calibration import (
+from moe_model.errors import MoeModelError
+from moe_model.readers.logs import parse_log
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.calibration import (
     calibrate_machine,
     decode_errors,
     default_time_model,
@@ -17,14 +20,11 @@ from moe_model.calibration import (
     load_machine,
     save_machine,
 )
-from moe_model.errors import MoeModelError
-from moe_model.hardware import preset
-from moe_model.logs import parse_log
-from moe_model.measured import decode_hit_rate, h200_points, log_points
-from moe_model.model_spec import load_model
-from moe_model.time_model import TimeParams, predict
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import decode_hit_rate, h200_points, log_points
+from moe_model.speed.time_model import TimeParams, predict
 
-RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
+RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
 
 
 @pytest.fixture(scope="module")

@@ -234,7 +234,7 @@ def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_p
 
 def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of the CLI run in this process (faster than a subprocess)."""
-    from moe_model.cli import main
+    from moe_model.cli.main import main
 
     try:
         code = main(list(args))
@@ -287,8 +287,8 @@ def test_parse_log_json_is_valid_when_a_logged_number_overflows(tmp_path, capsys
 def test_plain_predict_on_the_seed_t4_rows_stays_in_the_band_where_the_layer_count_is_not_in_doubt(capsys):
     # the two --fit rows are reported in the README, not pinned: the article's own layer count (~20 in host
     # memory) disagrees with what --fit computes for llama-server's defaults (17), so no time model can match
-    from moe_model.cli import main
-    from moe_model.measured import t4_predict_argv
+    from moe_model.cli.main import main
+    from moe_model.speed.measured import t4_predict_argv
 
     band = {"t4-cpumoe-50": 0.10, "t4-cpumoe-10000": 0.10, "t4-cpumoe-10000-np4": 0.15, "t4-fit": 0.10}
     for name, (argv, measured) in t4_predict_argv().items():
@@ -300,10 +300,11 @@ def test_plain_predict_on_the_seed_t4_rows_stays_in_the_band_where_the_layer_cou
 
 
 def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memory_counts(tmp_path, capsys, gt_model):
-    from moe_model.cli import to_json
+    from moe_model.cli.main import to_json
     from moe_model.limits import SIM_CHUNK_RECORDS
-    from moe_model.simulate import simulate_budgets
-    from moe_model.workload import Workload, WorkloadStream, load_recorded, open_trace, save_npz
+    from moe_model.llama.simulate import simulate_budgets
+    from moe_model.readers.traces import load_recorded, open_trace, save_npz
+    from moe_model.workload import Workload, WorkloadStream
 
     one = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
     times = 10  # 36,120 records, more than one chunk; each repeat with its expert ids rotated
@@ -346,10 +347,10 @@ def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memor
 
 
 def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys):
-    from moe_model.cli import main
-    from moe_model.model_spec import load_model
-    from moe_model.simulate import simulate
-    from moe_model.workload import load_recorded
+    from moe_model.cli.main import main
+    from moe_model.llama.simulate import simulate
+    from moe_model.readers.model_spec import load_model
+    from moe_model.readers.traces import load_recorded
 
     trace = GROUNDTRUTH / "traces" / "b25.npz"
     argv = ["predict", "--model", str(GT_HEADER), "--hardware", "h200", "--budget-mib", "403", "--trace", str(trace)]

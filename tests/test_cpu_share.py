@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import GROUNDTRUTH
 
-from moe_model.cpu_share import simulate_share
-from moe_model.simulate import simulate
-from moe_model.workload import load_recorded
+from moe_model.llama.simulate import simulate
+from moe_model.policies.cpu_share_kernel import simulate_share
+from moe_model.readers.traces import load_recorded
 
 
 @pytest.mark.parametrize("budget", [15, 161, 403, 1614])

@@ -17,10 +17,10 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType
 
 from moe_model.errors import GGUFError, SourceError, TruncatedHeaderError
-from moe_model.gguf_header import SkippedArray, parse_header, read_header, read_model_headers
-from moe_model.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
-from moe_model.model_spec import load_model
-from moe_model.sources import check_url
+from moe_model.readers.gguf import SkippedArray, parse_header, read_header, read_model_headers
+from moe_model.readers.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
+from moe_model.readers.model_spec import load_model
+from moe_model.readers.sources import check_url
 
 TINY_META = {
     "general.architecture": "qwen3moe",

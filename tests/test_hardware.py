@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from moe_model.errors import MoeModelError
-from moe_model.hardware import PRESETS, Hardware, preset
+from moe_model.speed.hardware import PRESETS, Hardware, preset
 
 
 @pytest.mark.parametrize(

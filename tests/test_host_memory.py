@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from moe_model.hardware import preset
-from moe_model.host_memory import HOST_RESERVE_MIB, host_memory
-from moe_model.slot_plan import Placement
+from moe_model.llama.slot_plan import Placement
+from moe_model.speed.hardware import preset
+from moe_model.speed.host_memory import HOST_RESERVE_MIB, host_memory
 
 
 def test_cpu_moe_keeps_every_expert_and_the_input_embedding_in_ram(qwen30b):

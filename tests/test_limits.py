@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from moe_model.cpu_share import simulate_share
 from moe_model.errors import MoeModelError, WorkloadError
 from moe_model.limits import MAX_CONCURRENCY, check_at_most
-from moe_model.model_spec import uniform_spec
-from moe_model.scenario import Scenario
-from moe_model.simulate import simulate
-from moe_model.slot_plan import plan_cache
-from moe_model.stepper import steps
+from moe_model.llama.simulate import simulate
+from moe_model.llama.slot_plan import plan_cache
+from moe_model.policies.cpu_share_kernel import simulate_share
+from moe_model.policies.stepper import steps
+from moe_model.readers.model_spec import uniform_spec
+from moe_model.speed.scenario import Scenario
 from moe_model.workload import PHASE_DECODE, Workload
 
 MODEL = uniform_spec(2, 8, 2)

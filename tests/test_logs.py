@@ -8,7 +8,7 @@ import pytest
 from conftest import GROUNDTRUTH, SAMPLE
 
 from moe_model.errors import LogError
-from moe_model.logs import parse_lines, parse_log
+from moe_model.readers.logs import parse_lines, parse_log
 
 LOGS = GROUNDTRUTH / "logs"
 NP4 = (LOGS / "server_np4_b25.log").read_text(errors="replace")

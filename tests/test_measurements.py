@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS, QWEN30B, SAMPLE
 
-from moe_model.logs import parse_log
-from moe_model.measurements import COLUMNS, crosscheck, derive, load_reference, point_from_run
-from moe_model.model_spec import load_model
+from moe_model.readers.logs import parse_log
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.measurements import COLUMNS, crosscheck, derive, load_reference, point_from_run
 
 STARTING = sorted(p.stem for p in (GROUNDTRUTH / "logs").glob("*.log") if not p.stem.endswith(("minus1", "off")))
 
 
-def test_reference_table_is_loaded_from_sample_data_in_the_schema():
+def test_reference_table_is_loaded_from_the_bundled_data_in_the_schema():
     table = load_reference()
     assert tuple(table.columns) == COLUMNS
     row = table.set_index("id").loc["t4-cpumoe-10000"]
@@ -59,8 +59,8 @@ def test_a_log_without_cache_lines_has_no_budget_to_check(gt_model):
 
 
 def test_slots_the_header_cannot_give_leave_the_budget_unknown_instead_of_hanging(gt_model):
-    from moe_model.measurements import infer_budget
-    from moe_model.slot_plan import Placement
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.speed.measurements import infer_budget
 
     (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
     assert infer_budget(run, gt_model, Placement()) == 403  # positive control

@@ -11,17 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_simulate import make_workload, random_runs, tiny_model
 
-from moe_model.cli import main
+from moe_model.cli.main import main
 from moe_model.errors import MoeModelError
+from moe_model.llama.simulate import simulate, simulate_budgets
+from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, run_policy
 from moe_model.policies.base import group_records
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
-from moe_model.simulate import simulate, simulate_budgets
-from moe_model.slot_plan import plan_cache
-from moe_model.stepper import STEPPABLE, steps
-from moe_model.toy import toy_model, toy_workload
-from moe_model.workload import load_recorded
+from moe_model.policies.stepper import STEPPABLE, steps
+from moe_model.readers.traces import load_recorded
+from moe_model.routing.toy import toy_model, toy_workload
 
 TWO_SLOTS, FOUR_SLOTS = 9, 15  # toy budgets in MiB: 3 MiB slots, minus llama.cpp's guard slot
 
@@ -214,10 +214,10 @@ def test_the_stepper_refuses_a_policy_it_cannot_show():
 def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_model):
     from dataclasses import replace
 
-    from moe_model.hardware import preset
-    from moe_model.scenario import Scenario, resolve
-    from moe_model.time_model import TimeParams, predict
-    from moe_model.traffic import decode_ubatches, from_workload
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.scenario import Scenario, resolve
+    from moe_model.speed.time_model import TimeParams, predict
+    from moe_model.speed.traffic import decode_ubatches, from_workload
 
     work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
     hw, params = preset("h200"), TimeParams()
@@ -240,7 +240,7 @@ def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_mode
 
 
 def test_a_scenario_refuses_an_unknown_policy_and_a_cpu_share_on_another_policy():
-    from moe_model.scenario import Scenario
+    from moe_model.speed.scenario import Scenario
 
     with pytest.raises(MoeModelError, match="unknown policy"):
         Scenario(policy="fifo")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from moe_model.calibration import default_time_model
-from moe_model.hardware import preset
-from moe_model.measured import synthetic_workload
-from moe_model.recommend import recommend
-from moe_model.scenario import Scenario
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import synthetic_workload
+from moe_model.speed.recommend import recommend
+from moe_model.speed.scenario import Scenario
 
 
 def test_recommend_ranks_usable_options_first_and_gives_a_command_with_lv_4(qwen30b):
@@ -29,19 +29,19 @@ def test_recommend_ranks_usable_options_first_and_gives_a_command_with_lv_4(qwen
 
 
 def test_a_url_model_gets_mu_in_the_command():
-    from moe_model.recommend import command_line
-    from moe_model.slot_plan import Placement
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.speed.recommend import command_line
 
     line = command_line("https://host/m.gguf", Scenario(budget_mib=100), Placement())
     assert line.startswith("llama-server -mu https://host/m.gguf --cpu-moe --moe-cache-mib 100")
 
 
 def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(qwen30b):
-    from moe_model.calibration import default_time_model
-    from moe_model.hardware import preset
-    from moe_model.measured import synthetic_workload
-    from moe_model.recommend import recommend
-    from moe_model.scenario import Scenario
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.measured import synthetic_workload
+    from moe_model.speed.recommend import recommend
+    from moe_model.speed.scenario import Scenario
 
     hw = preset("RTX 3060 12GB").with_changes(ram_gib=8.0)
     work = synthetic_workload(qwen30b, Scenario())

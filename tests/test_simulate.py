@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from reference_lru import reference_counts
 
 from moe_model.errors import WorkloadError
-from moe_model.simulate import simulate, simulate_budgets
-from moe_model.slot_plan import MIB, plan_cache
-from moe_model.toy import toy_model
-from moe_model.workload import PHASE_DECODE, Workload, load_recorded
+from moe_model.llama.simulate import simulate, simulate_budgets
+from moe_model.llama.slot_plan import MIB, plan_cache
+from moe_model.readers.traces import load_recorded
+from moe_model.routing.toy import toy_model
+from moe_model.workload import PHASE_DECODE, Workload
 
 RECORDED = sorted(case for case in GT_BUDGETS if case != "minany_minus1")
 
@@ -190,7 +191,7 @@ def test_more_than_64_budgets_share_one_pass_over_the_stream_and_equal_each_alon
 
 
 def test_a_run_this_machine_cannot_hold_is_refused_before_it_starts_in_one_line():
-    from moe_model.simulate import RunEstimate, check_run
+    from moe_model.llama.simulate import RunEstimate, check_run
 
     with pytest.raises(WorkloadError, match="needs about 8.0 GiB .* more than this machine has free") as info:
         check_run(RunEstimate(n_passes=4, peak_bytes=8 * 2**30, seconds=1.0), available=4 * 2**30)

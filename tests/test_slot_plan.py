@@ -6,8 +6,8 @@ import pytest
 from conftest import GPT_OSS, GT_BUDGETS, MIXTRAL, SAMPLE, gt_log_lines
 
 from moe_model.errors import MoeModelError
-from moe_model.model_spec import load_model
-from moe_model.slot_plan import CPU, MIB, Placement, full_budget_mib, min_budget_mib, plan_cache
+from moe_model.llama.slot_plan import CPU, MIB, Placement, full_budget_mib, min_budget_mib, plan_cache
+from moe_model.readers.model_spec import load_model
 
 
 @pytest.mark.parametrize("case", sorted(GT_BUDGETS))

@@ -10,7 +10,7 @@ import pytest
 from conftest import GT_HEADER
 
 from moe_model.errors import SourceError
-from moe_model.sources import check_url, deployment_settings, policy_from_env, resolve_source
+from moe_model.readers.sources import check_url, deployment_settings, policy_from_env, resolve_source
 
 LOCAL = policy_from_env("localhost", {})
 
@@ -24,7 +24,7 @@ def test_outside_the_allowed_folders_existing_and_missing_files_get_the_same_mes
     with pytest.raises(SourceError) as info:
         resolve_source(path, LOCAL)
     assert str(info.value) == (
-        "only files in the allowed folders (sample_data) are read; add folders with MOE_EXPLORER_ALLOWED_DIRS"
+        "only files in the allowed folders (the bundled data) are read; add folders with MOE_EXPLORER_ALLOWED_DIRS"
     )
 
 

@@ -8,10 +8,12 @@ import pytest
 from conftest import GPT_OSS, MIXTRAL, MODELS, QWEN30B, QWEN235B_SHARD1, SAMPLE
 
 from moe_model.errors import WorkloadError
-from moe_model.model_spec import load_model
-from moe_model.simulate import simulate, simulate_budgets
-from moe_model.slot_plan import Placement
-from moe_model.synthetic import (
+from moe_model.llama.batching import build_workload
+from moe_model.llama.simulate import simulate, simulate_budgets
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.readers.traces import load_token_trace
+from moe_model.routing.synthetic import (
     FALLBACK_SPREAD_FACTOR,
     MATCH_MODEL,
     MATCH_SHAPE,
@@ -25,7 +27,7 @@ from moe_model.synthetic import (
     previous_token_overlap,
     top_quarter_share,
 )
-from moe_model.workload import Batching, Workload, build_workload, load_token_trace
+from moe_model.workload import Batching, Workload
 
 SHAPE = Shape(6, 16, 2)
 
@@ -162,8 +164,8 @@ def _concatenated(stream):
 
 
 def test_a_streamed_synthetic_workload_is_the_batched_trace_and_simulates_like_it_held_whole():
-    from moe_model.model_spec import uniform_spec
-    from moe_model.synthetic import stream_workload
+    from moe_model.readers.model_spec import uniform_spec
+    from moe_model.routing.synthetic import stream_workload
 
     shape, knobs = Shape(3, 16, 2), Knobs(skew=1.0, working_set=0.5, drift=0.02, reuse=0.3)
     one_block = stream_workload(shape, knobs, 3 * 512, concurrency=2, seed=4)

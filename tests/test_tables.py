@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from conftest import GROUNDTRUTH
 
-from moe_model.logs import parse_log
+from moe_model.readers.logs import parse_log
 from ui.tables import readable, run_summary
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import GT_HEADER, MODELS
 
-from moe_model.calibration import default_time_model
-from moe_model.hardware import preset
-from moe_model.model_spec import load_model
-from moe_model.scenario import Scenario, resolve
-from moe_model.slot_plan import Placement
-from moe_model.time_model import TimeParams, decode_terms, predict, upload_gbs, verdict
-from moe_model.traffic import from_hit_rate
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.hardware import preset
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.time_model import TimeParams, decode_terms, predict, upload_gbs, verdict
+from moe_model.speed.traffic import from_hit_rate
 
 CPU_MOE = Placement.parse("cpu-moe")
 
@@ -77,7 +77,7 @@ def test_a_setting_that_does_not_fit_vram_is_not_usable(qwen30b):
 
 
 def test_hybrid_attention_and_kv_types_shrink_the_kv_cache():
-    from moe_model.vram import kv_cache_mib
+    from moe_model.speed.vram import kv_cache_mib
 
     model = load_model(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
     assert kv_cache_mib(model, 4096, "q8_0", "q8_0") == pytest.approx(kv_cache_mib(model, 4096) * 34 / 64)

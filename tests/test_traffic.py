@@ -7,10 +7,11 @@ import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS
 
 from moe_model.errors import WorkloadError
-from moe_model.hardware import preset
-from moe_model.scenario import Scenario, resolve
-from moe_model.traffic import decode_distinct, decode_ubatches, from_workload
-from moe_model.workload import load_recorded, stream_of
+from moe_model.readers.traces import load_recorded
+from moe_model.speed.hardware import preset
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.traffic import decode_distinct, decode_ubatches, from_workload
+from moe_model.workload import stream_of
 
 
 def test_a_streamed_workload_gives_the_traffic_of_the_whole_one(gt_model):

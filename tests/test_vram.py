@@ -7,10 +7,10 @@ import re
 import pytest
 from conftest import ROOT
 
-from moe_model.hardware import preset
-from moe_model.model_spec import load_model
-from moe_model.slot_plan import Placement
-from moe_model.vram import CUDA_RESERVE_MIB, breakdown, fit_host_layers, kv_cache_mib, max_budget_mib
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.hardware import preset
+from moe_model.speed.vram import CUDA_RESERVE_MIB, breakdown, fit_host_layers, kv_cache_mib, max_budget_mib
 
 
 def test_kv_cache_matches_the_logged_sizes(qwen30b, gt_model):
@@ -33,7 +33,7 @@ def test_fit_moves_more_layers_to_ram_to_make_room_for_a_cache(qwen30b):
     assert 1671 <= moved_mib < 1671 + 2 * 348.75  # whole layers: at least the cache, at most a layer more
 
 
-FIT_TRIALS = ROOT / "sample_data" / "groundtruth" / "fit-trials"
+FIT_TRIALS = ROOT / "moe_model" / "data" / "groundtruth" / "fit-trials"
 
 
 def _llama_fit_trials(log: str) -> dict[int, tuple[int, bool, float]]:
@@ -57,7 +57,7 @@ def _llama_fit_trials(log: str) -> dict[int, tuple[int, bool, float]]:
     ],
 )
 def test_fit_host_layers_agrees_with_llama_cpps_own_fit(log, header, sizes):
-    model = load_model(ROOT / "sample_data" / header)
+    model = load_model(ROOT / "moe_model" / "data" / header)
     trials = _llama_fit_trials(log)
     assert sorted(trials) == sizes
     for free_mib, (full, split, used_mib) in trials.items():

@@ -10,25 +10,18 @@ import pytest
 from conftest import GROUNDTRUTH
 
 from moe_model.errors import WorkloadError
-from moe_model.workload import (
-    PHASE_DECODE,
-    PHASE_PROMPT,
-    PHASE_WARMUP,
-    Batching,
-    Workload,
-    WorkloadStream,
-    _keep_output_rows,
-    build_workload,
+from moe_model.llama.batching import _keep_output_rows, build_workload, stream_build
+from moe_model.readers.traces import (
     load_any,
     load_recorded,
     load_token_trace,
     make_token_trace,
     open_trace,
     save_npz,
-    stream_build,
     stream_recorded,
     token_trace_from_csv,
 )
+from moe_model.workload import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP, Batching, Workload, WorkloadStream
 
 
 def labelled_trace(lengths, n_layer=3, k=2):
@@ -201,7 +194,7 @@ def test_a_recorded_token_count_that_overflows_int64_is_refused(tmp_path):
 def test_an_npz_that_expands_beyond_the_limit_is_refused_before_decompressing(tmp_path, monkeypatch):
     import zipfile
 
-    import moe_model.workload as workload
+    import moe_model.readers.traces as workload
 
     path = tmp_path / "bomb.npz"
     np.savez_compressed(path, experts=np.zeros((4096, 48, 8), dtype=np.int16))  # 3 MiB of zeros, ~3 KB on disk
@@ -261,7 +254,7 @@ def test_csv_layer_indices_are_range_checked_before_reshaping(layer, message):
 
 
 def test_an_out_of_memory_sized_trace_is_refused_before_building_in_one_line(monkeypatch):
-    from moe_model import workload
+    from moe_model.llama import batching as workload
 
     trace = make_token_trace(np.zeros((20_000, 94, 8), dtype=np.int16) + np.arange(8, dtype=np.int16))
     monkeypatch.setattr(workload, "available_memory_bytes", lambda: 64 * 2**20)  # a machine with 64 MiB free
@@ -278,7 +271,7 @@ BUDGETS_GT = [14, 15, 19, 161, 403, 806, 1614]
 
 
 def _counts(model, work) -> list[dict]:
-    from moe_model.simulate import simulate_budgets
+    from moe_model.llama.simulate import simulate_budgets
 
     return [r.as_dict() for r in simulate_budgets(model, work, BUDGETS_GT)]
 
@@ -288,7 +281,7 @@ def _counts(model, work) -> list[dict]:
     [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(warmup=False)],
 )
 def test_a_token_trace_batched_chunk_by_chunk_equals_the_whole_build(gt_model, batching):
-    from moe_model.synthetic import Knobs, Shape, generate
+    from moe_model.routing.synthetic import Knobs, Shape, generate
 
     trace = generate(Shape(14, 128, 8), Knobs(), 300, seq_len=60)
     whole = build_workload(trace, batching, 128)
@@ -324,7 +317,7 @@ def test_a_recorded_trace_read_chunk_by_chunk_replays_to_the_counts_of_the_loade
 
 
 def test_a_recorded_trace_beyond_the_in_memory_limit_is_streamed_not_refused(tmp_path, monkeypatch):
-    import moe_model.workload as workload
+    import moe_model.readers.traces as workload
 
     path = tmp_path / "long.npz"
     save_npz(path, load_recorded(GROUNDTRUTH / "traces" / "b25.npz"))

@@ -17,27 +17,30 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from moe_model.calibration import TimeModel, default_time_model
 from moe_model.errors import MoeModelError
-from moe_model.hardware import PRESETS, Hardware, preset
-from moe_model.host_memory import HostMemory
 from moe_model.limits import APP_CACHE_TTL_S, MAX_ROUTING_DRAWS
-from moe_model.logs import LogRun, parse_log
-from moe_model.measured import synthetic_workload
-from moe_model.model_spec import ModelSpec, load_model
-from moe_model.policies.compare import Comparison, compare
-from moe_model.recommend import Option, recommend
-from moe_model.scenario import LOAD_MODES, Scenario, resolve
-from moe_model.simulate import simulate_budgets
-from moe_model.slot_plan import Placement
-from moe_model.sources import SourcePolicy, check_url, deployment_settings, policy_from_env, resolve_source
-from moe_model.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
-from moe_model.traffic import from_workload, simulate_curve
-from moe_model.vram import VramBreakdown
-from moe_model.workload import Batching, Workload, load_any, save_npz, workload_from
+from moe_model.llama.batching import workload_from
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.logs import LogRun, parse_log
+from moe_model.readers.model_spec import ModelSpec, load_model
+from moe_model.readers.sources import SourcePolicy, check_url, deployment_settings, policy_from_env, resolve_source
+from moe_model.readers.traces import load_any, save_npz
+from moe_model.resources import data_path
+from moe_model.routing.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
+from moe_model.speed.calibration import TimeModel, default_time_model
+from moe_model.speed.hardware import PRESETS, Hardware, preset
+from moe_model.speed.host_memory import HostMemory
+from moe_model.speed.measured import synthetic_workload
+from moe_model.speed.policy_compare import Comparison, compare
+from moe_model.speed.recommend import Option, recommend
+from moe_model.speed.scenario import LOAD_MODES, Scenario, resolve
+from moe_model.speed.traffic import from_workload, simulate_curve
+from moe_model.speed.vram import VramBreakdown
+from moe_model.workload import Batching, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "sample_data" / "models"
+MODELS = data_path("models")
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
 DEFAULT_GPU = "Tesla T4"
 EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequences)
@@ -479,10 +482,10 @@ def cached_policy_comparison(
 
 
 BUNDLED_TRACES = {
-    "GPT-OSS-20B real routing (decode)": ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz",
+    "GPT-OSS-20B real routing (decode)": data_path("traces", "gpt-oss-20b", "routing.npz"),
     **{
         f"llama.cpp recorded run: {p.stem}": p
-        for p in sorted((ROOT / "sample_data" / "groundtruth" / "traces").glob("*.npz"))
+        for p in sorted(data_path("groundtruth", "traces").glob("*.npz"))
         if p.stem != "minany_minus1"
     },
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from moe_model.logs import LogRun
+from moe_model.readers.logs import LogRun
 
 LABELS = {
     "id": "point",

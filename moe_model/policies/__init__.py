@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moe_model.errors import MoeModelError
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.slot_plan import Placement
 from moe_model.policies import belady, class_lru, cpu_share, lazy_unload, lru, per_layer, static_set
 from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
-from moe_model.slot_plan import Placement
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 POLICIES: dict[str, Policy] = {

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from moe_model.model_spec import ModelSpec
-from moe_model.pool_rule import uses_pool
-from moe_model.slot_plan import GroupPlan, Placement, plan_cache
+from moe_model.llama.pool_rule import uses_pool
+from moe_model.llama.slot_plan import GroupPlan, Placement, plan_cache
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 EXACT, MODELLED = "exact", "modelled"

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.slot_plan import GroupPlan, Placement
 from moe_model.policies.base import EXACT, Policy, PolicyResult, per_budget
 from moe_model.policies.entries import PoolEntries
 from moe_model.policies.priority_pool import priority_pass
-from moe_model.slot_plan import GroupPlan, Placement
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from moe_model.cpu_share import simulate_share
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.slot_plan import Placement, plan_cache
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
-from moe_model.slot_plan import Placement, plan_cache
+from moe_model.policies.cpu_share_kernel import simulate_share
+from moe_model.readers.model_spec import ModelSpec
 
 
 def run(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from moe_model.pool_rule import NO_POOL, pool_need
+from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
 
 NEVER = np.iinfo(np.int64).max  # next use of a key that is not looked up again

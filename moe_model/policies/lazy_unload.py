@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.slot_plan import GroupPlan, Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
 from moe_model.policies.lru_lists import lru_lists_pass
-from moe_model.slot_plan import GroupPlan, Placement
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.simulate import SimResult, simulate_budgets
+from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import EXACT, Policy, PolicyResult
-from moe_model.simulate import SimResult, simulate_budgets
-from moe_model.slot_plan import Placement
+from moe_model.readers.model_spec import ModelSpec
 
 
 def from_simulation(r: SimResult) -> PolicyResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from moe_model.lru_kernel import record_experts
+from moe_model.llama.lru_kernel import record_experts
 
 
 @njit(cache=True)

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from moe_model.model_spec import ModelSpec
+from moe_model.llama.slot_plan import GroupPlan, Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
 from moe_model.policies.entries import PoolEntries
-from moe_model.slot_plan import GroupPlan, Placement
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import PHASE_DECODE, Workload
 
 

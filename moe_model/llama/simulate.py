@@ -1,0 +1,334 @@
+"""Replay a workload through llama.cpp's slot pools (b11549 semantics, plain LRU).
+
+Per (cached layer, ubatch) llama.cpp either uses the pool (<= 32 tokens and at most as many
+distinct experts as slots), copies already-cached experts for an offloaded large batch
+(>= 32 tokens, reading the pool without touching the LRU), or computes on the CPU. Statistics
+are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_expert_used.
+`simulate_budgets` computes many budgets in one pass per group and equals running each alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from moe_model.errors import WorkloadError
+from moe_model.limits import (
+    MAX_SIM_SECONDS,
+    SIM_CHUNK_RECORDS,
+    SIM_MEMORY_SHARE,
+    SIM_NS_PER_LOOKUP_PASS,
+    available_memory_bytes,
+)
+from moe_model.llama.lru_kernel import (
+    MODE_CACHE,
+    MODE_PROBE,
+    MODE_SKIP,
+    LruState,
+    check_kernel_inputs,
+    feed,
+    new_state,
+    results,
+    state_bytes,
+)
+from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
+from moe_model.llama.pool_rule import pool_need as _pool_need
+from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.workload import Workload, WorkloadStream, stream_of
+
+OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
+CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and kernel copies, per record
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    """One of llama.cpp's teardown lines: distinct experts found / uploaded, and the bytes uploaded."""
+
+    hits: int
+    misses: int
+    uploaded_bytes: int
+
+    @property
+    def lookups(self) -> int:
+        return self.hits + self.misses
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hits / self.lookups if self.lookups else None
+
+    @property
+    def uploaded_mib(self) -> float:
+        return self.uploaded_bytes / MIB
+
+    def as_dict(self) -> dict:
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": self.hit_rate,
+            "uploaded_bytes": self.uploaded_bytes,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """What the cache did over a workload at one budget."""
+
+    budget_mib: int
+    plan: CachePlan
+    small: ClassStats
+    large: ClassStats
+    copied_experts: int  # per expert-tensor slice, as llama.cpp counts them
+    copied_bytes: int
+    bypassed_ubatches: int  # ubatches in which some cached layer did not use the pool
+    layer_hits: np.ndarray  # [n_layer], both classes
+    layer_lookups: np.ndarray
+    decode_tokens: int
+
+    @property
+    def starts(self) -> bool:
+        return self.plan.starts
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.small.lookups + self.large.lookups
+        return (self.small.hits + self.large.hits) / total if total else None
+
+    @property
+    def uploaded_bytes(self) -> int:
+        return self.small.uploaded_bytes + self.large.uploaded_bytes
+
+    def uploaded_bytes_per_token(self) -> float:
+        return self.uploaded_bytes / self.decode_tokens if self.decode_tokens else 0.0
+
+    def log_lines(self) -> list[str]:
+        """The teardown lines llama.cpp would print for these counts."""
+        lines = []
+        for name, st in (("ubatch <= 8", self.small), ("ubatch  > 8", self.large)):
+            if st.lookups:
+                lines.append(
+                    f"llama_moe_cache: {name}: hits = {st.hits}, misses = {st.misses}, "
+                    f"hit rate = {100.0 * st.hits / st.lookups:.2f}%, uploaded = {st.uploaded_mib:.2f} MiB"
+                )
+        if self.copied_experts:
+            lines.append(
+                f"llama_moe_cache: large batches: {self.copied_experts} experts copied from the cache, "
+                f"{self.copied_bytes / MIB:.2f} MiB"
+            )
+        return lines
+
+    def as_dict(self) -> dict:
+        return {
+            "budget_mib": self.budget_mib,
+            "starts": self.starts,
+            "groups": [
+                {
+                    "type": g.type_name,
+                    "n_layers": g.n_layers,
+                    "n_slots": g.n_slots if self.starts else 0,
+                    "percent": round(g.percent, 4) if self.starts else 0.0,
+                }
+                for g in self.plan.groups
+            ],
+            "n_slots": self.plan.n_slots_total,
+            "small": self.small.as_dict(),
+            "large": self.large.as_dict(),
+            "hit_rate": self.hit_rate,
+            "copied_experts": self.copied_experts,
+            "copied_bytes": self.copied_bytes,
+            "bypassed_ubatches": self.bypassed_ubatches,
+            "decode_tokens": self.decode_tokens,
+            "uploaded_bytes_per_token": self.uploaded_bytes_per_token(),
+            "log_lines": self.log_lines(),
+        }
+
+
+def pool_need(work: Workload) -> np.ndarray:
+    """Per record, the slots its group needs for it to use the pool (moe_model.pool_rule)."""
+    return _pool_need(work.rec_ntok, work.k, work.n_expert)
+
+
+def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
+    """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
+    cache = in_group & (need <= n_slots)
+    probe = in_group & (work.rec_ntok >= OFFLOAD_MIN_BATCH) & ~cache & copies
+    return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
+
+
+def _pool_classes(thresholds: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
+    """Budget indices that see the same records in the pool (the bypass threshold depends on slots)."""
+    cls = np.searchsorted(thresholds, caps, side="right")
+    return [np.flatnonzero((cls == c) & (caps > 0)) for c in np.unique(cls[caps > 0])]
+
+
+@dataclass(frozen=True, eq=False)
+class _Pass:
+    """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
+
+    group: int
+    layers: np.ndarray
+    n_slots: int
+    copies: bool
+    budgets: np.ndarray
+    state: LruState
+
+
+def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int, int, bool, np.ndarray]]:
+    """(group, slots deciding its records, copies, budget indices) of every pass: per group, per class
+    of budgets that see the same records (one bit per budget in each entry's mask words)."""
+    out = []
+    for gi, group in enumerate(plans[0].groups):
+        caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
+        for members in _pool_classes(thresholds, caps):
+            order = members[np.argsort(caps[members], kind="stable")]  # every budget of a class in one pass
+            out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, order))
+    return out
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What one simulation will take, known before it starts."""
+
+    n_passes: int
+    peak_bytes: int  # kernel states and one chunk; the workload itself is extra when held in memory
+    seconds: float
+
+
+def estimate_run(stream: WorkloadStream, pools_per_pass: list[int], n_expert: int, chunk_records: int) -> RunEstimate:
+    states = sum(state_bytes(stream.n_layer, n_expert, n_pools) for n_pools in pools_per_pass)
+    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
+    seconds = stream.n_lookups * len(pools_per_pass) * SIM_NS_PER_LOOKUP_PASS * 1e-9
+    return RunEstimate(len(pools_per_pass), states + chunk, seconds)
+
+
+def check_run(estimate: RunEstimate, available: int | None = None) -> None:
+    """Refuse, in one line, a run this machine cannot hold or that would run past MAX_SIM_SECONDS."""
+    available = available_memory_bytes() if available is None else available
+    if available is not None and estimate.peak_bytes > SIM_MEMORY_SHARE * available:
+        raise WorkloadError(
+            f"this simulation needs about {estimate.peak_bytes / 2**30:.1f} GiB ({estimate.n_passes} kernel passes), "
+            f"more than this machine has free ({available / 2**30:.1f} GiB): use fewer budgets"
+        )
+    if estimate.seconds > MAX_SIM_SECONDS:
+        raise WorkloadError(
+            f"this simulation would take about {estimate.seconds / 60:.0f} minutes ({estimate.n_passes} passes), "
+            f"above this tool's limit of {MAX_SIM_SECONDS // 60} minutes: use fewer budgets or a shorter trace"
+        )
+
+
+def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray:
+    return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
+
+
+def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
+    """One chunk of records through every pass (the same records, masked per group and class)."""
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
+    need = pool_need(work)
+    large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
+    in_group: dict[int, np.ndarray] = {}
+    for ps in passes:
+        if ps.group not in in_group:
+            in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
+        modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
+        keep = modes != MODE_SKIP
+        if keep.any():
+            args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
+            feed(ps.state, *args, work.k, work.n_expert)
+
+
+def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
+    """Ubatches in which at least one cached layer took the large-batch or CPU path."""
+    if not plan.starts:
+        return 0
+    slots = np.zeros(work.n_layer, dtype=np.int64)
+    for g in plan.groups:
+        slots[list(g.layers)] = g.n_slots
+    layer_slots = slots[work.rec_layer]
+    bypass = (layer_slots > 0) & (work.rec_ntok > 0) & (need > layer_slots)
+    return len(np.unique(work.rec_ubatch[bypass]))
+
+
+def simulate_budgets(
+    model: ModelSpec,
+    work: Workload | WorkloadStream,
+    budgets_mib: Sequence[int],
+    placement: Placement | None = None,
+) -> list[SimResult]:
+    """Replay `work` at every budget; each result equals a separate run at that budget.
+
+    The records are streamed through the kernel in chunks of whole ubatches, every pass (one per group and
+    class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
+    number of budgets, not on the trace length.
+    """
+    stream = work if isinstance(work, WorkloadStream) else stream_of(work, SIM_CHUNK_RECORDS)
+    stream.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
+    plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
+    thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
+    layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
+    check_run(estimate_run(stream, [len(b) for *_, b in layout], model.n_expert, SIM_CHUNK_RECORDS))
+    passes = [
+        _Pass(
+            gi,
+            np.array(plans[0].groups[gi].layers),
+            n_slots,
+            copies,
+            b,
+            new_state(_caps(plans, gi, b), stream.n_layer, model.n_expert),
+        )
+        for gi, n_slots, copies, b in layout
+    ]
+    bypassed = np.zeros(len(plans), dtype=np.int64)
+    for chunk in stream.chunks():
+        chunk = chunk.for_model(model.n_expert)
+        _feed_chunk(chunk, passes, model.n_expert_used)
+        need = pool_need(chunk)
+        bypassed += [_bypassed_ubatches(chunk, need, plan) for plan in plans]
+    return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens)
+
+
+def _results(
+    plans: list[CachePlan], passes: list[_Pass], n_layer: int, bypassed: np.ndarray, decode_tokens: int
+) -> list[SimResult]:
+    n = len(plans)
+    hits = np.zeros((n_layer, 2, n), dtype=np.int64)
+    lookups = np.zeros((n_layer, 2, n), dtype=np.int64)
+    upload = np.zeros((2, n), dtype=np.int64)
+    copied = np.zeros(n, dtype=np.int64)
+    copied_bytes = np.zeros(n, dtype=np.int64)
+    for ps in passes:
+        group = plans[0].groups[ps.group]
+        h, d, p = results(ps.state)
+        b = ps.budgets
+        hits[:, :, b] += h
+        lookups[:, :, b] += d[:, :, None]
+        upload[:, b] += (d[:, :, None] - h).sum(axis=0) * group.slot_bytes
+        copied[b] += p * len(group.tensor_bytes)
+        copied_bytes[b] += p * group.slot_bytes
+    out = []
+    for b, plan in enumerate(plans):
+        small, large = (
+            ClassStats(int(hits[:, c, b].sum()), int((lookups - hits)[:, c, b].sum()), int(upload[c, b]))
+            for c in (0, 1)
+        )
+        out.append(
+            SimResult(
+                plan.budget_mib,
+                plan,
+                small,
+                large,
+                int(copied[b]),
+                int(copied_bytes[b]),
+                int(bypassed[b]),
+                hits[:, :, b].sum(axis=1),
+                lookups[:, :, b].sum(axis=1),
+                decode_tokens,
+            )
+        )
+    return out
+
+
+def simulate(model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None) -> SimResult:
+    """Replay `work` at one budget."""
+    return simulate_budgets(model, work, [budget_mib], placement)[0]

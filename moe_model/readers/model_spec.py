@@ -1,0 +1,267 @@
+"""The model facts the cache depends on, distilled from GGUF headers into a frozen ModelSpec."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from gguf import GGMLQuantizationType, LlamaFileType
+
+from moe_model.errors import GGUFError
+from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, check_at_most
+from moe_model.readers.gguf import GGUFHeader, TensorInfo, read_model_headers
+from moe_model.readers.http import URL_TIMEOUTS, CheckUrl, only_http
+
+# llama.cpp collects a layer's experts in this order (llama_moe_cache_layer_experts).
+EXPERT_TENSOR_ORDER = ("ffn_gate_up_exps", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+_BLOCK_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+@dataclass(frozen=True)
+class ExpertTensor:
+    """One 3-D expert tensor of a layer; `expert_bytes` is ggml's nb[2], one expert's slice."""
+
+    name: str
+    kind: str
+    ggml_type: int
+    type_name: str
+    shape: tuple[int, int, int]
+    expert_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.expert_bytes * self.shape[2]
+
+    @property
+    def layout_key(self) -> tuple[int, tuple[int, int, int], int]:
+        """What llama_moe_cache_same_layout compares: type, shape and expert stride."""
+        return (self.ggml_type, self.shape, self.expert_bytes)
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One transformer block: its expert tensors in llama.cpp's order, and the bytes of the rest."""
+
+    index: int
+    experts: tuple[ExpertTensor, ...]
+    dense_bytes: int
+    dense_params: int = 0  # elements of the layer's other tensors (attention, norms, router, shared experts)
+    has_kv: bool = True  # the layer has attention K/V (hybrid models: only full-attention layers keep a KV cache)
+
+    @property
+    def has_experts(self) -> bool:
+        return bool(self.experts)
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one cache slot: one expert's slice of every expert tensor (sum of nb[2])."""
+        return sum(t.expert_bytes for t in self.experts)
+
+    @property
+    def expert_bytes_total(self) -> int:
+        return sum(t.nbytes for t in self.experts)
+
+    @property
+    def layout_key(self) -> tuple:
+        return tuple(t.layout_key for t in self.experts)
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one expert (every expert tensor's slice)."""
+        return sum(t.shape[0] * t.shape[1] for t in self.experts)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the explorer needs to know about a MoE model, all read from its GGUF header(s)."""
+
+    architecture: str
+    name: str
+    file_type: int | None
+    n_layer: int
+    n_expert: int
+    n_expert_used: int
+    n_embd: int
+    n_ff_exp: int
+    n_head: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    n_vocab: int
+    layers: tuple[LayerSpec, ...]
+    other_bytes: int  # tensors outside the blocks: token_embd, output, output_norm
+    input_bytes: int = 0  # token_embd: llama.cpp keeps the input layer in host memory
+
+    @property
+    def file_type_name(self) -> str:
+        if self.file_type is None:
+            return "unknown"
+        try:
+            return LlamaFileType(self.file_type).name.removeprefix("MOSTLY_")
+        except ValueError:
+            return f"file type {self.file_type}"
+
+    @property
+    def expert_bytes_total(self) -> int:
+        return sum(layer.expert_bytes_total for layer in self.layers)
+
+    @property
+    def dense_bytes_total(self) -> int:
+        return sum(layer.dense_bytes for layer in self.layers) + self.other_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.expert_bytes_total + self.dense_bytes_total
+
+    @property
+    def moe_layers(self) -> tuple[int, ...]:
+        return tuple(layer.index for layer in self.layers if layer.has_experts)
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache (llama_kv_cache skips recurrent / linear-attention layers)."""
+        return sum(layer.has_kv for layer in self.layers)
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token multiplies: every layer's dense part and k experts (the output head excluded)."""
+        return sum(layer.dense_params + self.n_expert_used * layer.expert_params for layer in self.layers)
+
+
+def ggml_type_name(ggml_type: int) -> str:
+    """ggml_type_name(): lower case except the K of k-quants ("q6_K", "mxfp4", "iq4_nl")."""
+    return GGMLQuantizationType(ggml_type).name.lower().replace("_k", "_K")
+
+
+def _meta_int(meta: dict[str, Any], key: str, default: int | None = None) -> int | None:
+    value = meta.get(key, default)
+    if isinstance(value, tuple):  # per-layer arrays (some archs): llama.cpp uses the max for sizing
+        value = max(value) if value else default
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise GGUFError(f"corrupt GGUF header: {key} is {value!r}, not a number")
+    return int(value)
+
+
+def _expert_tensor(info: TensorInfo, kind: str) -> ExpertTensor:
+    if len(info.shape) != 3:
+        raise GGUFError(f"expert tensor {info.name} is not 3-D: shape {list(info.shape)}")
+    shape = (info.shape[0], info.shape[1], info.shape[2])
+    return ExpertTensor(info.name, kind, info.ggml_type, ggml_type_name(info.ggml_type), shape, info.stride_bytes(2))
+
+
+def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[LayerSpec, ...], int, int]:
+    experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
+    dense = [0] * n_layer
+    dense_params = [0] * n_layer
+    has_kv = [False] * n_layer
+    other = inputs = 0
+    for info in tensors:
+        match = _BLOCK_RE.match(info.name)
+        if match is None or int(match.group(1)) >= n_layer:
+            other += info.nbytes
+            inputs += info.nbytes if info.name.startswith("token_embd.") else 0
+            continue
+        il, rest = int(match.group(1)), match.group(2)
+        kind = rest.removesuffix(".weight")
+        if kind in EXPERT_TENSOR_ORDER and rest.endswith(".weight"):
+            experts[il][kind] = _expert_tensor(info, kind)
+        else:
+            dense[il] += info.nbytes
+            dense_params[il] += math.prod(info.shape)
+            has_kv[il] |= kind in ("attn_k", "attn_qkv", "attn_kv_a_mqa")
+    if not any(has_kv):  # a header without attention tensors: assume every layer keeps K/V
+        has_kv = [True] * n_layer
+    layers = tuple(
+        LayerSpec(
+            il,
+            tuple(experts[il][k] for k in EXPERT_TENSOR_ORDER if k in experts[il]),
+            dense[il],
+            dense_params[il],
+            has_kv[il],
+        )
+        for il in range(n_layer)
+    )
+    return layers, other, inputs
+
+
+def _check_counts(arch: str, n_layer: int, n_expert: int, n_used: int) -> None:
+    """Negative, absurd or inconsistent expert counts are a corrupt header, refused with the limit they break."""
+    check_at_most(n_layer, MAX_LAYERS, f"{arch}.block_count", GGUFError)
+    check_at_most(n_expert, MAX_EXPERTS, f"{arch}.expert_count", GGUFError)
+    check_at_most(n_used, MAX_EXPERTS_USED, f"{arch}.expert_used_count", GGUFError)
+    if n_used > n_expert:
+        raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
+
+
+def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
+    """Build the ModelSpec of a model from its headers (shard 1 carries the metadata)."""
+    meta = dict(headers[0].metadata)
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise GGUFError("the GGUF header has no general.architecture: not a llama.cpp model file")
+    n_layer = _meta_int(meta, f"{arch}.block_count")
+    n_expert = _meta_int(meta, f"{arch}.expert_count", 0)
+    n_used = _meta_int(meta, f"{arch}.expert_used_count", 0)
+    if not n_layer or not n_expert or not n_used:
+        raise GGUFError(
+            f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
+        )
+    _check_counts(arch, n_layer, n_expert, n_used)  # before anything is built per layer or expert
+    tensors = [t for h in headers for t in h.tensors]
+    layers, other, inputs = _build_layers(tensors, n_layer)
+    if not any(layer.has_experts for layer in layers):
+        raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")
+    n_embd = _meta_int(meta, f"{arch}.embedding_length", 0) or 0
+    n_head = _meta_int(meta, f"{arch}.attention.head_count", 0) or 0
+    head_dim = n_embd // n_head if n_head else 0
+    first_experts = next(layer for layer in layers if layer.has_experts).experts
+    tokens = meta.get("tokenizer.ggml.tokens")
+    return ModelSpec(
+        architecture=arch,
+        name=str(meta.get("general.name", "unnamed")),
+        file_type=_meta_int(meta, "general.file_type"),
+        n_layer=n_layer,
+        n_expert=n_expert,
+        n_expert_used=n_used,
+        n_embd=n_embd,
+        n_ff_exp=_meta_int(meta, f"{arch}.expert_feed_forward_length", first_experts[-1].shape[0]) or 0,
+        n_head=n_head,
+        n_head_kv=_meta_int(meta, f"{arch}.attention.head_count_kv", n_head) or 0,
+        head_dim_k=_meta_int(meta, f"{arch}.attention.key_length", head_dim) or 0,
+        head_dim_v=_meta_int(meta, f"{arch}.attention.value_length", head_dim) or 0,
+        n_vocab=_meta_int(meta, f"{arch}.vocab_size", getattr(tokens, "count", 0)) or 0,
+        layers=layers,
+        other_bytes=other,
+        input_bytes=inputs,
+    )
+
+
+def load_model(
+    source: str | Path | bytes | bytearray | BinaryIO,
+    timeouts: tuple[float, float] = URL_TIMEOUTS,
+    check_url: CheckUrl = only_http,
+) -> ModelSpec:
+    """Read a model's header(s) from a path, URL, prefix bytes or file object into a ModelSpec.
+
+    `check_url` vets a URL and every redirect target (sources.check_url also refuses private hosts and pins
+    the addresses it checked); `timeouts` are (connect, each read) in seconds."""
+    return spec_from_headers(read_model_headers(source, timeouts, check_url))
+
+
+def uniform_spec(n_layer: int, n_expert: int, n_expert_used: int, name: str = "uniform") -> ModelSpec:
+    """A model whose layers all share one expert layout of exactly 1 MiB per slot (F32 256x1024).
+
+    One group, so one LRU over every (layer, expert): `--moe-cache-mib n+1` buys exactly n slots.
+    Used to simulate routing shapes that have no GGUF at hand.
+    """
+    from gguf import GGMLQuantizationType as T
+
+    expert = ExpertTensor("ffn_down_exps", "ffn_down_exps", int(T.F32), "f32", (256, 1024, n_expert), 256 * 1024 * 4)
+    layers = tuple(LayerSpec(il, (replace(expert, name=f"blk.{il}.ffn_down_exps.weight"),), 0) for il in range(n_layer))
+    return ModelSpec(name, name, None, n_layer, n_expert, n_expert_used, 0, 0, 0, 0, 0, 0, 0, layers, 0)

@@ -1,0 +1,481 @@
+"""Read and write routing traces: token traces (NPZ `experts [n, n_layer, k]` or CSV) and traces recorded
+inside llama.cpp (../shared/groundtruth format, already workloads), whole or streamed chunk by chunk.
+
+Every NPZ member's declared size, shape and dtype are checked before anything is decompressed.
+"""
+
+from __future__ import annotations
+
+import io
+import lzma
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from moe_model.errors import WorkloadError, one_line
+from moe_model.limits import (
+    MAX_EXPERTS,
+    MAX_EXPERTS_USED,
+    MAX_LAYERS,
+    MAX_NPZ_BYTES,
+    MAX_NPZ_MEMBERS,
+    MAX_STREAMED_NPZ_BYTES,
+    MAX_TRACE_IDS,
+    MAX_TRACE_RECORDS,
+    MAX_TRACE_TOKENS,
+    SIM_CHUNK_RECORDS,
+    check_at_most,
+)
+from moe_model.workload import PHASE_DECODE, RECORDED_LABEL, TokenTrace, Workload, WorkloadStream
+
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+# what a damaged NPZ raises; zipfile raises NotImplementedError for a compression method it does not support
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError)
+
+
+def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
+    """The integer arrays of an NPZ; every member's declared size, shape and dtype are checked before
+    anything is decompressed (a small zip can expand to many GiB)."""
+    try:
+        with _zip(source) as archive:
+            members = _npz_members(archive)
+            _check_npz_total(members, MAX_NPZ_BYTES)
+            return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
+    except _NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+
+
+def _zip(source: str | Path | bytes | BinaryIO) -> zipfile.ZipFile:
+    return zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+
+
+def _npz_members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    members = [m for m in archive.infolist() if not m.filename.endswith("/")]  # is_dir() fails on ""
+    for m in members:  # np.savez writes stored or deflated members, never encrypted ones
+        if m.flag_bits & 0x1:
+            raise WorkloadError("the NPZ has an encrypted member: not a trace this tool wrote or reads")
+        if m.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise WorkloadError(
+                f"an NPZ member is compressed with zip method {m.compress_type}; stored or deflate only"
+            )
+    if len(members) > MAX_NPZ_MEMBERS:
+        raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
+    return members
+
+
+def _check_npz_total(members: list[zipfile.ZipInfo], limit: int) -> None:
+    total = sum(m.file_size for m in members)
+    if total > limit:
+        raise WorkloadError(f"the NPZ expands to {total:,} bytes, above this tool's limit of {limit // 1024**3} GiB")
+
+
+def _npy_header(f: BinaryIO, member: zipfile.ZipInfo) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """A member's .npy header (shape, Fortran order, dtype, data bytes): integers only, no more than it holds."""
+    version = np.lib.format.read_magic(f)
+    if version not in _NPY_HEADERS:
+        raise WorkloadError(f"`{member.filename}` is .npy version {version}; versions 1.0 and 2.0 are read")
+    shape, fortran, dtype = _NPY_HEADERS[version](f)
+    if not np.issubdtype(dtype, np.integer):
+        raise WorkloadError(f"`{member.filename}` holds {dtype}, not integers")
+    n_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if n_bytes > member.file_size:
+        raise WorkloadError(f"`{member.filename}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
+    return shape, fortran, dtype, n_bytes
+
+
+def _npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray:
+    """One member: its .npy header first (an integer dtype, a shape matching the declared size), then the data."""
+    with archive.open(member) as f:
+        shape, fortran, dtype, n_bytes = _npy_header(f, member)
+        data = np.frombuffer(f.read(n_bytes), dtype=dtype)
+    if data.nbytes != n_bytes:
+        raise WorkloadError(f"`{member.filename}` is cut off")
+    return data.reshape(shape, order="F" if fortran else "C")
+
+
+def load_recorded(source: str | Path | bytes | BinaryIO) -> Workload:
+    """A trace recorded inside llama.cpp (one record per (ubatch, layer)), replayed exactly."""
+    return _recorded_from(_npz(source))
+
+
+def _check_ids(values: np.ndarray, hi: int, what: str) -> None:
+    """Refuse integers outside [0, hi) before any cast could wrap them (a cast int16 id of 40000 is negative)."""
+    if values.size:
+        _check_span(int(values.min()), int(values.max()), hi, what)
+
+
+def _check_span(lowest: int, highest: int, hi: int, what: str) -> None:
+    if lowest < 0 or highest >= hi:
+        raise WorkloadError(f"{what} must be in 0..{hi - 1:,}, got {lowest:,}..{highest:,}")
+
+
+def _within(values: np.ndarray, hi: int) -> bool:
+    return not values.size or (int(values.min()) >= 0 and int(values.max()) < hi)
+
+
+_RECORD_ARRAYS = ("rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_k")
+_NOT_RECORDS = "recorded trace: record arrays of different lengths, or not one-dimensional"
+_OUTSIDE_IDS = "recorded trace: records outside `ids`"
+
+
+def _check_recorded_arrays(names: set[str]) -> None:
+    need = {*_RECORD_ARRAYS, "ids"}
+    if not need <= names:
+        raise WorkloadError(f"a recorded trace needs arrays {sorted(need)}; missing {sorted(need - names)}")
+
+
+def _one_k(k_values: np.ndarray) -> int:
+    """The experts per token of every record (a recorded trace has one value)."""
+    if len(k_values) != 1:
+        raise WorkloadError(f"recorded trace mixes experts-per-token values {k_values.tolist()}")
+    _check_ids(k_values, MAX_EXPERTS_USED + 1, "experts per token")
+    return int(k_values[0])
+
+
+def _check_record_spans(spans: dict[str, tuple[int, int]], n_rec: int) -> None:
+    """Each array's (lowest, highest) value in range; an array left out is empty."""
+    limits = {"ids": (MAX_EXPERTS, "expert ids"), "rec_layer": (MAX_LAYERS, "layer indices")}
+    limits |= {"rec_ubatch": (n_rec, "ubatch indices"), "rec_phase": (PHASE_DECODE + 1, "record phases")}
+    for name, (hi, what) in limits.items():
+        if name in spans:
+            _check_span(*spans[name], hi, what)
+
+
+def _recorded_from(data: dict[str, np.ndarray]) -> Workload:
+    _check_recorded_arrays(set(data))
+    n_rec = len(data["rec_layer"])
+    check_at_most(n_rec, MAX_TRACE_RECORDS, "records in the trace", WorkloadError)
+    check_at_most(data["ids"].size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
+    phase = data.get("rec_phase", np.full(n_rec, PHASE_DECODE))
+    arrays = [data[key] for key in _RECORD_ARRAYS] + [phase]
+    if not n_rec or any(a.shape != (n_rec,) for a in arrays) or data["ids"].ndim != 1:
+        raise WorkloadError(_NOT_RECORDS)
+    k = _one_k(np.unique(data["rec_k"]))
+    checked = {"ids": data["ids"], "rec_layer": data["rec_layer"], "rec_ubatch": data["rec_ubatch"], "rec_phase": phase}
+    _check_record_spans({n: (int(a.min()), int(a.max())) for n, a in checked.items() if a.size}, n_rec)
+    in_ids = _within(data["rec_ntok"], len(data["ids"]) + 1) and _within(data["rec_off"], len(data["ids"]) + 1)
+    ids, ntok, off = data["ids"].astype(np.int32), data["rec_ntok"].astype(np.int64), data["rec_off"].astype(np.int64)
+    if not in_ids or (off + k * ntok).max() > len(ids):  # bounded first: k * ntok cannot overflow
+        raise WorkloadError(_OUTSIDE_IDS)
+    layer = data["rec_layer"].astype(np.int32)
+    return Workload(
+        int(layer.max()) + 1,
+        int(ids.max()) + 1 if len(ids) else 0,
+        k,
+        data["rec_ubatch"].astype(np.int64),
+        layer,
+        ntok.astype(np.int32),
+        off,
+        phase.astype(np.int8),
+        ids,
+        _decode_tokens(ntok, phase, layer),
+        RECORDED_LABEL,
+    )
+
+
+def _decode_tokens(ntok: np.ndarray, phase: np.ndarray, layer: np.ndarray) -> int:
+    return int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
+
+
+def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> TokenTrace:
+    """An NPZ with `experts` [n_tokens, n_layers, k], optional `seq_offsets` and `ubatch`."""
+    data = _npz(source)
+    if "experts" not in data:
+        raise WorkloadError("a token trace needs an `experts` array [n_tokens, n_layers, k]")
+    return make_token_trace(data["experts"], data.get("seq_offsets"), data.get("ubatch"), label)
+
+
+def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: str = "") -> TokenTrace:
+    """Validate the arrays of a token trace and wrap them; ids are range-checked before the int16 cast."""
+    experts = np.asarray(experts)
+    if experts.ndim != 3 or 0 in experts.shape or not np.issubdtype(experts.dtype, np.integer):
+        raise WorkloadError(f"`experts` must be a non-empty integer array [n_tokens, n_layers, k], got {experts.shape}")
+    n, n_layer, k = experts.shape
+    check_at_most(n, MAX_TRACE_TOKENS, "tokens in the trace", WorkloadError)
+    check_at_most(n_layer, MAX_LAYERS, "layers in the trace", WorkloadError)
+    check_at_most(k, MAX_EXPERTS_USED, "experts per token in the trace", WorkloadError)
+    check_at_most(experts.size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
+    _check_ids(experts, MAX_EXPERTS, "expert ids")
+    offsets = np.array([0, n]) if seq_offsets is None else np.asarray(seq_offsets)
+    if offsets.ndim != 1 or not 2 <= len(offsets) <= n + 1 or not np.issubdtype(offsets.dtype, np.integer):
+        raise WorkloadError(f"`seq_offsets` must be 2..{n + 1} integers rising from 0 to n_tokens ({n})")
+    offsets = offsets.astype(np.int64)
+    if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 0):
+        raise WorkloadError(f"`seq_offsets` must rise from 0 to n_tokens ({n})")
+    if ubatch is not None:
+        ubatch = np.asarray(ubatch)
+        if ubatch.shape != (n,) or not np.issubdtype(ubatch.dtype, np.integer):
+            raise WorkloadError("`ubatch` must be a non-decreasing index per token")
+        _check_ids(ubatch, n, "`ubatch` indices")
+        ubatch = ubatch.astype(np.int64)
+        if np.any(np.diff(ubatch) < 0):
+            raise WorkloadError("`ubatch` must be a non-decreasing index per token")
+    return TokenTrace(experts.astype(np.int16), offsets, ubatch, label)
+
+
+def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
+    """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
+    import pandas as pd  # ~0.7 s to import: only CSV traces need it
+
+    try:
+        frame = pd.read_csv(source)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise WorkloadError(f"not a readable CSV trace: {one_line(err)}") from None
+    expert_cols = sorted(
+        (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
+    )
+    if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
+        raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
+    if not pd.api.types.is_integer_dtype(frame["layer"]) or not len(frame):
+        raise WorkloadError("the `layer` column of a CSV trace must hold integers")
+    _check_ids(frame["layer"].to_numpy(), MAX_LAYERS, "CSV layer indices")
+    frame = frame.sort_values(["seq", "token", "layer"])
+    n_layer = int(frame["layer"].max()) + 1
+    if len(frame) % n_layer:
+        raise WorkloadError("every token of a CSV trace needs one row per layer")
+    experts = frame[expert_cols].to_numpy().reshape(-1, n_layer, len(expert_cols))
+    per_seq = frame[frame["layer"] == 0].groupby("seq", sort=True).size().to_numpy()
+    return make_token_trace(experts, np.concatenate([[0], np.cumsum(per_seq)]), label=label)
+
+
+def save_npz(target: str | Path | BinaryIO, item: TokenTrace | Workload) -> None:
+    """Export a token trace or a workload in the format its loader reads."""
+    if isinstance(item, TokenTrace):
+        arrays = {"experts": item.experts, "seq_offsets": item.seq_offsets}
+        if item.ubatch is not None:
+            arrays["ubatch"] = item.ubatch
+    else:
+        arrays = {
+            "rec_ubatch": item.rec_ubatch,
+            "rec_layer": item.rec_layer,
+            "rec_ntok": item.rec_ntok,
+            "rec_off": item.rec_off,
+            "rec_k": np.full(item.n_records, item.k, np.int32),
+            "rec_phase": item.rec_phase,
+            "ids": item.ids,
+        }
+    np.savez_compressed(target, **arrays)
+
+
+def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrace | Workload:
+    """A trace file of any supported kind: recorded llama.cpp NPZ, token-trace NPZ, or CSV."""
+    name = name or str(source if isinstance(source, (str, Path)) else "")
+    if name.lower().endswith(".csv"):
+        return token_trace_from_csv(io.BytesIO(source) if isinstance(source, bytes) else source, label=Path(name).name)
+    data = _npz(source)
+    if "rec_layer" in data:
+        return _recorded_from(data)
+    return make_token_trace(
+        data.get("experts", np.zeros(0)), data.get("seq_offsets"), data.get("ubatch"), Path(name).name
+    )
+
+
+_ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of int32
+
+
+def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | Workload | WorkloadStream:
+    """load_any, except that a recorded NPZ whose records are in stream order is streamed: read chunk by chunk,
+    never held whole, so it may expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES."""
+    name = name or str(source if isinstance(source, (str, Path)) else "")
+    if not name.lower().endswith(".csv"):
+        stream = stream_recorded(source)
+        if stream is not None:
+            return stream
+    return load_any(source, name)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What one checking pass over a recorded trace's records and ids found."""
+
+    k: int
+    n_layer: int
+    n_expert: int
+    n_ubatches: int
+    ntok_values: np.ndarray
+    n_lookups: int
+    decode_tokens: int
+    in_order: bool  # a forward-only read serves it in chunks of whole ubatches
+
+
+def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream | None:
+    """A recorded trace read from its NPZ in chunks of whole ubatches after one checking pass (the same checks and
+    messages as load_recorded); None for an NPZ that is not a recorded trace, or whose records a forward-only
+    read cannot serve (ubatches out of order, a record's ids before the previous record's, a ubatch of more
+    than max_records records): load those whole."""
+    try:
+        with _zip(source) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in _npz_members(archive)}
+            if "rec_layer" not in members:
+                return None
+            _check_npz_total(list(members.values()), MAX_STREAMED_NPZ_BYTES)
+            _check_recorded_arrays(set(members))
+            shapes = {}
+            for name, member in members.items():  # every header checked, as when loading it whole
+                with archive.open(member) as f:
+                    shapes[name] = _npy_header(f, member)[0]
+            columns = {c: members[c] for c in (*_RECORD_ARRAYS, "rec_phase") if c in members}
+            n_rec = shapes["rec_layer"][0] if shapes["rec_layer"] else 0
+            if not n_rec or any(shapes[c] != (n_rec,) for c in columns) or len(shapes["ids"]) != 1:
+                raise WorkloadError(_NOT_RECORDS)
+            n_ids = shapes["ids"][0]
+            scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records)
+    except _NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+    if not scan.in_order:
+        return None
+
+    def chunks() -> Iterator[Workload]:
+        try:
+            with _zip(source) as archive, archive.open(members["ids"]) as f:
+                ids = _ForwardIds(f, members["ids"])
+                carry: dict[str, np.ndarray] = {}
+                for block in _record_blocks(archive, columns, n_rec, max_records):
+                    block = {c: np.concatenate([carry[c], a]) for c, a in block.items()} if carry else block
+                    cut = int(np.searchsorted(block["rec_ubatch"], block["rec_ubatch"][-1]))  # its last ubatch goes on
+                    if cut:
+                        yield _recorded_chunk({c: a[:cut] for c, a in block.items()}, ids, scan)
+                    carry = {c: a[cut:] for c, a in block.items()}
+                yield _recorded_chunk(carry, ids, scan)
+        except _NPZ_ERRORS as err:
+            raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+
+    return WorkloadStream(
+        scan.n_layer,
+        scan.n_expert,
+        scan.k,
+        scan.ntok_values,
+        n_rec,
+        scan.n_lookups,
+        scan.decode_tokens,
+        scan.n_ubatches,
+        chunks,
+        RECORDED_LABEL,
+    )
+
+
+def _scan_recorded(
+    archive: zipfile.ZipFile,
+    columns: dict[str, zipfile.ZipInfo],
+    ids_member: zipfile.ZipInfo,
+    n_rec: int,
+    n_ids: int,
+    max_records: int,
+) -> _Scan:
+    spans: dict[str, tuple[int, int]] = {}
+    k = None
+    ntok_values = np.zeros(0, dtype=np.int64)
+    in_ids, in_order = True, True
+    max_end = lookups = decode = 0
+    prev_ub, prev_end, run = -1, 0, 0  # the previous record's ubatch and end of ids, its ubatch's records so far
+    for block in _record_blocks(archive, columns, n_rec, max_records):
+        for name in ("rec_layer", "rec_ubatch", "rec_phase"):
+            if name in block:
+                _widen(spans, name, block[name])
+        k_values = np.unique(block["rec_k"] if k is None else np.append(block["rec_k"], k))
+        k = _one_k(k_values)  # checked at once: k * ntok below must not overflow
+        ntok, off, ub = block["rec_ntok"], block["rec_off"], block["rec_ubatch"]
+        in_ids = in_ids and _within(ntok, n_ids + 1) and _within(off, n_ids + 1)
+        if not in_ids:  # refused after the pass, once every other check has had its say
+            continue
+        end = off + k * ntok
+        max_end = max(max_end, int(end.max()))
+        lookups += int((k * ntok).sum())
+        ntok_values = np.union1d(ntok_values, ntok)
+        decode += _decode_tokens(ntok, block.get("rec_phase", PHASE_DECODE), block["rec_layer"])
+        runs = np.diff(np.concatenate([[0], np.flatnonzero(np.diff(ub)) + 1, [len(ub)]]))
+        runs[0] += run if ub[0] == prev_ub else 0
+        in_order = in_order and bool(
+            ub[0] >= prev_ub and off[0] >= prev_end and np.all(np.diff(ub) >= 0) and np.all(off[1:] >= end[:-1])
+        )
+        in_order = in_order and int(runs.max()) <= max_records
+        prev_ub, prev_end, run = int(ub[-1]), int(end[-1]), int(runs[-1])
+    with archive.open(ids_member) as f:
+        ids = _ForwardIds(f, ids_member)
+        for start in range(0, n_ids, _ID_BLOCK):
+            _widen(spans, "ids", ids.span(start, min(n_ids, start + _ID_BLOCK)))
+    _check_record_spans(spans, n_rec)
+    if not in_ids or max_end > n_ids:
+        raise WorkloadError(_OUTSIDE_IDS)
+    return _Scan(
+        k,
+        spans["rec_layer"][1] + 1,
+        spans["ids"][1] + 1 if "ids" in spans else 0,
+        spans["rec_ubatch"][1] + 1,
+        ntok_values,
+        lookups,
+        decode,
+        in_order,
+    )
+
+
+def _widen(spans: dict[str, tuple[int, int]], name: str, values: np.ndarray) -> None:
+    if values.size:
+        lo, hi = spans.get(name, (int(values.min()), int(values.max())))
+        spans[name] = (min(lo, int(values.min())), max(hi, int(values.max())))
+
+
+def _record_blocks(
+    archive: zipfile.ZipFile, columns: dict[str, zipfile.ZipInfo], n_rec: int, size: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """The record arrays `size` records at a time, every member read forward in step (as int64)."""
+    with ExitStack() as stack:
+        readers = {}
+        for name, member in columns.items():
+            f = stack.enter_context(archive.open(member))
+            readers[name] = (f, member, _npy_header(f, member)[2])
+        for start in range(0, n_rec, size):
+            n = min(size, n_rec - start)
+            yield {
+                name: _read_values(f, member, dtype, n).astype(np.int64) for name, (f, member, dtype) in readers.items()
+            }
+
+
+def _read_values(f: BinaryIO, member: zipfile.ZipInfo, dtype: np.dtype, n: int) -> np.ndarray:
+    data = np.frombuffer(f.read(n * dtype.itemsize), dtype=dtype)
+    if len(data) != n:
+        raise WorkloadError(f"`{member.filename}` is cut off")
+    return data
+
+
+class _ForwardIds:
+    """The `ids` member read forward only, span after span (skipping any gap between records)."""
+
+    def __init__(self, f: BinaryIO, member: zipfile.ZipInfo) -> None:
+        self.f, self.member, self.dtype, self.pos = f, member, _npy_header(f, member)[2], 0
+
+    def span(self, lo: int, hi: int) -> np.ndarray:
+        while self.pos < lo:
+            n = min(_ID_BLOCK, lo - self.pos)
+            _read_values(self.f, self.member, self.dtype, n)
+            self.pos += n
+        self.pos = hi
+        return _read_values(self.f, self.member, self.dtype, hi - lo)
+
+
+def _recorded_chunk(block: dict[str, np.ndarray], ids: _ForwardIds, scan: _Scan) -> Workload:
+    """Whole ubatches of a recorded trace, offsets rebased onto their own span of ids."""
+    ntok, off = block["rec_ntok"], block["rec_off"]
+    lo, hi = int(off[0]), int(off[-1] + scan.k * ntok[-1])  # records in order: the last one ends last
+    phase = block.get("rec_phase", np.full(len(ntok), PHASE_DECODE))
+    return Workload(
+        scan.n_layer,
+        scan.n_expert,
+        scan.k,
+        block["rec_ubatch"],
+        block["rec_layer"].astype(np.int32),
+        ntok.astype(np.int32),
+        off - lo,
+        phase.astype(np.int8),
+        ids.span(lo, hi).astype(np.int32),
+        _decode_tokens(ntok, phase, block["rec_layer"]),
+        RECORDED_LABEL,
+    )

@@ -1,0 +1,335 @@
+"""Synthetic routing with interpretable locality knobs, and a fit of those knobs to a real trace.
+
+This is a model of routing, not a measurement. Each layer has a log-popularity per expert that
+wanders over time; each token keeps some of the previous token's experts and draws the rest by
+popularity:
+
+- skew: spread (standard deviation) of the log-popularity of a layer's experts. 0 = uniform.
+- reuse: chance that an expert picked by the previous token (same layer, same sequence) is
+  picked again.
+- drift: per-token rate at which popularity moves (an AR(1) step of this weight), so hot
+  experts cool down over a sequence.
+
+`fit_knobs` estimates skew and reuse from a trace's statistics, then drift by matching the
+trace's own LRU hit rate with one pool shared by every (layer, expert).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from moe_model.errors import WorkloadError
+from moe_model.fitting import coordinate_search
+from moe_model.limits import MAX_CONCURRENCY, MAX_SYNTHETIC_TOKENS, check_at_most
+from moe_model.llama.batching import build_workload
+from moe_model.readers.traces import make_token_trace
+from moe_model.resources import data_path
+from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
+
+SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
+STREAM_BLOCK_SEQS = 16  # sequences generated at once when streaming: ~8k tokens, tens of MiB on 94 layers
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Locality of synthetic routing (see module docstring for what each means)."""
+
+    skew: float = 1.0
+    working_set: float = 0.6
+    drift: float = 0.01
+    reuse: float = 0.3
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.skew <= 6 and all(0 <= x <= 1 for x in (self.working_set, self.drift, self.reuse))):
+            raise WorkloadError(f"knobs out of range: skew 0..6, working set, drift and reuse 0..1, got {self}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The routing shape of a model: layers, experts per layer, experts used per token."""
+
+    n_layer: int
+    n_expert: int
+    k: int
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.k <= self.n_expert <= 4096 and 1 <= self.n_layer <= 512):
+            raise WorkloadError(f"impossible routing shape {self}")
+
+
+def _pick(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores along the last axis."""
+    return np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+
+
+def _gumbel(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return -np.log(-np.log(rng.random(shape)))
+
+
+def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> None:
+    """In the (sequence, layer) rows selected, one expert leaves the working set and one joins."""
+    seq, layer = np.nonzero(rows)
+    if len(seq) == 0:
+        return
+    members = active[seq, layer]
+    noise = rng.random(members.shape)
+    leave = np.argmax(np.where(members, noise, -1.0), axis=-1)
+    join = np.argmax(np.where(members, -np.inf, base[0, layer] - np.log(-np.log(noise))), axis=-1)
+    active[seq, layer, leave] = False
+    active[seq, layer, join] = True
+
+
+def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
+    """Sequence lengths: seq_len each, the last one shorter."""
+    if not 1 <= n_tokens <= MAX_SYNTHETIC_TOKENS or seq_len < 1:
+        raise WorkloadError(f"synthetic traces hold 1..{MAX_SYNTHETIC_TOKENS:,} tokens, got {n_tokens}")
+    n_seq = -(-n_tokens // seq_len)
+    lengths = np.full(n_seq, seq_len)
+    lengths[-1] = n_tokens - seq_len * (n_seq - 1)
+    return lengths
+
+
+def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray, rng: np.random.Generator):
+    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16."""
+    n_seq, seq_len = len(lengths), int(lengths.max())
+    n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
+    n_active = min(n_expert, max(k, round(knobs.working_set * n_expert)))
+    active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
+    first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
+    np.put_along_axis(active, first, True, axis=-1)
+    out = np.empty((n_seq, seq_len, n_layer, k), dtype=np.int16)
+    prev = None
+    for t in range(seq_len):
+        scores = np.where(active, base + _gumbel(rng, active.shape), -np.inf)  # top-k of these = draw by popularity
+        if prev is not None and knobs.reuse > 0:
+            keep = rng.random(prev.shape) < knobs.reuse
+            np.put_along_axis(scores, prev, np.where(keep, np.inf, np.take_along_axis(scores, prev, axis=-1)), axis=-1)
+        prev = _pick(scores, k)
+        out[:, t] = prev
+        if knobs.drift > 0 and n_active < n_expert:
+            _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
+    return np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+
+
+def generate(
+    shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = SEQ_LEN, seed: int = 0, label: str = ""
+) -> TokenTrace:
+    """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
+    lengths = _check_length(n_tokens, seq_len)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, knobs.skew, size=(1, shape.n_layer, shape.n_expert))  # shared by every sequence
+    tokens = _sequences(shape, knobs, lengths, base, rng)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return make_token_trace(tokens, offsets, label=label or f"synthetic {knobs}")
+
+
+def stream_workload(
+    shape: Shape, knobs: Knobs, n_tokens: int, concurrency: int = 1, seq_len: int = SEQ_LEN, seed: int = 0
+) -> WorkloadStream:
+    """Decode-only synthetic routing as llama-server batches it (concurrency streams in lockstep, no
+    warm-up), generated block by block of sequences so that no block holds more than a few MiB.
+
+    Same model of routing as `generate` (one popularity shared by every sequence), drawn in another order.
+    """
+    lengths = _check_length(n_tokens, seq_len)
+    check_at_most(concurrency, MAX_CONCURRENCY, "concurrency", WorkloadError)
+    block = concurrency * -(-STREAM_BLOCK_SEQS // concurrency)  # whole lockstep groups: the schedule is unchanged
+    steps = sum(int(lengths[i : i + concurrency].max()) for i in range(0, len(lengths), concurrency))
+
+    def chunks() -> Iterator[Workload]:
+        rng = np.random.default_rng(seed)
+        base = rng.normal(0.0, knobs.skew, size=(1, shape.n_layer, shape.n_expert))
+        batching = Batching(concurrency=concurrency, warmup=False)
+        for start in range(0, len(lengths), block):
+            part = lengths[start : start + block]
+            trace = make_token_trace(_sequences(shape, knobs, part, base, rng), np.concatenate([[0], np.cumsum(part)]))
+            yield build_workload(trace, batching, shape.n_expert)
+
+    return WorkloadStream(
+        shape.n_layer,
+        shape.n_expert,
+        shape.k,
+        np.arange(1, concurrency + 1),
+        steps * shape.n_layer,
+        n_tokens * shape.n_layer * shape.k,
+        n_tokens,
+        steps,
+        chunks,
+        f"synthetic {knobs}, streamed",
+    )
+
+
+# --- fitting ---
+
+
+def top_quarter_share(trace: TokenTrace, n_expert: int) -> float:
+    """Mean over layers of the share of selections taken by the top 25 % of a layer's experts."""
+    shares = []
+    for layer in range(trace.n_layer):
+        counts = np.sort(np.bincount(trace.experts[:, layer].ravel(), minlength=n_expert))[::-1]
+        shares.append(counts[: max(1, n_expert // 4)].sum() / counts.sum())
+    return float(np.mean(shares))
+
+
+def previous_token_overlap(trace: TokenTrace) -> float:
+    """Share of a token's experts (per layer) that the previous token of its sequence also picked."""
+    ex = trace.experts.astype(np.int64)
+    same_seq = np.ones(trace.n_tokens, dtype=bool)
+    same_seq[trace.seq_offsets[:-1]] = False
+    cur, prev = ex[1:][same_seq[1:]], ex[:-1][same_seq[1:]]
+    hits = (cur[..., :, None] == prev[..., None, :]).any(axis=-1)
+    return float(hits.mean())
+
+
+SHARED_POOL_FRACTIONS = (0.25, 0.5, 0.75)
+BOUNDS = {"skew": (0.0, 3.0), "working_set": (0.1, 1.0), "drift": (0.0, 0.2), "reuse": (0.0, 0.9)}
+
+
+def shared_pool_hit_rates(trace: TokenTrace, n_expert: int, fractions=SHARED_POOL_FRACTIONS) -> list[float]:
+    """Decode hit rates of one LRU shared by every (layer, expert), sized at these fractions of them."""
+    from moe_model.llama.batching import build_workload
+    from moe_model.llama.simulate import simulate_budgets
+    from moe_model.readers.model_spec import uniform_spec
+    from moe_model.workload import Batching
+
+    spec = uniform_spec(trace.n_layer, n_expert, trace.k)
+    work = build_workload(trace, Batching(warmup=False), n_expert)
+    n_pairs = trace.n_layer * n_expert
+    results = simulate_budgets(spec, work, [max(trace.k, round(f * n_pairs)) + 1 for f in fractions])
+    return [r.hit_rate or 0.0 for r in results]
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    """What a fit matches: popularity, next-token reuse and the shared-pool LRU curve."""
+
+    top_quarter_share: float
+    previous_token_overlap: float
+    hit_rates: tuple[float, ...]
+
+    @classmethod
+    def of(cls, trace: TokenTrace, n_expert: int) -> TraceStats:
+        return cls(
+            top_quarter_share(trace, n_expert),
+            previous_token_overlap(trace),
+            tuple(shared_pool_hit_rates(trace, n_expert)),
+        )
+
+    def distance(self, other: TraceStats) -> float:
+        """Root mean square difference in percentage points over every statistic."""
+        a = np.array([self.top_quarter_share, self.previous_token_overlap, *self.hit_rates])
+        b = np.array([other.top_quarter_share, other.previous_token_overlap, *other.hit_rates])
+        return float(np.sqrt(np.mean((100 * (a - b)) ** 2)))
+
+
+def coordinate_fit(loss, start: Knobs, names=tuple(BOUNDS), rounds: int = 2, steps: int = 7, progress=None) -> Knobs:
+    """Minimise loss(knobs) one knob at a time by golden-section search inside BOUNDS (4 decimals kept)."""
+    return coordinate_search(loss, start, BOUNDS, names, rounds, steps, digits=4, progress=progress)
+
+
+def fit_knobs(
+    trace: TokenTrace, n_expert: int, n_tokens: int = 10_000, seed: int = 0, progress=None
+) -> tuple[Knobs, float]:
+    """Knobs whose synthetic routing matches the trace's statistics; returns them and the RMS error (points)."""
+    target = TraceStats.of(trace, n_expert)
+    shape = Shape(trace.n_layer, n_expert, trace.k)
+    cache: dict[Knobs, float] = {}
+
+    def loss(knobs: Knobs) -> float:
+        if knobs not in cache:
+            cache[knobs] = TraceStats.of(generate(shape, knobs, n_tokens, seed=seed), n_expert).distance(target)
+        return cache[knobs]
+
+    best = coordinate_fit(loss, Knobs(), progress=progress)
+    return best, loss(best)
+
+
+PRESETS_PATH = data_path("synthetic_presets.json")
+FALLBACK_PRESET = "gpt-oss-20b"
+FALLBACK_SPREAD_FACTOR = 2.0  # a preset borrowed from another expert shape: its fit error doubled, a guess
+
+MATCH_MODEL = "fitted to this model"
+MATCH_SHAPE = "same expert shape"
+
+
+def load_presets(path: Path = PRESETS_PATH) -> dict[str, dict]:
+    """Fitted knob presets with what each was fitted to (written by scripts/fit_synthetic_presets.py)."""
+    return json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class RoutingPreset:
+    """The synthetic-routing preset used for a model (a model of routing, fitted to measurements).
+
+    match: MATCH_MODEL, MATCH_SHAPE or "nearest shape: used NAME (E experts, K used)".
+    spread_points: the fit's error in hit-rate points (the larger of in-fit and held-out rms), widened for a
+    preset borrowed from another shape; for prediction ranges.
+    """
+
+    name: str
+    knobs: Knobs
+    spread_points: float
+    fitted_to: str
+    match: str
+    shape: Shape | None = None
+
+    def __iter__(self):
+        """`name, knobs = preset_for(...)`, as before RoutingPreset existed."""
+        return iter((self.name, self.knobs))
+
+    @property
+    def is_fallback(self) -> bool:
+        return self.match not in (MATCH_MODEL, MATCH_SHAPE)
+
+    def describe(self) -> str:
+        """One line for a caption: which preset, why, and its spread."""
+        return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs}"
+
+
+def _preset(name: str, entry: dict, match: str, factor: float = 1.0) -> RoutingPreset:
+    shape = Shape(**entry["shape"]) if "shape" in entry else None
+    spread = round(factor * float(entry.get("spread_points", entry.get("rms_points", 0.0))), 2)
+    return RoutingPreset(name, Knobs(**entry["knobs"]), spread, entry["fitted_to"], match, shape)
+
+
+def _shape_distance(n_expert: int, k: int, shape: Shape) -> float:
+    return abs(np.log(n_expert / shape.n_expert)) + abs(np.log(k / shape.k))
+
+
+def preset_for(model, presets: dict[str, dict] | None = None) -> RoutingPreset:
+    """The routing preset for a model (a ModelSpec, or just its name), and why it was picked.
+
+    1. a preset fitted to this model (its name, and its expert shape when the model's is known);
+    2. else one fitted to the same (n_expert, n_expert_used), the closest layer count first;
+    3. else the nearest shape by |log expert-count ratio| + |log used-count ratio| (spread widened);
+    with only a name and no name match: the GPT-OSS-20B preset (real routing), as a nearest-shape fallback.
+    """
+    presets = presets or load_presets()
+    name = model if isinstance(model, str) else model.name
+    shape = None if isinstance(model, str) else (model.n_layer, model.n_expert, model.n_expert_used)
+    for key, entry in presets.items():
+        aliases = entry.get("models", [key])
+        same = shape is None or "shape" not in entry or (entry["shape"]["n_expert"], entry["shape"]["k"]) == shape[1:]
+        if same and any(a.lower() in name.lower() for a in aliases):
+            return _preset(key, entry, MATCH_MODEL)
+    shaped = {key: Shape(**entry["shape"]) for key, entry in presets.items() if "shape" in entry}
+    if shape is None or not shaped:
+        fallback = presets[FALLBACK_PRESET]
+        return _preset(
+            FALLBACK_PRESET, fallback, f"nearest shape: used {FALLBACK_PRESET} (no shape given)", FALLBACK_SPREAD_FACTOR
+        )
+    n_layer, n_expert, k = shape
+    same_shape = [key for key, s in shaped.items() if (s.n_expert, s.k) == (n_expert, k)]
+    if same_shape:
+        key = min(same_shape, key=lambda key: (abs(shaped[key].n_layer - n_layer), key))
+        return _preset(key, presets[key], MATCH_SHAPE)
+    key = min(shaped, key=lambda key: (_shape_distance(n_expert, k, shaped[key]), key))
+    s = shaped[key]
+    return _preset(
+        key, presets[key], f"nearest shape: used {key} ({s.n_expert} experts, {s.k} used)", FALLBACK_SPREAD_FACTOR
+    )

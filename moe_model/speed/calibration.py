@@ -1,0 +1,312 @@
+"""Fit the time model's machine-independent parameters on every measured machine at once, and say how well
+it transfers: leave one machine out, fit on the rest, predict it through the same `predict` a user runs.
+
+Also the per-machine fit behind `python -m moe_model calibrate LOG...`: the machine's own terms (upload
+rate, CPU expert rate, cost per cached layer) from a user's own llama-server logs, with the global
+parameters held, its error on each run left out of the fit, and a refusal when the fit cannot be trusted.
+
+`scripts/calibrate.py` writes moe_model/data/calibration.json, which predictions read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from moe_model.errors import MoeModelError
+from moe_model.fitting import least_squares
+from moe_model.resources import data_path
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.measured import Point
+from moe_model.speed.time_model import (
+    DECODE_PARAMS,
+    PARAM_BOUNDS,
+    PREFILL_PARAMS,
+    PRIOR_WIDTH,
+    TimeParams,
+    cpu_expert_gbs,
+    predict,
+    upload_gbs,
+    verdict,
+)
+
+CALIBRATION_JSON = data_path("calibration.json")
+UNCERTAINTY_QUANTILE = 0.68  # the range a prediction carries: ~one standard error of the left-out machines
+
+
+def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None):
+    return predict(p.model, hw or p.hw, params, p.scenario, p.traffic, layout=p.layout)
+
+
+def decode_errors(points: Sequence[Point], params: TimeParams, hw: Hardware | None = None) -> dict[str, float]:
+    """Relative error of the predicted decode t/s at each point with a measured decode speed."""
+    return {p.name: _predicted(p, params, hw).decode_tps / p.decode_tps - 1 for p in points if p.decode_tps}
+
+
+def prefill_errors(points: Sequence[Point], params: TimeParams) -> dict[str, float]:
+    return {p.name: _predicted(p, params).prefill_tps / p.prefill_tps - 1 for p in points if p.prefill_tps}
+
+
+def _machine_weights(points: Sequence[Point], attr: str) -> dict[str, float]:
+    """Each machine counts once, however many rows it has."""
+    counts: dict[str, int] = {}
+    for p in points:
+        if getattr(p, attr):
+            counts[p.machine] = counts.get(p.machine, 0) + 1
+    return {p.name: 1 / counts[p.machine] for p in points if getattr(p, attr)}
+
+
+PRIOR_WEIGHT = 0.15  # a prior's pull: a factor-of-its-width change costs as much as a machine 15 % off everywhere
+
+
+def _fit_fields(start, names, bounds, errors: Callable[[object], dict[str, float]], weights: dict[str, float],
+                priors: dict[str, tuple[float, float]] | None = None):  # fmt: skip
+    """Least squares on weighted log errors over the named fields of a frozen dataclass, in log space;
+    `priors` (name: (value, log width)) add a penalty pulling each field towards its expected value."""
+    lower = np.log([bounds[n][0] for n in names])
+    upper = np.log([bounds[n][1] for n in names])
+    keys = list(weights)
+    root_w = np.sqrt([weights[k] for k in keys])
+
+    def at(x: np.ndarray):
+        return replace(start, **{n: float(np.exp(v)) for n, v in zip(names, x, strict=True)})
+
+    prior = [(i, np.log(priors[n][0]), priors[n][1]) for i, n in enumerate(names) if n in (priors or {})]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        e = errors(at(x))
+        pull = [PRIOR_WEIGHT * (x[i] - centre) / width for i, centre, width in prior]
+        return np.concatenate([root_w * np.log1p(np.array([e[k] for k in keys])), pull])
+
+    x0 = np.log([max(getattr(start, n), bounds[n][0]) for n in names])
+    return at(least_squares(residuals, x0, lower, upper))
+
+
+def fit(points: Sequence[Point], start: TimeParams | None = None) -> TimeParams:
+    """Fit decode parameters, then prompt parameters, on squared log errors with machines weighted equally."""
+    params = start or TimeParams()
+    priors = {name: (getattr(TimeParams(), name), width) for name, width in PRIOR_WIDTH.items()}
+    points = [p for p in points if p.fitted]
+    decode = [p for p in points if p.decode_tps]
+    weights = _machine_weights(decode, "decode_tps")
+    params = _fit_fields(params, DECODE_PARAMS, PARAM_BOUNDS, lambda q: decode_errors(decode, q), weights, priors)
+    prompt = [p for p in points if p.prefill_tps]
+    if prompt:
+        weights = _machine_weights(prompt, "prefill_tps")
+        errors = lambda q: prefill_errors(prompt, q)  # noqa: E731
+        params = _fit_fields(params, PREFILL_PARAMS, PARAM_BOUNDS, errors, weights, priors)
+    return params
+
+
+def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float) -> list[dict]:
+    """For each cache point with a measured no-cache control: the measured and the predicted verdict."""
+    by_name = {p.name: p for p in points}
+    rows = []
+    for p in points:
+        control = by_name.get(p.control or "")
+        if not (control and p.decode_tps and control.decode_tps):
+            continue
+        with_cache = predict(p.model, p.hw, params, p.scenario, p.traffic, layout=p.layout, rel_error=rel_error)
+        without = predict(
+            control.model, control.hw, params, control.scenario, control.traffic, layout=control.layout,
+            rel_error=rel_error,
+        )  # fmt: skip
+        measured = "helps" if p.decode_tps > control.decode_tps else "hurts"
+        predicted = verdict(with_cache, without)
+        rows.append(
+            {
+                "point": p.name,
+                "control": control.name,
+                "measured_ratio": p.decode_tps / control.decode_tps,
+                "predicted_ratio": with_cache.decode_tps / without.decode_tps,
+                "measured": measured,
+                "predicted": predicted,
+                "ok": predicted in (measured, "too close to call"),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class MachineReport:
+    """One machine predicted by a fit that never saw it."""
+
+    machine: str
+    n_points: int
+    median_abs_error: float
+    worst_error: float
+    errors: dict[str, float]
+    prefill_errors: dict[str, float]
+    params: TimeParams  # fitted without this machine
+
+
+def leave_one_machine_out(
+    points: Sequence[Point], start: TimeParams | None = None, progress=None
+) -> list[MachineReport]:
+    """Per machine: fit on the others, predict its points."""
+    machines = sorted({p.machine for p in points})
+    reports = []
+    for i, machine in enumerate(machines):
+        params = fit([p for p in points if p.machine != machine], start)
+        own = [p for p in points if p.machine == machine]
+        errors = decode_errors(own, params)
+        abs_errors = np.abs(list(errors.values())) if errors else np.array([np.nan])
+        worst = max(errors.values(), key=abs) if errors else float("nan")
+        reports.append(
+            MachineReport(
+                machine, len(errors), float(np.median(abs_errors)), worst, errors, prefill_errors(own, params), params
+            )
+        )
+        if progress:
+            progress((i + 1) / len(machines))
+    return reports
+
+
+def relative_error(reports: Sequence[MachineReport]) -> float:
+    """The uncertainty a prediction carries: a quantile of |error| over every left-out point."""
+    errors = np.abs([e for r in reports for e in r.errors.values()])
+    return float(np.quantile(errors, UNCERTAINTY_QUANTILE)) if len(errors) else 0.25
+
+
+def load_calibration(path: Path = CALIBRATION_JSON) -> dict:
+    return json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """The parameters predictions use, the relative error they carry and where both come from."""
+
+    params: TimeParams
+    rel_error: float
+    source: str
+
+
+def default_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
+    record = load_calibration(path)
+    return TimeModel(
+        TimeParams(**record["params"]),
+        record["rel_error"],
+        f"fitted across {len(record['machines'])} measured machines; ±{100 * record['rel_error']:.0f} % is the "
+        "68th percentile of the error on machines left out of the fit",
+    )
+
+
+# --- one machine from its own logs ---
+
+MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
+MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose runs, each left out in turn, are predicted worse than this
+
+
+@dataclass(frozen=True)
+class MachineFit:
+    """A machine calibrated from its logs: the machine with its fitted terms, and each run's error."""
+
+    hardware: Hardware
+    fitted: tuple[str, ...]
+    fit_errors: dict[str, float]  # each run, predicted by the fit on all runs
+    left_out_errors: dict[str, float]  # each run, predicted by a fit on the other runs
+    judged: tuple[str, ...]  # runs whose left-out error judges the fit (the others alone pin a term)
+    rel_error: float
+    accepted: bool
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {
+            "hardware": self.hardware.as_dict(),
+            "fitted": list(self.fitted),
+            "fit_errors": self.fit_errors,
+            "left_out_errors": self.left_out_errors,
+            "judged": list(self.judged),
+            "rel_error": self.rel_error,
+            "accepted": self.accepted,
+            "reason": self.reason,
+        }
+
+
+def _identifiable(points: Sequence[Point]) -> tuple[str, ...]:
+    """The machine terms the runs can pin down: CPU rate needs a host layer off the pool, uploads and the
+    per-layer cost need cached runs (two budgets to tell them apart), the fixed cost a run with every expert
+    on the GPU (else it is confounded with the CPU and per-layer costs)."""
+    terms = []
+    if any(not p.layout.host_layers for p in points):
+        terms.append("token_ms")
+    if any(not p.traffic.cached.all() and p.layout.host_layers for p in points):
+        terms.append("cpu_expert_gbs")
+    cached = {p.scenario.budget_mib for p in points if p.traffic.cached.any()}
+    if cached:
+        pinned = all(p.scenario.pinned for p in points if p.traffic.cached.any())
+        terms.append("pinned_gbs" if pinned else "pageable_gbs")
+    if len(cached) >= 2:
+        terms.append("sync_us")
+    return tuple(terms)
+
+
+def _fit_machine(points: Sequence[Point], hw: Hardware, params: TimeParams, terms: Sequence[str]) -> Hardware:
+    start = hw.with_changes(
+        cpu_expert_gbs=cpu_expert_gbs(hw, params, pinned=False),
+        sync_us=params.sync_us(hw),
+        token_ms=params.token_ms_of(hw),
+        pinned_gbs=upload_gbs(hw, params, pinned=True),
+        pageable_gbs=upload_gbs(hw, params, pinned=False),
+    )
+    bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0), "token_ms": (0.05, 50.0)}
+    bounds = {k: (lo, min(hi, hw.line_gbs)) if k.endswith("_gbs") and k != "cpu_expert_gbs" else (lo, hi)
+              for k, (lo, hi) in bounds.items()}  # fmt: skip
+    weights = {p.name: 1.0 for p in points}
+    return _fit_fields(start, tuple(terms), bounds, lambda h: decode_errors(points, params, h), weights)
+
+
+def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams) -> MachineFit:
+    """Fit this machine's own terms on its runs; each run's error when it was left out; refuse if untrusted."""
+    points = [p for p in points if p.decode_tps]
+    if len(points) < 2:
+        raise MoeModelError(f"calibration needs at least 2 runs with decode timings, found {len(points)}")
+    terms = _identifiable(points)
+    if not terms:
+        raise MoeModelError("these runs cannot tell the machine's rates apart (no host layers off the cache)")
+    fitted = _fit_machine(points, hw, params, terms)
+    left_out, checkable = {}, []
+    for p in points:
+        others = [q for q in points if q is not p]
+        sub_terms = [t for t in terms if t in _identifiable(others)]
+        left_out |= decode_errors([p], params, _fit_machine(others, hw, params, sub_terms or terms))
+        if len(sub_terms) == len(terms):  # a run that alone pins a term cannot check it: reported, not judged
+            checkable.append(p.name)
+    worst = max((abs(left_out[name]) for name in checkable), default=0.0)
+    accepted = bool(len(points) >= 3 and checkable and worst <= MAX_MACHINE_ERROR)
+    if accepted:
+        reason = "accepted"
+    elif len(points) < 3:
+        reason = f"not trusted: {len(points)} runs, 3+ needed"
+    elif not checkable:
+        reason = (
+            "not trusted: each run alone pins a fitted term, so no run checks the others; add a run at another budget"
+        )
+    else:
+        reason = (
+            f"not trusted: worst left-out error {100 * worst:+.0f} % over the {len(checkable)} runs the others can "
+            f"check (at most {100 * MAX_MACHINE_ERROR:.0f} % allowed)"
+        )
+    rel = float(np.quantile(np.abs(list(left_out.values())), UNCERTAINTY_QUANTILE))
+    errors = decode_errors(points, params, fitted)
+    return MachineFit(fitted, terms, errors, left_out, tuple(checkable), rel, accepted, reason)
+
+
+def save_machine(fit_: MachineFit, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(fit_.as_dict(), indent=1) + "\n")
+
+
+def load_machine(path: str | Path) -> tuple[Hardware, float]:
+    """A machine file written by `calibrate`: the machine and the relative error its fit carries."""
+    try:
+        record = json.loads(Path(path).read_text())
+        hw = Hardware(**record["hardware"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise MoeModelError(f"{path}: not a machine file written by `calibrate` ({type(err).__name__})") from None
+    if not record.get("accepted"):
+        raise MoeModelError(f"{path}: this machine fit was refused ({record.get('reason')}); calibrate again")
+    return hw, float(record["rel_error"])

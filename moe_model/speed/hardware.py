@@ -1,0 +1,247 @@
+"""Machines: GPU memory, bandwidth and compute, the host link, the host CPU. Presets cite their sources.
+
+Only physical, published or measured figures live here. Rates the time model derives from them
+(effective upload rates, the CPU expert rate) are computed in `moe_model.time_model` with the
+machine-independent parameters fitted across every measured machine, unless the machine itself
+carries a measured value (`pinned_gbs`, `pageable_gbs`, or the terms `calibrate` fits from its logs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+
+from moe_model.errors import MoeModelError
+
+# PCIe line rate per lane in GB/s after encoding (PCI-SIG: 8, 16, 32 GT/s with 128b/130b)
+PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938}
+PINNED_EFFICIENCY = 0.85  # pinned cudaMemcpy reaches ~85 % of the line rate (groundtruth bw.json: 55 of 63 GB/s)
+BACKENDS = ("cuda", "hip", "vulkan")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One machine. Every field can be edited; `source` says where the preset's figures come from.
+
+    Measured fields (None: derived from the specs): `pinned_gbs` / `pageable_gbs`, host-to-device copy
+    rates from pinned and from mmap'd (pageable) memory; `cpu_expert_gbs`, the rate the CPU path reads
+    expert weights at; `sync_us`, the cost per cached layer and ubatch; `token_ms`, the fixed cost per
+    decode ubatch on this host (graph build and launches). `calibrate` fits the last four.
+    """
+
+    name: str
+    vram_gib: float
+    gpu_bw_gbs: float  # GPU memory bandwidth (datasheet)
+    pcie_gen: int
+    pcie_lanes: int
+    cpu_bw_gbs: float  # host memory bandwidth (channels x transfer rate x 8 bytes)
+    cpu_threads: int = 8  # threads llama.cpp computes host experts with (-t)
+    cpu_ghz: float = 4.5  # all-core clock of those threads (the CPU path is partly compute-bound per thread)
+    backend: str = "cuda"
+    gpu_tflops: float = 50.0  # dense FP16 tensor throughput (datasheet), for prompt processing
+    pinned_gbs: float | None = None
+    pageable_gbs: float | None = None
+    cpu_expert_gbs: float | None = None
+    sync_us: float | None = None
+    token_ms: float | None = None
+    cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
+    source: str = "user"
+    ram_gib: float = 64.0  # host RAM: host experts must fit in it (pinned) or page from disk (mmap)
+
+    def __post_init__(self) -> None:
+        checks = {
+            "vram_gib": 0 < self.vram_gib <= 1024,
+            "gpu_bw_gbs": 0 < self.gpu_bw_gbs <= 20000,
+            "pcie_gen": self.pcie_gen in PCIE_LANE_GBS,
+            "pcie_lanes": self.pcie_lanes in (1, 2, 4, 8, 16),
+            "cpu_bw_gbs": 0 < self.cpu_bw_gbs <= 2000,
+            "cpu_threads": 1 <= self.cpu_threads <= 1024,
+            "cpu_ghz": 0.5 <= self.cpu_ghz <= 7.0,
+            "backend": self.backend in BACKENDS,
+            "gpu_tflops": 0 < self.gpu_tflops <= 10000,
+            "pinned_gbs": self.pinned_gbs is None or 0 < self.pinned_gbs <= self.line_gbs,
+            "pageable_gbs": self.pageable_gbs is None or 0 < self.pageable_gbs <= self.line_gbs,
+            "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
+            "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
+            "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
+            "ram_gib": 1 <= self.ram_gib <= 16384,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise MoeModelError(
+                f"hardware {self.name!r}: implausible {', '.join(bad)} (link rates cannot exceed the "
+                f"{self.pcie_label} line rate of {self.line_gbs:.1f} GB/s)"
+            )
+
+    @property
+    def pcie_label(self) -> str:
+        return f"PCIe {self.pcie_gen}.0 x{self.pcie_lanes}"
+
+    @property
+    def line_gbs(self) -> float:
+        return PCIE_LANE_GBS[self.pcie_gen] * self.pcie_lanes
+
+    @property
+    def pinned_rate_gbs(self) -> float:
+        """Pinned host-to-device rate: measured, else the line rate times pinned copies' efficiency."""
+        return self.pinned_gbs or self.line_gbs * PINNED_EFFICIENCY
+
+    @property
+    def vram_mib(self) -> float:
+        return self.vram_gib * 1024
+
+    def with_changes(self, **changes) -> Hardware:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_NV = "NVIDIA datasheet (memory size, bandwidth, PCIe generation, FP16 tensor TFLOPS)"
+_AMD = "AMD datasheet (memory size, bandwidth, PCIe generation, FP16 matrix TFLOPS)"
+_HOST4 = "host: 32 GiB dual-channel DDR4-3200 (51 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
+_HOST5 = "host: 64 GiB dual-channel DDR5-6000 (96 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
+
+
+def _card(name, vram, bw, gen, lanes, tflops, host_bw=96.0, threads=8, ghz=4.5, backend="cuda", source=None, **kw):
+    return Hardware(
+        name, vram, bw, gen, lanes, host_bw, threads, ghz, backend, tflops, source=source or f"{_NV}; {_HOST5}", **kw
+    )
+
+
+PRESETS: dict[str, Hardware] = {
+    h.name: h
+    for h in (
+        _card(
+            "Tesla T4",
+            15.0,
+            320,
+            3,
+            16,
+            65,
+            host_bw=20.0,
+            threads=4,
+            ghz=2.0,
+            ram_gib=32.0,
+            source=f"{_NV} (16 GB, 15,360 MiB usable); host: 4-vCPU 2.0 GHz Xeon cloud VM (~20 GB/s, 32 GiB RAM), "
+            "an assumption",
+        ),
+        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
+        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
+        _card("RTX 3090", 24, 936, 4, 16, 142, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
+        _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card); {_HOST5}"),
+        _card(
+            "RTX 4070 12GB", 12, 504, 4, 16, 117, 89.6, 10, source=f"{_NV}; host: 64 GiB dual-channel DDR5-5600, -t 10"
+        ),
+        _card("RTX 4080 16GB", 16, 717, 4, 16, 195),
+        _card("RTX 4090", 24, 1008, 4, 16, 330),
+        _card("RTX 5070 Ti", 16, 896, 5, 16, 176),
+        _card("RTX 5090", 32, 1792, 5, 16, 419),
+        _card(
+            "RTX A6000",
+            48,
+            768,
+            4,
+            16,
+            155,
+            source=f"{_NV}; host: 128 GiB DDR5 workstation, 96 GB/s, an assumption",
+            ram_gib=128.0,
+        ),
+        _card(
+            "RTX PRO 6000",
+            96,
+            1792,
+            5,
+            16,
+            500,
+            source=f"{_NV}; host: 256 GiB DDR5 workstation, 96 GB/s, an assumption",
+            ram_gib=256.0,
+        ),
+        _card(
+            "H100 PCIe",
+            80,
+            2000,
+            5,
+            16,
+            756,
+            200,
+            32,
+            source=f"{_NV}; host: 512 GiB server DDR5, ~200 GB/s, an assumption",
+            ram_gib=512.0,
+        ),
+        _card(
+            "H200",
+            141,
+            4800,
+            5,
+            16,
+            989,
+            250,
+            16,
+            3.0,
+            pinned_gbs=55.0,
+            ram_gib=512.0,
+            source=f"{_NV}; link: pinned rate measured on the ground-truth host (moe_model/data/groundtruth/bw.json; "
+            "its pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README); "
+            "host: 16-core Xeon, "
+            "8-channel DDR5-4000 (~250 GB/s, 512 GiB), 16 threads at ~3 GHz, an assumption",
+        ),
+        _card(
+            "Radeon AI PRO R9700",
+            32,
+            640,
+            5,
+            16,
+            191,
+            76.8,
+            8,
+            4.7,
+            backend="hip",
+            source=f"{_AMD}; host: i7-12700KF-like (8 P-cores at 4.7 GHz), dual-channel DDR5-4800, 64 GiB, "
+            "an assumption",
+        ),
+        _card(
+            "Radeon Pro V620",
+            32,
+            512,
+            4,
+            16,
+            81,
+            204.8,
+            16,
+            3.3,
+            backend="vulkan",
+            ram_gib=256.0,
+            source=f"{_AMD}; host: 8-channel DDR4-3200 EPYC (205 GB/s, 256 GiB assumed), as in the field measurements",
+        ),
+        _card("eGPU RTX 4090, PCIe 3.0 x4", 24, 1008, 3, 4, 330, source=f"{_NV}; Thunderbolt 3 class link; {_HOST5}"),
+        _card("eGPU RTX 4090, PCIe 4.0 x4", 24, 1008, 4, 4, 330, source=f"{_NV}; OCuLink class link; {_HOST5}"),
+    )
+}
+
+ALIASES = {"t4": "Tesla T4", "3060": "RTX 3060 12GB", "4060 ti": "RTX 4060 Ti 16GB", "r9700": "Radeon AI PRO R9700"}
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+
+def preset(name: str) -> Hardware:
+    """A preset as users type it: exact or alias (case-insensitive), else a unique word-prefix match."""
+    wanted = _normal(name)
+    if not wanted:
+        raise MoeModelError("name a GPU preset, e.g. 't4', '4090', 'h200'")
+    by_name = {_normal(k): hw for k, hw in PRESETS.items()}
+    if wanted in by_name:
+        return by_name[wanted]
+    if wanted in ALIASES:
+        return PRESETS[ALIASES[wanted]]
+    words = wanted.split()
+    found = [hw for key, hw in by_name.items() if all(any(w.startswith(x) for w in key.split()) for x in words)]
+    internal = [hw for hw in found if not hw.name.startswith("eGPU")]  # "4090" means the card, not its eGPU setups
+    found = internal or found
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise MoeModelError(f"GPU {name!r} is ambiguous: {', '.join(hw.name for hw in found)}")
+    raise MoeModelError(f"unknown GPU {name!r}; known: {', '.join(PRESETS)}")

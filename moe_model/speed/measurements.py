@@ -1,0 +1,227 @@
+"""Measured configurations: one schema for the reference table and for points parsed from logs.
+
+Also the cross-check of a log against the plan computed from the model's header, which is how a
+user verifies the calculator on their own machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
+from moe_model.readers.logs import LogRun
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.resources import data_path
+
+REFERENCE_CSV = data_path("reference-measurements.csv")
+COLUMNS = (
+    "id", "source", "gpu", "gpu_vram_gib", "pcie", "model", "quant", "model_file_gb", "placement", "moe_cache_mib",
+    "parallel", "spec_draft_tokens", "cpu_share", "hit_rate_small_pct", "hit_rate_large_pct", "hit_rate_pct",
+    "uploaded_mib_per_token", "decode_tps", "prefill_tps", "starts", "notes",
+)  # fmt: skip
+
+
+def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
+    """The measured reference table (cited sources), in the shared schema."""
+    frame = pd.read_csv(path)
+    for column in COLUMNS:
+        if column not in frame:
+            frame[column] = pd.NA
+    return frame[list(COLUMNS)]
+
+
+def decode_tps_of(run: LogRun) -> float | None:
+    """Decode tokens/s: per request for one stream, summed over concurrent requests (aggregate)."""
+    rates = [t.decode_tps for t in run.timings if t.decode_tps]
+    if not rates:
+        return None
+    if run.placement.get("n_seq_max", 1) > 1 and len(rates) > 1:
+        return sum(rates[: run.placement["n_seq_max"]])
+    weights = [t.decode_tokens for t in run.timings if t.decode_tps]
+    return sum(r * w for r, w in zip(rates, weights, strict=True)) / sum(weights)
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 2)
+
+
+def point_from_run(run: LogRun, source: str, budget_mib: int | None = None) -> dict:
+    """A measured point from one log run (fields the log cannot tell are left empty)."""
+    small, large = run.small, run.large
+    total = sum(st.hits + st.misses for st in (small, large) if st)
+    hits = sum(st.hits for st in (small, large) if st)
+    uploaded = sum(st.uploaded_mib for st in (small, large) if st)
+    prompt = [t.prompt_tps for t in run.timings if t.prompt_tps]
+    budget = budget_mib if budget_mib is not None else run.flag("--moe-cache-mib")
+    return {
+        "id": f"{source}#{run.index}",
+        "source": source,
+        "gpu": run.placement.get("gpu"),
+        "model": run.model.get("name"),
+        "quant": run.model.get("file_type"),
+        "placement": _placement_label(run),
+        "moe_cache_mib": None if budget is None else int(budget),
+        "parallel": run.placement.get("n_seq_max", 1),
+        "hit_rate_small_pct": _pct(small.hit_rate) if small else None,
+        "hit_rate_large_pct": _pct(large.hit_rate) if large else None,
+        "hit_rate_pct": _pct(hits / total) if total else None,
+        "uploaded_mib_per_token": uploaded / run.decode_tokens if run.decode_tokens and total else None,
+        "decode_tps": decode_tps_of(run),
+        "prefill_tps": sum(prompt) / len(prompt) if prompt else None,
+        "starts": run.starts,
+        "notes": "; ".join(run.notes()),
+    }
+
+
+def _placement_label(run: LogRun) -> str | None:
+    if run.command:
+        for flag in ("--cpu-moe", "-cmoe"):
+            if flag in run.command.split():
+                return "--cpu-moe"
+        if (k := run.flag("--n-cpu-moe", "-ncmoe")) is not None:
+            return f"--n-cpu-moe {k}"
+    n_layer = run.model.get("n_layer")
+    cached = sum(g.n_layers for g in run.groups)
+    if isinstance(n_layer, int) and cached:
+        return "--cpu-moe" if cached == n_layer else f"{cached} of {n_layer} layers' experts in host memory"
+    return None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a log's statistics say in the simulator's terms."""
+
+    hit_rate_small: float | None
+    hit_rate_large: float | None
+    uploaded_mib_per_token: float | None
+    small_lookup_share: float | None
+
+
+def derive(run: LogRun) -> Derived:
+    small, large = run.small, run.large
+    n_small = small.hits + small.misses if small else 0
+    n_large = large.hits + large.misses if large else 0
+    uploaded = (small.uploaded_mib if small else 0.0) + (large.uploaded_mib if large else 0.0)
+    return Derived(
+        small.hit_rate if small else None,
+        large.hit_rate if large else None,
+        uploaded / run.decode_tokens if run.decode_tokens and (n_small + n_large) else None,
+        n_small / (n_small + n_large) if n_small + n_large else None,
+    )
+
+
+# --- cross-check against the plan from the header ---
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """One logged fact beside what the header predicts; `comparable` is False for information only."""
+
+    what: str
+    logged: str
+    predicted: str
+    comparable: bool = True
+
+    @property
+    def ok(self) -> bool | None:
+        return self.logged == self.predicted if self.comparable else None
+
+
+def infer_placement(run: LogRun, model: ModelSpec) -> Placement:
+    """The placement the log implies: its command line if shown, else from how many layers were cached."""
+    if run.command and (k := run.flag("--n-cpu-moe", "-ncmoe")) is not None:
+        return Placement(cpu_moe=False, n_cpu_moe=int(k))
+    cached = sum(g.n_layers for g in run.groups)
+    moe_layers = len(model.moe_layers)
+    if run.command and {"--cpu-moe", "-cmoe"} & set(run.command.split()):
+        return Placement(cpu_moe=True)
+    if not cached:
+        return _placement_from_buffers(run, model)
+    if cached == moe_layers:
+        return Placement(cpu_moe=True)
+    return Placement(cpu_moe=False, n_cpu_moe=model.moe_layers[cached - 1] + 1)
+
+
+HOST_BUFFERS = ("CPU_Mapped", "CUDA_Host", "CPU_REPACK", "CPU")
+
+
+def _placement_from_buffers(run: LogRun, model: ModelSpec) -> Placement:
+    """Without a cache line: the K whose first layers' experts best match the host model buffers."""
+    buffers = run.placement.get("model_buffers_mib", {})
+    host_mib = sum(v for k, v in buffers.items() if k in HOST_BUFFERS) - model.input_bytes / 2**20
+    cumulative = [0.0]
+    for layer in model.layers:
+        cumulative.append(cumulative[-1] + layer.expert_bytes_total / 2**20)
+    k = min(range(len(cumulative)), key=lambda i: abs(cumulative[i] - host_mib))
+    return Placement(cpu_moe=True) if k == model.n_layer else Placement(cpu_moe=False, n_cpu_moe=k)
+
+
+def infer_budget(run: LogRun, model: ModelSpec, placement: Placement) -> int | None:
+    """The --moe-cache-mib value: from the command line, else the smallest budget reproducing the slots."""
+    if (flag := run.flag("--moe-cache-mib")) is not None:
+        return int(flag)
+    target = next(((i, g.n_slots) for i, g in enumerate(run.groups) if g.n_slots > 0), None)
+    if target is None:
+        return None
+    index, slots = target
+    lo = smallest_budget(
+        model, placement, lambda p: p.starts and index < len(p.groups) and p.groups[index].n_slots >= slots
+    )
+    if lo is None:  # the header cannot give that many slots: another model or quant
+        return None
+    logged = [g.n_slots for g in run.groups]
+    for budget in range(lo, max(lo, full_budget_mib(model, placement) or lo) + 1):
+        plan = plan_cache(model, budget, placement)  # other groups may need a few MiB more than the first one
+        if [g.n_slots for g in plan.groups] == logged:
+            return budget
+        if plan.groups[index].n_slots > slots:
+            break
+    return lo
+
+
+def _check_lines(devices: list[tuple], groups: list[tuple], n_warnings: int, starts: bool) -> list[tuple[str, str]]:
+    """The facts compared, each as (what, text): devices (name, cache MiB, host MiB), groups (layers, type,
+    slots, percent), how many warnings, whether it starts."""
+    lines = [(f"{name} cache", f"{cache:.2f} MiB for {host:.2f} MiB of host experts") for name, cache, host in devices]
+    lines += [
+        (f"group {i + 1}", f"{n} layers, {kind}: {slots} slots ({pct:.1f}%)")
+        for i, (n, kind, slots, pct) in enumerate(groups)
+    ]
+    return lines + [("warnings", str(n_warnings)), ("starts", str(starts))]
+
+
+def _logged_lines(run: LogRun) -> list[tuple[str, str]]:
+    devices = [(d.name, d.cache_mib, d.host_experts_mib) for d in run.devices]
+    groups = [(g.n_layers, g.type, g.n_slots, g.percent) for g in run.groups]
+    return _check_lines(devices, groups, len(run.warnings), run.starts)
+
+
+def _plan_lines(plan: CachePlan) -> list[tuple[str, str]]:
+    """What llama.cpp would log for the plan: no device or group lines when it refuses to start."""
+    devices = [(d.name, d.buffer_bytes / 2**20, d.host_bytes / 2**20) for d in plan.devices] if plan.starts else []
+    groups = [(g.n_layers, g.type_name, g.n_slots, g.percent) for g in plan.groups] if plan.starts else []
+    return _check_lines(devices, groups, len(plan.warnings), plan.starts)
+
+
+def crosscheck(run: LogRun, model: ModelSpec, budget_mib: int | None = None) -> tuple[int | None, list[CheckLine]]:
+    """Compare the logged cache lines with the plan from the header, line by line."""
+    placement = infer_placement(run, model)
+    budget = budget_mib if budget_mib is not None else infer_budget(run, model, placement)
+    if budget is None:
+        lines = [CheckLine("budget", "unknown (no slots logged, no --moe-cache-mib in the log)", "-", comparable=False)]
+        if not run.starts and run.warnings:
+            smallest = min_budget_mib(model, placement)
+            lines.append(CheckLine("refused to start", "yes", f"below {smallest} MiB it refuses", comparable=False))
+            lines.append(
+                CheckLine(
+                    "groups warned too small", str(len(run.warnings)), str(len(plan_cache(model, 1, placement).groups))
+                )
+            )
+        return None, lines
+    predicted = dict(_plan_lines(plan_cache(model, budget, placement)))
+    logged = dict(_logged_lines(run))
+    keys = list(dict.fromkeys([*logged, *predicted]))
+    return budget, [CheckLine(k, logged.get(k, "(not logged)"), predicted.get(k, "(not predicted)")) for k in keys]

@@ -1,0 +1,202 @@
+"""Compare placements, budgets, load modes and CPU shares for a model on a machine; the best with its command.
+
+One recommender for the CLI, Explore's "best setting" and Shopping: the same inputs give the same answer.
+Options that do not start or do not fit the GPU's memory or the host's RAM are never picked. A modelled policy
+(CPU share) is only picked when it beats the best exact option by more than the prediction's uncertainty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import Placement, min_budget_mib
+from moe_model.policies import EXACT, REFERENCE, get_policy
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.time_model import Prediction, TimeParams, predict, verdict
+from moe_model.speed.traffic import Traffic, decode_counts, from_counts, from_workload
+from moe_model.speed.vram import fit_host_layers, max_budget_mib
+from moe_model.workload import Workload
+
+CPU_SHARES = (0.5, 0.95)
+N_BUDGETS = 6
+
+
+@dataclass(frozen=True, eq=False)
+class Option:
+    label: str
+    prediction: Prediction
+    command: str
+    verdict: str  # against the same placement without a cache
+    host: HostMemory | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Starts and fits VRAM and RAM: only then is it picked or shown with a speed."""
+        return self.prediction.usable and (self.host is None or self.host.fits)
+
+    def as_dict(self) -> dict:
+        p = self.prediction
+        return {
+            "label": self.label,
+            "usable": self.usable,
+            "decode_tps": p.decode_tps,
+            "decode_tps_range": list(p.decode_tps_range),
+            "prefill_tps": p.prefill_tps,
+            "hit_rate": p.hit_rate,
+            "starts": p.starts,
+            "fits_vram": p.vram.fits,
+            "vram_free_mib": p.vram.free_mib,
+            "fits_ram": self.host is None or self.host.fits,
+            "ram_needed_mib": self.host.used_mib if self.host else None,
+            "verdict": self.verdict,
+            "command": self.command,
+            "scenario": p.as_dict()["scenario"],
+        }
+
+
+def command_line(model_path: str, sc: Scenario, placement: Placement) -> str:
+    """The llama-server command for a scenario (-lv 4 so the user can verify slots and hit rates)."""
+    model_flag = "-mu" if model_path.startswith(("http://", "https://")) else "-m"
+    parts = ["llama-server", model_flag, model_path, *placement.flags()]
+    if placement.fit:
+        parts.append(f"--fit-target {sc.fit_target_mib:g}")
+    if sc.budget_mib:
+        parts += ["--moe-cache-mib", str(sc.budget_mib)]
+    if sc.cpu_share:
+        parts += ["--moe-cache-cpu-share", f"{sc.cpu_share:g}"]
+    if sc.load_mode != "mmap":
+        parts += ["--load-mode", sc.load_mode]
+    if sc.kv_types != ("f16", "f16"):
+        parts += ["-ctk", sc.cache_type_k, "-ctv", sc.cache_type_v]
+    parts += ["-c", str(sc.n_ctx), "-np", str(sc.concurrency)]
+    if sc.draft_tokens:
+        parts += ["--draft-max", str(sc.draft_tokens)]
+    return " ".join(parts + ["-lv", "4"])
+
+
+def _placement(base: Scenario, **fields) -> Placement:
+    p = base.placement
+    return Placement(n_gpu_layers=p.n_gpu_layers, n_gpus=p.n_gpus, tensor_split=p.tensor_split, **fields)
+
+
+def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]:
+    """--fit, --fit + 10 % cache, --cpu-moe over budgets (mmap and pinned), --n-cpu-moe K + budget, CPU shares."""
+    fit = _placement(base, cpu_moe=False, fit=True)
+    out = [replace(base, placement=fit, budget_mib=0, cpu_share=0.0)]
+    k_fit = fit_host_layers(model, hw, 0, base.n_ctx, base.fit_target_mib, base.kv_types, fit)
+    host_mib = sum(layer.expert_bytes_total for layer in model.layers[:k_fit]) / 2**20
+    if k_fit and min_budget_mib(model, _placement(base, cpu_moe=False, n_cpu_moe=k_fit)):
+        out.append(replace(base, placement=fit, budget_mib=max(int(host_mib * 0.1), 1), cpu_share=0.0))
+    cpu_moe = _placement(base, cpu_moe=True)
+    lo = min_budget_mib(model, cpu_moe) or 0
+    hi = max_budget_mib(model, hw, cpu_moe, base.n_ctx, kv_types=base.kv_types)
+    budgets = sorted({int(b) for b in np.geomspace(max(lo, 1), max(hi, lo, 1), N_BUDGETS)} | {0})
+    for mode in ("mmap", "none"):
+        out += [
+            replace(base, placement=cpu_moe, budget_mib=b, cpu_share=0.0, load_mode=mode)
+            for b in budgets
+            if b == 0 or b >= lo
+        ]
+    for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
+        placement = _placement(base, cpu_moe=False, n_cpu_moe=k)
+        budget = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
+        lowest = min_budget_mib(model, placement)
+        out.append(replace(base, placement=placement, budget_mib=0, cpu_share=0.0))
+        if lowest and budget >= lowest:
+            out.append(replace(base, placement=placement, budget_mib=budget, cpu_share=0.0))
+    for b in (hi, max(lo, hi // 2)):
+        if b >= lo > 0:
+            out += [replace(base, placement=cpu_moe, budget_mib=b, cpu_share=f) for f in CPU_SHARES]
+    return out
+
+
+def label(sc: Scenario, placement: Placement) -> str:
+    cache = f" + {sc.budget_mib} MiB cache" if sc.budget_mib else " (no cache)"
+    share = f", CPU share {sc.cpu_share:g} ({get_policy(sc.policy_name).label} policy)" if sc.cpu_share else ""
+    pinned = ", pinned host experts (--load-mode none)" if sc.pinned else ""
+    return placement.label + cache + pinned + share
+
+
+def recommend(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    workload_for: Callable[[Scenario], Workload],
+    model_path: str,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+    progress=None,
+) -> list[Option]:
+    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM)."""
+    scenarios = candidates(model, hw, base)
+    layouts = [resolve(model, hw, sc) for sc in scenarios]
+    traffics = _traffics(model, scenarios, layouts, workload_for, progress)
+    preds = [
+        predict(model, hw, params, sc, t, layout=lay, rel_error=rel_error, spread_points=spread_points)
+        for sc, lay, t in zip(scenarios, layouts, traffics, strict=True)
+    ]
+    baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
+    options = []
+    for p in preds:
+        base_pred = baselines.get((p.layout.placement, p.scenario.load_mode))
+        v = "no cache" if p.scenario.budget_mib == 0 or base_pred is None else verdict(p, base_pred)
+        options.append(
+            Option(
+                label(p.scenario, p.layout.placement),
+                p,
+                command_line(model_path, p.scenario, p.layout.placement),
+                v,
+                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
+            )
+        )
+    return rank(options, rel_error)
+
+
+def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, progress=None) -> list[Traffic | None]:
+    """Each candidate's traffic: one all-budgets simulation per placement and batching, the CPU-share
+    candidates one by one (their policy runs per budget)."""
+    out: list[Traffic | None] = [None] * len(scenarios)
+    passes: dict[tuple, list[int]] = {}
+    for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True)):
+        if not layout.plan.starts:
+            continue
+        if sc.policy_name != REFERENCE:  # other policies replay per budget
+            out[i] = from_workload(model, layout, sc, workload_for(sc))
+            continue
+        passes.setdefault((layout.placement, sc.concurrency, sc.draft_tokens, sc.accept_rate), []).append(i)
+    for n, ((placement, *_), members) in enumerate(passes.items()):
+        work = workload_for(scenarios[members[0]])
+        budgets = sorted({scenarios[i].budget_mib for i in members})
+        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
+        n_ub, distinct = decode_counts(work)
+        for i in members:
+            r = by_budget[scenarios[i].budget_mib]
+            out[i] = from_counts(
+                model, layouts[i], scenarios[i], r.layer_hits, r.layer_lookups, n_ub, "simulated", distinct
+            )
+        if progress:
+            progress((n + 1) / len(passes))
+    return out
+
+
+def _exact(sc) -> bool:
+    return get_policy(sc.policy_name).label == EXACT
+
+
+def rank(options: list[Option], rel_error: float) -> list[Option]:
+    """Usable options fastest first; a modelled-policy option leads only if it wins by more than the error."""
+    ok = sorted((o for o in options if o.usable), key=lambda o: -o.prediction.decode_tps)
+    exact = [o for o in ok if _exact(o.prediction.scenario)]
+    leader = ok[0].prediction if ok else None
+    if exact and not _exact(leader.scenario) and leader.decode_tps <= exact[0].prediction.decode_tps * (1 + rel_error):
+        ok.remove(exact[0])
+        ok.insert(0, exact[0])
+    return ok + [o for o in options if not o.usable]

@@ -1,0 +1,156 @@
+"""A llama-server configuration (Scenario) and how llama.cpp lays it out on a machine (Layout).
+
+The placement is one typed contract for `--cpu-moe`, `--n-cpu-moe K`, `-ngl`, `--tensor-split` and
+`--fit` (slot_plan.Placement); `resolve` turns `--fit` into the layer count it would pick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from moe_model.errors import MoeModelError
+from moe_model.limits import (
+    MAX_BUDGET_MIB,
+    MAX_CONCURRENCY,
+    MAX_CTX,
+    MAX_DRAFT_TOKENS,
+    MAX_PROMPT_TOKENS,
+    MAX_UBATCH,
+    check_at_most,
+)
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
+from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.vram import FIT_MARGIN_MIB, VramBreakdown, breakdown, fit_host_layers, kv_bytes_per_elem
+
+LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags."""
+
+    placement: Placement = field(default_factory=Placement)
+    budget_mib: int = 0
+    concurrency: int = 1
+    draft_tokens: int = 0
+    accept_rate: float = 0.7
+    cpu_share: float = 0.0
+    n_ctx: int = 4096
+    prompt_tokens: int = 512
+    n_ubatch: int = 512
+    load_mode: str = "mmap"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    fit_target_mib: float = FIT_MARGIN_MIB
+    offload_min_batch: int = OFFLOAD_MIN_BATCH
+    policy: str = ""  # a registered replacement policy to model instead of the one the flags select ("")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.cpu_share <= 1.0:
+            raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
+        if self.policy:
+            from moe_model.policies import CPU_SHARE, get_policy  # lazy: `plan` never needs the kernels
+
+            get_policy(self.policy)  # raises, listing the names, on an unknown one
+            if self.cpu_share > 0 and self.policy != CPU_SHARE:
+                raise MoeModelError(f"--moe-cache-cpu-share is a knob of {CPU_SHARE}, not of {self.policy}")
+        if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
+            raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
+        for value, limit, what in (
+            (self.budget_mib, MAX_BUDGET_MIB, "the budget (MiB)"),
+            (self.concurrency, MAX_CONCURRENCY, "concurrency"),
+            (self.draft_tokens, MAX_DRAFT_TOKENS, "draft tokens"),
+            (self.prompt_tokens, MAX_PROMPT_TOKENS, "prompt tokens"),
+            (self.n_ubatch, MAX_UBATCH, "the ubatch size"),
+            (self.n_ctx, MAX_CTX, "the context"),
+        ):
+            check_at_most(value, limit, what)
+        if not 0.0 <= self.accept_rate <= 1.0:
+            raise MoeModelError(f"the draft acceptance rate must be in [0, 1], got {self.accept_rate}")
+        if self.load_mode not in LOAD_MODES:
+            raise MoeModelError(f"--load-mode must be one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
+        kv_bytes_per_elem(self.cache_type_k), kv_bytes_per_elem(self.cache_type_v)  # raises on an unknown type
+        if self.n_ubatch < 1 or self.prompt_tokens < 1 or self.offload_min_batch < 1 or self.fit_target_mib < 0:
+            raise MoeModelError("ubatch, prompt tokens and offload minimum batch >= 1, fit target >= 0 are needed")
+
+    @property
+    def pinned(self) -> bool:
+        """Host experts in pinned memory (CUDA_Host): every load mode but mmap (b11549 load_tensors)."""
+        return self.load_mode != "mmap"
+
+    @property
+    def kv_types(self) -> tuple[str, str]:
+        return self.cache_type_k, self.cache_type_v
+
+    @property
+    def prompt_ubatch(self) -> int:
+        return max(1, min(self.n_ubatch, self.prompt_tokens))
+
+    @property
+    def tokens_per_ubatch(self) -> int:
+        return self.concurrency * (self.draft_tokens + 1)
+
+    @property
+    def decoded_per_ubatch(self) -> float:
+        """Generated tokens per verification step: 1 + the expected leading run of accepted drafts."""
+        p, d = self.accept_rate, self.draft_tokens
+        return self.concurrency * (1 + sum(p**i for i in range(1, d + 1)))
+
+    @property
+    def policy_name(self) -> str:
+        """The replacement policy modelled: the one named, else what the flags select (b12191: a CPU share)."""
+        from moe_model.policies import CPU_SHARE, REFERENCE
+
+        return self.policy or (CPU_SHARE if self.cpu_share > 0 else REFERENCE)
+
+    @property
+    def policy_knobs(self) -> dict[str, float]:
+        from moe_model.policies import CPU_SHARE
+
+        return {"share": self.cpu_share} if self.policy_name == CPU_SHARE else {}
+
+    def with_budget(self, budget_mib: int) -> Scenario:
+        return replace(self, budget_mib=budget_mib)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a scenario lands on a machine: the resolved placement, the cache plan, VRAM, layer devices."""
+
+    placement: Placement
+    plan: CachePlan
+    vram: VramBreakdown
+    host_layers: tuple[int, ...]  # layers whose experts are in host memory
+    cpu_layers: tuple[int, ...]  # layers -ngl leaves entirely on the CPU
+
+    @property
+    def fits(self) -> bool:
+        return self.vram.fits
+
+    def cached_mask(self, model: ModelSpec, tokens_per_ubatch: int) -> np.ndarray:
+        """Layers whose decode ubatches use the pool: a cached group with enough slots (get_slot_map)."""
+        mask = np.zeros(model.n_layer, dtype=bool)
+        if not self.plan.starts:
+            return mask
+        for group in self.plan.groups:
+            if group.cached and uses_pool(tokens_per_ubatch, model.n_expert_used, model.n_expert, group.n_slots):
+                mask[list(group.layers)] = True
+        return mask
+
+
+def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
+    """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
+    placement = sc.placement
+    if placement.fit:
+        k = fit_host_layers(model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement)
+        placement = replace(placement, n_cpu_moe=k)
+    devices = placement.layer_device(model.n_layer)
+    host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
+    cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
+    plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
+    vram = breakdown(model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch)
+    return Layout(placement, plan, vram, host, cpu_layers)

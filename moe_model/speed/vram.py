@@ -1,0 +1,190 @@
+"""Where the GPU memory goes: dense weights, experts kept on the GPU, KV cache, compute buffers, the cache.
+
+KV size is exact for f16 caches (checked against the logs: 56.00 MiB and 384.00 MiB). Compute
+buffers are an estimate (logits of a ubatch, plus attention scores without flash attention),
+labelled as such. `fit_host_layers` mirrors what `--fit` does with a MoE model: keep the dense
+weights on the GPU and move the experts of the first layers to host memory until it fits with
+`FIT_MARGIN_MIB` free; the cache it creates counts as context memory (common/fit.cpp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from moe_model.errors import MoeModelError
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH
+from moe_model.llama.slot_plan import MIB, Placement, plan_cache
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.hardware import Hardware
+
+FIT_MARGIN_MIB = 1024  # --fit's default free-memory target per device (common/fit.cpp, -fitt)
+CUDA_RESERVE_MIB = 300  # driver/context memory CUDA keeps: an assumption
+
+
+@dataclass(frozen=True)
+class VramBreakdown:
+    """MiB of GPU memory per item for one configuration."""
+
+    dense_mib: float
+    experts_mib: float
+    kv_mib: float
+    compute_mib: float
+    cache_mib: float
+    reserve_mib: float
+    vram_mib: float
+
+    @property
+    def used_mib(self) -> float:
+        return self.dense_mib + self.experts_mib + self.kv_mib + self.compute_mib + self.cache_mib + self.reserve_mib
+
+    @property
+    def free_mib(self) -> float:
+        return self.vram_mib - self.used_mib
+
+    @property
+    def fits(self) -> bool:
+        return self.free_mib >= 0
+
+    @property
+    def verdict(self) -> str:
+        """One line a page leads with: fits or not, and what would free the memory."""
+        if self.fits:
+            return f"fits in VRAM: {self.used_mib:,.0f} of {self.vram_mib:,.0f} MiB used, {self.free_mib:,.0f} MiB free"
+        return (
+            f"does not fit in VRAM: {-self.free_mib:,.0f} MiB over the GPU's {self.vram_mib:,.0f} MiB. Free it with a "
+            "smaller context (-c), more layers in host memory (--n-cpu-moe K) or a smaller "
+            "--moe-cache-mib (fewer slots)"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "dense": self.dense_mib,
+            "experts_on_gpu": self.experts_mib,
+            "kv_cache": self.kv_mib,
+            "compute_buffers_estimate": self.compute_mib,
+            "moe_cache": self.cache_mib,
+            "cuda_reserve_assumed": self.reserve_mib,
+            "free": self.free_mib,
+            "total": self.vram_mib,
+        }
+
+
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
+
+
+def kv_bytes_per_elem(type_name: str) -> float:
+    """Bytes per K or V element of a cache type (-ctk/-ctv), from gguf's block sizes."""
+    if type_name.lower() not in KV_TYPES:
+        raise MoeModelError(f"KV cache type must be one of {', '.join(KV_TYPES)}, got {type_name!r}")
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[type_name.upper()]]
+    return size / block
+
+
+def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str = "f16") -> float:
+    """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
+    per_cell = (
+        model.kv_layers
+        * model.n_head_kv
+        * (model.head_dim_k * kv_bytes_per_elem(type_k) + model.head_dim_v * kv_bytes_per_elem(type_v))
+    )
+    return n_ctx * per_cell / MIB
+
+
+def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
+    """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
+    logits = n_ubatch * model.n_vocab * 4
+    scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
+    activations = 8 * n_ubatch * max(model.n_embd, 1) * 4
+    return (max(logits, scores) + activations) / MIB
+
+
+def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offload_min_batch: int) -> float:
+    """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
+    the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
+    llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
+    if n_ubatch < offload_min_batch:
+        return 0.0
+    host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
+    before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
+    return max(before_down, default=0) / MIB
+
+
+def dense_gpu_mib(model: ModelSpec) -> float:
+    """Dense weights on the GPU: every layer's non-expert tensors and the output head (the input
+    embedding stays in host memory in llama.cpp)."""
+    return (sum(layer.dense_bytes for layer in model.layers) + model.other_bytes - model.input_bytes) / MIB
+
+
+def experts_gpu_mib(model: ModelSpec, placement: Placement) -> float:
+    return sum(layer.expert_bytes_total for layer in model.layers if not placement.experts_on_host(layer.index)) / MIB
+
+
+def breakdown(
+    model: ModelSpec,
+    hw: Hardware,
+    placement: Placement,
+    budget_mib: int,
+    n_ctx: int = 4096,
+    n_ubatch: int = 512,
+    kv_types: tuple[str, str] = ("f16", "f16"),
+    offload_min_batch: int = OFFLOAD_MIN_BATCH,
+) -> VramBreakdown:
+    """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked)."""
+    plan = plan_cache(model, budget_mib, placement)
+    compute = max(
+        compute_buffer_mib(model, n_ubatch, n_ctx), offload_copy_mib(model, placement, n_ubatch, offload_min_batch)
+    )
+    return VramBreakdown(
+        dense_gpu_mib(model),
+        experts_gpu_mib(model, placement),
+        kv_cache_mib(model, n_ctx, *kv_types),
+        compute * placement.n_gpus,
+        plan.device_cache_mib,
+        CUDA_RESERVE_MIB * placement.n_gpus,
+        hw.vram_mib * placement.n_gpus,
+    )
+
+
+def max_budget_mib(
+    model: ModelSpec,
+    hw: Hardware,
+    placement: Placement,
+    n_ctx: int = 4096,
+    margin_mib: float = 256,
+    kv_types: tuple[str, str] = ("f16", "f16"),
+) -> int:
+    """The largest --moe-cache-mib whose cache still fits beside everything else (with a margin)."""
+    lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if breakdown(model, hw, placement, mid, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fit_host_layers(
+    model: ModelSpec,
+    hw: Hardware,
+    budget_mib: int = 0,
+    n_ctx: int = 4096,
+    margin_mib: float = FIT_MARGIN_MIB,
+    kv_types: tuple[str, str] = ("f16", "f16"),
+    base: Placement | None = None,
+) -> int:
+    """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""
+    base = base or Placement(cpu_moe=False)
+    for k in range(model.n_layer + 1):
+        placement = Placement(
+            cpu_moe=False,
+            n_cpu_moe=k,
+            n_gpu_layers=base.n_gpu_layers,
+            n_gpus=base.n_gpus,
+            tensor_split=base.tensor_split,
+        )
+        if breakdown(model, hw, placement, budget_mib, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
+            return k
+    return model.n_layer
