@@ -45,6 +45,7 @@ MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted tr
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
+CLASS_LRU_NS_PER_LOOKUP_BUDGET = 10  # per (lookup x budget) of a ClassLRU pass: benchmarks/bench.py
 MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
@@ -55,6 +56,9 @@ APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
+
+# --- llama.cpp builds ---
+MAX_BUILD = 999_999  # release tags are bNNNNN; a six-digit tag leaves decades of releases
 
 # --- logs ---
 MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked

@@ -15,7 +15,7 @@ from moe_model.cli.main import main
 from moe_model.errors import MoeModelError
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
-from moe_model.policies import POLICIES, REFERENCE, run_policy
+from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
 from moe_model.policies.base import group_records
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
@@ -60,12 +60,74 @@ def test_static_set_chosen_on_one_part_loses_when_routing_moves():
     assert one("static-hot-set", [2, 3, 2, 3], profile=profile) == (0, 0, 4)
 
 
-def test_class_lru_keeps_a_frequent_expert_that_lru_evicts():
-    # LRU: 0 miss, hit, hit, 1 miss, 2 evicts 0 (least recent), 0 misses -> 2 hits.
-    # ClassLRU (half life 8 tokens): 0's CRF after 3 uses is 1 + 2^-1/8 + 2^-2/8 = 2.76, class 1, priority
-    # 1 + 3/8; 1 has class 0, priority 0 + 4/8: 2 evicts 1, and 0 hits -> 3 hits.
-    assert one("lru-b11549", [0, 0, 0, 1, 2, 0]) == (2, 4, 0)
-    assert one("class-lru-b12170", [0, 0, 0, 1, 2, 0]) == (3, 3, 0)
+def test_class_lru_keeps_a_hot_expert_through_a_burst_of_one_off_experts():
+    # 4 slots. Expert 0 is used 8 times: CRF = sum of 2^(-age/128) ~ 7.8, class 2; then 1..6 once each (class 0).
+    # LRU: 1, 2, 3 fill, 4 evicts 0 (least recent), 0 misses on return: 7 hits.
+    # ClassLRU: 4, 5, 6 each evict the oldest one-off (age 3, score 3) before 0 (age 4-6, score age / 2^2 <= 1.5):
+    # 0 hits on return: 8 hits.
+    burst = [0] * 8 + [1, 2, 3, 4, 5, 6] + [0]
+    assert one("lru-b11549", burst, FOUR_SLOTS) == (7, 8, 0)
+    assert one("class-lru-b12170", burst, FOUR_SLOTS) == (8, 7, 0)
+    assert one("class-lru-b12170", burst, FOUR_SLOTS, n_classes=1) == (7, 8, 0)  # one class: plain LRU
+
+
+def _victim(heads, t_last, used_now, n_expert=8):
+    """class_lru._victim on one pool: list c's head is slot c (or -1), one key per slot in layer 0, clock 10."""
+    key_of = np.arange(len(heads), dtype=np.int32)
+    rec_of = np.array([5 if u else 4 for u in used_now], dtype=np.int64)  # this plan() is record 5
+    inv = 2.0 ** -np.arange(len(heads))
+    clock = np.array([10], dtype=np.int64)
+    args = (np.array(heads, dtype=np.int32), key_of, np.array(t_last, dtype=np.int64), rec_of, 5, clock, n_expert)
+    return int(class_lru._victim(*args, False, False, inv))
+
+
+def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():
+    # heads: class 0 aged 2 (score 2), class 1 aged 6 (score 3), class 2 aged 10 (score 2.5): class 1's head
+    assert _victim([0, 1, 2], [8, 4, 0], [False, False, False]) == 1
+    # the same, but this plan() used class 1's head: that list holds only slots this plan used, and is passed over
+    assert _victim([0, 1, 2], [8, 4, 0], [False, True, False]) == 2
+    # equal scores (2 and 4 / 2^1): the lower class goes first
+    assert _victim([0, 1], [8, 6], [False, False]) == 0
+
+
+def test_class_lru_keeps_a_keys_crf_across_its_eviction():
+    # 2 slots, one layer, one token per ubatch: 0 is used at t = 1..8, pushed out by 1..5, used again at t = 14
+    work = decode([0] * 8 + [1, 2, 3, 4, 5] + [0])
+    state = class_lru.new_state(np.array([2]), 1, 8)
+    mode, large = np.ones(work.n_records, dtype=np.int8), np.zeros(work.n_records, dtype=np.int8)
+    class_lru.feed(state, work.rec_layer, work.rec_ntok, work.rec_off, mode, large, work.ids, 1, 8)
+    assert int(state.hits.sum()) == 7  # the return is a miss: 0 was evicted at t = 13 (age 5, score 1.25 > 1)
+    expected = sum(2 ** (-(14 - t) / 128) for t in [*range(1, 9), 14])  # the decayed uses before its eviction count
+    assert state.crf[0] == pytest.approx(expected) and class_lru.crf_class(expected) == 3
+    fresh = class_lru.crf_class(1.0)
+    assert fresh == 0 and state.last_use[0] == 14
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    random_runs(),
+    st.lists(st.integers(1, 60), min_size=1, max_size=4),
+    st.sampled_from(
+        [{}, {"clock": "group"}, {"ties": "high-class"}, {"increment": 0.5, "half_life_tokens": 3.0}, {"n_classes": 2}]
+    ),
+)
+def test_class_lru_kernel_equals_its_readable_stepper_and_one_class_is_the_exact_lru(run, budgets, knobs):
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    curve = run_policy("class-lru-b12170", model, work, budgets, **knobs)
+    for budget, res in zip(budgets, curve, strict=True):
+        last = steps(work, plan_cache(model, budget), n_expert, work.n_records, "class-lru-b12170", **knobs)[-1]
+        assert (last.total_hits, last.total_misses) == (int(res.hits.sum()), int(res.uploads.sum()))
+    one_class = simulate_budgets(model, work, budgets, kernel=class_lru.kernel(n_classes=1))
+    for lru, cls in zip(simulate_budgets(model, work, budgets), one_class, strict=True):
+        assert np.array_equal(lru.layer_hits, cls.layer_hits) and lru.copied_experts == cls.copied_experts
+
+
+def test_class_lru_refuses_knobs_outside_their_range():
+    for bad in ({"half_life_tokens": 0}, {"n_classes": 0}, {"clock": "ubatch"}, {"increment": -1.0}):
+        with pytest.raises(MoeModelError):
+            one("class-lru-b12170", [0], **bad)
 
 
 def test_cpu_share_starts_once_the_pool_is_full():

@@ -9,7 +9,7 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,17 +22,8 @@ from moe_model.limits import (
     SIM_NS_PER_LOOKUP_PASS,
     available_memory_bytes,
 )
-from moe_model.llama.lru_kernel import (
-    MODE_CACHE,
-    MODE_PROBE,
-    MODE_SKIP,
-    LruState,
-    check_kernel_inputs,
-    feed,
-    new_state,
-    results,
-    state_bytes,
-)
+from moe_model.llama import lru_kernel
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP, check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
@@ -41,6 +32,33 @@ from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
 CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and kernel copies, per record
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A replacement policy's pass over one group's records for several pool sizes at once (ascending `caps`).
+
+    `feed(state, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert)` continues a pass with a
+    chunk; `results(state)` gives (hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]), the
+    middle axis being llama.cpp's "ubatch <= 8" / "ubatch  > 8" classes. The LRU kernel is b11549's exact one.
+    """
+
+    name: str
+    new_state: Callable[[np.ndarray, int, int], object]  # (caps, n_layer, n_expert)
+    feed: Callable[..., None]
+    results: Callable[[object], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    state_bytes: Callable[[int, int, np.ndarray], int]  # (n_layer, n_expert, caps)
+    ns_per_lookup: Callable[[int], float]  # kernel time per lookup of a pass over n pool sizes
+
+
+LRU_KERNEL = Kernel(
+    "lru-b11549",
+    lru_kernel.new_state,
+    lru_kernel.feed,
+    lru_kernel.results,
+    lambda n_layer, n_expert, caps: lru_kernel.state_bytes(n_layer, n_expert, len(caps)),
+    lambda n_pools: SIM_NS_PER_LOOKUP_PASS,  # one Fenwick pass serves every pool size
+)
 
 
 @dataclass(frozen=True)
@@ -172,7 +190,7 @@ class _Pass:
     n_slots: int
     copies: bool
     budgets: np.ndarray
-    state: LruState
+    state: object
 
 
 def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int, int, bool, np.ndarray]]:
@@ -196,11 +214,17 @@ class RunEstimate:
     seconds: float
 
 
-def estimate_run(stream: WorkloadStream, pools_per_pass: list[int], n_expert: int, chunk_records: int) -> RunEstimate:
-    states = sum(state_bytes(stream.n_layer, n_expert, n_pools) for n_pools in pools_per_pass)
+def estimate_run(
+    stream: WorkloadStream,
+    caps_per_pass: list[np.ndarray],
+    n_expert: int,
+    chunk_records: int,
+    kernel: Kernel = LRU_KERNEL,
+) -> RunEstimate:
+    states = sum(kernel.state_bytes(stream.n_layer, n_expert, np.asarray(caps)) for caps in caps_per_pass)
     chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
-    seconds = stream.n_lookups * len(pools_per_pass) * SIM_NS_PER_LOOKUP_PASS * 1e-9
-    return RunEstimate(len(pools_per_pass), states + chunk, seconds)
+    seconds = stream.n_lookups * sum(kernel.ns_per_lookup(len(caps)) for caps in caps_per_pass) * 1e-9
+    return RunEstimate(len(caps_per_pass), states + chunk, seconds)
 
 
 def check_run(estimate: RunEstimate, available: int | None = None) -> None:
@@ -222,7 +246,7 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
     return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
 
 
-def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
+def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int, kernel: Kernel) -> None:
     """One chunk of records through every pass (the same records, masked per group and class)."""
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
     need = pool_need(work)
@@ -235,7 +259,7 @@ def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
         keep = modes != MODE_SKIP
         if keep.any():
             args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
-            feed(ps.state, *args, work.k, work.n_expert)
+            kernel.feed(ps.state, *args, work.k, work.n_expert)
 
 
 def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
@@ -255,8 +279,10 @@ def simulate_budgets(
     work: Workload | WorkloadStream,
     budgets_mib: Sequence[int],
     placement: Placement | None = None,
+    kernel: Kernel = LRU_KERNEL,
 ) -> list[SimResult]:
-    """Replay `work` at every budget; each result equals a separate run at that budget.
+    """Replay `work` at every budget with a policy's kernel (b11549's exact LRU by default); each result equals
+    a separate run at that budget.
 
     The records are streamed through the kernel in chunks of whole ubatches, every pass (one per group and
     class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
@@ -267,29 +293,23 @@ def simulate_budgets(
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
     thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
     layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
-    check_run(estimate_run(stream, [len(b) for *_, b in layout], model.n_expert, SIM_CHUNK_RECORDS))
+    caps, n_layer, n_expert = [_caps(plans, gi, b) for gi, _, _, b in layout], stream.n_layer, model.n_expert
+    check_run(estimate_run(stream, caps, model.n_expert, SIM_CHUNK_RECORDS, kernel))
     passes = [
-        _Pass(
-            gi,
-            np.array(plans[0].groups[gi].layers),
-            n_slots,
-            copies,
-            b,
-            new_state(_caps(plans, gi, b), stream.n_layer, model.n_expert),
-        )
-        for gi, n_slots, copies, b in layout
+        _Pass(gi, np.array(plans[0].groups[gi].layers), n_slots, copies, b, kernel.new_state(c, n_layer, n_expert))
+        for (gi, n_slots, copies, b), c in zip(layout, caps, strict=True)
     ]
     bypassed = np.zeros(len(plans), dtype=np.int64)
     for chunk in stream.chunks():
         chunk = chunk.for_model(model.n_expert)
-        _feed_chunk(chunk, passes, model.n_expert_used)
+        _feed_chunk(chunk, passes, model.n_expert_used, kernel)
         need = pool_need(chunk)
         bypassed += [_bypassed_ubatches(chunk, need, plan) for plan in plans]
-    return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens)
+    return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens, kernel)
 
 
 def _results(
-    plans: list[CachePlan], passes: list[_Pass], n_layer: int, bypassed: np.ndarray, decode_tokens: int
+    plans: list[CachePlan], passes: list[_Pass], n_layer: int, bypassed: np.ndarray, decode_tokens: int, kernel: Kernel
 ) -> list[SimResult]:
     n = len(plans)
     hits = np.zeros((n_layer, 2, n), dtype=np.int64)
@@ -299,7 +319,7 @@ def _results(
     copied_bytes = np.zeros(n, dtype=np.int64)
     for ps in passes:
         group = plans[0].groups[ps.group]
-        h, d, p = results(ps.state)
+        h, d, p = kernel.results(ps.state)
         b = ps.budgets
         hits[:, :, b] += h
         lookups[:, :, b] += d[:, :, None]
@@ -329,6 +349,8 @@ def _results(
     return out
 
 
-def simulate(model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None) -> SimResult:
+def simulate(
+    model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None, kernel: Kernel = LRU_KERNEL
+) -> SimResult:
     """Replay `work` at one budget."""
-    return simulate_budgets(model, work, [budget_mib], placement)[0]
+    return simulate_budgets(model, work, [budget_mib], placement, kernel)[0]

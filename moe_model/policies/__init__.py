@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moe_model.errors import MoeModelError
+from moe_model.llama.builds import check_cache_flags, uses_class_lru
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import belady, class_lru, cpu_share, lazy_unload, lru, per_layer, static_set
 from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
@@ -27,9 +28,11 @@ POLICIES: dict[str, Policy] = {
     )
 }
 REFERENCE = lru.POLICY.name
+CLASS_LRU = class_lru.POLICY.name  # what mainline runs from b12170 on
 CPU_SHARE = cpu_share.POLICY.name  # what llama.cpp's --moe-cache-cpu-share F > 0 selects (b12191)
 
 __all__ = [
+    "CLASS_LRU",
     "CPU_SHARE",
     "EXACT",
     "MODELLED",
@@ -38,8 +41,18 @@ __all__ = [
     "Policy",
     "PolicyResult",
     "get_policy",
+    "policy_for_build",
     "run_policy",
 ]
+
+
+def policy_for_build(build: int, cpu_share: float = 0.0) -> str:
+    """The policy a llama.cpp build runs: b11480-b12169 the plain LRU (exact), b12170+ ClassLRU (modelled), and
+    with --moe-cache-cpu-share F > 0 (b12191+) the CPU-share path (modelled on the plain LRU's lists)."""
+    check_cache_flags(build, 0, cpu_share)
+    if cpu_share > 0:
+        return CPU_SHARE
+    return CLASS_LRU if uses_class_lru(build) else REFERENCE
 
 
 def get_policy(name: str) -> Policy:

@@ -66,6 +66,7 @@ class Policy:
     run: Runner
     knobs: Mapping[str, object] = field(default_factory=dict)  # tunable parameters and their defaults
     cpu_fraction: Callable[..., float] = lambda **knobs: 0.0  # misses served on the CPU, when only a rate is known
+    kernel: Callable[..., object] | None = None  # knobs -> a simulate Kernel: runs like the exact LRU (streamed)
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.llama.simulate import SimResult, simulate_budgets
+from moe_model.llama.simulate import LRU_KERNEL, SimResult, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import EXACT, Policy, PolicyResult
 from moe_model.readers.model_spec import ModelSpec
@@ -30,4 +30,5 @@ POLICY = Policy(
     "llama.cpp b11549 src/llama-moe-cache.cpp plan(); ../shared/docs/llamacpp-moe-cache.md section 5",
     "one LRU per group of layers: hits refreshed first, sorted misses take the least recently used slot",
     run,
+    kernel=lambda: LRU_KERNEL,
 )

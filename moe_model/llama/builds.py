@@ -1,0 +1,58 @@
+"""Which llama.cpp build does what with the MoE cache: the release facts, each with its source, in one place.
+
+Build numbers are llama.cpp's release tags (bNNNNN), printed at the top of every log as `build: NNNNN (hash)`.
+Sources: ../shared/docs/llamacpp-moe-cache.md (release pages b11480, b12170, tag b12191) and issue 20 (#32584,
+#32636 at b12569).
+"""
+
+from __future__ import annotations
+
+from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_BUILD
+
+FIRST_CACHE_BUILD = 11480  # release b11480 (#29887): the first with --moe-cache-mib, plain LRU
+CLASS_LRU_BUILD = 12170  # release b12170 (#31233): ClassLRU replaces the plain LRU
+CPU_SHARE_BUILD = 12191  # tag b12191 (#30966): --moe-cache-cpu-share and docs/moe-cache.md
+GRAPH_RESERVE_BUILD = 12569  # b12569 (#32636): graph nodes reserved for the cache's lookups (#32584 aborted before)
+MAINLINE_BUILD = 12569  # the default: the current mainline build as of issue 20
+EXACT_BUILD = 11549  # the build the exact simulator transcribes (the ground-truth runs)
+
+
+def check_build(build: int) -> int:
+    """A build number as a user gives it (`--build 12569`, `b12569`): refused in one line outside 1..MAX_BUILD."""
+    if isinstance(build, bool) or not isinstance(build, int) or not 1 <= build <= MAX_BUILD:
+        raise MoeModelError(f"a llama.cpp build is a release number (1..{MAX_BUILD}), e.g. {MAINLINE_BUILD}: {build!r}")
+    return build
+
+
+def parse_build(text: str) -> int:
+    """`12569` or `b12569` as a build number."""
+    digits = text.strip().lower().removeprefix("b")
+    if not digits.isdigit():
+        raise MoeModelError(
+            f"a llama.cpp build is a release number, e.g. {MAINLINE_BUILD} or b{MAINLINE_BUILD}: {text!r}"
+        )
+    return check_build(int(digits))
+
+
+def has_cache(build: int) -> bool:
+    return build >= FIRST_CACHE_BUILD
+
+
+def has_cpu_share(build: int) -> bool:
+    return build >= CPU_SHARE_BUILD
+
+
+def uses_class_lru(build: int) -> bool:
+    return build >= CLASS_LRU_BUILD
+
+
+def check_cache_flags(build: int, budget_mib: int, cpu_share: float) -> None:
+    """Refuse, in one line, a flag the build does not have."""
+    if budget_mib > 0 and not has_cache(build):
+        raise MoeModelError(
+            f"llama.cpp b{build} has no MoE cache (--moe-cache-mib came in b{FIRST_CACHE_BUILD}): use a later build "
+            "or no cache"
+        )
+    if cpu_share > 0 and not has_cpu_share(build):
+        raise MoeModelError(f"--moe-cache-cpu-share came in b{CPU_SHARE_BUILD}; b{build} does not have it")
