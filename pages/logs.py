@@ -10,9 +10,9 @@ from moe_model.errors import MoeModelError
 from moe_model.resources import data_path
 from moe_model.speed.calibration import calibrate_machine
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import log_points
+from moe_model.speed.measured import check_engines, log_points
 from moe_model.speed.measurements import crosscheck, point_from_run
-from ui.common import cached_log, friendly_errors, sidebar_hardware, sidebar_model
+from ui.common import cached_log, friendly_errors, sidebar_build, sidebar_hardware, sidebar_model
 from ui.tables import readable, run_summary
 
 EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
@@ -50,6 +50,8 @@ def drop_examples() -> None:
 with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
+    build = sidebar_build()
+    st.sidebar.caption("A log's own `build:` line wins; the build above is taken for logs that name none.")
     uploads = st.file_uploader(
         "llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload", on_change=drop_examples
     )
@@ -86,7 +88,7 @@ with friendly_errors():
                     st.error(e)
                 budget = None
                 if same_model(run, model):
-                    budget, lines = crosscheck(run, model)
+                    budget, lines = crosscheck(run, model, build=build)
                     st.markdown(f"**Cross-check against {Path(source).name}** (budget {budget} MiB):")
                     rows = [
                         {
@@ -122,18 +124,15 @@ with friendly_errors():
                 else "(the sidebar's machine: the logs name none or several)."
             )
         )
-        cal_points = [
-            p
-            for name, data in files
-            for p in log_points(
-                [r for r in cached_log(data) if same_model(r, model)], model, machine, name, machine.name
-            )
-        ]
+        chosen = [(name, [r for r in cached_log(data) if same_model(r, model)]) for name, data in files]
+        check_engines([(f"{name}#{r.index + 1}", r) for name, runs in chosen for r in runs])
+        cal_points = [p for name, runs in chosen for p in log_points(runs, model, machine, name, machine.name, build)]
         result = calibrate_machine(cal_points, machine, time_model.params)
         st.table(
             pd.DataFrame(
                 {
                     "run": list(result.fit_errors),
+                    "ran": [result.engines[n] for n in result.fit_errors],
                     "error in the fit %": [round(100 * e, 1) for e in result.fit_errors.values()],
                     "error when left out %": [round(100 * result.left_out_errors[n], 1) for n in result.fit_errors],
                     "judges the fit": [

@@ -73,6 +73,8 @@ def test_simulate_json_contract_on_a_recorded_trace_matches_the_log():
         str(GROUNDTRUTH / "traces" / "b25.npz"),
         "--budgets-mib",
         "14,403",
+        "--build",
+        "11549",  # the build of the recorded run: its exact LRU
         "--json",
     )
     assert out.returncode == 0, out.stderr
@@ -139,7 +141,8 @@ def test_parse_log_json_contract_and_crosscheck():
     }
     assert set(run["stats"]["small"]) >= {"hits", "misses", "hit_rate", "uploaded_mib"}
     assert run["timings"][0]["decode_tokens"] == 256 and run["timings"][0]["decode_tps"] > 0
-    assert all(line["ok"] for line in run["crosscheck"]["lines"])
+    assert all(line["ok"] for line in run["crosscheck"]["lines"] if line["comparable"])
+    assert run["crosscheck"]["lines"][-1]["what"] == "replacement policy" and run["engine"] == "mainline"
 
 
 def test_parse_log_of_a_non_log_exits_1_with_one_line(tmp_path):
@@ -303,6 +306,7 @@ def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memor
     from moe_model.cli.main import to_json
     from moe_model.limits import SIM_CHUNK_RECORDS
     from moe_model.llama.simulate import simulate_budgets
+    from moe_model.policies import get_policy
     from moe_model.readers.traces import load_recorded, open_trace, save_npz
     from moe_model.workload import Workload, WorkloadStream
 
@@ -325,25 +329,19 @@ def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memor
     assert isinstance(stream, WorkloadStream) and stream.n_records > SIM_CHUNK_RECORDS
     assert len(list(stream.chunks())) > 1
     budgets = [15, 161, 403, 1614]
-    code, out, err = _main_exit(
-        capsys,
-        "simulate",
-        "--model",
-        str(GT_HEADER),
-        "--trace",
-        str(path),
-        "--budgets-mib",
-        "15,161,403,1614",
-        "--json",
-    )
-    assert code == 0, err
-    streamed = json.loads(out)["budgets"]
-    in_memory = simulate_budgets(gt_model, load_recorded(path), budgets)
-    for got, want in zip(streamed, in_memory, strict=True):
-        for name, stats in (("small", want.small), ("large", want.large)):
-            assert (got[name]["hits"], got[name]["misses"]) == (stats.hits, stats.misses)
-        assert got == json.loads(to_json(want.as_dict()))
-    assert streamed[2]["small"]["hits"] > 0  # positive control: the cache works on it
+    for build in ("11549", "12569"):  # the exact LRU and ClassLRU both stream
+        argv = ["--model", str(GT_HEADER), "--trace", str(path), "--budgets-mib", "15,161,403,1614"]
+        code, out, err = _main_exit(capsys, "simulate", *argv, "--build", build, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        streamed = data["budgets"]
+        kernel = get_policy(data["policy"]).kernel()
+        in_memory = simulate_budgets(gt_model, load_recorded(path), budgets, kernel=kernel)
+        for got, want in zip(streamed, in_memory, strict=True):
+            for name, stats in (("small", want.small), ("large", want.large)):
+                assert (got[name]["hits"], got[name]["misses"]) == (stats.hits, stats.misses)
+            assert got == json.loads(to_json(want.as_dict() | {"policy": data["policy"]}))
+        assert streamed[2]["small"]["hits"] > 0  # positive control: the cache works on it
 
 
 def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys):
@@ -354,7 +352,7 @@ def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys
 
     trace = GROUNDTRUTH / "traces" / "b25.npz"
     argv = ["predict", "--model", str(GT_HEADER), "--hardware", "h200", "--budget-mib", "403", "--trace", str(trace)]
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--build", "11549", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     exact = simulate(load_model(GT_HEADER), load_recorded(trace), 403)
     decode_rate = exact.layer_hits.sum() / exact.layer_lookups.sum()

@@ -174,3 +174,41 @@ def test_a_llama_cpp_log_without_any_run_gets_one_message():
     with pytest.raises(LogError, match="holds no run") as info:
         parse_lines(["build: 1 (abc)\n", "main: llama backend init\n"] * 3)
     assert "\n" not in str(info.value)
+
+
+FORK_LOG = """\
+build: 7311 (8be0f219) with cc (Ubuntu 13.3.0) 13.3.0 for x86_64-linux-gnu
+0.00.101.034 I common_params_fit_impl: automatic MoE cache = 1671.12 MiB (10% of 16711.20 MiB expert weights)
+0.00.400.000 I llama_model_loader: loaded meta data with 35 key-value pairs and 579 tensors from /models/q.gguf
+0.02.120.004 I llama_moe_cache:      CUDA0 MoE cache size =  1670.50 MiB, slots = 570
+"""
+
+
+def test_each_run_names_its_build_in_every_form_llama_cpp_prints_it():
+    head = "0.00.412.118 I llama_model_loader: - kv  19:   qwen3moe.block_count u32   = 48\n"
+    for line, build in (
+        ("build: 12569 (c4fb5796) with cc (GCC) 13.3.0 for x86_64-linux-gnu", 12569),
+        ("0.00.105.058 I cmn  common_param: common_params_print_info: build 12100 (ab12cd) with GNU 13.3.0", 12100),
+        ("main: build = 11549 (4b060f27)", 11549),
+        ("0.00.105.058 I cmn  common_param: common_params_print_info: build 0 (unknown) with GNU 13.3.0", None),
+    ):
+        (run,) = parse_lines([line + "\n", head])
+        assert run.build == build and run.engine == "mainline", line
+    (real,) = parse_log(LOGS / "server_b25.log")  # built without git: "build 0 (unknown)"
+    assert real.build is None and real.as_dict()["build"] is None
+
+
+def test_the_qvac_fabric_forks_cache_lines_are_recognised_and_not_read_as_mainlines():
+    (run,) = parse_lines(FORK_LOG.splitlines(keepends=True))
+    assert run.engine == "qvac-fabric fork" and run.build == 7311
+    assert run.fork_cache == {
+        "auto_mib": 1671.12,
+        "percent": 10,
+        "expert_mib": 16711.2,
+        "buffer": "CUDA0",
+        "cache_mib": 1670.5,
+        "slots": 570,
+    }
+    assert not run.devices and not run.groups and not run.has_stats  # mainline's lines, none seen
+    (mainline,) = parse_log(LOGS / "server_b25.log")
+    assert mainline.engine == "mainline" and not mainline.fork_cache  # positive control

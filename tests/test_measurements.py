@@ -23,7 +23,7 @@ def test_reference_table_is_loaded_from_the_bundled_data_in_the_schema():
 def test_every_groundtruth_log_crosschecks_with_the_header_line_by_line(gt_model, name):
     (run,) = parse_log(GROUNDTRUTH / "logs" / f"{name}.log")
     budget, lines = crosscheck(run, gt_model)
-    assert lines and all(line.ok for line in lines), [vars(x) for x in lines if not x.ok]
+    assert lines and all(line.ok for line in lines if line.comparable), [vars(x) for x in lines if x.ok is False]
     case = name.split("_", 1)[1]
     if case in GT_BUDGETS:
         assert budget <= GT_BUDGETS[case]
@@ -39,7 +39,23 @@ def test_a_mismatch_is_reported_on_its_line(gt_model):
 def test_the_t4_example_log_matches_the_qwen_header():
     (run,) = parse_log(SAMPLE / "logs" / "t4-cpumoe-10000.log")
     budget, lines = crosscheck(run, load_model(QWEN30B))
-    assert budget == 10000 and all(line.ok for line in lines)
+    assert budget == 10000 and all(line.ok for line in lines if line.comparable)
+
+
+def test_a_crosscheck_names_the_policy_the_logs_build_ran(gt_model):
+    # the ground-truth runs were built without git ("build 0 (unknown)"): no build is logged
+    (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
+    assert run.build is None
+    policy = {line.what: line for line in crosscheck(run, gt_model)[1]}
+    assert (policy["replacement policy"].logged, policy["replacement policy"].predicted) == (
+        "b12569 (not logged: mainline assumed)",
+        "class-lru-b12170 (modelled)",
+    )
+    given = crosscheck(run, gt_model, build=11549)[1][-1]
+    assert (given.logged, given.predicted, given.ok) == ("b11549 (given)", "lru-b11549 (exact)", None)
+    run.build = 12100  # a `build: 12100 (...)` line
+    logged = crosscheck(run, gt_model, build=12569)[1][-1]
+    assert (logged.logged, logged.predicted) == ("b12100 (logged)", "lru-b11549 (exact)")
 
 
 def test_point_and_derived_values_from_a_log():
@@ -69,3 +85,20 @@ def test_slots_the_header_cannot_give_leave_the_budget_unknown_instead_of_hangin
     assert infer_budget(run, gt_model, Placement()) is None
     run.groups[:] = [group(6, "q6_K", 768, 100.0), group(8, "q4_K", 3, 0.3)]  # a mix no budget gives
     assert infer_budget(run, gt_model, Placement()) == 1614  # the smallest giving the first group, reported
+
+
+def test_a_fork_run_is_not_compared_with_mainlines_plan_and_is_not_mixed_into_a_calibration(gt_model):
+    from test_logs import FORK_LOG
+
+    from moe_model.errors import MoeModelError
+    from moe_model.readers.logs import parse_lines
+    from moe_model.speed.measured import check_engines
+
+    (fork,) = parse_lines(FORK_LOG.splitlines(keepends=True))
+    budget, lines = crosscheck(fork, gt_model)
+    assert budget is None and [line.what for line in lines] == ["engine", "fork cache"]
+    assert all(line.ok is None for line in lines) and lines[0].logged == "qvac-fabric fork"
+    (mainline,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
+    check_engines([("a#1", mainline), ("b#1", mainline)])  # one engine: accepted
+    with pytest.raises(MoeModelError, match=r"mix engines .*mainline: a#1; qvac-fabric fork: fork.log#1"):
+        check_engines([("a#1", mainline), ("fork.log#1", fork)])

@@ -237,7 +237,8 @@ def run_simulate(capsys, *extra):
 
 
 def test_cli_policy_all_adds_one_entry_per_policy_and_keeps_the_simulate_fields(capsys):
-    code, out, err = run_simulate(capsys, "--budgets-mib", "14,403", "--policy", "all", "--knob", "share=0.8", "--json")
+    argv = ["--budgets-mib", "14,403", "--policy", "all", "--knob", "share=0.8", "--build", "11549", "--json"]
+    code, out, err = run_simulate(capsys, *argv)
     assert code == 0, err
     data = json.loads(out)  # strict JSON: allow_nan=False in the CLI
     assert [b["budget_mib"] for b in data["budgets"]] == [14, 403] and "small" in data["budgets"][1]
@@ -250,6 +251,31 @@ def test_cli_policy_all_adds_one_entry_per_policy_and_keeps_the_simulate_fields(
         assert (
             p["label"] in ("exact", "modelled") and p["budgets"][1]["hits"] <= by_name["belady"]["budgets"][1]["hits"]
         )
+
+
+def test_cli_build_selects_the_policy_and_every_output_names_it(capsys, gt_model):
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    exact = simulate(gt_model, work, GT_BUDGETS["b25"])
+    old = json.loads(run_simulate(capsys, "--budget-mib", str(GT_BUDGETS["b25"]), "--build", "11549", "--json")[1])
+    assert (old["policy"], old["policy_exact"], old["build"]) == (REFERENCE, True, 11549)
+    assert old["budgets"][0]["small"] == exact.small.as_dict() and old["budgets"][0]["policy"] == REFERENCE
+    new = json.loads(run_simulate(capsys, "--budget-mib", str(GT_BUDGETS["b25"]), "--build", "b12569", "--json")[1])
+    class_lru_run = run_policy("class-lru-b12170", gt_model, work, [GT_BUDGETS["b25"]])[0]
+    assert (new["policy"], new["policy_exact"], new["build"]) == ("class-lru-b12170", False, 12569)
+    assert new["budgets"][0]["small"]["hits"] + new["budgets"][0]["large"]["hits"] == int(class_lru_run.hits.sum())
+    assert json.loads(run_simulate(capsys, "--budget-mib", "403", "--json")[1])["build"] == 12569  # mainline default
+    code, out, _ = run_simulate(capsys, "--budget-mib", "403", "--build", "12100")
+    assert code == 0 and out.startswith("b12100: hit rates by lru-b11549 (exact")
+
+
+def test_cli_refuses_a_cache_on_a_build_without_one_in_one_line(capsys):
+    code, _, err = run_simulate(capsys, "--budget-mib", "403", "--build", "11000")
+    assert code == 1 and err.strip() == (
+        "error: llama.cpp b11000 has no MoE cache (--moe-cache-mib came in b11480): use a later build or no cache"
+    )
+    with pytest.raises(SystemExit) as usage:  # argparse's usage error, exit 2
+        run_simulate(capsys, "--budget-mib", "403", "--build", "twelve")
+    assert usage.value.code == 2 and "a llama.cpp build is a release number" in capsys.readouterr().err
 
 
 def test_cli_refuses_an_unknown_policy_or_knob_in_one_line(capsys):
@@ -308,4 +334,20 @@ def test_a_scenario_refuses_an_unknown_policy_and_a_cpu_share_on_another_policy(
         Scenario(policy="fifo")
     with pytest.raises(MoeModelError, match="knob of cpu-share-b12191"):
         Scenario(policy="belady", cpu_share=0.5)
-    assert Scenario(cpu_share=0.5).policy_name == "cpu-share-b12191" and Scenario().policy_name == REFERENCE
+    assert Scenario(cpu_share=0.5).policy_name == "cpu-share-b12191"
+
+
+def test_a_scenarios_build_selects_its_policy_and_refuses_flags_it_lacks():
+    from moe_model.speed.scenario import Scenario
+
+    assert Scenario().policy_name == "class-lru-b12170" and not Scenario().policy_exact  # mainline by default
+    assert Scenario(build=12169).policy_name == REFERENCE and Scenario(build=11480).policy_exact
+    assert Scenario(build=12170).policy_name == "class-lru-b12170"
+    assert Scenario(build=12191, cpu_share=0.5).policy_name == "cpu-share-b12191"
+    assert Scenario(build=11000).policy_fields() == {"policy": REFERENCE, "policy_exact": True, "build": 11000}
+    with pytest.raises(MoeModelError, match="came in b12191"):
+        Scenario(build=12190, cpu_share=0.5)
+    with pytest.raises(MoeModelError, match="has no MoE cache"):
+        Scenario(build=11479, budget_mib=100)
+    with pytest.raises(MoeModelError, match="release number"):
+        Scenario(build=0)

@@ -18,8 +18,9 @@ import numpy as np
 import streamlit as st
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import APP_CACHE_TTL_S, MAX_ROUTING_DRAWS
+from moe_model.limits import APP_CACHE_TTL_S, MAX_BUILD, MAX_ROUTING_DRAWS
 from moe_model.llama.batching import workload_from
+from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.logs import LogRun, parse_log
@@ -271,6 +272,29 @@ def sidebar_serving() -> tuple[int, int]:
     concurrency = st.sidebar.slider("concurrent streams (-np)", 1, 8, kept("np", 1, int, 1, 8), key="np")
     keep(ctx=int(ctx), np=concurrency)
     return int(ctx), concurrency
+
+
+def sidebar_build() -> int:
+    """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU), kept across pages and
+    in the URL like the other sidebar settings."""
+    build = st.sidebar.number_input(
+        "llama.cpp build (bNNNNN)",
+        1,
+        MAX_BUILD,
+        kept("build", MAINLINE_BUILD, int, 1, MAX_BUILD),
+        1,
+        key="build",
+        help="b11480-b12169: plain LRU (simulated exactly); b12170+: ClassLRU (modelled from its source comment); "
+        f"--moe-cache-cpu-share from b12191. Default: b{MAINLINE_BUILD}, current mainline.",
+    )
+    keep(build=int(build))
+    return int(build)
+
+
+def policy_caption(sc: Scenario) -> str:
+    """One line naming the policy that produced a page's hit rates, exact or modelled, and the build."""
+    how = "simulated exactly" if sc.policy_exact else "a modelled policy"
+    return f"Hit rates: **{sc.policy_name}** ({how}), llama.cpp b{sc.build}."
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]

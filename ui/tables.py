@@ -47,6 +47,8 @@ LABELS = {
     "n_slots": "slots",
     "max_slots": "slots to cache all",
     "percent": "cached %",
+    "engine": "engine (llama.cpp or a fork)",
+    "build": "llama.cpp build",
 }
 
 
@@ -70,6 +72,13 @@ def run_summary(run: LogRun) -> pd.DataFrame:
     """What one logged run says, as rows of text (what the log names, with units), not its raw fields."""
     model, where = run.model, run.placement
     rows = [("program", run.program), ("command line", run.command)]
+    build = f"b{run.build}" if run.build else "not logged (no `build:` line, or built without git)"
+    rows += [("llama.cpp build", build), ("engine", run.engine)]
+    if cache := run.fork_cache:
+        auto = (
+            f", --fit's automatic {cache['percent']} % of {cache['expert_mib']:,.0f} MiB" if "percent" in cache else ""
+        )
+        rows.append(("the fork's cache", f"{cache.get('cache_mib', '?')} MiB, {cache.get('slots', '?')} slots{auto}"))
     if model:
         detail = ", ".join(str(model[k]) for k in ("architecture", "file_type", "file_size") if model.get(k))
         rows.append(("model", f"{model.get('name', 'unnamed')} ({detail})" if detail else model.get("name")))

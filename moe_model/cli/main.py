@@ -32,6 +32,7 @@ from moe_model.limits import (
     MAX_VRAM_GIB,
 )
 from moe_model.llama.batching import stream_from, workload_from
+from moe_model.llama.builds import MAINLINE_BUILD, check_cache_flags, parse_build
 from moe_model.llama.slot_plan import Placement, plan_report
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace, save_npz
@@ -76,6 +77,29 @@ def _ranged(cast: Callable, lo, hi) -> Callable[[str], object]:
 
     parse.__name__ = cast.__name__  # argparse names the type in its messages
     return parse
+
+
+def _build(text: str) -> int:
+    """An argparse type: a llama.cpp build, `12569` or `b12569`."""
+    try:
+        return parse_build(text)
+    except MoeModelError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+_build.__name__ = "build"
+
+
+def _add_build_arg(parser: argparse.ArgumentParser, default: int | None = MAINLINE_BUILD) -> None:
+    which = "for runs whose log names none" if default is None else "the server's"
+    parser.add_argument(
+        "--build",
+        type=_build,
+        default=default,
+        metavar="NNNNN",
+        help=f"llama.cpp build ({which}): b11480-b12169 plain LRU (exact), b12170+ ClassLRU (modelled), "
+        f"--moe-cache-cpu-share from b12191 (default: b{MAINLINE_BUILD}, current mainline)",
+    )
 
 
 _BUDGET = _ranged(int, 0, MAX_BUDGET_MIB)
@@ -227,36 +251,35 @@ def _format_sim(results: list[SimResult], work: Workload | WorkloadStream) -> st
     return "\n".join(lines)
 
 
-def _knobs(pairs: Sequence[str]) -> dict[str, float]:
-    knobs = {}
+def _knobs(pairs: Sequence[str]) -> dict[str, float | str]:
+    """NAME=VALUE pairs: numbers as numbers, anything else (ClassLRU's clock=group) as text."""
+    knobs: dict[str, float | str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise MoeModelError(f"--knob expects NAME=VALUE, got {pair!r}")
         try:
             knobs[name.strip()] = float(value)
         except ValueError:
-            sep = ""
-        if not sep:
-            raise MoeModelError(f"--knob expects NAME=NUMBER, got {pair!r}")
+            knobs[name.strip()] = value.strip()
     return knobs
 
 
-def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResult]) -> list[dict]:
-    """Each chosen policy on the same workload and budgets; the exact LRU reuses the simulation above."""
-    from moe_model.policies import POLICIES, REFERENCE, get_policy, run_policy
+def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResult], main: str) -> list[dict]:
+    """Each chosen policy on the same workload and budgets; the build's own policy reuses the simulation above."""
+    from moe_model.policies import POLICIES, get_policy, run_policy
     from moe_model.policies.lru import from_simulation
 
     names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
     knobs = _knobs(args.knob)
-    numeric = {k for n in names for k, v in POLICIES[n].knobs.items() if isinstance(v, (int, float))}
-    if set(knobs) - numeric:
-        raise MoeModelError(
-            f"no chosen policy has the knob(s) {sorted(set(knobs) - numeric)}; numeric knobs: {sorted(numeric)}"
-        )
+    known = {k for n in names for k in POLICIES[n].knobs}
+    if set(knobs) - known:
+        raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
     out = []
     for name in names:
         policy = POLICIES[name]
         mine = {k: v for k, v in knobs.items() if k in policy.knobs}
-        if name == REFERENCE:
+        if name == main and not mine:
             runs = [from_simulation(r) for r in results]
         else:
             budgets = [r.budget_mib for r in results]
@@ -281,18 +304,25 @@ def _format_policies(policies: list[dict]) -> str:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from moe_model.llama.simulate import simulate_budgets  # numba: imported only by the commands that simulate
+    from moe_model.policies import EXACT, get_policy, policy_for_build
 
+    budgets = _budget_list(args)
+    check_cache_flags(args.build, max(budgets), 0.0)
+    main = get_policy(policy_for_build(args.build))
     model = load_model(args.model)
     work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
         save_npz(args.export_workload, work)
-    results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
-    policies = _run_policies(args, model, work, results) if args.policy else None
+    results = simulate_budgets(model, work, budgets, placement_from_args(args), main.kernel())
+    policies = _run_policies(args, model, work, results, main.name) if args.policy else None
+    fields = {"policy": main.name, "policy_exact": main.label == EXACT, "build": args.build}
     if args.json:
-        out = {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}
+        rows = [r.as_dict() | {"policy": main.name} for r in results]
+        out = {"model": model.name, "workload": work.label, "budgets": rows} | fields
         print(to_json(out | ({"policies": policies} if policies else {})))
     else:
-        print(_format_sim(results, work) + (_format_policies(policies) if policies else ""))
+        head = f"b{args.build}: hit rates by {main.name} ({main.label}: {main.source})\n"
+        print(head + _format_sim(results, work) + (_format_policies(policies) if policies else ""))
     return 0
 
 
@@ -332,6 +362,7 @@ def _add_simulate(sub) -> None:
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
     )
+    _add_build_arg(sim)
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)
 
@@ -389,7 +420,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
         item["derived"] = vars(derive(run))
         item["measured_point"] = point_from_run(run, Path(args.log).name)
         if model is not None:
-            budget, lines = crosscheck(run, model)
+            budget, lines = crosscheck(run, model, build=args.build)
             item["crosscheck"] = {"budget_mib": budget, "lines": [vars(c) | {"ok": c.ok} for c in lines]}
         out.append(item)
     if args.json:
@@ -447,6 +478,7 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
         n_ubatch=args.ubatch_size,
         offload_min_batch=args.offload_min_batch,
         policy=getattr(args, "policy", ""),  # predict only: recommend ranks what llama.cpp's flags can select
+        build=args.build,
     )
 
 
@@ -457,7 +489,6 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
     from functools import lru_cache
 
-    from moe_model.policies import REFERENCE
     from moe_model.speed.measured import synthetic_workload
     from moe_model.speed.scenario import Scenario
 
@@ -474,7 +505,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened, batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.kernel() is None)
 
 
 def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
@@ -547,6 +578,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    print(f"  hit rates: {sc.policy_name} ({'exact' if sc.policy_exact else 'modelled'}), llama.cpp b{sc.build}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
@@ -577,7 +609,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
     if args.json:
         out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
-        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
+        print(to_json(out | {"routing": routing, "rel_error": rel_error} | _scenario(args).policy_fields()))
         return 0
     for o in ranked:
         status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
@@ -589,7 +621,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
         print(f"  {best['command']}")
+    sc = _scenario(args)
     print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+    print(f"hit rates: {sc.policy_name} ({'exact' if sc.policy_exact else 'modelled'}), llama.cpp b{sc.build}")
     return 0
 
 
@@ -597,12 +631,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.readers.logs import parse_log
     from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
     from moe_model.speed.hardware import preset
-    from moe_model.speed.measured import log_points
+    from moe_model.speed.measured import check_engines, log_points
 
     model, hw = load_model(args.model), preset(args.hardware)
+    parsed = [(Path(path).name, parse_log(path)) for path in args.logs]
+    check_engines([(f"{name}#{run.index + 1}", run) for name, runs in parsed for run in runs])
     points = []
-    for path in args.logs:
-        points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
+    for name, runs in parsed:
+        points += log_points(runs, model, hw, name, hw.name, args.build)
     result = calibrate_machine(points, hw, default_time_model().params)
     if args.json:
         print(to_json(result.as_dict()))
@@ -611,6 +647,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         for name, err in result.fit_errors.items():
             note = "" if name in result.judged else "   (alone pins a term: not judged)"
             print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %{note}")
+            print(f"  {'':32} ran {result.engines[name]}")
         print(f"  {result.reason}")
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
@@ -653,6 +690,7 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--offload-min-batch", type=_ranged(int, 1, MAX_UBATCH), default=32, help="GGML_OP_OFFLOAD_MIN_BATCH"
     )
+    _add_build_arg(parser)
     parser.add_argument("--json", action="store_true")
 
 
@@ -662,6 +700,7 @@ def _add_calibrate(sub) -> None:
     cal.add_argument("--model", required=True, help="GGUF header of the model the logs ran")
     cal.add_argument("--hardware", required=True, help="the GPU preset to start from")
     cal.add_argument("-o", "--output", default="machine.json", help="machine file to write")
+    _add_build_arg(cal, default=None)
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=cmd_calibrate)
 
@@ -679,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("parse-log", help="what the cache did, from a llama-server / llama-cli -lv 4 log")
     logs.add_argument("log")
     logs.add_argument("--model", help="GGUF header to cross-check the logged slots against")
+    _add_build_arg(logs, default=None)
     logs.add_argument("--json", action="store_true")
     logs.set_defaults(func=cmd_parse_log)
     pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")

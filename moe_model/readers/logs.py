@@ -45,6 +45,13 @@ _STATS = re.compile(
     r"hit rate = ([\d.]+)%, uploaded = ([\d.]+) MiB"
 )
 _COPIED = re.compile(r"llama_moe_cache: large batches: (\d+) experts copied from the cache, ([\d.]+) MiB")
+# `build: 12569 (c4fb5796) with ...` (llama-server, llama-cli), `common_params_print_info: build 0 (unknown)`,
+# `main: build = 4520 (abc)` (older tools); build 0 is a build made without git: unknown
+_BUILD = re.compile(r"\bbuild(?::| =)? (\d+) \(([^)]*)\)")
+# the qvac-fabric fork: the same --moe-cache-mib flag, its own cache (tetherto/qvac-fabric-llm.cpp)
+_FORK_AUTO = re.compile(r"common_params_fit_impl: automatic MoE cache = ([\d.]+) MiB \((\d+)% of ([\d.]+) MiB")
+_FORK_CACHE = re.compile(r"llama_moe_cache:\s+(\S+) MoE cache size =\s+([\d.]+) MiB, slots = (\d+)")
+MAINLINE, FORK = "mainline", "qvac-fabric fork"
 _TIMING = re.compile(
     r"print_timing: id\s+(\d+) \| task (-?\d+) \| +(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) tokens"
 )
@@ -75,7 +82,7 @@ MAX_LOG_BYTES = 2 * 1024**3
 _INTERESTING = re.compile(
     r"llama_model_loader|print_info|load_tensors|llama_context|llama_kv_cache|impl:|llama_moe_cache|print_timing|"
     r"llama_perf|sched_reserve|failed|error|ERROR|GGML_ABORT|llama_server|common_params_print_info|build|llama-|"
-    r"CUDA|verbosity|srv |main: "
+    r"CUDA|verbosity|srv |main: |automatic MoE cache"
 )
 _KV_NAMES = {
     "block_count": "n_layer",
@@ -166,6 +173,9 @@ class LogRun:
     n_lines: int = 0
     n_info_lines: int = 0
     verbosity: int | None = None
+    build: int | None = None  # the `build: NNNNN (hash)` line; None when absent or 0 (built without git)
+    engine: str = MAINLINE  # FORK when the qvac-fabric fork's cache lines appear
+    fork_cache: dict = field(default_factory=dict)  # the fork's own cache lines (its automatic size, its slots)
 
     @property
     def starts(self) -> bool:
@@ -251,6 +261,9 @@ class LogRun:
             "warnings": self.warnings,
             "errors": self.errors,
             "notes": self.notes(),
+            "build": self.build,
+            "engine": self.engine,
+            "fork_cache": self.fork_cache,
         }
 
 
@@ -325,6 +338,7 @@ class _RunParser:
                 self._commit_init_error()
         if "llama_server" in msg or msg.startswith("srv "):
             run.program = "llama-server"
+        self._build(msg)
         self._model(msg)
         self._placement(msg)
         self._cache(msg, level)
@@ -362,8 +376,26 @@ class _RunParser:
         elif "verbosity = " in msg and (v := re.search(r"verbosity = (\d+)", msg)):
             self.run.verbosity = int(v.group(1))
 
+    def _build(self, msg: str) -> None:
+        if "build" in msg and self.run.build is None and (m := _BUILD.search(msg)) and int(m.group(1)) > 0:
+            self.run.build = int(m.group(1))
+
+    def _fork(self, msg: str) -> bool:
+        """The qvac-fabric fork's cache lines: recorded apart, never read as mainline's."""
+        if (m := _FORK_AUTO.search(msg)) is not None:
+            self.run.fork_cache |= {"auto_mib": float(m.group(1)), "percent": int(m.group(2))}
+            self.run.fork_cache["expert_mib"] = float(m.group(3))
+        elif (m := _FORK_CACHE.search(msg)) is not None:
+            self.run.fork_cache |= {"buffer": m.group(1), "cache_mib": float(m.group(2)), "slots": int(m.group(3))}
+        else:
+            return False
+        self.run.engine = FORK
+        return True
+
     def _cache(self, msg: str, level: str | None) -> None:
         run = self.run
+        if self._fork(msg):
+            return
         if "impl:" in msg:
             if (m := _DEVICE.search(msg)) is not None:
                 run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3))))
@@ -443,7 +475,10 @@ def parse_lines(lines: Iterable[str]) -> list[LogRun]:
     if seen_llama == 0:
         raise LogError("this is not a llama.cpp log: none of its lines come from llama-server, llama-cli or libllama")
     runs = parser.finish()
-    if not any(run.model or run.placement or run.devices or run.has_stats or run.timings or run.errors for run in runs):
+    if not any(
+        run.model or run.placement or run.devices or run.has_stats or run.timings or run.errors or run.fork_cache
+        for run in runs
+    ):
         raise LogError(
             "this llama.cpp log holds no run: no model load, placement, cache, statistics, timing or error lines"
         )

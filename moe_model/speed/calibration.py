@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -213,9 +213,11 @@ class MachineFit:
     rel_error: float
     accepted: bool
     reason: str
+    engines: dict[str, str] = field(default_factory=dict)  # each run: its engine, build and policy
 
     def as_dict(self) -> dict:
         return {
+            "engines": self.engines,
             "hardware": self.hardware.as_dict(),
             "fitted": list(self.fitted),
             "fit_errors": self.fit_errors,
@@ -293,7 +295,8 @@ def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams)
         )
     rel = float(np.quantile(np.abs(list(left_out.values())), UNCERTAINTY_QUANTILE))
     errors = decode_errors(points, params, fitted)
-    return MachineFit(fitted, terms, errors, left_out, tuple(checkable), rel, accepted, reason)
+    engines = {p.name: p.engine_label for p in points}
+    return MachineFit(fitted, terms, errors, left_out, tuple(checkable), rel, accepted, reason, engines)
 
 
 def save_machine(fit_: MachineFit, path: str | Path) -> None:

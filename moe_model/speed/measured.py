@@ -20,14 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from moe_model.errors import MoeModelError
 from moe_model.llama.batching import build_workload
+from moe_model.llama.builds import EXACT_BUILD
 from moe_model.llama.slot_plan import Placement
-from moe_model.readers.logs import LoggedStats, LogRun, parse_log
+from moe_model.readers.logs import MAINLINE, LoggedStats, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.resources import data_path
 from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.hardware import Hardware, preset
-from moe_model.speed.measurements import decode_tps_of, infer_budget, infer_placement, load_reference
+from moe_model.speed.measurements import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
 from moe_model.workload import Batching, Workload
@@ -54,6 +56,18 @@ class Point:
     control: str | None = None  # the same placement without a cache, for the cache verdict
     hit_source: str = "measured"
     fitted: bool = True  # False: predicted and reported, kept out of every fit (field_rows.csv says why)
+    engine: str = MAINLINE  # which llama.cpp ran it: mainline, a fork, another engine (the rows' `engine` column)
+
+    @property
+    def engine_label(self) -> str:
+        """The engine, its build and the policy its hit rates come from, e.g. 'mainline b11549 (lru-b11549, exact)'."""
+        sc = self.scenario
+        return f"{engine_build(self.engine, sc.build)} ({sc.policy_name}, {'exact' if sc.policy_exact else 'modelled'})"
+
+
+def engine_build(engine: str, build: int) -> str:
+    """'mainline b11549', or for another engine the build its cache is modelled as."""
+    return f"{engine} b{build}" if engine == MAINLINE else f"{engine} (modelled as b{build})"
 
 
 def synthetic_workload(
@@ -90,10 +104,10 @@ def _model(file: str) -> ModelSpec:
     return load_model(MODELS / file if "/" not in file else SAMPLE / file)
 
 
-def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None) -> Point:
+def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None, engine=MAINLINE):
     layout = layout or resolve(model, hw, sc)
     traffic, source = point_traffic(model, sc, layout, hit_rate)
-    return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source)
+    return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source, engine=engine)
 
 
 def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
@@ -120,14 +134,17 @@ def t4_points() -> list[Point]:
     points = []
     for _, row in _t4_rows().iterrows():
         placement = Placement.parse(row["placement_name"])
-        sc = Scenario(placement, int(row["moe_cache_mib"]), int(row["parallel"]))
+        sc = Scenario(placement, int(row["moe_cache_mib"]), int(row["parallel"]), build=int(row["build"]))
         rate = row["hit_rate_small_pct"] if pd.notna(row["hit_rate_small_pct"]) else row["hit_rate_pct"]
         hit = float(rate) / 100 if pd.notna(rate) else None
         prefill = float(row["prefill_tps"]) if pd.notna(row["prefill_tps"]) else None
         control = {"t4-fit-cache10": "t4-fit", "t4-cpumoe-50": "t4-cpumoe", "t4-cpumoe-10000": "t4-cpumoe"}.get(
             row["id"]
         )
-        points.append(_point(row["id"], "t4", model, hw, sc, float(row["decode_tps"]), prefill, hit, control))
+        engine = row["engine"]
+        points.append(
+            _point(row["id"], "t4", model, hw, sc, float(row["decode_tps"]), prefill, hit, control, None, engine)
+        )
     return points
 
 
@@ -137,28 +154,44 @@ def t4_predict_argv() -> dict[str, tuple[list[str], float]]:
     out = {}
     for _, row in _t4_rows().iterrows():
         argv = ["predict", "--model", model, "--hardware", "t4", "--placement", row["placement_name"]]
-        argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"])), "--json"]
+        argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"]))]
+        argv += ["--build", str(int(row["build"])), "--json"]
         out[row["id"]] = (argv, float(row["decode_tps"]))
     return out
 
 
-def scenario_of_run(run: LogRun, model: ModelSpec) -> Scenario:
-    """The scenario a llama-server log describes: placement, budget, streams, context, load mode."""
+def scenario_of_run(run: LogRun, model: ModelSpec, build: int | None = None) -> Scenario:
+    """The scenario a llama-server log describes: placement, budget, streams, context, load mode, and the build
+    (the log's own `build:` line, else `build`, else mainline)."""
     placement = infer_placement(run, model)
     budget = (infer_budget(run, model, placement) or 0) if run.devices else 0
     mode = "mmap" if "CPU_Mapped" in run.placement.get("model_buffers_mib", {}) else "none"
     n_ctx = int(run.placement.get("n_ctx", 4096))
-    return Scenario(placement, budget, int(run.placement.get("n_seq_max", 1)), n_ctx=n_ctx, load_mode=mode)
+    streams = int(run.placement.get("n_seq_max", 1))
+    return Scenario(placement, budget, streams, n_ctx=n_ctx, load_mode=mode, build=run_build(run, build)[0])
 
 
-def log_points(runs: list[LogRun], model: ModelSpec, hw: Hardware, source: str, machine: str) -> list[Point]:
-    """Points from parsed log runs that started and report a decode speed, each named after its run."""
+def check_engines(named_runs: list[tuple[str, LogRun]]) -> None:
+    """Refuse, in one line, logs that mix the qvac-fabric fork with mainline llama.cpp (they cache differently)."""
+    engines: dict[str, list[str]] = {}
+    for name, run in named_runs:
+        engines.setdefault(run.engine, []).append(name)
+    if len(engines) > 1:
+        said = "; ".join(f"{engine}: {', '.join(names)}" for engine, names in engines.items())
+        raise MoeModelError(f"these logs mix engines that cache differently ({said}): give one engine's runs")
+
+
+def log_points(
+    runs: list[LogRun], model: ModelSpec, hw: Hardware, source: str, machine: str, build: int | None = None
+) -> list[Point]:
+    """Points from parsed log runs that started and report a decode speed, each named after its run; a run
+    whose log names no build is taken as `build` (else mainline)."""
     points = []
     for run in runs:
         decode = decode_tps_of(run)
         if not decode or not run.starts:
             continue
-        sc = scenario_of_run(run, model)
+        sc = scenario_of_run(run, model, build)
         prompt = [t.prompt_tps for t in run.timings if t.prompt_tps]
         prompt_n = [t.prompt_tokens for t in run.timings if t.prompt_tps]
         if prompt_n:
@@ -167,7 +200,7 @@ def log_points(runs: list[LogRun], model: ModelSpec, hw: Hardware, source: str, 
         hit = decode_hit_rate(run.small, model, layout) if run.small else None
         prefill = prompt[0] if prompt and sc.concurrency == 1 else None
         name = f"{source}#{run.index + 1}"
-        points.append(_point(name, machine, model, hw, sc, decode, prefill, hit, layout=layout))
+        points.append(_point(name, machine, model, hw, sc, decode, prefill, hit, layout=layout, engine=run.engine))
     return points
 
 
@@ -185,7 +218,7 @@ def h200_points() -> list[Point]:
     ):
         model = _model(header)
         for case, path in _server_logs(folder):
-            for p in log_points(parse_log(path), model, hw, f"h200-{run_name}-{case}", "h200"):
+            for p in log_points(parse_log(path), model, hw, f"h200-{run_name}-{case}", "h200", EXACT_BUILD):
                 control = f"h200-{run_name}-off" if p.scenario.budget_mib and p.scenario.concurrency == 1 else None
                 points.append(replace(p, name=f"h200-{run_name}-{case}", control=control))
     return points
@@ -221,6 +254,7 @@ def field_points() -> list[Point]:
             cache_type_k=r["kv_type"],
             cache_type_v=r["kv_type"],
             fit_target_mib=512 if r["placement"] == "fit" else 1024,
+            build=int(r["build"]),
         )
         hit = float(r["hit_rate_small_pct"]) / 100 if pd.notna(r["hit_rate_small_pct"]) else None
         decode = float(r["decode_tps"]) if pd.notna(r["decode_tps"]) and r["use"] in ("yes", "check") else None
@@ -229,8 +263,20 @@ def field_points() -> list[Point]:
         model = _model(r["model_file"])
         name = f"{r['machine']}-{int(r['row'])}"
         point = _point(name, r["machine"], model, machines[r["machine"]], sc, decode, prefill, hit, control)
-        points.append(replace(point, fitted=fitted))
+        points.append(replace(point, fitted=fitted, engine=r["engine"]))
     return points
+
+
+def engines() -> dict[str, str]:
+    """Each measured point's engine and build, read from the tables without simulating (the Reference page)."""
+    table = load_reference()
+    out = {r["id"]: engine_build(r["engine"], int(r["build"])) for _, r in _t4_rows().iterrows()}
+    for run_name, folder in (("run1", GROUNDTRUTH / "logs"), ("run3", GROUNDTRUTH / "run3" / "logs")):
+        out |= {f"h200-{run_name}-{case}": f"{MAINLINE} b{EXACT_BUILD}" for case, _ in _server_logs(folder)}
+    rows = field_rows()
+    rows = rows[rows["use"] != "no"]
+    out |= {f"{r['machine']}-{int(r['row'])}": engine_build(r["engine"], int(r["build"])) for _, r in rows.iterrows()}
+    return out | {r["id"]: f"{r['engine']}" for _, r in table.iterrows() if r["id"] not in out}
 
 
 def all_points() -> list[Point]:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from moe_model.llama.builds import MAINLINE_BUILD, has_cache, has_cpu_share
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
-from moe_model.readers.logs import LogRun
+from moe_model.policies import get_policy, policy_for_build
+from moe_model.readers.logs import FORK, LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.resources import data_path
 
@@ -20,7 +22,7 @@ REFERENCE_CSV = data_path("reference-measurements.csv")
 COLUMNS = (
     "id", "source", "gpu", "gpu_vram_gib", "pcie", "model", "quant", "model_file_gb", "placement", "moe_cache_mib",
     "parallel", "spec_draft_tokens", "cpu_share", "hit_rate_small_pct", "hit_rate_large_pct", "hit_rate_pct",
-    "uploaded_mib_per_token", "decode_tps", "prefill_tps", "starts", "notes",
+    "uploaded_mib_per_token", "decode_tps", "prefill_tps", "starts", "notes", "engine", "build",
 )  # fmt: skip
 
 
@@ -73,6 +75,8 @@ def point_from_run(run: LogRun, source: str, budget_mib: int | None = None) -> d
         "prefill_tps": sum(prompt) / len(prompt) if prompt else None,
         "starts": run.starts,
         "notes": "; ".join(run.notes()),
+        "engine": run.engine,
+        "build": run.build,
     }
 
 
@@ -206,8 +210,49 @@ def _plan_lines(plan: CachePlan) -> list[tuple[str, str]]:
     return _check_lines(devices, groups, len(plan.warnings), plan.starts)
 
 
-def crosscheck(run: LogRun, model: ModelSpec, budget_mib: int | None = None) -> tuple[int | None, list[CheckLine]]:
-    """Compare the logged cache lines with the plan from the header, line by line."""
+def run_build(run: LogRun, default: int | None = None) -> tuple[int, str]:
+    """The build a run ran (its log's `build:` line, else `default`, else mainline) and where that came from."""
+    if run.build is not None:
+        return run.build, "logged"
+    return (default, "given") if default is not None else (MAINLINE_BUILD, "not logged: mainline assumed")
+
+
+def _policy_line(run: LogRun, build: int | None) -> CheckLine:
+    """Which policy the run's hit rates come from: its build decides (b12170+ ClassLRU)."""
+    number, origin = run_build(run, build)
+    if not has_cache(number):
+        return CheckLine("replacement policy", f"b{number} ({origin})", "no MoE cache in this build", comparable=False)
+    try:
+        share = float(run.flag("--moe-cache-cpu-share") or 0)
+    except ValueError:
+        share = 0.0
+    share = share if has_cpu_share(number) and 0.0 <= share <= 1.0 else 0.0
+    policy = get_policy(policy_for_build(number, share))
+    return CheckLine("replacement policy", f"b{number} ({origin})", f"{policy.name} ({policy.label})", comparable=False)
+
+
+def _fork_lines(run: LogRun) -> list[CheckLine]:
+    """The qvac-fabric fork sizes and fills its cache its own way: mainline's plan is not compared."""
+    cache = run.fork_cache
+    logged = f"{cache.get('cache_mib', '?')} MiB, {cache.get('slots', '?')} slots"
+    if "auto_mib" in cache:
+        logged += f" (--fit's automatic {cache['percent']} % of {cache['expert_mib']:.2f} MiB of expert weights)"
+    note = "another engine: mainline's slot plan and policies do not apply (not compared)"
+    return [CheckLine("engine", FORK, "mainline llama.cpp", False), CheckLine("fork cache", logged, note, False)]
+
+
+def crosscheck(
+    run: LogRun, model: ModelSpec, budget_mib: int | None = None, build: int | None = None
+) -> tuple[int | None, list[CheckLine]]:
+    """Compare the logged cache lines with the plan from the header, line by line; say which policy the run's
+    build ran (its hit rates come from it) and, for the qvac-fabric fork's logs, that nothing is compared."""
+    if run.engine == FORK:
+        return None, _fork_lines(run)
+    budget, lines = _plan_check(run, model, budget_mib)
+    return budget, [*lines, _policy_line(run, build)]
+
+
+def _plan_check(run: LogRun, model: ModelSpec, budget_mib: int | None) -> tuple[int | None, list[CheckLine]]:
     placement = infer_placement(run, model)
     budget = budget_mib if budget_mib is not None else infer_budget(run, model, placement)
     if budget is None:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement, min_budget_mib
-from moe_model.policies import EXACT, REFERENCE, get_policy
+from moe_model.policies import EXACT, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
@@ -58,7 +59,7 @@ class Option:
             "verdict": self.verdict,
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
-        }
+        } | p.scenario.policy_fields()
 
 
 def command_line(model_path: str, sc: Scenario, placement: Placement) -> str:
@@ -87,31 +88,30 @@ def _placement(base: Scenario, **fields) -> Placement:
 
 
 def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]:
-    """--fit, --fit + 10 % cache, --cpu-moe over budgets (mmap and pinned), --n-cpu-moe K + budget, CPU shares."""
+    """--fit, --fit + 10 % cache, --cpu-moe over budgets (mmap and pinned), --n-cpu-moe K + budget, CPU shares:
+    those the build has (no cache before b11480, no CPU share before b12191)."""
+    cache, share = has_cache(base.build), has_cpu_share(base.build)
+    base = replace(base, cpu_share=0.0, budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
-    out = [replace(base, placement=fit, budget_mib=0, cpu_share=0.0)]
+    out = [replace(base, placement=fit)]
     k_fit = fit_host_layers(model, hw, 0, base.n_ctx, base.fit_target_mib, base.kv_types, fit)
     host_mib = sum(layer.expert_bytes_total for layer in model.layers[:k_fit]) / 2**20
-    if k_fit and min_budget_mib(model, _placement(base, cpu_moe=False, n_cpu_moe=k_fit)):
-        out.append(replace(base, placement=fit, budget_mib=max(int(host_mib * 0.1), 1), cpu_share=0.0))
+    if cache and k_fit and min_budget_mib(model, _placement(base, cpu_moe=False, n_cpu_moe=k_fit)):
+        out.append(replace(base, placement=fit, budget_mib=max(int(host_mib * 0.1), 1)))
     cpu_moe = _placement(base, cpu_moe=True)
     lo = min_budget_mib(model, cpu_moe) or 0
     hi = max_budget_mib(model, hw, cpu_moe, base.n_ctx, kv_types=base.kv_types)
-    budgets = sorted({int(b) for b in np.geomspace(max(lo, 1), max(hi, lo, 1), N_BUDGETS)} | {0})
+    budgets = sorted({int(b) for b in np.geomspace(max(lo, 1), max(hi, lo, 1), N_BUDGETS)} | {0}) if cache else [0]
     for mode in ("mmap", "none"):
-        out += [
-            replace(base, placement=cpu_moe, budget_mib=b, cpu_share=0.0, load_mode=mode)
-            for b in budgets
-            if b == 0 or b >= lo
-        ]
+        out += [replace(base, placement=cpu_moe, budget_mib=b, load_mode=mode) for b in budgets if b == 0 or b >= lo]
     for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
         placement = _placement(base, cpu_moe=False, n_cpu_moe=k)
         budget = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
         lowest = min_budget_mib(model, placement)
-        out.append(replace(base, placement=placement, budget_mib=0, cpu_share=0.0))
-        if lowest and budget >= lowest:
-            out.append(replace(base, placement=placement, budget_mib=budget, cpu_share=0.0))
-    for b in (hi, max(lo, hi // 2)):
+        out.append(replace(base, placement=placement))
+        if cache and lowest and budget >= lowest:
+            out.append(replace(base, placement=placement, budget_mib=budget))
+    for b in (hi, max(lo, hi // 2)) if share else ():
         if b >= lo > 0:
             out += [replace(base, placement=cpu_moe, budget_mib=b, cpu_share=f) for f in CPU_SHARES]
     return out
@@ -161,21 +161,23 @@ def recommend(
 
 
 def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, progress=None) -> list[Traffic | None]:
-    """Each candidate's traffic: one all-budgets simulation per placement and batching, the CPU-share
-    candidates one by one (their policy runs per budget)."""
+    """Each candidate's traffic: one all-budgets simulation per placement, batching and policy (the build's LRU or
+    ClassLRU), the CPU-share candidates one by one (their policy runs per budget)."""
     out: list[Traffic | None] = [None] * len(scenarios)
     passes: dict[tuple, list[int]] = {}
     for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True)):
         if not layout.plan.starts:
             continue
-        if sc.policy_name != REFERENCE:  # other policies replay per budget
+        if sc.kernel() is None:  # other policies replay per budget
             out[i] = from_workload(model, layout, sc, workload_for(sc))
             continue
-        passes.setdefault((layout.placement, sc.concurrency, sc.draft_tokens, sc.accept_rate), []).append(i)
+        key = (layout.placement, sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name)
+        passes.setdefault(key, []).append(i)
     for n, ((placement, *_), members) in enumerate(passes.items()):
         work = workload_for(scenarios[members[0]])
         budgets = sorted({scenarios[i].budget_mib for i in members})
-        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
+        kernel = scenarios[members[0]].kernel()
+        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement, kernel), strict=True))
         n_ub, distinct = decode_counts(work)
         for i in members:
             r = by_budget[scenarios[i].budget_mib]

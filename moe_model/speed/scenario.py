@@ -20,6 +20,7 @@ from moe_model.limits import (
     MAX_UBATCH,
     check_at_most,
 )
+from moe_model.llama.builds import MAINLINE_BUILD, check_build, check_cache_flags
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
@@ -31,7 +32,8 @@ LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-mo
 
 @dataclass(frozen=True)
 class Scenario:
-    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags."""
+    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags, and the
+    llama.cpp build, which decides the replacement policy (b11480-b12169 LRU, b12170+ ClassLRU) and the flags."""
 
     placement: Placement = field(default_factory=Placement)
     budget_mib: int = 0
@@ -47,11 +49,14 @@ class Scenario:
     cache_type_v: str = "f16"
     fit_target_mib: float = FIT_MARGIN_MIB
     offload_min_batch: int = OFFLOAD_MIN_BATCH
-    policy: str = ""  # a registered replacement policy to model instead of the one the flags select ("")
+    policy: str = ""  # a registered replacement policy to model instead of the one the build and flags select ("")
+    build: int = MAINLINE_BUILD  # the llama.cpp release (bNNNNN) the server runs
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cpu_share <= 1.0:
             raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
+        check_build(self.build)
+        check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.policy:
             from moe_model.policies import CPU_SHARE, get_policy  # lazy: `plan` never needs the kernels
 
@@ -102,16 +107,34 @@ class Scenario:
 
     @property
     def policy_name(self) -> str:
-        """The replacement policy modelled: the one named, else what the flags select (b12191: a CPU share)."""
-        from moe_model.policies import CPU_SHARE, REFERENCE
+        """The replacement policy modelled: the one named, else what the build and flags select."""
+        from moe_model.policies import policy_for_build
 
-        return self.policy or (CPU_SHARE if self.cpu_share > 0 else REFERENCE)
+        return self.policy or policy_for_build(self.build, self.cpu_share)
+
+    @property
+    def policy_exact(self) -> bool:
+        """Whether the hit rates of this scenario come from an exact transcription (b11549's LRU) or a model."""
+        from moe_model.policies import EXACT, get_policy
+
+        return get_policy(self.policy_name).label == EXACT
 
     @property
     def policy_knobs(self) -> dict[str, float]:
         from moe_model.policies import CPU_SHARE
 
         return {"share": self.cpu_share} if self.policy_name == CPU_SHARE else {}
+
+    def kernel(self):
+        """The simulate Kernel of the scenario's policy, or None for a policy that replays per budget."""
+        from moe_model.policies import get_policy
+
+        make = get_policy(self.policy_name).kernel
+        return make(**self.policy_knobs) if make else None
+
+    def policy_fields(self) -> dict:
+        """What every output that shows a hit rate carries: which policy produced it, exact or not, the build."""
+        return {"policy": self.policy_name, "policy_exact": self.policy_exact, "build": self.build}
 
     def with_budget(self, budget_mib: int) -> Scenario:
         return replace(self, budget_mib=budget_mib)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from moe_model.policies import MODELLED, REFERENCE, get_policy
+from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
@@ -194,7 +194,7 @@ class Prediction:
             "host_layers": len(self.layout.host_layers),
             "cached_slots": self.layout.plan.n_slots_total,
             "notes": list(self.notes),
-        }
+        } | self.scenario.policy_fields()
 
 
 def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
@@ -351,9 +351,9 @@ def predict_curve(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
 ) -> list[Prediction]:
-    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement:
-    the exact LRU). For another policy, `policy_traffic(scenario)` supplies each budget's traffic (a replay
-    of that policy per budget).
+    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement and
+    policy). For a policy without a curve kernel (a CPU share), `policy_traffic(scenario)` supplies each budget's
+    traffic (a replay of that policy per budget).
     """
     out = []
     for r in results:
@@ -361,7 +361,7 @@ def predict_curve(
         layout = resolve(model, hw, sc)
         traffic = None
         if layout.plan.starts:
-            if sc.policy_name != REFERENCE and policy_traffic is not None:
+            if sc.kernel() is None and policy_traffic is not None:
                 traffic = policy_traffic(sc)
             else:
                 traffic = from_counts(model, layout, sc, r.layer_hits, r.layer_lookups, n_ubatches, "simulated")

@@ -143,30 +143,35 @@ def _decode_ubatches(work: Workload) -> int:
 
 
 def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload | WorkloadStream) -> Traffic:
-    """Replay the workload at the scenario's budget with the scenario's policy (the exact LRU by default, which
-    also takes a stream: never held whole; the other policies replay a whole Workload)."""
+    """Replay the workload at the scenario's budget with the scenario's policy (the build's: the exact LRU or
+    ClassLRU, which also take a stream, never held whole; the other policies replay a whole Workload)."""
     n_ub, distinct = decode_counts(work)
     name = sc.policy_name
-    if name == REFERENCE:
-        result = simulate_budgets(model, work, [sc.budget_mib], layout.placement)[0]
-        label = f"simulated: {work.label or 'trace'}"
+    policy = get_policy(name)
+    if (kernel := sc.kernel()) is not None:
+        result = simulate_budgets(model, work, [sc.budget_mib], layout.placement, kernel)[0]
+        label = f"simulated: {work.label or 'trace'}" + ("" if name == REFERENCE else f" ({name}, {policy.label})")
         return from_counts(model, layout, sc, result.layer_hits, result.layer_lookups, n_ub, label, distinct)
     if isinstance(work, WorkloadStream):
         raise WorkloadError(f"{name} replays a whole workload, not a stream: give a shorter trace")
-    policy = get_policy(name)
     res = run_policy(name, model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
     knobs = ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
     label = f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {policy.label} policy"
     return from_counts(model, layout, sc, res.hits, res.lookups, n_ub, label, distinct, res.cpu)
 
 
+def curve_kernel(sc: Scenario):
+    """The kernel a budget curve runs: the scenario's policy's, else (a per-budget policy) the build's own."""
+    return sc.kernel() or replace(sc, cpu_share=0.0, policy="").kernel()
+
+
 def simulate_curve(model: ModelSpec, hw: Hardware, work: Workload, base: Scenario, budgets: list[int]) -> list:
-    """Simulated results at every budget for the scenario's placement; with --fit the placement itself
-    depends on the budget, so budgets are grouped by how many layers --fit leaves in host memory."""
+    """Simulated results at every budget for the scenario's placement and policy (curve_kernel); with --fit the
+    placement itself depends on the budget, so budgets are grouped by how many layers --fit leaves in host memory."""
     by_placement: dict[Placement, list[int]] = {}
     for budget in budgets:
         by_placement.setdefault(resolve(model, hw, base.with_budget(budget)).placement, []).append(budget)
     results = {}
     for placement, group in by_placement.items():
-        results |= dict(zip(group, simulate_budgets(model, work, group, placement), strict=True))
+        results |= dict(zip(group, simulate_budgets(model, work, group, placement, curve_kernel(base)), strict=True))
     return [results[b] for b in budgets]
