@@ -9,6 +9,7 @@ import streamlit as st
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
 from moe_model.speed.host_memory import host_memory
+from moe_model.speed.known_problems import known_problems
 from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.vram import max_budget_mib
@@ -17,6 +18,8 @@ from ui.common import (
     fit_verdicts,
     friendly_errors,
     model_flag_path,
+    policy_caption,
+    sidebar_build,
     sidebar_hardware,
     sidebar_model,
     sidebar_placement,
@@ -32,6 +35,7 @@ with friendly_errors():
     hw, _, load_mode = sidebar_hardware()
     ctx, concurrency = sidebar_serving()
     placement_name, chosen = sidebar_placement(model)
+    build = sidebar_build()
     placement = resolve(model, hw, Scenario(chosen, 0, concurrency, n_ctx=ctx)).placement  # --fit: its layer count
     left, right = st.columns([1, 2])
     with left:
@@ -54,8 +58,11 @@ with friendly_errors():
         )
         if fits < lowest:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    sc = Scenario(chosen, budget, concurrency, n_ctx=ctx, load_mode=load_mode)
+    sc = Scenario(chosen, budget, concurrency, n_ctx=ctx, load_mode=load_mode, build=build)
     layout = resolve(model, hw, sc)
+    for problem in known_problems(model, sc, layout):
+        st.warning(f"Known problem: {problem}.")
+    st.caption(policy_caption(sc) + " The slot plan below is the same in every build since b11480.")
     placement = replace(layout.placement, fit=False)  # --fit: the layers it moves to make room for this cache
     report = plan_report(model, budget, placement)
     with right:

@@ -535,6 +535,7 @@ def _predict_one(args, model, hw, time_model, rel_error, spread, placement: str,
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.known_problems import known_problems
     from moe_model.speed.time_model import verdict
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
@@ -543,7 +544,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, args.budget_mib)
     baseline = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, 0)
     cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
+    problems = known_problems(model, pred.scenario, pred.layout)
     out = pred.as_dict() | {
+        "known_problems": problems,
         "verdict": cache_verdict,
         "no_cache_decode_tps": baseline.decode_tps,
         "no_cache_decode_tps_range": list(baseline.decode_tps_range),
@@ -563,6 +566,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
         f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
     )
+    for problem in problems:
+        print(f"  known problem: {problem}")
     if not pred.starts:
         print(f"  does not start: {pred.error}")
         return 0

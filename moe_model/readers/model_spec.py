@@ -95,6 +95,7 @@ class ModelSpec:
     layers: tuple[LayerSpec, ...]
     other_bytes: int  # tensors outside the blocks: token_embd, output, output_norm
     input_bytes: int = 0  # token_embd: llama.cpp keeps the input layer in host memory
+    n_tensors: int = 0  # tensors in all shards (llama.cpp sizes its graph from them)
 
     @property
     def file_type_name(self) -> str:
@@ -239,6 +240,7 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
         layers=layers,
         other_bytes=other,
         input_bytes=inputs,
+        n_tensors=len(tensors),
     )
 
 
