@@ -232,12 +232,16 @@ def _pool_state(i: int, key: int, highlight: dict[int, str], next_out: int | Non
     return 1 if key >= 0 else 0
 
 
-def pool_heatmap(slots: np.ndarray, n_expert: int, highlight: dict[int, str], order: Sequence[int] = ()) -> go.Figure:
-    """The slot pool as cells: the (layer, expert) each holds, its place in the LRU order (1: evicted next),
-    this step's hits and uploads, the next eviction and the guard slot llama.cpp allocates past the end."""
+def pool_heatmap(
+    slots: np.ndarray, n_expert: int, highlight: dict[int, str], order: Sequence[int] = (), extra: Sequence[str] = ()
+) -> go.Figure:
+    """The slot pool as cells: the (layer, expert) each holds, its place in the eviction order (1: evicted next),
+    this step's hits and uploads, the next eviction and the guard slot llama.cpp allocates past the end; `extra`
+    adds a line per slot (ClassLRU: its class and CRF)."""
     rank = {slot: r + 1 for r, slot in enumerate(order)}
     next_out = next((s for s in order if slots[s] >= 0), None) if len(order) else None
     labels = [f"L{key // n_expert} E{key % n_expert}" if key >= 0 else "empty" for key in slots] + ["guard"]
+    labels = [f"{lab}<br>{extra[i]}" if i < len(extra) and extra[i] else lab for i, lab in enumerate(labels)]
     state = [_pool_state(i, int(key), highlight, next_out) for i, key in enumerate(slots)] + [2]
     cells = [f"{lab}<br>LRU {rank[i]}" if i in rank else lab for i, lab in enumerate(labels)]
     hover = [

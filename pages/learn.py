@@ -7,7 +7,8 @@ import streamlit as st
 from moe_model.charts import pool_heatmap
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, pool_need
 from moe_model.llama.slot_plan import plan_cache
-from moe_model.policies import POLICIES, run_policy
+from moe_model.policies import CLASS_LRU, POLICIES, REFERENCE, run_policy
+from moe_model.policies.class_lru import HALF_LIFE_TOKENS, N_CLASSES
 from moe_model.policies.lazy_unload import idle_limit
 from moe_model.policies.stepper import STEPPABLE, Step, steps
 from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
@@ -54,6 +55,55 @@ def set_budget(budget: int) -> None:
     st.session_state["learn_budget"] = budget
 
 
+def slot_notes(step: Step, gi: int) -> list[str]:
+    """ClassLRU: each held slot's class and CRF at its last use."""
+    if not step.classes:
+        return []
+    return [f"c{c}, CRF {crf:.2f}" if c >= 0 else "" for c, crf in zip(step.classes[gi], step.crf[gi], strict=True)]
+
+
+def draw_pools(step: Step, plan, model, work, budget: int, policy: str, index: int) -> None:
+    """Every group's pool after this step under `policy`, its eviction order, and the simulator's check."""
+    for gi, (group, slots) in enumerate(zip(plan.groups, step.slots, strict=True)):
+        if not group.cached:
+            st.warning(f"group {gi + 1} ({group.type_name}) got too few slots and is not cached")
+            continue
+        mark = {}
+        if step.group == gi:
+            mark |= {s: "fill" for _, s in step.fills}
+            mark |= {
+                int(i): "hit"
+                for i, kk in enumerate(slots)
+                if kk % N_EXPERT in step.hits and kk // N_EXPERT == step.layer
+            }
+        order = step.order[gi] if step.order else ()
+        fig = pool_heatmap(slots, N_EXPERT, mark, order, slot_notes(step, gi))
+        fig.update_layout(
+            title=f"group {gi + 1}: {group.n_layers} layers, {group.type_name}, {group.n_slots} slots (+1 guard slot)"
+        )
+        st.plotly_chart(fig, width="stretch", key=f"pool_{policy}_{gi}")
+        held = [f"L{slots[s] // N_EXPERT}E{slots[s] % N_EXPERT}" for s in order if slots[s] >= 0]
+        what = "LRU order" if policy != CLASS_LRU else "eviction order (largest age / 2^class first)"
+        if held:
+            st.caption(
+                f"{what} of group {gi + 1}, next eviction first: **{held[0]}** → " + " → ".join(held[1:])
+                if len(held) > 1
+                else f"{what} of group {gi + 1}: **{held[0]}** (next eviction)"
+            )
+    check = run_policy(policy, model, work.prefix(index + 1), [budget])[0]
+    check_hits, check_misses = int(check.hits.sum()), int(check.uploads.sum())
+    agree = check_hits == step.total_hits
+    st.metric(
+        "hits / misses so far",
+        f"{step.total_hits} / {step.total_misses}",
+        help="counted like llama.cpp's statistics: distinct experts per (layer, ubatch)",
+    )
+    st.caption(
+        ("The simulator agrees with these counts." if agree else "MISMATCH with the simulator!")
+        + f" Simulator: {check_hits} hits, {check_misses} misses."
+    )
+
+
 st.header("How the MoE cache works")
 with friendly_errors():
     sidebar_session("This page plays a 12-expert toy model; the model and GPU above are kept for the other pages.")
@@ -76,6 +126,11 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
   That is why 49 MiB refuses and 50 MiB starts for Qwen3-30B-A3B.
 - **Concurrent users and speculative decoding** put several tokens in one ubatch: more distinct experts per layer,
   more churn, fewer hits. Over 32 tokens (prompts) the pool is bypassed: cached experts are only *copied*.
+- **ClassLRU** (b12170 and later, mainline today): each expert keeps a *CRF*, its uses decayed with a half-life of
+  128 tokens, kept even after it is evicted; its class is floor(log2 CRF), 0 to 7. Each class has its own LRU list,
+  and a miss evicts, among the least recently used slot of each list, the one with the largest age / 2^class: an
+  expert used often survives a burst of experts used once. Toggle *LRU and ClassLRU side by side* to step both.
+  (A model: read from the source's opening comment, not its code.)
 - **CPU share** (`--moe-cache-cpu-share`, b12191): once the pool is full, a share of the misses is computed on the
   CPU instead of uploaded, and not inserted.
 """)
@@ -102,6 +157,14 @@ with friendly_errors(), right:
         help=f"lazy-unload (modelled): an expert idle for {idle_limit(**POLICIES['lazy-unload'].knobs)} ubatches "
         "is unloaded from its slot",
     )
+    both = st.toggle(
+        "LRU and ClassLRU side by side (the same workload, b11549 and b12170+)",
+        False,
+        key="learn_both",
+        help=f"ClassLRU: CRF half-life {HALF_LIFE_TOKENS:g} tokens, {N_CLASSES} classes; each cell shows its slot's "
+        "class (c) and CRF at its last use",
+    )
+    shown = [REFERENCE, CLASS_LRU] if both else [policy]
     model = toy_model(mixed)
     plan = plan_cache(model, budget)
     if not plan.starts:
@@ -109,8 +172,9 @@ with friendly_errors(), right:
         st.stop()
     st.caption(" | ".join(plan.log_lines()))
     work = toy_workload(concurrency, draft, 40 if prompt else 0)
-    trail = steps(work, plan, N_EXPERT, policy=policy)
-    key = (budget, concurrency, draft, mixed, prompt, policy)
+    trails = {name: steps(work, plan, N_EXPERT, policy=name) for name in shown}
+    trail = trails[shown[0]]
+    key = (budget, concurrency, draft, mixed, prompt, policy, both)
     state = st.session_state
     if state.get("learn_key") != key:  # new settings: start again
         state.learn_key, state.learn_slider = key, 0
@@ -142,43 +206,11 @@ with friendly_errors(), right:
         )
         if found:
             st.button(f"use {found} MiB", key="learn_pool_budget", on_click=set_budget, args=(found,))
-    for gi, (group, slots) in enumerate(zip(plan.groups, step.slots, strict=True)):
-        if not group.cached:
-            st.warning(f"group {gi + 1} ({group.type_name}) got too few slots and is not cached")
-            continue
-        mark = {}
-        if step.group == gi:
-            mark |= {s: "fill" for _, s in step.fills}
-            mark |= {
-                int(i): "hit"
-                for i, kk in enumerate(slots)
-                if kk % N_EXPERT in step.hits and kk // N_EXPERT == step.layer
-            }
-        order = step.order[gi] if step.order else ()
-        fig = pool_heatmap(slots, N_EXPERT, mark, order)
-        fig.update_layout(
-            title=f"group {gi + 1}: {group.n_layers} layers, {group.type_name}, {group.n_slots} slots (+1 guard slot)"
-        )
-        st.plotly_chart(fig, width="stretch", key=f"pool_{gi}")
-        held = [f"L{slots[s] // N_EXPERT}E{slots[s] % N_EXPERT}" for s in order if slots[s] >= 0]
-        if held:
-            st.caption(
-                f"LRU order of group {gi + 1}, next eviction first: **{held[0]}** → " + " → ".join(held[1:])
-                if len(held) > 1
-                else f"LRU order of group {gi + 1}: **{held[0]}** (next eviction)"
-            )
-    check = run_policy(policy, model, work.prefix(index + 1), [budget])[0]
-    check_hits, check_misses = int(check.hits.sum()), int(check.uploads.sum())
-    agree = check_hits == step.total_hits
-    st.metric(
-        "hits / misses so far",
-        f"{step.total_hits} / {step.total_misses}",
-        help="counted like llama.cpp's statistics: distinct experts per (layer, ubatch)",
-    )
-    st.caption(
-        ("The simulator agrees with these counts." if agree else "MISMATCH with the simulator!")
-        + f" Simulator: {check_hits} hits, {check_misses} misses."
-    )
+    for column, name in zip(st.columns(len(shown)), shown, strict=True):
+        with column:
+            if both:
+                st.markdown(f"**{name}** ({POLICIES[name].label})")
+            draw_pools(trails[name][index], plan, model, work, budget, name, index)
     if playing and index < len(trail) - 1:
         time.sleep(0.6)
         state.learn_advance = True

@@ -221,6 +221,20 @@ def test_explore_prompt_length_changes_the_predicted_prompt_speed():
     assert summary() != before and not at.exception
 
 
+def test_learn_steps_lru_and_class_lru_side_by_side_with_classes_and_crf():
+    at = open_page("pages/learn.py")
+    at.toggle(key="learn_both").set_value(True).run()
+    at.slider(key="learn_slider").set_value(40).run()
+    assert not at.exception and [m.value for m in at.markdown if m.value.startswith("**lru")] == [
+        "**lru-b11549** (exact)"
+    ]
+    assert sum("simulator agrees" in c.value for c in at.caption) == 2  # both stepped and both checked
+    figures = charts(at)
+    cells = [cell for fig in figures.values() for row in fig["data"][0]["text"] for cell in row]
+    assert any("CRF" in cell and "<br>c" in cell for cell in cells)  # ClassLRU's cells: class and CRF
+    assert any("eviction order (largest age / 2^class first)" in c.value for c in at.caption)
+
+
 def test_learn_step_changes_the_pool_drawing():
     at = open_page("pages/learn.py")
     for _ in range(3):
