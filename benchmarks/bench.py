@@ -6,6 +6,8 @@
    128 experts) with the simulator, against libCacheSim's C LRU computing the same 64 pool sizes.
 2. The numba kernel against the same kernel run as plain Python (on a shorter trace).
 3. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader.
+4. The ClassLRU curve (b12170+) on the same 64 budgets and trace as 1, against the exact LRU's: every core numba
+   has, and one core.
 """
 
 from __future__ import annotations
@@ -158,8 +160,34 @@ def bench_log() -> None:
     )
 
 
+def bench_class_lru() -> None:
+    import numba
+
+    from moe_model.policies import class_lru
+
+    model = load_model(QWEN)
+    trace = generate(Shape(48, 128, 8), Knobs(), 20_000, seed=0)
+    work = build_workload(trace, Batching(warmup=False), 128)
+    budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
+    kernel = class_lru.kernel()
+    simulate_budgets(model, work, budgets[:2], kernel=kernel)  # compile
+    lru, _ = timed(lambda: simulate_budgets(model, work, budgets))
+    ours, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        one, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
+    finally:
+        numba.set_num_threads(threads)
+    print(
+        f"ClassLRU curve, 64 budgets: {ours:.2f} s on {threads} threads ({ours / lru:.1f}x the exact LRU's "
+        f"{lru:.2f} s), {one:.2f} s on one ({one / lru:.1f}x)"
+    )
+
+
 if __name__ == "__main__":
     bench_header()
     bench_log()
     bench_kernel()
     bench_curve()
+    bench_class_lru()

@@ -71,23 +71,28 @@ def test_class_lru_keeps_a_hot_expert_through_a_burst_of_one_off_experts():
     assert one("class-lru-b12170", burst, FOUR_SLOTS, n_classes=1) == (7, 8, 0)  # one class: plain LRU
 
 
-def _victim(heads, t_last, used_now, n_expert=8):
-    """class_lru._victim on one pool: list c's head is slot c (or -1), one key per slot in layer 0, clock 10."""
-    key_of = np.arange(len(heads), dtype=np.int32)
-    rec_of = np.array([5 if u else 4 for u in used_now], dtype=np.int64)  # this plan() is record 5
-    inv = 2.0 ** -np.arange(len(heads))
-    clock = np.array([10], dtype=np.int64)
-    args = (np.array(heads, dtype=np.int32), key_of, np.array(t_last, dtype=np.int64), rec_of, 5, clock, n_expert)
-    return int(class_lru._victim(*args, False, False, inv))
+def _victim(slots, ties_high=False, n_expert=8):
+    """The class_lru kernel's choice during a plan() of layer 1 at clock 11 (layer 0's clock is at 10): class c's
+    list holds only slot c, which holds an expert of the (layer, last use) given."""
+    n = len(slots)
+    meta = np.array([[t, ((layer * n_expert + c) << 38) | (c << 32)] for c, (layer, t) in enumerate(slots)])
+    queues = np.zeros(2 * n, dtype=np.int32)
+    queues[::2] = np.arange(n)  # each class's queue: its one slot at position 0
+    head, tail, heads = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full((n, 4), -1, dtype=np.int64)
+    clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
+    lists = (meta, queues, 0, 2, head, tail, heads, 1, 11, clock, n_expert, False, inv)
+    scores = np.array([class_lru._head_score(c, *lists) for c in range(n)])
+    return int(heads[class_lru._best(scores, ties_high), 1])
 
 
 def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():
-    # heads: class 0 aged 2 (score 2), class 1 aged 6 (score 3), class 2 aged 10 (score 2.5): class 1's head
-    assert _victim([0, 1, 2], [8, 4, 0], [False, False, False]) == 1
-    # the same, but this plan() used class 1's head: that list holds only slots this plan used, and is passed over
-    assert _victim([0, 1, 2], [8, 4, 0], [False, True, False]) == 2
-    # equal scores (2 and 4 / 2^1): the lower class goes first
-    assert _victim([0, 1], [8, 6], [False, False]) == 0
+    # heads (layer 0): class 0 aged 2 (score 2), class 1 aged 6 (score 3), class 2 aged 10 (score 2.5): class 1's
+    assert _victim([(0, 8), (0, 4), (0, 0)]) == 1
+    # equal scores (2 and 4 / 2^1): the lower class goes first, unless the knob gives ties to the higher class
+    assert _victim([(0, 8), (0, 6)]) == 0 and _victim([(0, 8), (0, 6)], ties_high=True) == 1
+    # class 0's head was used by layer 0's last plan() (age 0), class 1's by this plan() of layer 1 (age 0 too):
+    # even with ties to the higher class, this plan's list is passed over (all of a record's experts stay in)
+    assert _victim([(0, 10), (1, 11)], ties_high=True) == 0
 
 
 def test_class_lru_keeps_a_keys_crf_across_its_eviction():

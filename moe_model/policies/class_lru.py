@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from math import floor, log2
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import CLASS_LRU_NS_PER_LOOKUP_BUDGET, SIM_NS_PER_LOOKUP_PASS
@@ -70,16 +70,13 @@ class ClassLruState:
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
-    tick: np.ndarray  # [1] records planned before this chunk
     slot_of: np.ndarray  # [n_caps, n_keys]
-    key_of: np.ndarray  # [total slots]
-    prev: np.ndarray
-    nxt: np.ndarray
-    cls_of: np.ndarray  # class list the slot sits in
-    t_of: np.ndarray  # clock of the slot's last use
-    rec_of: np.ndarray  # record (tick) of the slot's last use: the untouched-list rule
-    head: np.ndarray  # [n_caps, n_classes]
-    tail: np.ndarray
+    meta: np.ndarray  # [total slots, 2]: the slot's last use (clock), and key << 38 | class << 32 | queue place
+    queue_offsets: np.ndarray  # [n_caps] first queue entry of each pool size: n_classes queues of 2 * cap + 16
+    queues: np.ndarray  # the class lists as append-only queues of slots (-1: the slot has moved on)
+    head: np.ndarray  # [n_caps, n_classes] first entry not yet known stale
+    tail: np.ndarray  # [n_caps, n_classes] next free entry
+    heads: np.ndarray  # [n_caps, n_classes, 4] the head last seen: position (-1 none), slot, last use, clock index
     filled: np.ndarray  # [n_caps] slots taken so far (empty slots are used in order)
     hits: np.ndarray  # [n_layer, 2, n_caps]
     distinct: np.ndarray  # [n_layer, 2]
@@ -103,6 +100,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, **knobs) -> ClassLr
     caps = np.asarray(caps, dtype=np.int64)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
     total = int(caps.sum())
+    queue_sizes = n_cls * _queue_size(caps)
     return ClassLruState(
         caps,
         np.concatenate(([0], np.cumsum(caps))).astype(np.int64),
@@ -114,16 +112,13 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, **knobs) -> ClassLr
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
-        np.zeros(1, dtype=np.int64),
         np.full((n_caps, n_keys), -1, dtype=np.int32),
-        np.full(total, -1, dtype=np.int32),
-        np.full(total, -1, dtype=np.int32),
-        np.full(total, -1, dtype=np.int32),
-        np.zeros(total, dtype=np.int8),
-        np.zeros(total, dtype=np.int64),
-        np.full(total, -1, dtype=np.int64),
-        np.full((n_caps, n_cls), -1, dtype=np.int32),
-        np.full((n_caps, n_cls), -1, dtype=np.int32),
+        np.full((total, 2), -1, dtype=np.int64),
+        np.concatenate(([0], np.cumsum(queue_sizes)[:-1])).astype(np.int64),
+        np.zeros(int(queue_sizes.sum()), dtype=np.int32),
+        np.zeros((n_caps, n_cls), dtype=np.int64),
+        np.zeros((n_caps, n_cls), dtype=np.int64),
+        np.full((n_caps, n_cls, 4), -1, dtype=np.int64),
         np.zeros(n_caps, dtype=np.int64),
         np.zeros((n_layer, 2, n_caps), dtype=np.int64),
         np.zeros((n_layer, 2), dtype=np.int64),
@@ -131,10 +126,16 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, **knobs) -> ClassLr
     )
 
 
+def _queue_size(caps: np.ndarray) -> np.ndarray:
+    """Entries per class queue: twice the pool, so a compaction (at most cap live entries) frees cap + 16."""
+    return 2 * np.asarray(caps, dtype=np.int64) + 16
+
+
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
-    n_keys, n_caps = n_layer * n_expert, len(caps)
-    return 16 * n_keys + 4 * n_caps * n_keys + 37 * int(np.sum(caps)) + 8 * n_caps * (2 * N_CLASSES + 2 * n_layer + 2)
+    n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
+    queues = 4 * N_CLASSES * int(_queue_size(caps).sum())
+    return 16 * n_keys + 4 * n_caps * n_keys + 16 * total + queues + 8 * n_caps * (6 * N_CLASSES + 2 * n_layer + 2)
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -149,7 +150,7 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     ent_start = np.zeros(n_rec + 1, dtype=np.int64)
     ent_key = np.empty(n_ent, dtype=np.int32)
     ent_cls = np.empty(n_ent, dtype=np.int8)
-    ent_sorted = np.empty(n_ent, dtype=np.int64)
+    ent_sorted = np.empty(n_ent, dtype=np.int32)
     rec_now = np.zeros(n_rec, dtype=np.int64)
     clock0 = s.clock.copy()
     _shared(
@@ -159,11 +160,10 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     )  # fmt: skip
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     _budgets(
-        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.tick[0],
-        n_expert, s.group_clock, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.key_of, s.prev, s.nxt, s.cls_of,
-        s.t_of, s.rec_of, s.head, s.tail, s.filled, s.hits, s.probe,
+        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0,
+        n_expert, s.group_clock, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.meta, s.queue_offsets,
+        s.queues, s.head, s.tail, s.heads, s.filled, s.hits, s.probe,
     )  # fmt: skip
-    s.tick[0] += n_rec
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -220,40 +220,77 @@ def _shared(
     ent_start[len(rec_mode)] = n
 
 
-@njit(cache=True, inline="always")
-def _unlink(s, c, prev, nxt, head, tail):
-    if prev[s] >= 0:
-        nxt[prev[s]] = nxt[s]
-    else:
-        head[c] = nxt[s]
-    if nxt[s] >= 0:
-        prev[nxt[s]] = prev[s]
-    else:
-        tail[c] = prev[s]
+_T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class << 32 | place in its class queue
+_POS_MASK, _CLS_SHIFT, _KEY_SHIFT = (1 << 32) - 1, 32, 38
 
 
 @njit(cache=True, inline="always")
-def _append(s, c, prev, nxt, head, tail):
-    prev[s] = tail[c]
-    nxt[s] = -1
-    if tail[c] >= 0:
-        nxt[tail[c]] = s
-    else:
-        head[c] = s
-    tail[c] = s
+def _push(s, c, key, meta, queues, base, size, head, tail, heads):
+    """Append slot s (now holding `key`) to class c's queue; its previous entry is marked dead (-1), so stale
+    entries are skipped without reading their slot. A full queue is compacted first (positions change)."""
+    old = meta[s, _P]
+    if old >= 0:
+        queues[base + ((old >> _CLS_SHIFT) & 63) * size + (old & _POS_MASK)] = -1
+    seg = base + c * size
+    if tail[c] == size:
+        n = 0
+        for i in range(head[c], tail[c]):  # keep the live entries in order
+            q = queues[seg + i]
+            if q >= 0:
+                queues[seg + n] = q
+                meta[q, _P] = (meta[q, _P] & ~_POS_MASK) | n
+                n += 1
+        head[c], tail[c] = 0, n
+        heads[c, 0] = -1
+    queues[seg + tail[c]] = s
+    meta[s, _P] = (np.int64(key) << _KEY_SHIFT) | (np.int64(c) << _CLS_SHIFT) | tail[c]
+    tail[c] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _head_score(c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv):
+    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() of `layer` used
+    its head (then it holds only slots this plan used). `heads` keeps each list's head (position, slot, last use,
+    clock index): a queue is append-only between compactions, so a live entry at the same place is the same use."""
+    seg, h = base + c * size, head[c]
+    while h < tail[c] and queues[seg + h] < 0:  # entries whose slot has moved on
+        h += 1
+    head[c] = h
+    if h == tail[c]:
+        return -1.0
+    if heads[c, 0] != h:
+        s = queues[seg + h]
+        owner = 0 if group_clock else (meta[s, _P] >> _KEY_SHIFT) // n_expert
+        heads[c, 0], heads[c, 1], heads[c, 2], heads[c, 3] = h, s, meta[s, _T], owner
+    last, owner = heads[c, 2], heads[c, 3]
+    if last == now and (group_clock or owner == layer):  # used by this plan(): its clock only moves forward
+        return -1.0
+    return (clock[owner] - last) * inv[c]
+
+
+@njit(cache=True, inline="always")
+def _best(scores, ties_high):
+    """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
+    best, best_score = -1, -1.0
+    for c in range(len(scores)):
+        if scores[c] >= 0 and (scores[c] > best_score or (ties_high and scores[c] == best_score)):
+            best, best_score = c, scores[c]
+    return best
+
+
+@njit(cache=True, parallel=True)
 def _budgets(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, tick0, n_expert,
-    group_clock, ties_high, inv, caps, offsets, slot_of_all, key_of, prev, nxt, cls_of, t_of, rec_of, head_all,
-    tail_all, filled, hits, probe,
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
+    group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,
+    heads_all, filled, hits, probe,
 ):  # fmt: skip
-    """Every pool size of the pass replays the chunk in turn (its lists stay in the CPU's cache meanwhile)."""
-    for b in range(len(caps)):
-        head, tail = head_all[b], tail_all[b]
-        slot_of = slot_of_all[b]
+    """Every pool size of the pass replays the chunk on its own (in parallel where cores are free)."""
+    for b in prange(len(caps)):
+        head, tail, heads, slot_of = head_all[b], tail_all[b], heads_all[b], slot_of_all[b]
+        base, size = queue_offsets[b], 2 * caps[b] + 16
+        scores = np.empty(len(inv), dtype=np.float64)
         clock = clock0.copy()
+        found = np.zeros(2 * hits.shape[0], dtype=np.int64)  # this pool size's hits per (layer, class)
         for r in range(len(rec_mode)):
             lo, hi = ent_start[r], ent_start[r + 1]
             mode = rec_mode[r]
@@ -264,15 +301,19 @@ def _budgets(
                     if slot_of[ent_key[q]] >= 0:
                         probe[b] += 1
                 continue
-            layer, stamp, now = rec_layer[r], tick0 + r, rec_now[r]
+            layer, now = rec_layer[r], rec_now[r]
             clock[0 if group_clock else layer] = now
+            n_hit = 0
             for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
                 s = slot_of[ent_key[q]]
                 if s >= 0:
-                    hits[layer, rec_large[r], b] += 1
-                    _unlink(s, cls_of[s], prev, nxt, head, tail)
-                    _append(s, ent_cls[q], prev, nxt, head, tail)
-                    cls_of[s], t_of[s], rec_of[s] = ent_cls[q], now, stamp
+                    n_hit += 1
+                    meta[s, _T] = now
+                    _push(s, ent_cls[q], ent_key[q], meta, queues, base, size, head, tail, heads)
+            found[layer * 2 + rec_large[r]] += n_hit
+            if n_hit == hi - lo:
+                continue
+            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
             for j in range(lo, hi):  # then the misses in expert-id order
                 q = ent_sorted[j]
                 key = ent_key[q]
@@ -282,27 +323,30 @@ def _budgets(
                     s = offsets[b] + filled[b]
                     filled[b] += 1
                 else:
-                    s = _victim(head, key_of, t_of, rec_of, stamp, clock, n_expert, group_clock, ties_high, inv)
-                    _unlink(s, cls_of[s], prev, nxt, head, tail)
-                    slot_of[key_of[s]] = -1
-                key_of[s], slot_of[key] = key, s
-                _append(s, ent_cls[q], prev, nxt, head, tail)
-                cls_of[s], t_of[s], rec_of[s] = ent_cls[q], now, stamp
-
-
-@njit(cache=True, inline="always")
-def _victim(head, key_of, t_of, rec_of, stamp, clock, n_expert, group_clock, ties_high, inv):
-    """The least recently used slot of a class list not touched by this plan() with the largest age / 2^class."""
-    best, best_score = -1, -1.0
-    for c in range(len(inv)):
-        s = head[c]
-        if s < 0 or rec_of[s] == stamp:  # a list whose head this plan used holds only slots it used
-            continue
-        age = clock[0 if group_clock else key_of[s] // n_expert] - t_of[s]
-        score = age * inv[c]
-        if score > best_score or (ties_high and score == best_score):
-            best, best_score = s, score
-    return best
+                    if not scored:
+                        for c in range(len(inv)):
+                            scores[c] = _head_score(
+                                c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
+                                group_clock, inv,
+                            )  # fmt: skip
+                        scored = True
+                    c = _best(scores, ties_high)
+                    s = heads[c, 1]
+                    head[c] += 1  # the victim was its list's head: the next one takes its place
+                    scores[c] = _head_score(
+                        c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv
+                    )
+                    slot_of[meta[s, _P] >> _KEY_SHIFT] = -1
+                slot_of[key] = s
+                meta[s, _T] = now
+                _push(s, ent_cls[q], key, meta, queues, base, size, head, tail, heads)
+                if scored:  # the list it joined may have been empty: its head is now this plan's
+                    scores[ent_cls[q]] = _head_score(
+                        ent_cls[q], meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
+                        group_clock, inv,
+                    )  # fmt: skip
+        for i in range(len(found)):
+            hits[i // 2, i % 2, b] += found[i]
 
 
 def kernel(**knobs) -> Kernel:
