@@ -15,6 +15,7 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
+from moe_model.llama.builds import CPU_SHARE_BUILD, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.routing.synthetic import preset_for
@@ -41,6 +42,8 @@ from ui.common import (
     keep,
     kept,
     model_flag_path,
+    policy_caption,
+    sidebar_build,
     sidebar_hardware,
     sidebar_model,
     sidebar_placement,
@@ -61,7 +64,7 @@ st.caption(
 )
 
 
-def best_setting(model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int) -> None:
+def best_setting(model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int, build: int) -> None:
     """The recommender's pick for this machine, with the inputs Shopping and `recommend` use."""
     if not st.toggle("best setting for this machine (the recommender Shopping and the CLI use)", key="best"):
         return
@@ -75,6 +78,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, concurrency
         repr(time_model),
         concurrency,
         n_ctx,
+        build,
     )
     best = options[0] if options else None
     if best is None or not best.usable:
@@ -100,6 +104,7 @@ with friendly_errors():
     params, params_source = time_model.params, time_model.source
     n_ctx, concurrency = sidebar_serving()
     placement_name, placement = sidebar_placement(model)
+    build = sidebar_build()
     controls, charts = st.columns([1, 3])
     with controls:
         draft = st.slider("draft tokens (speculative)", 0, 8, kept("draft", 0, int, 0, 8), key="draft")
@@ -109,7 +114,11 @@ with friendly_errors():
             [0.0, 0.5, 0.8, 0.9, 0.95],
             kept("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
             key="share",
+            disabled=not has_cpu_share(build),
         )
+        if not has_cpu_share(build):
+            share = 0.0
+            st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}).")
         prompt = st.number_input(
             "prompt tokens per request", 1, 131072, kept("prompt", 512, int, 1, 131072), 64, key="prompt"
         )
@@ -125,7 +134,16 @@ with friendly_errors():
             st.file_uploader("trace (.npz or .csv)", key="trace_upload") if workload_kind == "upload a trace" else None
         )
     base = Scenario(
-        placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=int(prompt), load_mode=load_mode
+        placement,
+        0,
+        concurrency,
+        draft,
+        accept,
+        share,
+        n_ctx,
+        prompt_tokens=int(prompt),
+        load_mode=load_mode,
+        build=build,
     )
     routing = preset_for(model)
     spread = routing.spread_points
@@ -208,13 +226,15 @@ with friendly_errors():
                 st.markdown(
                     f"**At {current.budget_mib:,} MiB**: {chosen.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
                     f"{chosen.prefill_tps:,.0f} t/s prompt (model), hit rate {100 * (chosen.hit_rate or 0):.1f} % "
-                    f"(simulated), {len(chosen.layout.host_layers)} layers' experts in host memory, "
+                    f"(simulated, {base.policy_name}), {len(chosen.layout.host_layers)} layers' experts in host "
+                    "memory, "
                     f"VRAM left {chosen.vram.free_mib:,.0f} MiB. The cache **{cache_verdict}** against the same "
                     f"placement without it ({same_without.decode_tps:.1f} t/s)."
                 )
             else:
                 st.markdown(f"**At {current.budget_mib:,} MiB**: does not fit, so no speed is shown.")
-            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx)
+            st.caption(policy_caption(base))
+            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx, build)
         st.plotly_chart(
             shade_unfit(
                 speed_curve(

@@ -5,7 +5,7 @@ import streamlit as st
 
 from moe_model.charts import left_out_predictions
 from moe_model.speed.calibration import load_calibration
-from moe_model.speed.measured import field_rows
+from moe_model.speed.measured import engines, field_rows
 from moe_model.speed.measurements import load_reference
 from ui.common import friendly_errors, sidebar_session
 from ui.tables import readable
@@ -37,14 +37,21 @@ with friendly_errors():
     st.plotly_chart(left_out_predictions(record["measured"], errors), width="stretch", key="left_out")
     chosen = st.multiselect("machines", list(lomo), key="machines")
     names = [n for n in record["fit_errors"] if not chosen or n.split("-")[0] in chosen]
+    ran = engines()
     points = pd.DataFrame(
         {
             "point": names,
+            "engine and build": [ran.get(n, "?") for n in names],
             "error in the fit %": [round(100 * record["fit_errors"][n], 1) for n in names],
             "error, machine left out %": [round(100 * errors.get(n, float("nan")), 1) for n in names],
         }
     )
     st.dataframe(points, hide_index=True, width="stretch")
+    st.caption(
+        "Every point ran llama.cpp before b12170 (mainline, or a build carrying its #29887 cache), whose plain LRU "
+        "the simulator reproduces exactly, except t4-fit-cache10: it matches the qvac-fabric fork (its --fit "
+        "reserves 10 % of the expert bytes for its own cache), modelled here as mainline's LRU."
+    )
     st.subheader("Cache verdicts (machine left out)")
     verdicts = pd.DataFrame(record["verdicts"]).round({"measured_ratio": 2, "predicted_ratio": 2})
     st.dataframe(readable(verdicts), hide_index=True, width="stretch")

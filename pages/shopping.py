@@ -6,12 +6,15 @@ import streamlit as st
 from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware
+from moe_model.speed.scenario import Scenario
 from ui.common import (
     cached_recommend,
     friendly_errors,
     keep,
     kept,
     model_flag_path,
+    policy_caption,
+    sidebar_build,
     sidebar_hardware,
     sidebar_model,
     sidebar_serving,
@@ -55,6 +58,7 @@ with friendly_errors():
     model, source, model_key = sidebar_model()
     sidebar_hw, _, _ = sidebar_hardware()
     ctx, concurrency = sidebar_serving()
+    build = sidebar_build()
     cards = chosen_cards(sidebar_hw.name)
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s), {sidebar_hw.ram_gib:g} GiB host RAM (sidebar). Each pick compares "
@@ -80,12 +84,14 @@ with friendly_errors():
     tm, path = default_time_model(), model_flag_path(source, model_key)
     rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
     for i, hw in enumerate(hardware):
-        rows.append(row(hw, cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx)))
+        options = cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx, build)
+        rows.append(row(hw, options))
         bar.progress((i + 1) / len(hardware))
     bar.empty()
     frame = pd.DataFrame(rows)
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
     st.dataframe(frame, hide_index=True, width="stretch")
+    st.caption(policy_caption(Scenario(build=build)))
     st.caption(
         f"Time model: {tm.source}. Pinned host experts upload faster, but the CPU path over pinned memory can be "
         "slower and pinning needs the RAM; each pick says which won. CPU shares are a modelled policy, picked only "

@@ -67,6 +67,21 @@ def test_model_page_shows_llama_servers_lines_and_follows_the_budget():
     assert any("refuses to start" in e.value for e in at.error) and not at.exception
 
 
+def test_the_sidebar_build_is_kept_in_the_url_and_names_the_policy_and_known_problems():
+    at = open_page("pages/model_budget.py", build="11549")
+    assert at.sidebar.number_input(key="build").value == 11549
+    assert any("**lru-b11549** (simulated exactly), llama.cpp b11549" in c.value for c in at.caption)
+    at.sidebar.number_input(key="build").set_value(12569).run()
+    assert any("**class-lru-b12170** (a modelled policy)" in c.value for c in at.caption)
+    assert at.query_params["build"] == "12569"
+    at.slider(key="budget").set_value(49).run()
+    assert any(w.value.startswith("Known problem: --moe-cache-mib 49 is below one token's experts") for w in at.warning)
+    old = open_page("pages/explore.py", build="12100")
+    assert old.select_slider(key="share").disabled and not old.exception
+    assert any("b12100 has no --moe-cache-cpu-share" in c.value for c in old.caption)
+    assert any("**lru-b11549** (simulated exactly), llama.cpp b12100" in c.value for c in old.caption)
+
+
 def test_url_parameters_set_the_view():
     at = open_page("pages/model_budget.py", budget="100", model="gpt-oss-20b-MXFP4.gguf")
     assert at.slider(key="budget").value == 100
@@ -115,6 +130,9 @@ def test_reference_page_shows_each_machine_left_out_of_the_fit():
     machines = at.dataframe[0].value.set_index("machine")
     assert {"t4", "h200", "r9700", "v620"} <= set(machines.index)
     assert (machines["points"] > 0).all()
+    engines = at.dataframe[1].value.set_index("point")["engine and build"]
+    assert engines["t4-fit-cache10"] == "fork: qvac-fabric (modelled as b11480)"
+    assert engines["h200-run1-b25"] == "mainline b11549" and engines["v620-1"] == "mainline b11505"
 
 
 def test_logs_page_parses_an_upload_and_crosschecks_it():

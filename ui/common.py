@@ -382,14 +382,15 @@ def cached_recommend(
     tm_key: str,
     concurrency: int,
     n_ctx: int,
+    build: int = MAINLINE_BUILD,
 ) -> list[Option]:
-    """The one recommender with the inputs every page and the CLI share: concurrency and context."""
+    """The one recommender with the inputs every page and the CLI share: concurrency, context and build."""
     presets = file_key(PRESETS_PATH)
     return recommend(
         model,
         hw,
         _tm.params,
-        Scenario(concurrency=concurrency, n_ctx=n_ctx),
+        Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build),
         lambda sc: cached_recommend_work(model, "", sc.concurrency, sc.draft_tokens, sc.accept_rate, presets),
         command_path,
         _tm.rel_error,
