@@ -173,6 +173,8 @@ def test_predict_json_contract():
     assert lo < pred["decode_tps"] < hi and pred["vram"]["moe_cache"] > 9999
     assert pred["verdict"] in ("helps", "hurts", "too close to call")
     assert pred["scenario"]["placement"] == "cpu-moe" and "traffic" in pred  # fields scripts already read
+    assert (pred["policy"], pred["policy_exact"], pred["build"]) == ("class-lru-b12170", False, 12569)
+    assert pred["scenario"]["build"] == 12569 and pred["known_problems"] == []
     refused = json.loads(
         run_cli("predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "49", "--json").stdout
     )
@@ -184,6 +186,12 @@ def test_recommend_cli_and_unknown_hardware():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["best"]["command"].endswith("-lv 4") and result["options"]
+    assert (result["build"], result["policy"], result["policy_exact"]) == (12569, "class-lru-b12170", False)
+    assert all({"policy", "policy_exact", "build"} <= set(o) for o in result["options"])
+    old = json.loads(
+        run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200", "--build", "11549", "--json").stdout
+    )
+    assert old["policy_exact"] and all(o["policy"] == "lru-b11549" for o in old["options"])  # no CPU share yet
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
     ambiguous = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 50")
@@ -197,6 +205,17 @@ def test_calibrate_refuses_logs_without_runs_with_one_line_and_exit_1(tmp_path):
         "calibrate", str(log), "--model", str(GT_HEADER), "--hardware", "h200", "-o", str(tmp_path / "m.json")
     )
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "not a llama.cpp log" in out.stderr
+
+
+def test_calibrate_refuses_logs_that_mix_the_fork_with_mainline_in_one_line(tmp_path):
+    from test_logs import FORK_LOG
+
+    fork = tmp_path / "fork.log"
+    fork.write_text(FORK_LOG)
+    mainline = GROUNDTRUTH / "logs" / "server_b25.log"
+    out = run_cli("calibrate", str(mainline), str(fork), "--model", str(GT_HEADER), "--hardware", "h200")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "mix engines that cache differently (mainline: server_b25.log#1; qvac-fabric fork: fork.log#1)" in out.stderr
 
 
 def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
