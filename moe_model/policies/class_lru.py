@@ -224,6 +224,20 @@ _T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class <<
 _POS_MASK, _CLS_SHIFT, _KEY_SHIFT = (1 << 32) - 1, 32, 38
 
 
+@njit(cache=True)
+def _compact(c, meta, queues, seg, head, tail, heads):
+    """Move class c's live entries to the front of its queue, in order (rare: not inlined in the hot loop)."""
+    n = 0
+    for i in range(head[c], tail[c]):
+        q = queues[seg + i]
+        if q >= 0:
+            queues[seg + n] = q
+            meta[q, _P] = (meta[q, _P] & ~_POS_MASK) | n
+            n += 1
+    head[c], tail[c] = 0, n
+    heads[c, 0] = -1
+
+
 @njit(cache=True, inline="always")
 def _push(s, c, key, meta, queues, base, size, head, tail, heads):
     """Append slot s (now holding `key`) to class c's queue; its previous entry is marked dead (-1), so stale
@@ -233,15 +247,7 @@ def _push(s, c, key, meta, queues, base, size, head, tail, heads):
         queues[base + ((old >> _CLS_SHIFT) & 63) * size + (old & _POS_MASK)] = -1
     seg = base + c * size
     if tail[c] == size:
-        n = 0
-        for i in range(head[c], tail[c]):  # keep the live entries in order
-            q = queues[seg + i]
-            if q >= 0:
-                queues[seg + n] = q
-                meta[q, _P] = (meta[q, _P] & ~_POS_MASK) | n
-                n += 1
-        head[c], tail[c] = 0, n
-        heads[c, 0] = -1
+        _compact(c, meta, queues, seg, head, tail, heads)
     queues[seg + tail[c]] = s
     meta[s, _P] = (np.int64(key) << _KEY_SHIFT) | (np.int64(c) << _CLS_SHIFT) | tail[c]
     tail[c] += 1
