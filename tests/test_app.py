@@ -147,7 +147,10 @@ def test_logs_page_parses_an_upload_and_crosschecks_it():
     assert not at.exception and not at.get("json")  # the run reads as a table, not a JSON dump
     summary, check = (d.value for d in at.dataframe[:2])
     assert "6 layers, q6_K: 191 slots (24.9 %)" in summary.set_index("what")["logged"]["cache group 1"]
-    assert set(check["ok"]) == {"ok"} and "6 layers, q6_K: 191 slots (24.9%)" in check["logged"].tolist()
+    assert set(check["ok"]) == {"ok", "info"} and "6 layers, q6_K: 191 slots (24.9%)" in check["logged"].tolist()
+    policy = check.set_index("what").loc["replacement policy"]  # the information line: which policy ran
+    assert (policy["logged"], policy["header says"]) == ("b12569 (given)", "class-lru-b12170 (modelled)")
+    assert summary.set_index("what")["logged"]["engine"] == "mainline"
 
 
 def test_logs_page_says_a_non_log_is_not_a_llama_cpp_log():
