@@ -185,10 +185,11 @@ def headline(page, timeout_ms: int = 60_000) -> str:
     """Explore's headline once it is drawn (a busy machine draws it after the run looks idle), "" if it never is."""
     found = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=re.compile(r"^At [\d,]+ MiB"))
     try:
-        found.first.wait_for(timeout=timeout_ms)
+        if timeout_ms > 0:  # playwright reads a timeout of 0 as "wait forever"
+            found.first.wait_for(timeout=timeout_ms)
     except sync_api.TimeoutError:
         return ""
-    return found.first.inner_text()
+    return found.first.inner_text() if found.count() else ""
 
 
 def shot(page, name: str) -> None:
