@@ -12,7 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from moe_model.llama.simulate import SimResult
-from moe_model.llama.slot_plan import CachePlan
+from moe_model.llama.slot_plan import CachePlan, Placement
+from moe_model.routing.logged import LogRouting
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 
@@ -70,6 +71,26 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
     return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+
+
+def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placement | None = None) -> go.Figure:
+    """The logged decode hit rates (warm-up removed) the routing was fitted to, as markers on a hit-rate curve,
+    and where the curve's routing comes from in the title; only the logs of `placement` when one is given."""
+    points = [p for p in routing.points if placement is None or p.placement == placement]
+    if points:
+        fig.add_scatter(
+            x=[p.budget_mib for p in points],
+            y=[100 * p.hit_rate for p in points],
+            name="your logs (measured)",
+            mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO[7]},
+            customdata=[[p.name, 100 * routing.simulated[p.name]] for p in points],
+            hovertemplate="%{customdata[0]}: %{y:.1f} % logged at %{x:,} MiB, %{customdata[1]:.1f} % fitted"
+            "<extra></extra>",
+        )
+    fig.update_layout(title=f"{fig.layout.title.text or 'Hit rate'}: routing {routing.fitted_to}, "
+                      f"±{routing.spread_points:.1f} points")  # fmt: skip
+    return fig
 
 
 def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
