@@ -279,6 +279,17 @@ def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, f
     assert code == 2 and err.strip().splitlines()[-1].endswith(message)
 
 
+def test_a_gpu_name_that_is_not_exact_says_on_stderr_which_card_it_became(capsys):
+    args = ("predict", "--model", str(QWEN30B), "--hit-rate", "0.5", "--json")
+    code, out, err = _main_exit(capsys, *args, "--hardware", "rtx 3060")
+    assert code == 0 and json.loads(out)["hardware"]["name"] == "RTX 3060 12GB"
+    assert (
+        err.strip() == "note: 'rtx 3060' is the RTX 3060 12GB preset (12 GB, 360 GB/s, PCIe 4.0 x16), not RTX 3060 Ti"
+    )
+    code, out, err = _main_exit(capsys, *args, "--hardware", "RTX 3060 12GB")
+    assert code == 0 and err == ""  # positive control: an exact name needs no note
+
+
 def test_simulate_prompt_tokens_beyond_the_limit_are_refused_before_allocation(capsys):
     code, _, err = _main_exit(
         capsys, "simulate", "--model", str(QWEN30B), "--synthetic", "--budget-mib", "3000", "--prompt-tokens", "1000000"

@@ -399,15 +399,24 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _named_preset(name: str):
+    """The GPU preset a typed name resolves to; what it became goes to stderr unless the name was exact."""
+    from moe_model.speed.hardware import preset_match
+
+    match = preset_match(name)
+    if match.how != "exact":
+        print(f"note: {match.describe()}", file=sys.stderr)
+    return match.hardware
+
+
 def _hardware(args: argparse.Namespace):
     """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
     from moe_model.speed.calibration import default_time_model, load_machine
-    from moe_model.speed.hardware import preset
 
     if getattr(args, "machine", None):
         hw, rel_error = load_machine(args.machine)
     else:
-        hw, rel_error = preset(args.hardware), default_time_model().rel_error
+        hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
     changes = {
         k: v
         for k, v in (
@@ -619,10 +628,9 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.readers.logs import parse_log
     from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
-    from moe_model.speed.hardware import preset
     from moe_model.speed.measured import log_points
 
-    model, hw = load_model(args.model), preset(args.hardware)
+    model, hw = load_model(args.model), _named_preset(args.hardware)
     points = []
     for path in args.logs:
         points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
