@@ -5,7 +5,9 @@ Colours come from the Okabe-Ito palette, which stays distinguishable with colour
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,30 @@ from moe_model.speed.vram import VramBreakdown
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
 HOT, COLD, MISS = "#D55E00", "#0072B2", "#E69F00"
+
+
+@dataclass(frozen=True)
+class NotebookFigure:
+    """A figure that draws itself in Jupyter and in an exported HTML notebook: plotly's JSON for a live frontend,
+    HTML with plotly.js (`include_plotlyjs`: "cdn", or True to embed it for offline files) for everything else."""
+
+    figure: go.Figure
+    include_plotlyjs: bool | str = "cdn"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {
+            "application/vnd.plotly.v1+json": json.loads(self.figure.to_json()),
+            "text/html": self._repr_html_(),
+        }
+
+    def _repr_html_(self) -> str:
+        return self.figure.to_html(full_html=False, include_plotlyjs=self.include_plotlyjs)
+
+
+def for_notebook(fig: go.Figure, include_plotlyjs: bool | str = "cdn") -> NotebookFigure:
+    """Wrap a figure for a notebook cell's last line, so that nbconvert's HTML export shows it too (a bare
+    plotly figure there leaves only a JSON blob the exported page cannot draw)."""
+    return NotebookFigure(fig, include_plotlyjs)
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
