@@ -62,6 +62,10 @@ class CurvePoint:
     def counts(self) -> PolicyResult | None:
         return self.replayed.counts
 
+    @property
+    def traffic(self) -> Traffic | None:
+        return self.replayed.traffic
+
 
 @dataclass(frozen=True, eq=False)
 class Curve:
