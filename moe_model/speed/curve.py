@@ -111,12 +111,35 @@ def replay(
     scenario names (Explore's hit-rate and upload charts show llama.cpp's cache)."""
     scenarios = [base.with_budget(int(b)) for b in budgets_mib]
     layouts = [resolve(model, hw, sc) for sc in scenarios]
-    if workload_for is None:
-        return tuple(Replayed(sc, layout) for sc, layout in zip(scenarios, layouts, strict=True))
-    need = [needs_counts(sc, layout) for sc, layout in zip(scenarios, layouts, strict=True)]
-    if not any(need) and not with_lru:
-        return tuple(Replayed(sc, layout) for sc, layout in zip(scenarios, layouts, strict=True))
-    work = workload_for(base)
+    need = [workload_for is not None and needs_counts(sc, lay) for sc, lay in zip(scenarios, layouts, strict=True)]
+    counts: dict[int, PolicyResult] = {}
+    simulated: dict[int, SimResult] = {}
+    traffic: dict[int, Traffic] = {}
+    if workload_for is not None and (any(need) or with_lru):
+        work = workload_for(base)
+        counts, simulated = _replay_groups(model, work, base, layouts, need, with_lru)
+        if counts:
+            n_ub, distinct = decode_counts(work)
+            label = replay_label(base, work)
+            traffic = {
+                i: from_counts(model, layouts[i], scenarios[i], c, n_ub, distinct, label) for i, c in counts.items()
+            }
+    return tuple(
+        Replayed(sc, layout, simulated.get(i), counts.get(i), traffic.get(i))
+        for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True))
+    )
+
+
+def _replay_groups(
+    model: ModelSpec,
+    work: Workload | WorkloadStream,
+    base: Scenario,
+    layouts: Sequence[Layout],
+    need: Sequence[bool],
+    with_lru: bool,
+) -> tuple[dict[int, PolicyResult], dict[int, SimResult]]:
+    """Per resolved placement: the policy's counts where needed, and the exact LRU's statistics (with_lru: at
+    every budget; a reference replay brings them along)."""
     counts: dict[int, PolicyResult] = {}
     simulated: dict[int, SimResult] = {}
     for placement, members in _by_placement(layouts).items():
@@ -124,23 +147,11 @@ def replay(
         if counted:
             results, sims = replay_counts(model, work, base, [layouts[i].plan for i in counted], placement)
             counts |= dict(zip(counted, results, strict=True))
-            if sims:
-                simulated |= dict(zip(counted, sims, strict=True))
+            simulated |= dict(zip(counted, sims, strict=True)) if sims else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
             simulated |= dict(zip(extra, simulate_plans(model, work, [layouts[i].plan for i in extra]), strict=True))
-    n_ub, distinct = decode_counts(work) if counts else (0, np.zeros(model.n_layer))
-    label = replay_label(base, work)
-    return tuple(
-        Replayed(
-            sc,
-            layout,
-            simulated.get(i),
-            counts.get(i),
-            from_counts(model, layout, sc, counts[i], n_ub, distinct, label) if i in counts else None,
-        )
-        for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True))
-    )
+    return counts, simulated
 
 
 def price(
