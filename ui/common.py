@@ -24,7 +24,14 @@ from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
-from moe_model.readers.sources import SourcePolicy, check_url, deployment_settings, policy_from_env, resolve_source
+from moe_model.readers.sources import (
+    SourcePolicy,
+    check_path,
+    check_url,
+    deployment_settings,
+    policy_from_env,
+    resolve_source,
+)
 from moe_model.readers.traces import load_any, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
@@ -150,8 +157,15 @@ def forget(*keys: str) -> None:
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
-def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
-    return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
+def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> ModelSpec:
+    """A model read under `policy` (every shard too); None for the bundled models and uploads: public URLs only."""
+    if policy is None:
+        return load_model(source, check_url=check_url)
+    return load_model(
+        source,
+        check_url=partial(check_url, private_hosts=policy.private_hosts),
+        check_path=partial(check_path, policy=policy),
+    )
 
 
 def source_policy() -> SourcePolicy:
@@ -190,7 +204,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
         policy = source_policy()
-        return cached_model(resolve_source(text, policy), policy.private_hosts), text, text
+        return cached_model(resolve_source(text, policy), policy), text, text
     keep(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
 
