@@ -195,9 +195,11 @@ def read_url_prefix(
         with _Watchdog(limit) as watchdog:
             try:
                 data = _fetch(_opener(pins, timeouts, vet, watchdog.watch), url, n, host)
-            except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
-                if watchdog.expired:
+            except (GGUFError, urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
+                if watchdog.expired:  # whatever the cut-off connection looked like (a header left half-read)
                     raise GGUFError(_too_slow(host, limit)) from None
+                if isinstance(err, GGUFError):
+                    raise
                 raise _transport_error(err, url, host, timeouts[1]) from None
             if watchdog.expired and len(data) < n:  # the shut-down connection looked like the end of the data
                 raise GGUFError(_too_slow(host, limit))
@@ -240,7 +242,7 @@ def _fetch(opener: urllib.request.OpenerDirector, url: str, n: int, host: str) -
 
 
 def _too_slow(host: str, deadline: Deadline) -> str:
-    return f"{host} was still sending when its deadline passed ({deadline.what}): too slow, abandoned"
+    return f"{host} had not sent the header by the deadline ({deadline.what}): too slow, abandoned"
 
 
 def _transport_error(err: Exception, url: str, host: str, read_s: float) -> GGUFError:

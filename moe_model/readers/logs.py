@@ -313,10 +313,12 @@ def _clean(raw: str) -> tuple[str, str | None, float | None]:
 
 
 def _int(text: str, name: str) -> int:
-    """An integer the log gives, refused in one line beyond the bound of what it names (before int() of it)."""
+    """An integer the log gives, refused in one line beyond the bound of what it names (its digits counted
+    first: int() of thousands of digits is slow, and refused by Python beyond 4,300)."""
     most = _INT_LIMITS.get(name, MAX_LOG_COUNT)
-    if len(text.lstrip("-")) > len(str(most)):
-        raise LogError(f"the log's {name} has {len(text):,} digits, above this tool's limit of {most:,}")
+    digits = len(text.lstrip("-"))
+    if digits > len(str(MAX_LOG_COUNT)):
+        raise LogError(f"the log's {name} has {digits:,} digits, above this tool's limit of {most:,}")
     check_at_most(abs(int(text)), most, f"the log's {name}", LogError)
     return int(text)
 
