@@ -12,6 +12,8 @@ from conftest import GROUNDTRUTH, SAMPLE, run_within
 from moe_model.errors import LogError
 from moe_model.limits import MAX_LOG_ALERTS, MAX_LOG_LINE_CHARS
 from moe_model.readers.logs import parse_lines, parse_log
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import log_points
 from moe_model.speed.measurements import derive, point_from_run
 
 LOGS = GROUNDTRUTH / "logs"
@@ -232,13 +234,15 @@ def test_the_build_number_is_read_into_each_run():
     assert [run.as_dict()["build"] for run in runs] == [4524, 11549, None]
 
 
-def test_a_cache_that_was_never_looked_up_has_no_hit_rate():
+def test_a_cache_that_was_never_looked_up_has_no_hit_rate(gt_model):
     # hits = 0, misses = 0 once raised ZeroDivisionError in parse-log and in Logs' Calibrate
     text = NP4.replace("hits = 33275, misses = 62914, hit rate = 34.59%", "hits = 0, misses = 0, hit rate = 0.00%")
     assert text != NP4
     (run,) = parse_lines(text.splitlines(keepends=True))
     assert (run.small.hits, run.small.misses, run.small.hit_rate) == (0, 0, None)
     assert derive(run).hit_rate_small is None and point_from_run(run, "x.log")["hit_rate_pct"] is None
+    (point,) = log_points([run], gt_model, preset("H200"), "x.log", "h200")  # what Logs' Calibrate fits on
+    assert point.name == "x.log#1"
 
 
 def test_alerts_are_capped_per_run_with_a_count_of_the_rest():

@@ -52,7 +52,7 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
             _check_npz_total(members, MAX_NPZ_BYTES)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
     except _NPZ_ERRORS as err:
-        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
 
 @contextmanager
@@ -240,7 +240,7 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     try:
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"not a readable CSV trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable CSV trace: {shown(one_line(err))}") from None
     expert_cols = sorted(
         (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
     )
@@ -341,7 +341,7 @@ def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_REC
             n_ids = shapes["ids"][0]
             scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records)
     except _NPZ_ERRORS as err:
-        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
     if not scan.in_order:
         return None
 
@@ -358,7 +358,7 @@ def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_REC
                     carry = {c: a[cut:] for c, a in block.items()}
                 yield _recorded_chunk(carry, ids, scan)
         except _NPZ_ERRORS as err:
-            raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+            raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
     return WorkloadStream(
         scan.n_layer,
