@@ -50,6 +50,8 @@ _TIMING = re.compile(
 )
 _PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) (?:tokens|runs)")
 _GPU = re.compile(r"(?:using device (CUDA\d+) \(([^)]+)\)|- (CUDA\d+)\s+: (.+?) \((\d+) MiB)")
+# "build: 11549 (abc)", "main: build = 11549 (abc)" or "common_params_print_info: build 11549 (abc) with ..."
+_BUILD = re.compile(r"(?:^build: |main: build = |common_params_print_info: build )(\d+) \(")
 _COMMAND = re.compile(r"(?:^|[\s$>])((?:\S*/)?llama-(?:server|cli|completion)\s.*)$")
 _WARN_NOT_CACHED = "MoE cache budget is too small for"
 _WARN_NO_HOST = "no layer has all of its experts in host memory"
@@ -166,6 +168,7 @@ class LogRun:
     n_lines: int = 0
     n_info_lines: int = 0
     verbosity: int | None = None
+    build: int | None = None  # llama.cpp's build number, as logged (None: not logged, or built without git: 0)
 
     @property
     def starts(self) -> bool:
@@ -225,6 +228,7 @@ class LogRun:
         return {
             "index": self.index,
             "program": self.program,
+            "build": self.build,
             "command": self.command,
             "starts": self.starts,
             "model": self.model,
@@ -361,6 +365,8 @@ class _RunParser:
             p["experts_mmap"] = True
         elif "verbosity = " in msg and (v := re.search(r"verbosity = (\d+)", msg)):
             self.run.verbosity = int(v.group(1))
+        elif "build" in msg and (b := _BUILD.search(msg)) and len(b.group(1)) <= 9:
+            self.run.build = int(b.group(1)) or None  # a build without git metadata logs "build 0 (unknown)"
 
     def _cache(self, msg: str, level: str | None) -> None:
         run = self.run
