@@ -547,9 +547,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not pred.starts:
         print(f"  does not start: {pred.error}")
         return 0
-    if not pred.vram.fits:
+    if not pred.usable:
         print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
         return 0
+    if pred.vram.tight:
+        print(f"  {pred.vram.verdict}")
     lo, hi = pred.decode_tps_range
     print(
         f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "

@@ -72,6 +72,8 @@ class LoggedRun:
 
 def parse_logs(paths: Sequence[str | Path]) -> list[tuple[str, list[LogRun]]]:
     """Each log parsed, named by its path as given; a file that cannot be read is named in the one-line error."""
+    if len(paths) > MAX_MACHINE_RUNS:
+        raise MoeModelError(f"{len(paths):,} logs, above this tool's limit of {MAX_MACHINE_RUNS} runs at once")
     out = []
     for path in paths:
         try:
@@ -122,6 +124,25 @@ def _check_same(runs: Sequence[LoggedRun], attr: str, what: str) -> None:
             )
 
 
+def _checked_run(run: LogRun, source: str, model: ModelSpec, hw: Hardware) -> tuple[LoggedRun, list[Point]]:
+    """One run that started and timed a request, refused (naming it) if it ran another model or GPU."""
+    name = f"{source}#{run.index + 1}"
+    if not run.model:
+        raise LogError(f"{name}: the log does not name its model (start llama-server with -lv 4)")
+    if mismatch := _model_mismatch(run, model):
+        raise MoeModelError(f"{name} ran another model than --model {model.name}: {mismatch}")
+    gpu = run.placement.get("gpu")
+    if gpu and not _same_gpu(str(gpu), hw):
+        raise MoeModelError(f"{name} ran on {gpu}, not on the {hw.name} given: calibrate one GPU at a time")
+    points = log_points([run], model, hw, source, hw.name)  # named f"{source}#{run.index + 1}" too
+    sc = points[0].scenario
+    logged = LoggedRun(
+        name, gpu, run.build, run.model.get("name"), sc.load_mode, sc.concurrency, len(timed_requests(run)),
+        times_first_request(run),
+    )  # fmt: skip
+    return logged, points
+
+
 def machine_points(
     logs: Sequence[tuple[str, list[LogRun]]], model: ModelSpec, hw: Hardware
 ) -> tuple[list[Point], tuple[LoggedRun, ...]]:
@@ -129,34 +150,18 @@ def machine_points(
     seen: dict[str, str] = {}
     points, logged = [], []
     for source, runs in logs:
-        usable = 0
-        for run in runs:
+        usable = [run for run in runs if run.starts and decode_tps_of(run)]  # the runs log_points keeps
+        if not usable:
+            raise LogError(f"{source}: no run that started and timed a request (decode): nothing to calibrate")
+        for run in usable:
             name = f"{source}#{run.index + 1}"
             if (earlier := seen.setdefault(_fingerprint(run), name)) != name:
                 raise MoeModelError(f"{name} and {earlier} are the same run (same log lines): give each run once")
-            if not (run.starts and decode_tps_of(run)):  # what log_points keeps: a run that started and timed
-                continue
-            if not run.model:
-                raise LogError(f"{name}: the log does not name its model (start llama-server with -lv 4)")
-            if mismatch := _model_mismatch(run, model):
-                raise MoeModelError(f"{name} ran another model than --model {model.name}: {mismatch}")
-            found = log_points([run], model, hw, source, hw.name)
-            gpu = run.placement.get("gpu")
-            if gpu and not _same_gpu(str(gpu), hw):
-                raise MoeModelError(f"{name} ran on {gpu}, not on the {hw.name} given: calibrate one GPU at a time")
-            sc = found[0].scenario
-            logged.append(
-                LoggedRun(
-                    name, gpu, run.build, run.model.get("name"), sc.load_mode, sc.concurrency,
-                    len(timed_requests(run)), times_first_request(run),
-                )
-            )  # fmt: skip
-            points += found
-            usable += 1
-            if len(logged) > MAX_MACHINE_RUNS:
+            if len(logged) == MAX_MACHINE_RUNS:
                 raise MoeModelError(f"more than {MAX_MACHINE_RUNS} runs, this tool's limit: calibrate fewer at once")
-        if not usable:
-            raise LogError(f"{source}: no run that started and timed a request (decode): nothing to calibrate")
+            one, found = _checked_run(run, source, model, hw)
+            logged.append(one)
+            points += found
     for attr, what in (("gpu", "GPU"), ("model", "model"), ("build", "llama.cpp build")):
         _check_same(logged, attr, what)
     return points, tuple(logged)
@@ -171,7 +176,7 @@ class MachineFit:
 
     hardware: Hardware
     fitted: tuple[str, ...]
-    fit_errors: dict[str, float]  # each run, predicted by the fit on all runs
+    fit_errors: dict[str, float]  # each run, predicted by the fit
     left_out_errors: dict[str, float]  # each run, predicted by a fit on the other runs
     judged: tuple[str, ...]  # one-stream runs whose left-out error judges the fit (the others alone pin a term)
     rel_error: float  # the error a one-stream prediction carries (left-out, 68th percentile)
