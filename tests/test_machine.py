@@ -105,6 +105,8 @@ def test_predict_uses_the_recorded_load_mode_unless_told_and_says_so(machine_fil
     assert f"load mode none: recorded in {pinned}" in text
     preset_default = json.loads(run_cli(*args, "--hardware", "h200").stdout)
     assert preset_default["scenario"]["load_mode"] == "mmap" and preset_default["load_mode_source"] == "default"
+    recommended = json.loads(run_cli("recommend", "--model", str(GT_HEADER), "--machine", str(pinned), "--json").stdout)
+    assert recommended["load_mode"] == "none" and recommended["load_mode_source"].startswith(f"recorded in {pinned}")
 
 
 def test_logs_of_one_name_in_two_folders_are_two_runs(run3_model, tmp_path):

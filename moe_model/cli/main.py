@@ -591,8 +591,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
     if args.json:
         out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
-        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
+        mode = {"load_mode": args.load_mode, "load_mode_source": args.load_mode_source}
+        print(to_json(out | {"routing": routing, "rel_error": rel_error} | mode))
         return 0
+    if args.load_mode_source != "default":
+        print(f"load mode {args.load_mode} for --fit and --n-cpu-moe: {args.load_mode_source}")
     for o in ranked:
         status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
         lo, hi = o["decode_tps_range"]
