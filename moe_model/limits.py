@@ -84,6 +84,14 @@ MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real 
 MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
 MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
 
+# --- machine files (calibrate) ---
+MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)
+MAX_RUN_REQUESTS = 1_000_000  # requests one server run timed: a busy day
+MAX_BUILD = 10**9  # a llama.cpp build number (b12569 today)
+MAX_MACHINE_FILE_BYTES = 1024 * 1024  # ~1 KiB a run: read whole, so capped
+MAX_MACHINE_TEXT_CHARS = 4096  # a name, path or reason: PATH_MAX, and nothing longer is echoed
+MAX_MACHINE_REL_ERROR = 0.99  # a prediction's relative range: at +-100 % its low end is no speed at all
+
 
 def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:
     """Refuse `value` above `limit` with one line naming the limit (and below zero: counts are never negative)."""

@@ -95,12 +95,20 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         forget(*MACHINE_EDITS)  # another card: its own preset figures
     keep(gpu=name)
     time_model = default_time_model()
-    calibrated = st.session_state.get("machine")
-    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated[0].name})", True):
-        hw, rel_error = calibrated
-        time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
+    calibrated = st.session_state.get("machine")  # a MachineFit from the Logs page
+    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated.hardware.name})", True):
+        hw = calibrated.hardware
+        time_model = TimeModel(
+            time_model.params, calibrated.rel_error, "your machine, calibrated from your logs (Logs page)"
+        )
+        name = f"calibrated {hw.name}"  # its own figures: the preset's kept edits do not apply to it
     else:
         hw = preset(name)
+    if st.session_state["kept"].get("machine_source", name) != name:
+        forget(*MACHINE_EDITS)
+        if calibrated is not None and name.startswith("calibrated"):
+            keep(lm=calibrated.load_mode)  # the load mode it was calibrated with, until the user picks another
+    st.session_state["kept"]["machine_source"] = name
     ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, name, 8.0)
     with st.sidebar.expander("edit this machine"):
         link = _edit(st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, name, 0.5)

@@ -60,10 +60,10 @@ def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
 
 
 def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
-    """Lead with whether the setting fits VRAM and RAM; True when both do."""
-    for fits, line in ((vram.fits, vram.verdict), (host.fits, host.verdict)):
-        (st.success if fits else st.error)(line)
-    return vram.fits and host.fits
+    """Lead with whether the setting fits VRAM and RAM; True when both do (VRAM too close to call: a warning)."""
+    (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
+    (st.success if host.fits else st.error)(host.verdict)
+    return (vram.fits or vram.tight) and host.fits
 
 
 def model_flag_path(source: str, model_key: str) -> str:

@@ -423,13 +423,21 @@ def _named_preset(name: str):
 
 
 def _hardware(args: argparse.Namespace):
-    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
-    from moe_model.speed.calibration import default_time_model, load_machine
+    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error.
+    Also settles the load mode: the flag's, else the one a machine file was calibrated with, else mmap."""
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import load_machine
 
+    flag_mode = "none" if args.pinned else args.load_mode
     if getattr(args, "machine", None):
-        hw, rel_error = load_machine(args.machine)
+        machine = load_machine(args.machine)
+        hw, rel_error = machine.hardware, machine.rel_error_at(args.concurrency)
+        args.load_mode = flag_mode or machine.load_mode
+        args.load_mode_source = "flag" if flag_mode else f"recorded in {args.machine} (--load-mode overrides it)"
     else:
         hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
+        args.load_mode = flag_mode or "mmap"
+        args.load_mode_source = "flag" if flag_mode else "default"
     changes = {
         k: v
         for k, v in (
@@ -461,7 +469,7 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
         args.accept,
         args.cpu_share,
         args.ctx,
-        load_mode="none" if args.pinned else args.load_mode,
+        load_mode=args.load_mode,
         cache_type_k=args.cache_type_k,
         cache_type_v=args.cache_type_v,
         fit_target_mib=args.fit_target_mib,
@@ -542,6 +550,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "routing": routing,
         "traffic": routing,  # the field's old name, kept for scripts
         "hit_rate_spread_points": spread,
+        "load_mode": args.load_mode,
+        "load_mode_source": args.load_mode_source,
     }
     if args.json:
         print(to_json(out))
@@ -551,12 +561,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
         f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
     )
+    if args.load_mode_source != "default":
+        print(f"  load mode {args.load_mode}: {args.load_mode_source}")
     if not pred.starts:
         print(f"  does not start: {pred.error}")
         return 0
-    if not pred.vram.fits:
+    if not pred.usable:
         print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
         return 0
+    if pred.vram.tight:
+        print(f"  {pred.vram.verdict}")
     lo, hi = pred.decode_tps_range
     print(
         f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
@@ -599,8 +613,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.json:
         out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
         out |= {"fits": advice.fits, "would_fit": [c.as_dict() for c in advice.would_fit], "summary": advice.summary}
-        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error}))
+        mode = {"load_mode": args.load_mode, "load_mode_source": args.load_mode_source}
+        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error} | mode))
     else:
+        if args.load_mode_source != "default":
+            print(f"load mode {args.load_mode} for --fit and --n-cpu-moe: {args.load_mode_source}")
         _print_recommendation(ranked, best, margin, advice)
         print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
         print(f"summary: {advice.summary}")
@@ -636,22 +653,29 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from moe_model.readers.logs import parse_log
-    from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
-    from moe_model.speed.measured import log_points
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
-    points = []
-    for path in args.logs:
-        points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
-    result = calibrate_machine(points, hw, default_time_model().params)
+    points, runs = machine_points(parse_logs(args.logs), model, hw)
+    result = calibrate_machine(points, hw, default_time_model().params, runs)
     if args.json:
         print(to_json(result.as_dict()))
     else:
-        print(f"{hw.name}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs")
-        for name, err in result.fit_errors.items():
-            note = "" if name in result.judged else "   (alone pins a term: not judged)"
-            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %{note}")
+        built = f"build {result.build}" if result.build else "build not logged"
+        print(
+            f"{hw.name} ({result.gpu or 'GPU not logged'}), {result.model or model.name}, {built}, load mode "
+            f"{result.load_mode}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs"
+        )
+        width = max(map(len, result.fit_errors))
+        for run in result.runs:
+            notes = [f"{run.concurrency} streams"] if run.concurrency > 1 else []
+            notes += ["first request after start"] if run.first_request else []
+            notes += [] if run.name in result.judged else ["not judged"]
+            print(
+                f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
+                f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
+            )
         print(f"  {result.reason}")
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
@@ -677,7 +701,9 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-bw-gbs", type=_RATE, help="host memory bandwidth")
     parser.add_argument("--threads", type=_ranged(int, 1, 1024), help="threads for host experts (-t)")
     parser.add_argument("--ram-gib", type=_ranged(float, 1, 16384), help="host RAM (default: the preset's)")
-    parser.add_argument("--load-mode", choices=("mmap", "none", "mlock", "dio"), default="mmap")
+    parser.add_argument(
+        "--load-mode", choices=("mmap", "none", "mlock", "dio"), help="default: a machine file's own, else mmap"
+    )
     parser.add_argument("--pinned", action="store_true", help="same as --load-mode none (pinned host experts)")
     parser.add_argument("-ctk", "--cache-type-k", default="f16", choices=KV_TYPES)
     parser.add_argument("-ctv", "--cache-type-v", default="f16", choices=KV_TYPES)

@@ -172,8 +172,8 @@ class Prediction:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits the GPU's memory: only then is a speed shown."""
-        return self.starts and self.vram.fits
+        """Starts and fits the GPU's memory (or is too close to call): only then is a speed shown."""
+        return self.starts and (self.vram.fits or self.vram.tight)
 
     def as_dict(self) -> dict:
         sc = asdict(self.scenario)
@@ -271,7 +271,7 @@ def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenar
 def _notes(sc: Scenario, layout: Layout) -> list[str]:
     notes = []
     if not layout.vram.fits:
-        notes.append(f"does not fit: {-layout.vram.free_mib:.0f} MiB over the GPU's memory")
+        notes.append(layout.vram.verdict)
     policy = get_policy(sc.policy_name)
     if policy.label == MODELLED:
         notes.append(f"{policy.name} is a modelled policy (our reading of {policy.source}): {policy.summary}")
