@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gguf import GGMLQuantizationType, LlamaFileType
+from gguf import GGMLQuantizationType, Keys, LlamaFileType
 
 from moe_model.errors import GGUFError
 from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, check_at_most
@@ -137,7 +137,9 @@ def ggml_type_name(ggml_type: int) -> str:
     return GGMLQuantizationType(ggml_type).name.lower().replace("_k", "_K")
 
 
-def _meta_int(meta: dict[str, Any], key: str, default: int | None = None) -> int | None:
+def _meta_int(meta: dict[str, Any], key: str, default: int | None = None, arch: str = "") -> int | None:
+    """An integer hyperparameter; `key` a gguf.Keys name, its {arch} placeholder filled with `arch`."""
+    key = key.format(arch=arch)
     value = meta.get(key, default)
     if isinstance(value, tuple):  # per-layer arrays (some archs): llama.cpp uses the max for sizing
         value = max(value) if value else default
@@ -192,9 +194,9 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
 
 def _check_counts(arch: str, n_layer: int, n_expert: int, n_used: int) -> None:
     """Negative, absurd or inconsistent expert counts are a corrupt header, refused with the limit they break."""
-    check_at_most(n_layer, MAX_LAYERS, f"{arch}.block_count", GGUFError)
-    check_at_most(n_expert, MAX_EXPERTS, f"{arch}.expert_count", GGUFError)
-    check_at_most(n_used, MAX_EXPERTS_USED, f"{arch}.expert_used_count", GGUFError)
+    check_at_most(n_layer, MAX_LAYERS, Keys.LLM.BLOCK_COUNT.format(arch=arch), GGUFError)
+    check_at_most(n_expert, MAX_EXPERTS, Keys.LLM.EXPERT_COUNT.format(arch=arch), GGUFError)
+    check_at_most(n_used, MAX_EXPERTS_USED, Keys.LLM.EXPERT_USED_COUNT.format(arch=arch), GGUFError)
     if n_used > n_expert:
         raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
 
@@ -202,40 +204,41 @@ def _check_counts(arch: str, n_layer: int, n_expert: int, n_used: int) -> None:
 def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     """Build the ModelSpec of a model from its headers (shard 1 carries the metadata)."""
     meta = dict(headers[0].metadata)
-    arch = meta.get("general.architecture")
+    arch = meta.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
-        raise GGUFError("the GGUF header has no general.architecture: not a llama.cpp model file")
-    n_layer = _meta_int(meta, f"{arch}.block_count")
-    n_expert = _meta_int(meta, f"{arch}.expert_count", 0)
-    n_used = _meta_int(meta, f"{arch}.expert_used_count", 0)
+        raise GGUFError(f"the GGUF header has no {Keys.General.ARCHITECTURE}: not a llama.cpp model file")
+    n_layer = _meta_int(meta, Keys.LLM.BLOCK_COUNT, None, arch)
+    n_expert = _meta_int(meta, Keys.LLM.EXPERT_COUNT, 0, arch)
+    n_used = _meta_int(meta, Keys.LLM.EXPERT_USED_COUNT, 0, arch)
     if not n_layer or not n_expert or not n_used:
         raise GGUFError(
-            f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
+            f"{arch} model without experts ({Keys.LLM.EXPERT_COUNT.format(arch=arch)} = {n_expert}): "
+            "the MoE cache needs a MoE model"
         )
     _check_counts(arch, n_layer, n_expert, n_used)  # before anything is built per layer or expert
     tensors = [t for h in headers for t in h.tensors]
     layers, other, inputs = _build_layers(tensors, n_layer)
     if not any(layer.has_experts for layer in layers):
         raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")
-    n_embd = _meta_int(meta, f"{arch}.embedding_length", 0) or 0
-    n_head = _meta_int(meta, f"{arch}.attention.head_count", 0) or 0
+    n_embd = _meta_int(meta, Keys.LLM.EMBEDDING_LENGTH, 0, arch) or 0
+    n_head = _meta_int(meta, Keys.Attention.HEAD_COUNT, 0, arch) or 0
     head_dim = n_embd // n_head if n_head else 0
     first_experts = next(layer for layer in layers if layer.has_experts).experts
-    tokens = meta.get("tokenizer.ggml.tokens")
+    tokens = meta.get(Keys.Tokenizer.LIST)
     return ModelSpec(
         architecture=arch,
-        name=str(meta.get("general.name", "unnamed")),
-        file_type=_meta_int(meta, "general.file_type"),
+        name=str(meta.get(Keys.General.NAME, "unnamed")),
+        file_type=_meta_int(meta, Keys.General.FILE_TYPE),
         n_layer=n_layer,
         n_expert=n_expert,
         n_expert_used=n_used,
         n_embd=n_embd,
-        n_ff_exp=_meta_int(meta, f"{arch}.expert_feed_forward_length", first_experts[-1].shape[0]) or 0,
+        n_ff_exp=_meta_int(meta, Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, first_experts[-1].shape[0], arch) or 0,
         n_head=n_head,
-        n_head_kv=_meta_int(meta, f"{arch}.attention.head_count_kv", n_head) or 0,
-        head_dim_k=_meta_int(meta, f"{arch}.attention.key_length", head_dim) or 0,
-        head_dim_v=_meta_int(meta, f"{arch}.attention.value_length", head_dim) or 0,
-        n_vocab=_meta_int(meta, f"{arch}.vocab_size", getattr(tokens, "count", 0)) or 0,
+        n_head_kv=_meta_int(meta, Keys.Attention.HEAD_COUNT_KV, n_head, arch) or 0,
+        head_dim_k=_meta_int(meta, Keys.Attention.KEY_LENGTH, head_dim, arch) or 0,
+        head_dim_v=_meta_int(meta, Keys.Attention.VALUE_LENGTH, head_dim, arch) or 0,
+        n_vocab=_meta_int(meta, Keys.LLM.VOCAB_SIZE, getattr(tokens, "count", 0), arch) or 0,
         layers=layers,
         other_bytes=other,
         input_bytes=inputs,
