@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from moe_model.llama.pool_rule import copies_from_pool
 from moe_model.policies import MODELLED, REFERENCE, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -253,7 +254,7 @@ def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenar
     copied = uploaded = on_cpu = 0.0
     for il in layout.host_layers:
         layer_bytes = used * model.layers[il].slot_bytes
-        if n < sc.offload_min_batch:  # GGML_OP_OFFLOAD_MIN_BATCH: small batches stay on the CPU
+        if not copies_from_pool(n, sc.offload_min_batch):  # a small prompt ubatch stays on the CPU
             on_cpu += layer_bytes
             continue
         share = groups[il].n_slots / groups[il].max_slots if il in groups else 0.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
 from moe_model.llama.slot_plan import MIB, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -104,7 +104,7 @@ def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offl
     """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
     the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
     llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
-    if n_ubatch < offload_min_batch:
+    if not copies_from_pool(n_ubatch, offload_min_batch):
         return 0.0
     host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
     before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
