@@ -18,30 +18,32 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from moe_model.errors import MoeModelError
-from moe_model.limits import (
-    MAX_BUDGET_MIB,
-    MAX_CONCURRENCY,
-    MAX_CTX,
-    MAX_DRAFT_TOKENS,
-    MAX_LAYERS,
-    MAX_PROMPT_TOKENS,
-    MAX_RATE_GBS,
-    MAX_SYNTHETIC_TOKENS,
-    MAX_UBATCH,
-    MAX_VRAM_GIB,
+from moe_model.cli.args import (
+    BATCHING,
+    HARDWARE,
+    PLACEMENT,
+    SCENARIO,
+    add_placement,
+    add_setting,
+    add_settings,
+    number,
+    placement_from_args,
+    ranged,
+    scenario_from_args,
+    whole,
+    wholes,
 )
+from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_RATE_GBS, MAX_SYNTHETIC_TOKENS
 from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.slot_plan import Placement, plan_report
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace, save_npz
-from moe_model.speed.vram import KV_TYPES
+from moe_model.speed.hardware import MIN_RATE
 from moe_model.workload import Batching, Workload, WorkloadStream
 
 if TYPE_CHECKING:
     from moe_model.llama.simulate import SimResult
-
-MAX_BUDGETS = 512
 
 
 def _finite(value):
@@ -62,73 +64,15 @@ def to_json(value) -> str:
     return json.dumps(_finite(value), indent=1, default=str, allow_nan=False)
 
 
-def _ranged(cast: Callable, lo, hi) -> Callable[[str], object]:
-    """An argparse type: `cast`, then in [lo, hi] (and finite), else a one-line usage error naming the range."""
-
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise argparse.ArgumentTypeError(f"must be in {lo:,}..{hi:,}, got {text}")
-        return value
-
-    parse.__name__ = cast.__name__  # argparse names the type in its messages
-    return parse
-
-
-_BUDGET = _ranged(int, 0, MAX_BUDGET_MIB)
-_CONCURRENCY = _ranged(int, 1, MAX_CONCURRENCY)
-_DRAFT = _ranged(int, 0, MAX_DRAFT_TOKENS)
-_FRACTION = _ranged(float, 0.0, 1.0)
-_LAYERS = _ranged(int, -1, MAX_LAYERS)
-_RATE = _ranged(float, 0.001, MAX_RATE_GBS)
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def _add_placement_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--n-cpu-moe",
-        type=_ranged(int, 0, MAX_LAYERS),
-        metavar="K",
-        help="experts of the first K layers in host memory (default: --cpu-moe, all layers)",
-    )
-    parser.add_argument(
-        "--n-gpu-layers",
-        "-ngl",
-        type=_LAYERS,
-        default=-1,
-        metavar="N",
-        help="layers offloaded to the GPU(s) (default: all)",
-    )
-    parser.add_argument(
-        "--tensor-split",
-        "-ts",
-        type=_floats,
-        default=(),
-        metavar="A,B,...",
-        help="split of layers and budget across GPUs",
-    )
-
-
-def placement_from_args(args: argparse.Namespace) -> Placement:
-    n_gpus = max(1, len(args.tensor_split))
-    if args.n_cpu_moe is None:
-        return Placement(cpu_moe=True, n_gpu_layers=args.n_gpu_layers, n_gpus=n_gpus, tensor_split=args.tensor_split)
-    return Placement(
-        cpu_moe=False,
-        n_cpu_moe=args.n_cpu_moe,
-        n_gpu_layers=args.n_gpu_layers,
-        n_gpus=n_gpus,
-        tensor_split=args.tensor_split,
-    )
+def _without_machine(args: argparse.Namespace) -> Placement:
+    """The placement of plan and simulate, which have no machine to resolve --fit's layer count on."""
+    placement = placement_from_args(args)
+    if placement.fit:
+        raise MoeModelError(
+            "--placement fit needs a machine: use predict or recommend with --hardware "
+            "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
+        )
+    return placement
 
 
 def _format_plan(report: dict) -> str:
@@ -149,7 +93,7 @@ def _format_plan(report: dict) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    report = plan_report(load_model(args.source), args.budget_mib, placement_from_args(args))
+    report = plan_report(load_model(args.source), args.budget_mib, _without_machine(args))
     print(to_json(report) if args.json else _format_plan(report))
     return 0
 
@@ -158,9 +102,7 @@ def _budget_list(args: argparse.Namespace) -> list[int]:
     if args.budget_mib is not None:
         budgets = [args.budget_mib]
     elif args.budgets_mib is not None:
-        budgets = [int(x) for x in args.budgets_mib if math.isfinite(x)]
-        if len(budgets) != len(args.budgets_mib):
-            raise MoeModelError("budgets must be finite numbers of MiB")
+        budgets = list(args.budgets_mib)
     else:
         lo, hi, count = args.budget_range
         budgets = sorted({int(round(x)) for x in np.linspace(lo, hi, int(count))})
@@ -169,11 +111,11 @@ def _budget_list(args: argparse.Namespace) -> list[int]:
     return budgets
 
 
-def _range(text: str) -> tuple[float, float, float]:
+def _range(text: str) -> tuple[int, int, int]:
     parts = text.split(":")
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected LO:HI:COUNT, got {text!r}")
-    lo, hi, count = _floats(",".join(parts))
+    lo, hi, count = wholes(",".join(parts))
     if not (0 <= lo <= hi <= MAX_BUDGET_MIB and 1 <= count <= MAX_BUDGETS):
         raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI and 1 <= COUNT <= {MAX_BUDGETS}, got {text!r}")
     return lo, hi, count
@@ -184,7 +126,13 @@ def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Worklo
     from moe_model.routing.synthetic import Knobs, Shape, generate, preset_for  # imported here: `plan` starts in < 1 s
 
     batching = Batching(
-        args.concurrency, args.draft, args.accept, args.prompt_tokens, args.ubatch_size, not args.no_warmup, args.seed
+        args.concurrency,
+        args.draft_tokens,
+        args.accept_rate,
+        args.prompt_tokens,
+        args.n_ubatch,
+        not args.no_warmup,
+        args.seed,
     )
     if args.trace:
         if whole:
@@ -260,7 +208,7 @@ def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResul
             runs = [from_simulation(r) for r in results]
         else:
             budgets = [r.budget_mib for r in results]
-            runs = run_policy(name, model, work, budgets, placement_from_args(args), **mine)
+            runs = run_policy(name, model, work, budgets, _without_machine(args), **mine)
         item = policy.describe() | {"knobs": {k: v for k, v in ({**policy.knobs, **mine}).items() if v is not None}}
         if name == "static-hot-set":
             item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
@@ -286,7 +234,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
         save_npz(args.export_workload, work)
-    results = simulate_budgets(model, work, _budget_list(args), placement_from_args(args))
+    results = simulate_budgets(model, work, _budget_list(args), _without_machine(args))
     policies = _run_policies(args, model, work, results) if args.policy else None
     if args.json:
         out = {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}
@@ -303,31 +251,27 @@ def _add_simulate(sub) -> None:
     source.add_argument("--trace", help="routing trace: .npz (token trace or recorded llama.cpp trace) or .csv")
     source.add_argument("--synthetic", action="store_true", help="synthetic routing (a model; knobs below)")
     budgets = sim.add_mutually_exclusive_group(required=True)
-    budgets.add_argument("--budget-mib", type=_BUDGET)
-    budgets.add_argument("--budgets-mib", type=_floats, metavar="A,B,...")
-    budgets.add_argument("--budget-range", type=_range, metavar="LO:HI:COUNT")
-    _add_placement_args(sim)
-    sim.add_argument("--concurrency", type=_CONCURRENCY, default=1, help="sequences decoding at once")
-    sim.add_argument("--draft", type=_DRAFT, default=0, help="speculative draft tokens per verification")
-    sim.add_argument("--accept", type=_FRACTION, default=0.7, help="draft acceptance rate")
-    sim.add_argument(
-        "--prompt-tokens", type=_ranged(int, 0, MAX_PROMPT_TOKENS), default=0, help="synthetic prompt per sequence"
-    )
-    sim.add_argument("--ubatch-size", type=_ranged(int, 1, MAX_UBATCH), default=512)
+    add_setting(budgets, SCENARIO["budget_mib"], default=None)
+    budgets.add_argument("--budgets-mib", type=wholes, metavar="A,B,...", help="budgets (whole MiB)")
+    budgets.add_argument("--budget-range", type=_range, metavar="LO:HI:COUNT", help="COUNT budgets from LO to HI MiB")
+    add_placement(sim)
+    add_settings(sim, SCENARIO, ("concurrency", "draft_tokens", "accept_rate"))
+    add_settings(sim, BATCHING, ("prompt_tokens",))
+    add_settings(sim, SCENARIO, ("n_ubatch",))
     sim.add_argument("--no-warmup", action="store_true", help="skip llama-server's 2-token warm-up")
     sim.add_argument(
-        "--tokens", type=_ranged(int, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
+        "--tokens", type=ranged(whole, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
     )
     sim.add_argument("--skew", type=float, help="synthetic: spread of expert popularity")
     sim.add_argument("--working-set", type=float, help="synthetic: share of a layer's experts one sequence uses")
     sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
     sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
-    sim.add_argument("--seed", type=_ranged(int, 0, 2**32 - 1), default=0)
+    add_settings(sim, BATCHING, ("seed",))
     sim.add_argument(
         "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
     )
-    sim.add_argument(
-        "--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'; held in memory): see README"
+    add_setting(
+        sim, SCENARIO["policy"], help="also replay with a replacement policy (or 'all'; held in memory): see README"
     )
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
@@ -408,46 +352,10 @@ def _hardware(args: argparse.Namespace):
         hw, rel_error = load_machine(args.machine)
     else:
         hw, rel_error = preset(args.hardware), default_time_model().rel_error
-    changes = {
-        k: v
-        for k, v in (
-            ("vram_gib", args.vram_gib),
-            ("gpu_bw_gbs", args.gpu_bw_gbs),
-            ("pinned_gbs", args.pinned_gbs or args.link_gbs),
-            ("pageable_gbs", args.pageable_gbs or args.link_gbs),
-            ("cpu_bw_gbs", args.cpu_bw_gbs),
-            ("cpu_threads", args.threads),
-            ("ram_gib", args.ram_gib),
-            ("pcie_gen", args.pcie_gen),
-            ("pcie_lanes", args.pcie_lanes),
-        )
-        if v is not None
-    }
+    changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
+    if args.link_gbs is not None:
+        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
     return (hw.with_changes(**changes) if changes else hw), rel_error
-
-
-def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int = 0):
-    from moe_model.speed.scenario import Scenario
-
-    multi_gpu = {"n_gpu_layers": args.n_gpu_layers, "tensor_split": args.tensor_split}
-    multi_gpu["n_gpus"] = max(1, len(args.tensor_split))
-    return Scenario(
-        Placement.parse(placement, **multi_gpu),
-        budget,
-        args.concurrency,
-        args.draft,
-        args.accept,
-        args.cpu_share,
-        args.ctx,
-        load_mode="none" if args.pinned else args.load_mode,
-        cache_type_k=args.cache_type_k,
-        cache_type_v=args.cache_type_v,
-        fit_target_mib=args.fit_target_mib,
-        prompt_tokens=args.prompt_tokens,
-        n_ubatch=args.ubatch_size,
-        offload_min_batch=args.offload_min_batch,
-        policy=getattr(args, "policy", ""),  # predict only: recommend ranks what llama.cpp's flags can select
-    )
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):
@@ -487,12 +395,12 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
     return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
 
 
-def _predict_one(args, model, hw, time_model, rel_error, spread, placement: str, budget: int):
+def _predict_one(args, model, hw, time_model, rel_error, spread, budget: int):
     from moe_model.speed.scenario import resolve
     from moe_model.speed.time_model import predict
     from moe_model.speed.traffic import from_workload
 
-    sc = _scenario(args, placement, budget)
+    sc = scenario_from_args(args, budget_mib=budget)
     layout = resolve(model, hw, sc)
     traffic = None
     if args.hit_rate is None and (layout.plan.starts and budget or sc.tokens_per_ubatch > 1):
@@ -509,8 +417,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
     spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
-    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, args.budget_mib)
-    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, 0)
+    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.budget_mib)
+    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, 0)
     cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
     out = pred.as_dict() | {
         "verdict": cache_verdict,
@@ -564,7 +472,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         model,
         hw,
         time_model.params,
-        _scenario(args),
+        scenario_from_args(args),
         _workload_source(args, model),
         args.model,
         rel_error=rel_error,
@@ -621,38 +529,33 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+# the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)
+SCENARIO_FLAGS = (
+    "concurrency",
+    "draft_tokens",
+    "accept_rate",
+    "cpu_share",
+    "n_ctx",
+    "prompt_tokens",
+    "n_ubatch",
+    "load_mode",
+    "cache_type_k",
+    "cache_type_v",
+    "fit_target_mib",
+    "offload_min_batch",
+)
+
+
 def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     machine = parser.add_mutually_exclusive_group(required=True)
     machine.add_argument("--hardware", help="GPU preset as you would type it: 't4', '4090', 'rtx 4080', 'h200'")
     machine.add_argument("--machine", help="a machine file written by `calibrate`")
-    parser.add_argument("--vram-gib", type=_ranged(float, 0.001, MAX_VRAM_GIB))
-    parser.add_argument("--gpu-bw-gbs", type=_RATE)
-    parser.add_argument("--pcie-gen", type=_ranged(int, 3, 5))
-    parser.add_argument("--pcie-lanes", type=_ranged(int, 1, 16))
-    parser.add_argument("--pinned-gbs", type=_RATE, help="measured host-to-device rate from pinned memory")
-    parser.add_argument("--pageable-gbs", type=_RATE, help="measured host-to-device rate from mmap'd memory")
-    parser.add_argument("--link-gbs", type=_RATE, help="one measured host-to-device rate for both")
-    parser.add_argument("--cpu-bw-gbs", type=_RATE, help="host memory bandwidth")
-    parser.add_argument("--threads", type=_ranged(int, 1, 1024), help="threads for host experts (-t)")
-    parser.add_argument("--ram-gib", type=_ranged(float, 1, 16384), help="host RAM (default: the preset's)")
-    parser.add_argument("--load-mode", choices=("mmap", "none", "mlock", "dio"), default="mmap")
-    parser.add_argument("--pinned", action="store_true", help="same as --load-mode none (pinned host experts)")
-    parser.add_argument("-ctk", "--cache-type-k", default="f16", choices=KV_TYPES)
-    parser.add_argument("-ctv", "--cache-type-v", default="f16", choices=KV_TYPES)
-    parser.add_argument("--fit-target-mib", type=_ranged(float, 0, MAX_VRAM_GIB * 1024), default=1024.0)
-    parser.add_argument("--concurrency", type=_CONCURRENCY, default=1)
-    parser.add_argument("--draft", type=_DRAFT, default=0)
-    parser.add_argument("--accept", type=_FRACTION, default=0.7)
-    parser.add_argument("--cpu-share", type=_FRACTION, default=0.0)
-    parser.add_argument("--ctx", type=_ranged(int, 1, MAX_CTX), default=4096)
-    parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N")
-    parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...")
-    parser.add_argument("--ubatch-size", "-ub", type=_ranged(int, 1, MAX_UBATCH), default=512)
-    parser.add_argument("--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512)
-    parser.add_argument(
-        "--offload-min-batch", type=_ranged(int, 1, MAX_UBATCH), default=32, help="GGML_OP_OFFLOAD_MIN_BATCH"
-    )
+    for name in HARDWARE:  # each edits the preset's value, which it defaults to
+        add_setting(parser, HARDWARE[name], default=None)
+    parser.add_argument("--link-gbs", type=ranged(number, MIN_RATE, MAX_RATE_GBS), help="both measured rates at once")
+    add_settings(parser, SCENARIO, SCENARIO_FLAGS)
+    add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))
     parser.add_argument("--json", action="store_true")
 
 
@@ -671,8 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="what --moe-cache-mib N buys for a GGUF model, as llama.cpp computes it")
     plan.add_argument("source", help="GGUF path, header prefix file, http(s) URL, or first shard")
-    plan.add_argument("--budget-mib", type=_BUDGET, required=True, help="--moe-cache-mib value")
-    _add_placement_args(plan)
+    add_setting(plan, SCENARIO["budget_mib"], required=True)
+    add_placement(plan)
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(func=cmd_plan)
     _add_simulate(sub)
@@ -683,13 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_parse_log)
     pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")
     _add_hardware_args(pred)
-    pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
-    pred.add_argument("--budget-mib", type=_BUDGET, default=0)
-    pred.add_argument(
-        "--policy", default="", metavar="NAME", help="price another replacement policy's counts (what-if; see README)"
-    )
+    add_setting(pred, SCENARIO["placement"], default=SCENARIO["placement"].default.text)
+    add_settings(pred, SCENARIO, ("budget_mib", "policy"))
     source = pred.add_mutually_exclusive_group()
-    source.add_argument("--hit-rate", type=_FRACTION, help="assume this hit rate (0..1) instead of simulating")
+    source.add_argument(
+        "--hit-rate", type=ranged(number, 0.0, 1.0), help="assume this hit rate (0..1) instead of simulating"
+    )
     source.add_argument("--trace", help="routing trace to simulate")
     source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
     pred.set_defaults(func=cmd_predict)

@@ -19,6 +19,7 @@ from moe_model.workload import Batching, Workload
 
 N_LAYER, N_EXPERT, K = 4, 12, 2
 ARCH = "qwen3moe"
+TOY_UBATCH = 64  # prompts in ubatches of 64 tokens: a short prompt shows both the copy path and the pool
 
 
 def toy_model(mixed: bool = True, n_layer: int = N_LAYER, n_expert: int = N_EXPERT, k: int = K) -> ModelSpec:
@@ -52,4 +53,5 @@ def toy_workload(
         seed=seed,
         label="toy routing",
     )
-    return build_workload(trace, Batching(concurrency, draft, 0.7, prompt_tokens, 64, True, seed), N_EXPERT)
+    batching = Batching(concurrency, draft, prompt_tokens=prompt_tokens, ubatch_size=TOY_UBATCH, seed=seed)
+    return build_workload(trace, batching, N_EXPERT)

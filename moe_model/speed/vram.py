@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import DEFAULT_CTX, DEFAULT_UBATCH
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
 from moe_model.llama.slot_plan import MIB, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
@@ -72,6 +73,8 @@ class VramBreakdown:
 
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
+DEFAULT_KV_TYPE = "f16"  # -ctk / -ctv default
+DEFAULT_KV_TYPES = (DEFAULT_KV_TYPE, DEFAULT_KV_TYPE)
 
 
 def kv_bytes_per_elem(type_name: str) -> float:
@@ -82,7 +85,7 @@ def kv_bytes_per_elem(type_name: str) -> float:
     return size / block
 
 
-def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str = "f16") -> float:
+def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = DEFAULT_KV_TYPE, type_v: str = DEFAULT_KV_TYPE) -> float:
     """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
     per_cell = (
         model.kv_layers
@@ -92,7 +95,9 @@ def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str 
     return n_ctx * per_cell / MIB
 
 
-def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
+def compute_buffer_mib(
+    model: ModelSpec, n_ubatch: int = DEFAULT_UBATCH, n_ctx: int = DEFAULT_CTX, flash_attn: bool = True
+) -> float:
     """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
     logits = n_ubatch * model.n_vocab * 4
     scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
@@ -126,9 +131,9 @@ def breakdown(
     hw: Hardware,
     placement: Placement,
     budget_mib: int,
-    n_ctx: int = 4096,
-    n_ubatch: int = 512,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    n_ctx: int = DEFAULT_CTX,
+    n_ubatch: int = DEFAULT_UBATCH,
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     offload_min_batch: int = OFFLOAD_MIN_BATCH,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked)."""
@@ -151,9 +156,9 @@ def max_budget_mib(
     model: ModelSpec,
     hw: Hardware,
     placement: Placement,
-    n_ctx: int = 4096,
+    n_ctx: int = DEFAULT_CTX,
     margin_mib: float = 256,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
 ) -> int:
     """The largest --moe-cache-mib whose cache still fits beside everything else (with a margin)."""
     lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
@@ -170,9 +175,9 @@ def fit_host_layers(
     model: ModelSpec,
     hw: Hardware,
     budget_mib: int = 0,
-    n_ctx: int = 4096,
+    n_ctx: int = DEFAULT_CTX,
     margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     base: Placement | None = None,
 ) -> int:
     """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""
