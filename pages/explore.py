@@ -26,7 +26,9 @@ from moe_model.speed.time_model import predict, predict_curve, verdict
 from moe_model.speed.traffic import decode_ubatches
 from moe_model.speed.vram import max_budget_mib
 from ui.common import (
+    SCENARIO,
     budget_slider,
+    budget_top,
     bundled_traces,
     cached_bundled_trace,
     cached_policy_comparison,
@@ -36,6 +38,7 @@ from ui.common import (
     cached_synthetic,
     cached_trace,
     content_key,
+    control,
     fit_verdicts,
     friendly_errors,
     keep,
@@ -102,17 +105,8 @@ with friendly_errors():
     placement_name, placement = sidebar_placement(model)
     controls, charts = st.columns([1, 3])
     with controls:
-        draft = st.slider("draft tokens (speculative)", 0, 8, kept("draft", 0, int, 0, 8), key="draft")
-        accept = st.slider("draft acceptance", 0.0, 1.0, kept("accept", 0.7, float, 0.0, 1.0), 0.05, key="accept")
-        share = st.select_slider(
-            "--moe-cache-cpu-share (b12191, a modelled policy)",
-            [0.0, 0.5, 0.8, 0.9, 0.95],
-            kept("share", 0.0, float, choices=[0.0, 0.5, 0.8, 0.9, 0.95]),
-            key="share",
-        )
-        prompt = st.number_input(
-            "prompt tokens per request", 1, 131072, kept("prompt", 512, int, 1, 131072), 64, key="prompt"
-        )
+        draft, accept = control(st, SCENARIO["draft_tokens"]), control(st, SCENARIO["accept_rate"])
+        share, prompt = control(st, SCENARIO["cpu_share"]), control(st, SCENARIO["prompt_tokens"])
         simulate_prompts = st.toggle("simulate prompt ubatches too (synthetic routing)", False, key="sim_prompts")
         traces = bundled_traces(model)
         kinds = ["synthetic (fitted preset)", *traces, "upload a trace"]
@@ -153,13 +147,12 @@ with friendly_errors():
     lowest = min_budget_mib(model, layout0.placement) or 1
     full = full_budget_mib(model, layout0.placement) or 1
     fits = max_budget_mib(model, hw, layout0.placement, base.n_ctx, kv_types=base.kv_types)
-    top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)  # the slider ends where the cache stops fitting
+    top = budget_top(lowest, full, fits)
     step = max(1, -(-top // N_SLIDER_STEPS))  # slider stops the curve below simulates: a drag needs no new run
     with controls:
         budget = budget_slider(st, top, step=step)
         if fits < lowest:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    keep(prompt=int(prompt), draft=draft, accept=accept, share=share)
     hw_key = repr(hw)
     stops = range(0, top + 1, step)
     spread_out = np.linspace(lowest, max(full, lowest), N_CURVE).astype(int).tolist()

@@ -14,6 +14,7 @@ from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.vram import max_budget_mib
 from ui.common import (
     budget_slider,
+    budget_top,
     fit_verdicts,
     friendly_errors,
     model_flag_path,
@@ -41,7 +42,7 @@ with friendly_errors():
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
         fits = max_budget_mib(model, hw, placement, ctx)
-        top = max(min(int(full * 1.05), fits), 1) if fits >= lowest else max(int(full * 1.05), 1)
+        top = budget_top(lowest, full, fits)
         budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
         c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")

@@ -28,13 +28,14 @@ from moe_model.readers.sources import SourcePolicy, check_url, deployment_settin
 from moe_model.readers.traces import load_any, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.synthetic import PRESETS_PATH, SEQ_LEN, preset_for
+from moe_model.settings import Setting, settings_of
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware, preset
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.policy_compare import Comparison, compare
 from moe_model.speed.recommend import Option, recommend
-from moe_model.speed.scenario import LOAD_MODES, Scenario, resolve
+from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.traffic import from_workload, simulate_curve
 from moe_model.speed.vram import VramBreakdown
 from moe_model.workload import Batching, Workload
@@ -149,6 +150,42 @@ def forget(*keys: str) -> None:
         st.query_params.pop(key, None)
 
 
+SCENARIO, HARDWARE = settings_of(Scenario), settings_of(Hardware)  # each setting's URL key, widget and range
+URL_SETTINGS = {s.url_key: s for s in (*SCENARIO.values(), *HARDWARE.values()) if s.url_key}
+
+
+def kept_setting(s: Setting, hi=None, start=None):
+    """A declared setting's kept value (another page's, else the URL's, else where its widget starts), within its
+    widget's range (`hi`: the page's end where the declaration leaves it open) or options."""
+    w = s.widget
+    first = next(v for v in (start, w.start, s.default) if v is not None)
+    if w.options:
+        return kept(s.url_key, first, type(first), choices=list(w.options))
+    top = w.hi if hi is None else hi
+    return kept(s.url_key, first if top is None else min(first, top), type(first), w.lo, top)
+
+
+def setting_input(box, s: Setting, value, key: str, hi=None):
+    """A declared setting's widget showing `value`: its label, kind, range and step, or its options."""
+    w, cast = s.widget, type(value)
+    top = w.hi if hi is None else hi
+    if w.kind == "selectbox":
+        return box.selectbox(w.label, w.options, list(w.options).index(value), key=key)
+    if w.kind == "select_slider":
+        return box.select_slider(w.label, list(w.options), value, key=key)
+    step = None if w.step is None else cast(w.step)
+    if w.kind == "number":
+        return cast(box.number_input(w.label, cast(w.lo), cast(top), value, step, key=key))
+    return cast(box.slider(w.label, cast(w.lo), cast(top), value, step, key=key))
+
+
+def control(box, s: Setting, hi=None):
+    """A declared setting's widget, its value kept across pages and in the URL under the setting's key."""
+    value = setting_input(box, s, kept_setting(s, hi), s.url_key, hi)
+    keep(**{s.url_key: value})
+    return value
+
+
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
 def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
     return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
@@ -195,21 +232,14 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
-MACHINE_EDITS = ("vram", "bw", "gen", "lanes", "cpu", "threads", "ram", "link")
+MACHINE_EDITS = (*(s.url_key for s in HARDWARE.values() if s.url_key), "link")
 
 
-def _edit(box, label: str, key: str, default, lo, hi, gpu: str, step=None):
-    """One machine field: a number box whose value is kept across pages and in the URL."""
-    cast = type(default)
-    value = box.number_input(label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{gpu}")
-    keep(**{key: value})
-    return value
-
-
-def _pick(box, label: str, key: str, default: int, options: list[int], gpu: str) -> int:
-    value = kept(key, default, int, choices=options)
-    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{gpu}")
-    keep(**{key: value})
+def _edit(box, name: str, default, gpu: str):
+    """One machine field's declared widget, starting at the preset's value; kept across pages and in the URL."""
+    s = HARDWARE[name]
+    value = setting_input(box, s, kept_setting(s, start=default), f"hw_{s.url_key}_{gpu}")
+    keep(**{s.url_key: value})
     return value
 
 
@@ -229,30 +259,35 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
     else:
         hw = preset(name)
-    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, name, 8.0)
+    ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), name)
     with st.sidebar.expander("edit this machine"):
-        link = _edit(st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, name, 0.5)
+        link = _link_edit(hw, name)
         hw = hw.with_changes(
             ram_gib=ram,
-            vram_gib=_edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, name),
-            gpu_bw_gbs=_edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, name),
-            pcie_gen=_pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], name),
-            pcie_lanes=_pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], name),
-            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, name),
-            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, name),
+            vram_gib=_edit(st, "vram_gib", float(hw.vram_gib), name),
+            gpu_bw_gbs=_edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), name),
+            pcie_gen=_edit(st, "pcie_gen", hw.pcie_gen, name),
+            pcie_lanes=_edit(st, "pcie_lanes", hw.pcie_lanes, name),
+            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), name),
+            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), name),
         )
         hw = hw.with_changes(
             **({"pinned_gbs": min(link, hw.line_gbs), "pageable_gbs": min(link, hw.line_gbs)} if link else {})
         )
-    load_mode = st.sidebar.selectbox(
-        "host experts (--load-mode)", LOAD_MODES, LOAD_MODES.index(kept("lm", "mmap", choices=LOAD_MODES)), key="lm"
-    )
-    keep(lm=load_mode)
+    load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
         f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
     )
     return hw, time_model, load_mode
+
+
+def _link_edit(hw: Hardware, gpu: str) -> float:
+    """One measured host-to-device rate for both copies (0: derived from the machine), up to the link's line rate."""
+    label, top = "measured host-to-device GB/s (0: from the machine)", hw.line_gbs
+    value = st.number_input(label, 0.0, top, kept("link", 0.0, float, 0.0, top), 0.5, key=f"hw_link_{gpu}")
+    keep(link=value)
+    return value
 
 
 def sidebar_session(note: str) -> None:
@@ -265,12 +300,7 @@ def sidebar_session(note: str) -> None:
 
 def sidebar_serving() -> tuple[int, int]:
     """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
-    ctx = st.sidebar.number_input(
-        "context (-c)", 512, 1_048_576, kept("ctx", 4096, int, 512, 1_048_576), 512, key="ctx"
-    )
-    concurrency = st.sidebar.slider("concurrent streams (-np)", 1, 8, kept("np", 1, int, 1, 8), key="np")
-    keep(ctx=int(ctx), np=concurrency)
-    return int(ctx), concurrency
+    return control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
@@ -301,29 +331,38 @@ def _follow(moved: str, other: str) -> None:
 
 def _snap_to_stop(step: int, top: int) -> None:
     """A typed budget moves the slider to its nearest stop; the number box keeps the exact value."""
-    st.session_state["budget"] = min(top, round(st.session_state["budget_box"] / step) * step)
+    key = SCENARIO["budget_mib"].url_key
+    st.session_state[key] = min(top, round(st.session_state[f"{key}_box"] / step) * step)
 
 
-def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
+def budget_top(lowest: int, full: int, fits: int) -> int:
+    """Where every page's budget slider ends: where the cache stops fitting beside everything else, at most where
+    it caches every expert; where it would cache everything when no cache fits (to show what it would take)."""
+    return max(min(full, fits), 1) if fits >= lowest else max(full, 1)
+
+
+def budget_slider(box, top: int, step: int = 1) -> int:
     """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
-    `top` (the largest that fits); the box's value is the budget, kept across pages and in the URL."""
-    value = kept("budget", min(default, top), int, 0, top)
+    `top` (budget_top); the box's value is the budget, kept across pages and in the URL."""
+    s = SCENARIO["budget_mib"]
+    key, label, lo = s.url_key, s.widget.label, s.widget.lo
+    value = kept_setting(s, top)
     box.slider(
-        "--moe-cache-mib",
-        0,
+        label,
+        lo,
         top,
         min(top, round(value / step) * step),
         step,
-        key="budget",
+        key=key,
         on_change=_follow,
-        args=("budget", "budget_box"),
+        args=(key, f"{key}_box"),
     )
     budget = int(
         box.number_input(
-            "exact --moe-cache-mib (MiB)", 0, top, value, key="budget_box", on_change=_snap_to_stop, args=(step, top)
+            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_snap_to_stop, args=(step, top)
         )
     )
-    keep(budget=budget)
+    keep(**{key: budget})
     return budget
 
 
