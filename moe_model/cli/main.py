@@ -270,9 +270,8 @@ def _add_simulate(sub) -> None:
     sim.add_argument(
         "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
     )
-    add_setting(
-        sim, SCENARIO["policy"], help="also replay with a replacement policy (or 'all'; held in memory): see README"
-    )
+    also = "also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md"
+    add_setting(sim, SCENARIO["policy"], help=also)
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
     )

@@ -167,7 +167,7 @@ class Scenario:
     )
     policy: str = setting(
         "",
-        help="price another replacement policy's counts (what-if; see README); empty: the one the flags select",
+        help="price another replacement policy's counts (what-if; see docs/cli.md); empty: the flags' policy",
         flags=("--policy",),
         metavar="NAME",
     )
