@@ -59,7 +59,7 @@ WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k)
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 
 # --- hardware flags ---
-MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
+MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
 
 # --- logs ---
