@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS
 from moe_model.llama.slot_plan import Placement
 from moe_model.settings import Alias, Setting, settings_of
 from moe_model.speed.hardware import Hardware
@@ -147,3 +148,24 @@ def scenario_from_args(args: argparse.Namespace, **fixed) -> Scenario:
     """The Scenario of the flags a command has; the settings it has no flag for keep their defaults."""
     values = {name: getattr(args, name) for name in SCENARIO if name != "placement" and hasattr(args, name)}
     return Scenario(**(values | {"placement": placement_from_args(args)} | fixed))
+
+
+def placement_without_machine(args: argparse.Namespace) -> Placement:
+    """The placement of plan and simulate, which have no machine to resolve --fit's layer count on."""
+    placement = placement_from_args(args)
+    if placement.fit:
+        raise MoeModelError(
+            "--placement fit needs a machine: use predict or recommend with --hardware "
+            "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
+        )
+    return placement
+
+
+def budget_range(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected LO:HI:COUNT, got {text!r}")
+    lo, hi, count = wholes(",".join(parts))
+    if not (0 <= lo <= hi <= MAX_BUDGET_MIB and 1 <= count <= MAX_BUDGETS):
+        raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI and 1 <= COUNT <= {MAX_BUDGETS}, got {text!r}")
+    return lo, hi, count

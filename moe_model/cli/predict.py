@@ -1,0 +1,268 @@
+"""`predict`, `recommend` and `calibrate`: speeds from the time model (a model, not a measurement) on a machine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from moe_model.cli.args import (
+    HARDWARE,
+    PLACEMENT,
+    SCENARIO,
+    add_setting,
+    add_settings,
+    number,
+    ranged,
+    scenario_from_args,
+)
+from moe_model.cli.output import to_json
+from moe_model.limits import MAX_RATE_GBS
+from moe_model.llama.batching import stream_from, workload_from
+from moe_model.readers.model_spec import ModelSpec, load_model
+from moe_model.readers.traces import load_any, open_trace
+from moe_model.speed.hardware import MIN_RATE
+from moe_model.workload import Batching, Workload, WorkloadStream
+
+
+def _hardware(args: argparse.Namespace):
+    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
+    from moe_model.speed.calibration import default_time_model, load_machine
+    from moe_model.speed.hardware import preset
+
+    if getattr(args, "machine", None):
+        hw, rel_error = load_machine(args.machine)
+    else:
+        hw, rel_error = preset(args.hardware), default_time_model().rel_error
+    changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
+    if args.link_gbs is not None:
+        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
+    return (hw.with_changes(**changes) if changes else hw), rel_error
+
+
+def _workload_source(args: argparse.Namespace, model: ModelSpec):
+    """A function giving the workload of a scenario: the user's trace or the model's synthetic preset.
+
+    A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
+    replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
+    from moe_model.policies import REFERENCE
+    from moe_model.speed.measured import synthetic_workload
+    from moe_model.speed.scenario import Scenario
+
+    path = getattr(args, "trace", None)
+    opened = open_trace(path) if path else None
+
+    @lru_cache(maxsize=16)
+    def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
+        if opened is None:
+            return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+        batching = Batching(concurrency, draft, accept)
+        if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
+            held = load_any(path) if isinstance(opened, WorkloadStream) else opened
+            return workload_from(held, batching, model.n_expert)
+        return stream_from(opened, batching, model.n_expert)
+
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
+
+
+def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
+    """The hit-rate spread (points) a prediction carries and what routing it used."""
+    from moe_model.routing.synthetic import preset_for
+
+    if getattr(args, "trace", None):
+        return 0.0, f"the trace {args.trace}"
+    preset = preset_for(model)
+    return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
+
+
+def _predict_one(args, model, hw, time_model, rel_error, spread, budget: int):
+    from moe_model.speed.scenario import resolve
+    from moe_model.speed.time_model import predict
+    from moe_model.speed.traffic import from_workload
+
+    sc = scenario_from_args(args, budget_mib=budget)
+    layout = resolve(model, hw, sc)
+    traffic = None
+    if args.hit_rate is None and (layout.plan.starts and budget or sc.tokens_per_ubatch > 1):
+        traffic = from_workload(model, layout, sc, _workload_source(args, model)(sc))
+    return predict(
+        model, hw, time_model.params, sc, traffic, args.hit_rate, layout, rel_error=rel_error, spread_points=spread
+    )
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.time_model import verdict
+
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
+    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.budget_mib)
+    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, 0)
+    cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
+    out = pred.as_dict() | {
+        "verdict": cache_verdict,
+        "no_cache_decode_tps": baseline.decode_tps,
+        "no_cache_decode_tps_range": list(baseline.decode_tps_range),
+        "hardware": hw.as_dict(),
+        "params": vars(time_model.params),
+        "params_source": time_model.source,
+        "rel_error": rel_error,
+        "routing": routing,
+        "traffic": routing,  # the field's old name, kept for scripts
+        "hit_rate_spread_points": spread,
+    }
+    if args.json:
+        print(to_json(out))
+        return 0
+    sc = pred.scenario
+    print(
+        f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
+        f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
+    )
+    if not pred.starts:
+        print(f"  does not start: {pred.error}")
+        return 0
+    if not pred.vram.fits:
+        print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
+        return 0
+    lo, hi = pred.decode_tps_range
+    print(
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
+        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
+    )
+    if args.budget_mib:
+        print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
+    print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
+    print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    print(f"  time model: {time_model.source} (a model, not a measurement)")
+    for note in pred.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.recommend import recommend
+
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model)
+    options = recommend(
+        model,
+        hw,
+        time_model.params,
+        scenario_from_args(args),
+        _workload_source(args, model),
+        args.model,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
+    ranked = [o.as_dict() for o in options]
+    best = ranked[0] if ranked and ranked[0]["usable"] else None
+    margin = None
+    if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
+        margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
+    if args.json:
+        out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
+        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
+        return 0
+    for o in ranked:
+        status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
+        lo, hi = o["decode_tps_range"]
+        print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}{status}")
+    if best:
+        print(
+            f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
+            + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
+        )
+        print(f"  {best['command']}")
+    print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from moe_model.readers.logs import parse_log
+    from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.measured import log_points
+
+    model, hw = load_model(args.model), preset(args.hardware)
+    points = []
+    for path in args.logs:
+        points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
+    result = calibrate_machine(points, hw, default_time_model().params)
+    if args.json:
+        print(to_json(result.as_dict()))
+    else:
+        print(f"{hw.name}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs")
+        for name, err in result.fit_errors.items():
+            note = "" if name in result.judged else "   (alone pins a term: not judged)"
+            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %{note}")
+        print(f"  {result.reason}")
+    if not result.accepted:
+        print(f"error: calibration refused: {result.reason}", file=sys.stderr)
+        return 1
+    save_machine(result, args.output)
+    if not args.json:
+        print(f"  wrote {args.output}: use it with predict/recommend --machine {args.output}")
+    return 0
+
+
+# the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)
+SCENARIO_FLAGS = (
+    "concurrency",
+    "draft_tokens",
+    "accept_rate",
+    "cpu_share",
+    "n_ctx",
+    "prompt_tokens",
+    "n_ubatch",
+    "load_mode",
+    "cache_type_k",
+    "cache_type_v",
+    "fit_target_mib",
+    "offload_min_batch",
+)
+
+
+def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    machine = parser.add_mutually_exclusive_group(required=True)
+    machine.add_argument("--hardware", help="GPU preset as you would type it: 't4', '4090', 'rtx 4080', 'h200'")
+    machine.add_argument("--machine", help="a machine file written by `calibrate`")
+    for name in HARDWARE:  # each edits the preset's value, which it defaults to
+        add_setting(parser, HARDWARE[name], default=None)
+    parser.add_argument("--link-gbs", type=ranged(number, MIN_RATE, MAX_RATE_GBS), help="both measured rates at once")
+    add_settings(parser, SCENARIO, SCENARIO_FLAGS)
+    add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))
+    parser.add_argument("--json", action="store_true")
+
+
+def add_parsers(sub) -> None:
+    pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")
+    _add_hardware_args(pred)
+    add_setting(pred, SCENARIO["placement"], default=SCENARIO["placement"].default.text)
+    add_settings(pred, SCENARIO, ("budget_mib", "policy"))
+    source = pred.add_mutually_exclusive_group()
+    source.add_argument(
+        "--hit-rate", type=ranged(number, 0.0, 1.0), help="assume this hit rate (0..1) instead of simulating"
+    )
+    source.add_argument("--trace", help="routing trace to simulate")
+    source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    pred.set_defaults(func=cmd_predict)
+    rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")
+    _add_hardware_args(rec)
+    rec.add_argument("--trace", help="routing trace to simulate (default: the model's synthetic preset)")
+    rec.set_defaults(func=cmd_recommend)
+
+
+def add_calibrate(sub) -> None:
+    cal = sub.add_parser("calibrate", help="fit this machine's own terms from its llama-server -lv 4 logs")
+    cal.add_argument("logs", nargs="+", metavar="LOG")
+    cal.add_argument("--model", required=True, help="GGUF header of the model the logs ran")
+    cal.add_argument("--hardware", required=True, help="the GPU preset to start from")
+    cal.add_argument("-o", "--output", default="machine.json", help="machine file to write")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=cmd_calibrate)
