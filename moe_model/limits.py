@@ -62,8 +62,12 @@ APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
 
+# --- what-would-fit advice (speed/fit_advice.py) ---
+MIN_ADVICE_CTX = 2048  # the shortest context suggested: below it a prompt and its reply barely fit
+
 # --- logs ---
 MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked
+MAX_LOG_ROUTING_TOKENS = 4096  # decode tokens a routing fitted to logs replays per knob setting: ~0.1 s at 48 layers
 
 
 def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:

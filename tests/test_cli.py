@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT, SAMPLE
+from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, QWEN235B_SHARD1, ROOT, SAMPLE
 
 from moe_model.cli import build_parser
 
@@ -199,10 +199,29 @@ def test_recommend_cli_and_unknown_hardware():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["best"]["command"].endswith("-lv 4") and result["options"]
+    assert result["fits"] is True and result["would_fit"] == [] and result["summary"].startswith("best: ")
+    assert result["hardware"]["name"] == "H200"
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
     ambiguous = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 50")
     assert ambiguous.returncode == 1 and "ambiguous: " in ambiguous.stderr and "RTX 5090" in ambiguous.stderr
+
+
+def test_recommend_ends_its_table_with_a_one_line_summary():
+    text = run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200")
+    assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("summary: best: ")
+
+
+@pytest.mark.slow
+def test_recommend_for_235b_on_64_gib_says_what_would_fit_and_exits_1():
+    args = ("recommend", "--model", str(QWEN235B_SHARD1), "--hardware", "rtx 4090", "--ram-gib", "64")
+    out = run_cli(*args, "--json")
+    assert out.returncode == 1 and out.stderr.startswith("error: nothing fits RTX 4090") and out.stderr.count("\n") == 1
+    result = json.loads(out.stdout)
+    assert result["fits"] is False and result["best"] is None and result["options"]
+    assert not any(o["usable"] for o in result["options"])
+    ram = [c for c in result["would_fit"] if c["kind"] == "ram"]
+    assert ram and ram[0]["ram_gib"] > 64 and ram[0]["text"] in result["summary"]
 
 
 def test_calibrate_refuses_logs_without_runs_with_one_line_and_exit_1(tmp_path):
@@ -276,6 +295,17 @@ def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
 def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, flag, value, message):
     code, _, err = _main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
     assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+
+
+def test_a_gpu_name_that_is_not_exact_says_on_stderr_which_card_it_became(capsys):
+    args = ("predict", "--model", str(QWEN30B), "--hit-rate", "0.5", "--json")
+    code, out, err = _main_exit(capsys, *args, "--hardware", "rtx 3060")
+    assert code == 0 and json.loads(out)["hardware"]["name"] == "RTX 3060 12GB"
+    assert (
+        err.strip() == "note: 'rtx 3060' is the RTX 3060 12GB preset (12 GB, 360 GB/s, PCIe 4.0 x16), not RTX 3060 Ti"
+    )
+    code, out, err = _main_exit(capsys, *args, "--hardware", "RTX 3060 12GB")
+    assert code == 0 and err == ""  # positive control: an exact name needs no note
 
 
 def test_simulate_prompt_tokens_beyond_the_limit_are_refused_before_allocation(capsys):

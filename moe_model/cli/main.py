@@ -2,7 +2,7 @@
 
 Flags and JSON fields are a contract other tools script against: keep their names.
 Exit 0 when the input was read (also when the server would not start), 1 with a one-line
-message on stderr when it could not be.
+message on stderr when it could not be, and from `recommend` when no setting fits.
 """
 
 from __future__ import annotations

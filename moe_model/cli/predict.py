@@ -26,15 +26,24 @@ from moe_model.speed.hardware import MIN_RATE
 from moe_model.workload import Batching, Workload, WorkloadStream
 
 
+def _named_preset(name: str):
+    """The GPU preset a typed name resolves to; what it became goes to stderr unless the name was exact."""
+    from moe_model.speed.hardware import preset_match
+
+    match = preset_match(name)
+    if match.how != "exact":
+        print(f"note: {match.describe()}", file=sys.stderr)
+    return match.hardware
+
+
 def _hardware(args: argparse.Namespace):
     """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
     from moe_model.speed.calibration import default_time_model, load_machine
-    from moe_model.speed.hardware import preset
 
     if getattr(args, "machine", None):
         hw, rel_error = load_machine(args.machine)
     else:
-        hw, rel_error = preset(args.hardware), default_time_model().rel_error
+        hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
     if args.link_gbs is not None:
         changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
@@ -144,6 +153,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.fit_advice import recommend_advice
     from moe_model.speed.recommend import recommend
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
@@ -164,31 +174,52 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     margin = None
     if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
+    advice = recommend_advice(model, hw, options)
     if args.json:
         out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
-        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
-        return 0
+        out |= {"fits": advice.fits, "would_fit": [c.as_dict() for c in advice.would_fit], "summary": advice.summary}
+        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error}))
+    else:
+        _print_recommendation(ranked, best, margin, advice)
+        print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+        print(f"summary: {advice.summary}")
+    if not advice.fits:
+        print(f"error: {advice.summary}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _why_unusable(option: dict) -> str:
+    if not option["starts"]:
+        return "does not start"
+    short = [what for what, ok in (("VRAM", option["fits_vram"]), ("RAM", option["fits_ram"])) if not ok]
+    return f"does not fit {' or '.join(short)}"
+
+
+def _print_recommendation(ranked: list[dict], best: dict | None, margin: float | None, advice) -> None:
     for o in ranked:
-        status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
         lo, hi = o["decode_tps_range"]
-        print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}{status}")
+        if o["usable"]:
+            print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}")
+        else:  # no speed for what cannot run, as predict shows none
+            print(f"{'-':>7} t/s  {o['label']}  ({_why_unusable(o)})")
     if best:
         print(
             f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
         print(f"  {best['command']}")
-    print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
-    return 0
+    if advice.would_fit:
+        print("\nwhat would fit (the smallest change of each kind):")
+        print("\n".join(f"  {c.text}" for c in advice.would_fit))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.readers.logs import parse_log
     from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
-    from moe_model.speed.hardware import preset
     from moe_model.speed.measured import log_points
 
-    model, hw = load_model(args.model), preset(args.hardware)
+    model, hw = load_model(args.model), _named_preset(args.hardware)
     points = []
     for path in args.logs:
         points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
