@@ -55,7 +55,13 @@ MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, no
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
 
-# --- the app's caches (ui/common.py): 15-25 MiB an entry, bounded in count and age ---
+# --- budget curves (speed/curve.py) and the policy comparison (speed/policy_compare.py) ---
+CURVE_SPREAD_BUDGETS = 24  # budgets spread from the smallest that starts to the one that caches every expert
+CURVE_SLIDER_STOPS = 40  # a budget slider's stops, each on the curve: a drag needs no new run
+POLICY_BUDGETS = 8  # budgets each policy of a comparison replays (a run per budget for all but the exact LRU)
+MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy and budget on the real GPT-OSS trace
+
+# --- the app's caches (ui/cached.py): 15-25 MiB an entry, bounded in count and age ---
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 
 # --- hardware flags ---

@@ -4,7 +4,7 @@ A field made with `setting(...)` carries its default, help, command-line flags (
 others old or llama.cpp spellings kept as aliases), accepted range or choices, the app's URL key and widget.
 A field made with `prior(...)` is a fitted parameter: its default is the prior the fit is pulled towards,
 with the pull's log-space width, the fit's bounds and the fit that sets it. The CLI's flags (cli/args.py),
-the app's URL state and widgets (ui/common.py) and the calibration's tables (speed/time_model.py) are
+the app's URL state and widgets (ui/state.py, ui/widgets.py) and the calibration's tables (speed/time_model.py) are
 generated from these declarations: `settings_of(cls)` lists them.
 """
 

@@ -12,8 +12,10 @@ from moe_model.speed.calibration import calibrate_machine
 from moe_model.speed.hardware import preset
 from moe_model.speed.measured import log_points
 from moe_model.speed.measurements import crosscheck, point_from_run
-from ui.common import cached_log, friendly_errors, sidebar_hardware, sidebar_model
+from ui.cached import cached_log
+from ui.sidebar import sidebar_hardware, sidebar_model
 from ui.tables import readable, run_summary
+from ui.widgets import friendly_errors
 
 EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
     f"real H200 run: {p.name}": p for p in sorted(data_path("groundtruth", "logs").glob("server_*.log"))

@@ -8,22 +8,14 @@ import streamlit as st
 
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
+from moe_model.speed.curve import slider_top
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.vram import max_budget_mib
-from ui.common import (
-    budget_slider,
-    budget_top,
-    fit_verdicts,
-    friendly_errors,
-    model_flag_path,
-    sidebar_hardware,
-    sidebar_model,
-    sidebar_placement,
-    sidebar_serving,
-)
+from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_placement, sidebar_serving
 from ui.tables import readable
+from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
@@ -42,7 +34,7 @@ with friendly_errors():
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
         fits = max_budget_mib(model, hw, placement, ctx)
-        top = budget_top(lowest, full, fits)
+        top = slider_top(lowest, full, fits)
         budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
         c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")

@@ -84,7 +84,8 @@ def test_no_cli_flag_that_a_setting_declares_is_added_by_hand():
 
 
 def test_url_keys_and_widget_ranges_are_the_listed_ones_generated_from_the_settings():
-    from ui.common import MACHINE_EDITS, URL_SETTINGS
+    from ui.sidebar import MACHINE_EDITS
+    from ui.state import URL_SETTINGS
 
     table = {key: s.widget.options or (s.widget.lo, s.widget.hi, s.widget.step) for key, s in URL_SETTINGS.items()}
     assert table == URL_KEYS

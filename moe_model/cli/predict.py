@@ -60,17 +60,17 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     from moe_model.speed.scenario import Scenario
 
     path = getattr(args, "trace", None)
-    opened = open_trace(path) if path else None
+    opened = lru_cache(maxsize=1)(lambda: open_trace(path))  # opened when a replay first needs it
 
     @lru_cache(maxsize=16)
     def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
-        if opened is None:
+        if not path:
             return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
         batching = Batching(concurrency, draft, accept)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
-            held = load_any(path) if isinstance(opened, WorkloadStream) else opened
+            held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
-        return stream_from(opened, batching, model.n_expert)
+        return stream_from(opened(), batching, model.n_expert)
 
     return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
 
@@ -85,30 +85,27 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
     return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
 
 
-def _predict_one(args, model, hw, time_model, rel_error, spread, budget: int):
-    from moe_model.speed.scenario import resolve
-    from moe_model.speed.time_model import predict
-    from moe_model.speed.traffic import from_workload
-
-    sc = scenario_from_args(args, budget_mib=budget)
-    layout = resolve(model, hw, sc)
-    traffic = None
-    if args.hit_rate is None and (layout.plan.starts and budget or sc.tokens_per_ubatch > 1):
-        traffic = from_workload(model, layout, sc, _workload_source(args, model)(sc))
-    return predict(
-        model, hw, time_model.params, sc, traffic, args.hit_rate, layout, rel_error=rel_error, spread_points=spread
-    )
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.curve import curve
     from moe_model.speed.time_model import verdict
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
     spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
-    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.budget_mib)
-    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, 0)
+    workload_for = _workload_source(args, model) if args.hit_rate is None else None
+    both = curve(
+        model,
+        hw,
+        time_model.params,
+        scenario_from_args(args),
+        sorted({args.budget_mib, 0}),
+        workload_for,
+        hit_rate=args.hit_rate,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
+    pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
     out = pred.as_dict() | {
         "verdict": cache_verdict,

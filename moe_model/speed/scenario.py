@@ -277,5 +277,7 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
-    vram = breakdown(model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch)
+    vram = breakdown(
+        model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch, plan
+    )
     return Layout(placement, plan, vram, host, cpu_layers)

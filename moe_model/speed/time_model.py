@@ -32,12 +32,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from moe_model.llama.pool_rule import copies_from_pool
-from moe_model.policies import MODELLED, REFERENCE, get_policy
+from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
-from moe_model.speed.traffic import Traffic, from_counts, from_hit_rate, independent_distinct
+from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown
 
 MS = 1e3
@@ -315,34 +315,3 @@ def verdict(with_cache: Prediction, without: Prediction) -> str:
     if hi < base_lo:
         return "hurts"
     return "too close to call"
-
-
-def predict_curve(
-    model: ModelSpec,
-    hw: Hardware,
-    params: TimeParams,
-    base: Scenario,
-    results: list,
-    n_ubatches: int,
-    policy_traffic=None,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-) -> list[Prediction]:
-    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement:
-    the exact LRU). For another policy, `policy_traffic(scenario)` supplies each budget's traffic (a replay
-    of that policy per budget).
-    """
-    out = []
-    for r in results:
-        sc = base.with_budget(r.budget_mib)
-        layout = resolve(model, hw, sc)
-        traffic = None
-        if layout.plan.starts:
-            if sc.policy_name != REFERENCE and policy_traffic is not None:
-                traffic = policy_traffic(sc)
-            else:
-                traffic = from_counts(model, layout, sc, r.layer_hits, r.layer_lookups, n_ubatches, "simulated")
-        out.append(
-            predict(model, hw, params, sc, traffic, layout=layout, rel_error=rel_error, spread_points=spread_points)
-        )
-    return out

@@ -16,7 +16,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from moe_model.errors import MoeModelError
 from moe_model.limits import DEFAULT_CTX, DEFAULT_UBATCH
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
-from moe_model.llama.slot_plan import MIB, Placement, plan_cache
+from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 
@@ -135,9 +135,11 @@ def breakdown(
     n_ubatch: int = DEFAULT_UBATCH,
     kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     offload_min_batch: int = OFFLOAD_MIN_BATCH,
+    plan: CachePlan | None = None,
 ) -> VramBreakdown:
-    """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked)."""
-    plan = plan_cache(model, budget_mib, placement)
+    """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked).
+    `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice)."""
+    plan = plan or plan_cache(model, budget_mib, placement)
     compute = max(
         compute_buffer_mib(model, n_ubatch, n_ctx), offload_copy_mib(model, placement, n_ubatch, offload_min_batch)
     )
