@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS
+from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS
 from moe_model.llama.slot_plan import Placement
 from moe_model.settings import Alias, Setting, settings_of
 from moe_model.speed.hardware import Hardware
@@ -62,6 +62,18 @@ def numbers(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def per_gpu(value: Callable[[str], float]) -> Callable[[str], tuple[float, ...]]:
+    """An argparse type: comma-separated values, one per GPU (at most MAX_GPUS), each read by `value`."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        values = tuple(value(x) for x in text.split(","))
+        if len(values) > MAX_GPUS:
+            raise argparse.ArgumentTypeError(f"at most {MAX_GPUS} values (one per GPU), got {len(values)}")
+        return values
+
+    return parse
+
+
 def wholes(text: str) -> tuple[int, ...]:
     """Comma-separated whole numbers; any fraction is refused."""
     values = numbers(text)
@@ -91,7 +103,7 @@ def flag_type(s: Setting) -> Callable[[str], object] | None:
     if kind is float:
         return ranged(number, s.lo, s.hi)
     if kind is tuple:
-        return numbers
+        return per_gpu(ranged(number, s.lo, s.hi))
     return _checked(s.parse) if s.parse else None  # text: checked by the setting's parser or its choices
 
 

@@ -100,8 +100,9 @@ def format_run(run: dict, check: list | None) -> str:
     ]
     for name in ("small", "large"):
         if st := run["stats"][name]:
+            rate = "-" if st["hit_rate"] is None else f"{100 * st['hit_rate']:.2f}%"
             lines.append(
-                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {100 * st['hit_rate']:.2f}% "
+                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {rate} "
                 f"({st['hits']} hits, {st['misses']} misses), uploaded {st['uploaded_mib']:.2f} MiB"
             )
     if run["stats"]["copied"]["experts"]:

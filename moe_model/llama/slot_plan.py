@@ -8,12 +8,13 @@ cache everything.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field, replace
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import MAX_LAYERS
+from moe_model.limits import MAX_LAYERS, MAX_SPLIT_SHARE
 from moe_model.readers.model_spec import LayerSpec, ModelSpec
 from moe_model.settings import setting
 
@@ -52,7 +53,12 @@ class Placement:
     )
     n_gpus: int = 1
     tensor_split: tuple[float, ...] = setting(
-        (), help="split of layers and budget across GPUs", flags=("--tensor-split", "-ts"), metavar="A,B,..."
+        (),
+        help="split of layers and budget across GPUs (one share per GPU)",
+        flags=("--tensor-split", "-ts"),
+        lo=0,
+        hi=MAX_SPLIT_SHARE,
+        metavar="A,B,...",
     )
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None
@@ -64,8 +70,8 @@ class Placement:
         if self.n_cpu_moe < 0:
             raise MoeModelError(f"--n-cpu-moe must be >= 0, got {self.n_cpu_moe}")
         for name, values in (("tensor split", self.tensor_split), ("free memory", self.free_mib)):
-            if values and (len(values) != self.n_gpus or any(v < 0 for v in values)):
-                raise MoeModelError(f"{name} needs {self.n_gpus} non-negative values, got {list(values)}")
+            if values and (len(values) != self.n_gpus or not all(0 <= v < math.inf for v in values)):
+                raise MoeModelError(f"{name} needs {self.n_gpus} finite non-negative values, got {list(values)}")
 
     def split_weights(self) -> tuple[float, ...]:
         """Per GPU weight of the layer and budget split: -ts, else free memory, else equal."""
