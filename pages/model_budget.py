@@ -8,16 +8,13 @@ import streamlit as st
 
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
+from moe_model.speed.curve import slider_top
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.known_problems import known_problems
 from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.vram import max_budget_mib
-from ui.common import (
-    budget_slider,
-    fit_verdicts,
-    friendly_errors,
-    model_flag_path,
+from ui.sidebar import (
     policy_caption,
     sidebar_build,
     sidebar_hardware,
@@ -26,6 +23,7 @@ from ui.common import (
     sidebar_serving,
 )
 from ui.tables import readable
+from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
@@ -45,7 +43,7 @@ with friendly_errors():
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
         fits = max_budget_mib(model, hw, placement, ctx)
-        top = max(min(int(full * 1.05), fits), 1) if fits >= lowest else max(int(full * 1.05), 1)
+        top = slider_top(lowest, full, fits)
         budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
         c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")

@@ -24,7 +24,7 @@ from moe_model.limits import (
 )
 from moe_model.llama import lru_kernel
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP, check_kernel_inputs
-from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
+from moe_model.llama.pool_rule import NO_POOL, copies_from_pool
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
@@ -171,7 +171,7 @@ def pool_need(work: Workload) -> np.ndarray:
 def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
     """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
     cache = in_group & (need <= n_slots)
-    probe = in_group & (work.rec_ntok >= OFFLOAD_MIN_BATCH) & ~cache & copies
+    probe = in_group & copies_from_pool(work.rec_ntok) & ~cache & copies
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 
@@ -288,9 +288,17 @@ def simulate_budgets(
     class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
     number of budgets, not on the trace length.
     """
+    return simulate_plans(model, work, [plan_cache(model, int(b), placement) for b in budgets_mib], kernel)
+
+
+def simulate_plans(
+    model: ModelSpec, work: Workload | WorkloadStream, plans: Sequence[CachePlan], kernel: Kernel = LRU_KERNEL
+) -> list[SimResult]:
+    """simulate_budgets for cache plans already made (all of one placement): a caller that has them plans nothing
+    twice."""
     stream = work if isinstance(work, WorkloadStream) else stream_of(work, SIM_CHUNK_RECORDS)
     stream.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
-    plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
+    plans = list(plans)
     thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
     layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
     caps, n_layer, n_expert = [_caps(plans, gi, b) for gi, _, _, b in layout], stream.n_layer, model.n_expert

@@ -8,12 +8,15 @@ cache everything.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field, replace
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_LAYERS, MAX_SPLIT_SHARE
 from moe_model.readers.model_spec import LayerSpec, ModelSpec
+from moe_model.settings import setting
 
 MIB = 1024 * 1024
 CUDA_ALIGNMENT = 128  # ggml_backend_cuda_buffer_type_get_alignment
@@ -40,9 +43,23 @@ class Placement:
 
     cpu_moe: bool = True
     n_cpu_moe: int = 0
-    n_gpu_layers: int = -1
+    n_gpu_layers: int = setting(
+        -1,
+        help="layers offloaded to the GPU(s) (default -1: all)",
+        flags=("--n-gpu-layers", "-ngl"),
+        lo=-1,
+        hi=MAX_LAYERS,
+        metavar="N",
+    )
     n_gpus: int = 1
-    tensor_split: tuple[float, ...] = ()
+    tensor_split: tuple[float, ...] = setting(
+        (),
+        help="split of layers and budget across GPUs (one share per GPU)",
+        flags=("--tensor-split", "-ts"),
+        lo=0,
+        hi=MAX_SPLIT_SHARE,
+        metavar="A,B,...",
+    )
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None
     fit: bool = False
@@ -53,8 +70,8 @@ class Placement:
         if self.n_cpu_moe < 0:
             raise MoeModelError(f"--n-cpu-moe must be >= 0, got {self.n_cpu_moe}")
         for name, values in (("tensor split", self.tensor_split), ("free memory", self.free_mib)):
-            if values and (len(values) != self.n_gpus or any(v < 0 for v in values)):
-                raise MoeModelError(f"{name} needs {self.n_gpus} non-negative values, got {list(values)}")
+            if values and (len(values) != self.n_gpus or not all(0 <= v < math.inf for v in values)):
+                raise MoeModelError(f"{name} needs {self.n_gpus} finite non-negative values, got {list(values)}")
 
     def split_weights(self) -> tuple[float, ...]:
         """Per GPU weight of the layer and budget split: -ts, else free memory, else equal."""

@@ -1,9 +1,10 @@
 """Step through llama.cpp's cache one (layer, ubatch) at a time, keeping every slot's content.
 
-For teaching on small models: the literal b11549 plan() (linked list of slots, hits refreshed first,
-sorted misses take the head), recording what each step hit, filled and evicted; and b12170's ClassLRU
-written the same plain way (one list per class, each key's CRF), the readable reference of its kernel.
-Slow by design; its counts equal the policy's (tests/test_policies.py). Policies it can show: STEPPABLE.
+For teaching on small models: b11549's plan() through the list engine the policies run (lru_lists: linked
+list of slots, hits refreshed first, sorted misses take the head), one record at a time, recording what each
+step hit, filled and evicted; and b12170's ClassLRU written the plain way (one list per class, each key's CRF),
+the readable reference of its kernel. Its counts equal the policy's (tests/test_policies.py). Policies it can
+show: STEPPABLE.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import numpy as np
 
 from moe_model.errors import MoeModelError
 from moe_model.llama.lru_kernel import check_kernel_inputs
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
+from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.llama.slot_plan import CachePlan
 from moe_model.policies import CLASS_LRU, REFERENCE, get_policy
 from moe_model.policies.class_lru import KNOBS, crf_class, decayed
 from moe_model.policies.lazy_unload import idle_limit
+from moe_model.policies.lru_lists import HEADS, KEY_OF, NEXT, fill_misses, new_lists, refresh_hits, unload_idle
 from moe_model.workload import Workload
 
 
@@ -46,46 +48,44 @@ class Step:
 STEPPABLE = (REFERENCE, CLASS_LRU, "lazy-unload")
 
 
-class _Pool:
-    def __init__(self, n_slots: int) -> None:
-        self.order = list(range(n_slots))  # head (least recently used) first
-        self.key_of = [-1] * n_slots
-        self.slot_of: dict[int, int] = {}
-        self.last_round = [0] * n_slots
+class _Pools:
+    """The groups' pools as lru_lists' list engine keeps them (one pool per group; an uncached group has none)."""
 
-    def touch(self, slot: int, round_: int) -> None:
-        self.order.remove(slot)
-        self.order.append(slot)
-        self.last_round[slot] = round_
+    def __init__(self, slots: list[int], n_layer: int, n_expert: int) -> None:
+        self.sizes = np.array(slots, dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
+        self.lists = new_lists(self.sizes, n_layer * n_expert)
+        n = max(int(self.sizes.max(initial=0)), n_expert)  # a record's experts, or a pool's keys unloaded at once
+        self.hits, self.misses, self.slots, self.evicted = (np.empty(n, dtype=np.int64) for _ in range(4))
 
-    def victim(self) -> int:
-        return self.order[0]
+    def contents(self, p: int) -> np.ndarray:
+        start = self.starts[p]
+        return self.lists[KEY_OF][start : start + self.sizes[p]].copy()
 
-    def eviction_order(self) -> tuple[int, ...]:
-        return tuple(self.order)
-
-    def unload_idle(self, before: int) -> list[int]:
-        """lazy-unload: clear the keys last used before round `before` (they lead the list); returns them."""
-        gone = [self.key_of[s] for s in self.order if self.key_of[s] >= 0 and self.last_round[s] < before]
-        for key in gone:
-            self.key_of[self.slot_of.pop(key)] = -1
-        return gone
+    def order(self, p: int) -> tuple[int, ...]:
+        """Pool p's slots from the next eviction (head) to the most recently used."""
+        out, s = [], int(self.lists[HEADS][p])
+        while s >= 0:
+            out.append(s - int(self.starts[p]))
+            s = int(self.lists[NEXT][s])
+        return tuple(out)
 
 
-class _ClassPool(_Pool):
-    """ClassLRU (moe_model.policies.class_lru) on plain lists: one per class, each key's CRF and last use kept
-    across evictions, the clocks per layer (or one per group)."""
+class _ClassPool:
+    """ClassLRU (moe_model.policies.class_lru) on plain lists: one LRU list per class, each key's CRF and last use
+    kept across evictions, the clocks per layer (or one per group)."""
 
     def __init__(self, n_slots: int, n_expert: int, knobs: dict) -> None:
-        super().__init__(n_slots)
         self.n_expert, self.knobs = n_expert, knobs
+        self.key_of = [-1] * n_slots
+        self.slot_of: dict[int, int] = {}
         self.crf: dict[int, float] = {}
         self.last_use: dict[int, int] = {}
         self.clock: dict[int | str, int] = {}
         self.lists: list[list[int]] = [[] for _ in range(int(knobs["n_classes"]))]
         self.cls = [-1] * n_slots
         self.t = [0] * n_slots
-        self.plan: set[int] = set()  # slots this plan() used
+        self.used: set[int] = set()  # slots this plan() used
 
     def _clock_of(self, layer: int) -> int | str:
         return "group" if self.knobs["clock"] == "group" else layer
@@ -93,39 +93,30 @@ class _ClassPool(_Pool):
     def now(self, layer: int) -> int:
         return self.clock.get(self._clock_of(layer), 0)
 
-    def start_plan(self, layer: int, n_tokens: int) -> None:
-        """plan(): the clock advances by the ubatch's real token count; nothing is used yet."""
-        self.clock[self._clock_of(layer)] = self.now(layer) + n_tokens
-        self.plan = set()
-
     def use(self, key: int, layer: int) -> int:
         """The key's CRF after a use now (decayed, plus the increment) and its class."""
-        now = self.now(layer)
-        old = self.crf.get(key)
-        value = self.knobs["increment"] + (0.0 if old is None else decayed(old, now - self.last_use[key], self.hl))
+        now, old = self.now(layer), self.crf.get(key)
+        half_life = float(self.knobs["half_life_tokens"])
+        value = self.knobs["increment"] + (0.0 if old is None else decayed(old, now - self.last_use[key], half_life))
         self.crf[key], self.last_use[key] = value, now
         return crf_class(value, len(self.lists))
-
-    @property
-    def hl(self) -> float:
-        return float(self.knobs["half_life_tokens"])
 
     def place(self, slot: int, cls: int, layer: int) -> None:
         if self.cls[slot] >= 0:
             self.lists[self.cls[slot]].remove(slot)
         self.lists[cls].append(slot)
         self.cls[slot], self.t[slot] = cls, self.now(layer)
-        self.plan.add(slot)
+        self.used.add(slot)
 
     def score(self, slot: int) -> float:
-        key = self.key_of[slot]
-        return (self.now(key // self.n_expert) - self.t[slot]) / 2 ** self.cls[slot]
+        return (self.now(self.key_of[slot] // self.n_expert) - self.t[slot]) / 2 ** self.cls[slot]
 
     def victim(self) -> int:
+        """An empty slot, else the head of an untouched list with the largest age / 2^class."""
         empty = [s for s in range(len(self.key_of)) if self.key_of[s] < 0]
         if empty:
             return empty[0]
-        heads = [lst[0] for lst in self.lists if lst and lst[0] not in self.plan]  # untouched lists only
+        heads = [lst[0] for lst in self.lists if lst and lst[0] not in self.used]
         high = self.knobs["ties"] == "high-class"
         best = heads[0]
         for slot in heads[1:]:  # lowest class first: an equal score keeps it, unless ties go to the higher class
@@ -141,6 +132,27 @@ class _ClassPool(_Pool):
         rank = sorted(held, key=lambda s: (-self.score(s), self.cls[s], self.lists[self.cls[s]].index(s)))
         return tuple(empty + rank)
 
+    def plan(self, layer: int, n_tokens: int, ids: np.ndarray):
+        """plan(): the clock moves by the ubatch's tokens, every key's CRF and class follow; hits first, then the
+        sorted misses take the victims. Returns the hit experts, the (expert, slot) fills and the evictions."""
+        self.clock[self._clock_of(layer)] = self.now(layer) + n_tokens
+        self.used = set()
+        base, uniq = layer * self.n_expert, list(dict.fromkeys(ids.tolist()))
+        classes = {e: self.use(base + e, layer) for e in uniq}
+        hits = [e for e in uniq if base + e in self.slot_of]
+        for e in hits:
+            self.place(self.slot_of[base + e], classes[e], layer)
+        fills, evicted = [], []
+        for e in sorted(set(uniq) - set(hits)):
+            slot = self.victim()
+            if (old := self.key_of[slot]) >= 0:
+                del self.slot_of[old]
+                evicted.append((old // self.n_expert, old % self.n_expert))
+            self.key_of[slot], self.slot_of[base + e] = base + e, slot
+            self.place(slot, classes[e], layer)
+            fills.append((e, slot))
+        return tuple(hits), tuple(fills), tuple(evicted)
+
 
 def steps(
     work: Workload, plan: CachePlan, n_expert: int, limit: int = 2000, policy: str = REFERENCE, **knobs
@@ -151,83 +163,74 @@ def steps(
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, n_expert, work.n_layer)
     idle = idle_limit(**(dict(get_policy(policy).knobs) | knobs)) if policy == "lazy-unload" else 0
     group_of = {il: gi for gi, g in enumerate(plan.groups) if g.cached and plan.starts for il in g.layers}
-    pools = [_new_pool(g.n_slots, policy, knobs, n_expert) if g.cached and plan.starts else None for g in plan.groups]
-    out, total_hits, total_misses, rounds = [], 0, 0, [-1] * len(pools)
+    cached = [g.cached and plan.starts for g in plan.groups]
+    pools = _Pools([g.n_slots if c else 0 for g, c in zip(plan.groups, cached, strict=True)], work.n_layer, n_expert)
+    classy = [_ClassPool(g.n_slots, n_expert, KNOBS | knobs) if c and policy == CLASS_LRU else None
+              for g, c in zip(plan.groups, cached, strict=True)]  # fmt: skip
+    out, total_hits, total_misses, rounds = [], 0, 0, [-1] * len(cached)
     for r in range(min(limit, work.n_records)):
         layer, ntok, ub = int(work.rec_layer[r]), int(work.rec_ntok[r]), int(work.rec_ubatch[r])
-        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * ntok].tolist()
+        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * ntok]
         gi = group_of.get(layer)
-        hits, fills, evicted, path = [], [], [], "not cached"
+        hits, fills, evicted, path = (), (), (), "not cached"
         if gi is not None and ntok > 0:
-            pool = pools[gi]
-            if uses_pool(ntok, work.k, n_expert, len(pool.key_of)):
+            if uses_pool(ntok, work.k, n_expert, int(pools.sizes[gi])):
                 path = "cache"
-                unloaded = []
+                unloaded: tuple = ()
                 if idle and rounds[gi] != ub:  # a new round for this pool: unload what sat idle
                     rounds[gi] = ub
-                    unloaded = [(key // n_expert, key % n_expert) for key in pool.unload_idle(ub - idle)]
-                hits, fills, evicted = _plan(pool, layer, ntok, list(dict.fromkeys(ids)), n_expert, ub)
+                    n = unload_idle(pools.lists, gi, ub - idle, pools.evicted)
+                    unloaded = tuple((int(key) // n_expert, int(key) % n_expert) for key in pools.evicted[:n])
+                if classy[gi] is not None:
+                    hits, fills, evicted = classy[gi].plan(layer, ntok, ids)
+                else:
+                    hits, fills, evicted = _plan(pools, gi, layer, ids, n_expert, ub)
                 evicted = unloaded + evicted
                 total_hits, total_misses = total_hits + len(hits), total_misses + len(fills)
             else:
-                path = "large batch (copy)" if ntok >= OFFLOAD_MIN_BATCH else "CPU"
-        snapshot = tuple(np.array(p.key_of) if p else np.zeros(0, int) for p in pools)
-        classes = tuple(np.array(p.cls) if isinstance(p, _ClassPool) else np.zeros(0, int) for p in pools)
-        crfs = tuple(
-            np.array([p.crf.get(kk, 0.0) for kk in p.key_of]) if isinstance(p, _ClassPool) else np.zeros(0)
-            for p in pools
-        )
+                path = "large batch (copy)" if copies_from_pool(ntok) else "CPU"
         out.append(
             Step(
                 r,
-                int(work.rec_ubatch[r]),
+                ub,
                 layer,
                 ntok,
                 gi,
                 path,
-                tuple(hits),
-                tuple(fills),
-                tuple(evicted),
-                snapshot,
-                total_hits,
-                total_misses,
-                tuple(p.eviction_order() if p else () for p in pools),
-                classes if policy == CLASS_LRU else (),
-                crfs if policy == CLASS_LRU else (),
+                hits,
+                fills,
+                evicted,
+                *_snapshot(pools, classy, cached, total_hits, total_misses),
             )
         )
     return out
 
 
-def _new_pool(n_slots: int, policy: str, knobs: dict, n_expert: int) -> _Pool:
-    return _ClassPool(n_slots, n_expert, KNOBS | knobs) if policy == CLASS_LRU else _Pool(n_slots)
+def _snapshot(pools: _Pools, classy: list, cached: list[bool], total_hits: int, total_misses: int) -> tuple:
+    """Step's fields after `evicted`: per group the key in each slot, the counts so far, the eviction order and
+    (ClassLRU) each slot's class and CRF."""
+    if not any(c is not None for c in classy):
+        contents = tuple(pools.contents(p) if c else np.zeros(0, int) for p, c in enumerate(cached))
+        order = tuple(pools.order(p) if c else () for p, c in enumerate(cached))
+        return contents, total_hits, total_misses, order, (), ()
+    empty = np.zeros(0, int)
+    contents = tuple(np.array(c.key_of) if c else empty for c in classy)
+    order = tuple(c.eviction_order() if c else () for c in classy)
+    classes = tuple(np.array(c.cls) if c else empty for c in classy)
+    crf = tuple(np.array([c.crf.get(k, 0.0) for k in c.key_of]) if c else np.zeros(0) for c in classy)
+    return contents, total_hits, total_misses, order, classes, crf
 
 
-def _plan(pool: _Pool, layer: int, n_tokens: int, uniq: list[int], n_expert: int, round_: int):
-    """llama.cpp's plan(): hits go to the tail first, then sorted misses take the victim (LRU: the head)."""
-    classes = {}
-    if isinstance(pool, _ClassPool):  # the clock moves by this record's tokens, then every key's CRF
-        pool.start_plan(layer, n_tokens)
-        classes = {e: pool.use(layer * n_expert + e, layer) for e in uniq}
-    hits = [e for e in uniq if layer * n_expert + e in pool.slot_of]
-    for e in hits:
-        _refresh(pool, pool.slot_of[layer * n_expert + e], classes.get(e), layer, round_)
-    fills, evicted = [], []
-    for e in sorted(set(uniq) - set(hits)):
-        slot = pool.victim()
-        old = pool.key_of[slot]
-        if old >= 0:
-            del pool.slot_of[old]
-            evicted.append((old // n_expert, old % n_expert))
-        pool.key_of[slot] = layer * n_expert + e
-        pool.slot_of[layer * n_expert + e] = slot
-        _refresh(pool, slot, classes.get(e), layer, round_)
-        fills.append((e, slot))
-    return hits, fills, evicted
-
-
-def _refresh(pool: _Pool, slot: int, cls: int | None, layer: int, round_: int) -> None:
-    if isinstance(pool, _ClassPool):
-        pool.place(slot, cls, layer)
-    else:
-        pool.touch(slot, round_)
+def _plan(pools: _Pools, p: int, layer: int, ids: np.ndarray, n_expert: int, round_: int):
+    """llama.cpp's plan() on pool p through the list engine: hits go to the tail first, then sorted misses take the
+    head slot. Returns the hit experts, the (expert, slot) fills and the (layer, expert) evictions."""
+    uniq = np.array(list(dict.fromkeys(ids.tolist())), dtype=np.int64)
+    base = layer * n_expert
+    nh, nm = refresh_hits(pools.lists, p, base, uniq, len(uniq), round_, pools.hits, pools.misses)
+    refuse_none = np.zeros(nm, dtype=np.bool_)
+    room = int(pools.sizes[p]) - nh
+    fill_misses(pools.lists, p, base, pools.misses, nm, refuse_none, room, round_, pools.slots, pools.evicted)
+    start = int(pools.starts[p])
+    fills = tuple((int(pools.misses[j]), int(pools.slots[j]) - start) for j in range(nm))
+    gone = tuple((int(e) // n_expert, int(e) % n_expert) for e in pools.evicted[:nm] if e >= 0)
+    return tuple(int(e) for e in pools.hits[:nh]), fills, gone

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
 from moe_model.llama.slot_plan import Placement
@@ -166,7 +167,7 @@ def scenario_of_run(run: LogRun, model: ModelSpec, build: int | None = None) -> 
     placement = infer_placement(run, model)
     budget = (infer_budget(run, model, placement) or 0) if run.devices else 0
     mode = "mmap" if "CPU_Mapped" in run.placement.get("model_buffers_mib", {}) else "none"
-    n_ctx = int(run.placement.get("n_ctx", 4096))
+    n_ctx = int(run.placement.get("n_ctx", DEFAULT_CTX))
     streams = int(run.placement.get("n_seq_max", 1))
     return Scenario(placement, budget, streams, n_ctx=n_ctx, load_mode=mode, build=run_build(run, build)[0])
 
