@@ -6,15 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import measured_curves
-from moe_model.errors import MoeModelError
 from moe_model.resources import data_path
 from moe_model.speed.calibration import calibrate_machine
-from moe_model.speed.hardware import preset
 from moe_model.speed.measured import log_points
 from moe_model.speed.measurements import crosscheck, point_from_run
-from ui.cached import cached_log
+from ui.cached import cached_log, content_key
+from ui.session_logs import log_machine, same_model
 from ui.sidebar import sidebar_hardware, sidebar_model
-from ui.tables import readable, run_summary
+from ui.state import keep, kept
+from ui.tables import calibration_table, readable, run_summary
+from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
 
 EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
@@ -28,40 +29,35 @@ st.caption(
 )
 
 
-def same_model(run, model) -> bool:
-    """A run of the sidebar's model (only those are cross-checked and calibrated)."""
-    return run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert
-
-
-def log_machine(runs, fallback):
-    """The machine the runs' logs name (one preset for all of them), else the sidebar's."""
-    names = {str(r.placement.get("gpu") or "").replace("NVIDIA", "").strip() for r in runs}
-    if len(names) != 1 or not next(iter(names)):
-        return fallback
-    try:
-        return preset(next(iter(names))).with_changes(ram_gib=fallback.ram_gib)
-    except MoeModelError:
-        return fallback
-
-
-def drop_examples() -> None:
-    """An upload replaces the bundled example (it stays one click away)."""
-    st.session_state["log_examples"] = []
+def example_picks(have_uploads: bool) -> list[str]:
+    """Bundled examples, kept across pages and in the URL; the T4 example only while nothing is uploaded."""
+    default = "" if have_uploads else "t4-cpumoe-10000.log"
+    chosen = [n for n in kept("log_examples", default).split(";") if n in EXAMPLES]
+    picks = st.multiselect(
+        "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
+        list(EXAMPLES),
+        default=chosen,
+        key="log_examples",
+    )
+    keep(log_examples=";".join(picks))
+    return picks
 
 
 with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
-    uploads = st.file_uploader(
-        "llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload", on_change=drop_examples
+    new = st.file_uploader(
+        "llama-server / llama-cli logs (kept for this session until removed in the sidebar)",
+        accept_multiple_files=True,
+        key=uploader_key("log_upload"),
     )
-    picks = st.multiselect(
-        "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
-        list(EXAMPLES),
-        default=[] if uploads else ["t4-cpumoe-10000.log"],
-        key="log_examples",
-    )
-    files = [(u.name, u.getvalue()) for u in uploads or []] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
+    held = {u.digest for u in session_uploads().of_kind("log")}
+    added = [keep_upload("log", u.name, u.getvalue()) for u in new or [] if content_key(u.getvalue()) not in held]
+    if any(added):
+        st.rerun()  # the sidebar, drawn before these were kept, names them too
+    kept_logs = session_uploads().of_kind("log")
+    picks = example_picks(bool(kept_logs))
+    files = [(u.name, u.data) for u in kept_logs] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
     points, all_runs = [], []
     for name, data in files:
         try:
@@ -132,18 +128,7 @@ with friendly_errors():
             )
         ]
         result = calibrate_machine(cal_points, machine, time_model.params)
-        st.table(
-            pd.DataFrame(
-                {
-                    "run": list(result.fit_errors),
-                    "error in the fit %": [round(100 * e, 1) for e in result.fit_errors.values()],
-                    "error when left out %": [round(100 * result.left_out_errors[n], 1) for n in result.fit_errors],
-                    "judges the fit": [
-                        "yes" if n in result.judged else "no (alone pins a term)" for n in result.fit_errors
-                    ],
-                }
-            ),
-        )
+        st.table(calibration_table(result))
         if result.accepted:
             st.session_state["machine"] = (result.hardware, result.rel_error)
             st.success(f"Fitted {', '.join(result.fitted)}: every page now uses this machine (sidebar).")

@@ -12,10 +12,12 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
-from moe_model.speed.hardware import PRESETS, Hardware, preset
+from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
 from moe_model.speed.scenario import LOAD_MODES
-from ui.cached import cached_model, content_key
-from ui.state import forget, keep, kept
+from ui.cached import cached_model, content_key, fingerprint
+from ui.machine import HOST_EDITS, edits_to_forget, link_rates
+from ui.state import forget, keep, kept, kept_toggle
+from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
 
 MODELS = data_path("models")
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
@@ -39,25 +41,55 @@ def _secrets() -> dict:
         return {}
 
 
+UPLOAD_HEADER = "upload a header prefix"
+FROM_PATH = "URL or local path"
+
+
+def _linked_model(models: list[str], headers: list[Upload]) -> str:
+    """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
+    link names an upload this session does not hold (said, never replaced by another model silently)."""
+    raw = str(st.session_state.setdefault("kept", {}).get("model", st.query_params.get("model", DEFAULT_MODEL)))
+    linked = parse_url_value(raw)
+    if linked is None:
+        return kept("model", DEFAULT_MODEL, choices=models)
+    held = next((u for u in headers if u.digest == linked[0]), None)
+    if held is not None:
+        return held.label
+    st.sidebar.warning(f"This view used an uploaded header ({linked[1]}): upload it again to see it.")
+    return UPLOAD_HEADER
+
+
 def sidebar_model() -> tuple[ModelSpec, str, str]:
-    """The model picker shared by every page: bundled, an uploaded header prefix, a URL or a path.
+    """The model picker shared by every page: bundled, an uploaded header prefix (kept for the session), a URL
+    or a path.
 
     Returns the model, the name to show (and put in command lines), and a key naming its content."""
     models = bundled_models()
-    choice = kept("model", DEFAULT_MODEL, choices=models)
-    options = [*models, "upload a header prefix", "URL or local path"]
+    headers = session_uploads().of_kind("header")
+    kept_headers = {u.label: u for u in headers}
+    options = [*models, *kept_headers, UPLOAD_HEADER, FROM_PATH]
+    choice = _linked_model(models, headers)
     kind = st.sidebar.selectbox(
         "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
     )
-    if kind == "upload a header prefix":
+    sidebar_uploads()
+    if kind in kept_headers:
+        return _uploaded_model(kept_headers[kind])
+    if kind == UPLOAD_HEADER:
         st.sidebar.caption("Make one with `head -c 16M model.gguf > header.gguf` (split models: the first shard).")
-        upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key="model_upload")
+        upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key=uploader_key("model_upload"))
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
         data = upload.getvalue()
+        held = session_uploads().get(content_key(data))
+        if held is not None:
+            return _uploaded_model(held)
+        cached_model(data)  # a header that does not parse is refused before the session keeps it
+        if keep_upload("header", upload.name, data) is not None:
+            st.rerun()  # the sidebar's list of uploads, drawn above, names it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
-    if kind == "URL or local path":
+    if kind == FROM_PATH:
         text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
@@ -67,55 +99,107 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
-MACHINE_EDITS = ("vram", "bw", "gen", "lanes", "cpu", "threads", "ram", "link")
+def _uploaded_model(upload: Upload) -> tuple[ModelSpec, str, str]:
+    keep(model=upload.url_value)  # a link says an upload is needed, and which
+    return cached_model(upload.data), upload.name, f"upload:{upload.digest}"
 
 
-def _edit(box, label: str, key: str, default, lo, hi, gpu: str, step=None):
+def _edit(box, label: str, key: str, default, lo, hi, base_id: str, step=None):
     """One machine field: a number box whose value is kept across pages and in the URL."""
     cast = type(default)
-    value = box.number_input(label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{gpu}")
+    value = box.number_input(
+        label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{base_id}"
+    )
     keep(**{key: value})
     return value
 
 
-def _pick(box, label: str, key: str, default: int, options: list[int], gpu: str) -> int:
+def _pick(box, label: str, key: str, default: int, options: list[int], base_id: str) -> int:
     value = kept(key, default, int, choices=options)
-    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{gpu}")
+    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{base_id}")
     keep(**{key: value})
     return value
+
+
+def _calibrated() -> tuple[Hardware, float] | None:
+    """The machine calibrated on the Logs page this session; a link that used one says it is not here."""
+    calibrated = st.session_state.get("machine")
+    if calibrated is None and st.query_params.get("calibrated") in ("True", "1"):
+        st.sidebar.warning("This view used a machine calibrated from your logs: calibrate it again on Logs.")
+    return calibrated
+
+
+def _base_machine(base_id: str) -> Hardware | None:
+    """The machine a base id names: a preset, or this session's calibrated machine."""
+    calibrated = st.session_state.get("machine")
+    if base_id.startswith("calibrated:"):
+        return calibrated[0] if calibrated else None
+    return PRESETS.get(base_id)
+
+
+def _switch_base(base_id: str, calibrated: bool) -> None:
+    """Another base machine (a GPU picked, the calibrated machine switched on or off): drop the edits that were
+    the old card's, and the host's unless the user made it theirs (ui.machine)."""
+    old_id = st.session_state.get("hw_base")
+    if old_id is not None and old_id != base_id:
+        forget(*edits_to_forget(st.session_state.setdefault("kept", {}), _base_machine(old_id), calibrated))
+    st.session_state["hw_base"] = base_id
+
+
+def _apply_preset_host(base_id: str) -> None:
+    """The button's callback: the preset's own host figures replace the kept ones (and the boxes showing them)."""
+    forget(*HOST_EDITS)
+    for key in HOST_EDITS:
+        st.session_state.pop(f"hw_{key}_{base_id}", None)
 
 
 def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     """The machine (a preset, every field editable, or the one calibrated on the Logs page), the time model
-    and the load mode (-lm) of the host experts; all kept across pages and in the URL."""
+    and the load mode (-lm) of the host experts; all kept across pages and in the URL. Picking another GPU
+    keeps the host (RAM, memory bandwidth, threads, link) once the user has edited it."""
     names = list(PRESETS)
     chosen = kept("gpu", DEFAULT_GPU, choices=names)
     name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu")
-    if st.session_state["kept"].get("gpu", name) != name:
-        forget(*MACHINE_EDITS)  # another card: its own preset figures
     keep(gpu=name)
     time_model = default_time_model()
-    calibrated = st.session_state.get("machine")
-    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated[0].name})", True):
+    calibrated = _calibrated()
+    use_calibrated = calibrated is not None and kept_toggle(
+        st.sidebar, f"use my calibrated machine ({calibrated[0].name})", "calibrated", True
+    )
+    if use_calibrated:
         hw, rel_error = calibrated
+        base_id = f"calibrated:{fingerprint(hw)}"
         time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
     else:
-        hw = preset(name)
-    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, name, 8.0)
+        hw, base_id = preset(name), name
+    _switch_base(base_id, use_calibrated)
+    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, base_id, 8.0)
     with st.sidebar.expander("edit this machine"):
-        link = _edit(st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, name, 0.5)
+        link = _edit(
+            st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, base_id, 0.5
+        )
+        vram = _edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, base_id)
+        gpu_bw = _edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, base_id)
+        gen = _pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], base_id)
+        lanes = _pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], base_id)
         hw = hw.with_changes(
             ram_gib=ram,
-            vram_gib=_edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, name),
-            gpu_bw_gbs=_edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, name),
-            pcie_gen=_pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], name),
-            pcie_lanes=_pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], name),
-            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, name),
-            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, name),
+            vram_gib=vram,
+            gpu_bw_gbs=gpu_bw,
+            pcie_gen=gen,
+            pcie_lanes=lanes,
+            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, base_id),
+            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, base_id),
+            **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
         )
-        hw = hw.with_changes(
-            **({"pinned_gbs": min(link, hw.line_gbs), "pageable_gbs": min(link, hw.line_gbs)} if link else {})
-        )
+        if not use_calibrated:
+            st.button(
+                f"use the {name} preset's host",
+                key="preset_host",
+                on_click=_apply_preset_host,
+                args=(base_id,),
+                help="RAM, host memory, threads and link as the preset states them (picking a GPU keeps yours)",
+            )
     load_mode = st.sidebar.selectbox(
         "host experts (--load-mode)", LOAD_MODES, LOAD_MODES.index(kept("lm", "mmap", choices=LOAD_MODES)), key="lm"
     )

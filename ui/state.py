@@ -62,3 +62,19 @@ def forget(*keys: str) -> None:
     for key in keys:
         store.pop(key, None)
         st.query_params.pop(key, None)
+
+
+def as_bool(raw) -> bool:
+    """A toggle's value from a link ("True"/"False", "1"/"0")."""
+    if str(raw) in ("True", "true", "1"):
+        return True
+    if str(raw) in ("False", "false", "0"):
+        return False
+    raise ValueError(raw)
+
+
+def kept_toggle(box, label: str, key: str, default: bool) -> bool:
+    """A toggle kept across pages and in the URL, like every other setting."""
+    value = box.toggle(label, kept(key, default, as_bool), key=key)
+    keep(**{key: value})
+    return value

@@ -119,3 +119,16 @@ def run_summary(run: LogRun) -> pd.DataFrame:
         for t in run.timings
     ]
     return pd.DataFrame([(what, text) for what, text in rows if text], columns=["what", "logged"])
+
+
+def calibration_table(result) -> pd.DataFrame:
+    """A machine calibration's runs: each error in the fit and when left out, in % with one decimal (text, so
+    that the table shows what it means and not four decimals of noise)."""
+    return pd.DataFrame(
+        {
+            "run": list(result.fit_errors),
+            "error in the fit %": [f"{100 * e:+.1f}" for e in result.fit_errors.values()],
+            "error when left out %": [f"{100 * result.left_out_errors[n]:+.1f}" for n in result.fit_errors],
+            "judges the fit": ["yes" if n in result.judged else "no (alone pins a term)" for n in result.fit_errors],
+        }
+    )

@@ -66,6 +66,20 @@ def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
     return vram.fits and host.fits
 
 
+MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line
+
+
 def model_flag_path(source: str, model_key: str) -> str:
-    """What a printed command names the model by: a placeholder when it came from an upload."""
-    return "/path/to/model.gguf" if model_key.startswith("upload:") else source
+    """What a printed command names the model by: a URL or path as given; $MODEL for an upload or a bundled
+    header (the app holds only the header, the full file is on the user's machine)."""
+    if model_key.startswith("upload:") or "/" not in source:
+        return MODEL_VAR
+    return source
+
+
+def runnable(commands: str, source: str) -> str:
+    """Commands that run as pasted: where they name $MODEL, a first line sets it, explained once."""
+    if MODEL_VAR not in commands:
+        return commands
+    name = source.rsplit("/", 1)[-1]
+    return f"MODEL=/path/to/{name}  # your full model file: this app read only its header\n{commands}"

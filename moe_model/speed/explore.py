@@ -19,11 +19,12 @@ from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.measured import SYNTHETIC_TOKENS
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction, TimeParams, verdict
 from moe_model.workload import Workload
 
-EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequences)
+EXPLORE_TOKENS = SYNTHETIC_TOKENS  # the workload predict and recommend replay: one number per setting everywhere
 NO_CACHE_LINES = (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))  # the speed chart's reference lines
 
 
