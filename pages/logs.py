@@ -11,7 +11,7 @@ from moe_model.speed.calibration import calibrate_machine
 from moe_model.speed.measured import log_points
 from moe_model.speed.measurements import crosscheck, point_from_run
 from ui.cached import cached_log, content_key
-from ui.session_logs import log_machine, same_model
+from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_hardware, sidebar_model
 from ui.state import keep, kept
 from ui.tables import calibration_table, readable, run_summary
@@ -110,6 +110,11 @@ with friendly_errors():
         if frame["moe_cache_mib"].notna().sum() > 1:
             st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if same_model(r, model)]
+    if uploaded_logs(model):
+        st.caption(
+            f"Your uploaded logs of {model.name} pin the routing on every page that predicts (their decode hit rates, "
+            "fitted once per log set when a page first needs it, ~20 s)."
+        )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         machine = log_machine(matching, hw)
         st.caption(
@@ -131,6 +136,9 @@ with friendly_errors():
         st.table(calibration_table(result))
         if result.accepted:
             st.session_state["machine"] = (result.hardware, result.rel_error)
-            st.success(f"Fitted {', '.join(result.fitted)}: every page now uses this machine (sidebar).")
+            st.success(
+                f"Fitted {', '.join(result.fitted)}: every page now uses this machine (sidebar); predictions on it "
+                f"carry ±{100 * result.rel_error:.1f} % (its runs' error when left out)."
+            )
         else:
             st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")

@@ -324,3 +324,77 @@ def test_three_stories(server, browser):
         assert run in table
     assert not page.outside, page.outside
     page.close()
+
+
+RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
+RUN3_CACHE_LOGS = [RUN3 / "logs" / f"server_{case}.log" for case in ("minany", "b10", "b25", "b50", "b75", "full")]
+
+
+def logged_decode(path) -> tuple[int, float]:
+    """A run3 log's budget and measured decode t/s (the measurement the app must reproduce)."""
+    from moe_model.readers.logs import parse_log
+    from moe_model.speed.measurements import point_from_run
+
+    point = point_from_run(parse_log(path)[0], path.name)
+    return int(point["moe_cache_mib"]), float(point["decode_tps"])
+
+
+def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
+    """Upload run3's header and six logs once, calibrate: every page keeps them and the machine, Explore
+    reproduces the logs within the calibration's error, and Shopping's row for the machine is Explore's best."""
+    page = watched(browser)
+    page.goto(server)
+    page.get_by_text("Model & budget").first.wait_for(timeout=120_000)
+    wait_idle(page)
+    sidebar_select(page, "Model", "upload a header prefix")
+    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(RUN3 / "model-header.gguf"))
+    wait_idle(page)
+    uploaded = "model-header.gguf (uploaded)"
+    ctx = page.get_by_test_id("stSidebar").get_by_label("context (-c)")
+    ctx.fill("8192")  # the logged runs' context
+    ctx.press("Enter")
+    wait_idle(page)
+    go_to(page, "Logs")
+    page.get_by_test_id("stMain").locator("input[type=file]").set_input_files([str(p) for p in RUN3_CACHE_LOGS])
+    wait_idle(page)
+    page.get_by_role("button", name="Calibrate the time model on these runs").click()
+    wait_idle(page)
+    accepted = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="every page now uses").inner_text()
+    rel_error = float(re.search(r"carry ±([\d.]+) %", accepted).group(1)) / 100 + 0.0005  # printed to 0.1 %
+    machine = "use my calibrated machine (H200)"
+    start = time.time()
+    for title in ("Model & budget", "Reference", "Learn", "Hardware shopping", "Logs", "Explore"):
+        go_to(page, title)
+        assert selected(page, "Model") == uploaded, title
+        assert page.get_by_test_id("stSidebar").get_by_role("checkbox", name=machine).is_checked(), title
+    TIMINGS["story 4: every page with the uploads (routing fitted on the way)"] = time.time() - start
+    assert page.get_by_text("fitted to your 6 logs").count()
+    box = page.get_by_label("exact --moe-cache-mib (MiB)")
+    for path in RUN3_CACHE_LOGS:
+        budget, logged = logged_decode(path)
+        box.fill(str(budget))
+        box.press("Enter")
+        wait_idle(page)
+        text = headline(page)
+        assert text.startswith(f"At {budget:,} MiB"), (path.name, text)
+        predicted = float(re.search(r"MiB: ([\d.]+) t/s decode", text).group(1))
+        assert abs(predicted / logged - 1) <= rel_error, (path.name, predicted, logged, rel_error)
+    page.get_by_text("best setting for this machine", exact=False).click()
+    wait_idle(page)
+    best = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="Best setting: ").inner_text()
+    explore_pick, rest = best.split("Best setting: ", 1)[1].split(": ", 1)
+    explore_tps = float(rest.split(" t/s", 1)[0])
+    go_to(page, "Hardware shopping")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    label, tps = page.evaluate(
+        """() => {
+        const bars = document.querySelectorAll('.js-plotly-plot')[0].data[0];
+        const i = Array.from(bars.x).indexOf('H200');
+        return [bars.customdata[i], bars.y[i]];
+    }"""
+    )
+    assert (label, round(tps, 1)) == (explore_pick.strip(), explore_tps)
+    shot(page, "story-4-shopping")
+    assert not page.outside, page.outside
+    page.close()

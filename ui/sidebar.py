@@ -13,7 +13,7 @@ from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
-from moe_model.speed.scenario import LOAD_MODES
+from moe_model.speed.scenario import LOAD_MODES, Scenario
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import HOST_EDITS, edits_to_forget, link_rates
 from ui.state import forget, keep, kept, kept_toggle
@@ -248,3 +248,23 @@ def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
         keep(k=int(k))
         return name, Placement(cpu_moe=False, n_cpu_moe=int(k))
     return name, Placement.parse({"--cpu-moe": "cpu-moe", "--fit": "fit"}[name])
+
+
+def setting_controls(sc: Scenario) -> dict:
+    """The kept value of every control that sets `sc` (placement, K, budget, load mode, CPU share, context,
+    streams): what "apply" writes, so that every page shows that setting."""
+    p = sc.placement
+    placement = 2 if p.fit else 1 if p.n_cpu_moe and not p.cpu_moe else 0
+    out = {"placement": placement, "budget": sc.budget_mib, "lm": sc.load_mode, "share": sc.cpu_share}
+    out |= {"ctx": sc.n_ctx, "np": sc.concurrency} | ({"k": p.n_cpu_moe} if placement == 1 else {})
+    return out
+
+
+def apply_setting(sc: Scenario) -> None:
+    """A button's callback: every control set to `sc` (kept, in the URL and in the widgets themselves)."""
+    controls = setting_controls(sc)
+    keep(**controls)
+    widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], "budget_box": controls["budget"]}
+    for key, value in widgets.items():
+        st.session_state[key] = value
+    st.session_state.pop("budget", None)  # the slider snaps to its curve's stops: it follows the box's value

@@ -4,11 +4,13 @@ messages (never a traceback), and how a printed command names the model."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import streamlit as st
 
 from moe_model.errors import MoeModelError
+from moe_model.speed.fit_advice import FitChange
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.vram import VramBreakdown
 from ui.state import keep, kept
@@ -40,6 +42,9 @@ def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
     """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
     `top` (the largest that fits); the box's value is the budget, kept across pages and in the URL."""
     value = kept("budget", min(default, top), int, 0, top)
+    chosen = st.session_state.setdefault("kept", {}).get("budget")
+    if chosen is not None and chosen > top:  # the context, placement or machine changed what fits: say so
+        box.info(f"The budget {chosen:,} MiB no longer fits this setting: now {top:,} MiB, the largest that does.")
     box.slider(
         "--moe-cache-mib",
         0,
@@ -59,10 +64,13 @@ def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
     return budget
 
 
-def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
-    """Lead with whether the setting fits VRAM and RAM; True when both do."""
+def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChange] = ()) -> bool:
+    """Lead with whether the setting fits VRAM and RAM; True when both do. When not, what would (`advice`:
+    fit_advice.would_fit for this setting)."""
     for fits, line in ((vram.fits, vram.verdict), (host.fits, host.verdict)):
         (st.success if fits else st.error)(line)
+    if advice:
+        st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
     return vram.fits and host.fits
 
 

@@ -162,3 +162,12 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
     """Prompt tokens per synthetic sequence whose routing can be drawn within this tool's limit (warm-up included)."""
     n_seq = -(-n_tokens // SEQ_LEN)
     return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
+
+
+def fitting_no_cache(model: ModelSpec, hw: Hardware, view: ExploreCurve) -> dict[str, Prediction]:
+    """The no-cache lines that start and fit VRAM and RAM: a baseline that cannot run is not drawn."""
+    return {
+        name: p
+        for name, p in view.no_cache.items()
+        if p.usable and host_memory(model, hw, p.layout.placement, p.scenario.load_mode).fits
+    }
