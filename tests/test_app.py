@@ -159,7 +159,7 @@ def test_shopping_page_compares_cards_and_reacts_to_the_selection():
     assert {"GPU", "best setting", "decode t/s", "what would fit"} <= set(frame.columns) and len(frame) == 6
     assert {"RTX 4080 16GB", "RTX 4090"} <= set(frame["GPU"])  # story 3's question is answered by default
     commands = at.code[0].value  # below the table (a column was cut off), the model's path set once
-    assert commands.startswith("MODEL=/path/to/") and commands.count("llama-server -m \"$MODEL\"") == 6
+    assert commands.startswith("MODEL=/path/to/") and commands.count('llama-server -m "$MODEL"') == 6
     at.multiselect(key="cards").set_value(["RTX 4090", "RTX 5090"]).run()  # the sidebar's machine always leads
     assert trace(charts(at)["0"], "best decode t/s")["x"] == ["Tesla T4", "RTX 4090", "RTX 5090"]
 
@@ -307,7 +307,8 @@ def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     at = open_page("pages/explore.py", prompt="131072")
     at.toggle(key="sim_prompts").set_value(True).run()
     assert not at.exception and not at.error
-    assert any("Prompt routing is simulated for the first 1,356 tokens" in c.value for c in at.caption)
+    # 8 sequences of 500 tokens: the 4,000 that predict and recommend replay
+    assert any("Prompt routing is simulated for the first 2,034 tokens" in c.value for c in at.caption)
 
 
 # --- one coherent explorer (issue 11) ---

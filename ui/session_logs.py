@@ -60,7 +60,11 @@ def log_routing(model: ModelSpec, hw: Hardware) -> LogRouting | None:
     fitted: dict = st.session_state.setdefault("log_routings", {})
     if key not in fitted:
         bar = st.progress(0.0, f"Fitting the routing to your {len(logs)} logs (once per log set)...")
-        routing = routing_from_logs(model, logs, machine, progress=lambda f: bar.progress(min(f, 1.0)))
+        try:
+            routing = routing_from_logs(model, logs, machine, progress=lambda f: bar.progress(min(f, 1.0)))
+        except MoeModelError as err:  # the page goes on with the model's preset, and says why
+            st.warning(f"Your logs could not pin the routing ({err}): using the model's routing preset.")
+            routing = None
         bar.empty()
         while len(fitted) >= MAX_SESSION_LOG_ROUTINGS:
             fitted.pop(next(iter(fitted)))

@@ -102,6 +102,10 @@ def uploader_key(base: str) -> str:
 
 def _remove(digest: str) -> None:
     session_uploads().remove(digest)
+    kept = st.session_state.setdefault("kept", {})
+    if str(kept.get("model", "")).startswith(f"{URL_PREFIX}{digest}:"):  # removed by the user: not "needed again"
+        kept.pop("model")
+        st.query_params.pop("model", None)
     st.session_state["upload_generation"] = st.session_state.get("upload_generation", 0) + 1
 
 
