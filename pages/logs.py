@@ -54,6 +54,8 @@ with friendly_errors():
     held = {u.digest for u in session_uploads().of_kind("log")}
     added = [keep_upload("log", u.name, u.getvalue()) for u in new or [] if content_key(u.getvalue()) not in held]
     if any(added):
+        keep(log_examples="")  # an upload replaces the bundled example (it stays one click away)
+        st.session_state.pop("log_examples", None)
         st.rerun()  # the sidebar, drawn before these were kept, names them too
     kept_logs = session_uploads().of_kind("log")
     picks = example_picks(bool(kept_logs))
