@@ -17,7 +17,7 @@ from moe_model.limits import APP_CACHE_TTL_S
 from moe_model.llama.batching import workload_from
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
-from moe_model.readers.sources import check_url
+from moe_model.readers.sources import SourcePolicy, check_path, check_url
 from moe_model.readers.traces import load_any, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
@@ -65,8 +65,15 @@ HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerpri
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
-def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
-    return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
+def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> ModelSpec:
+    """A model read under `policy` (every shard too); None for the bundled models and uploads: public URLs only."""
+    if policy is None:
+        return load_model(source, check_url=check_url)
+    return load_model(
+        source,
+        check_url=partial(check_url, private_hosts=policy.private_hosts),
+        check_path=partial(check_path, policy=policy),
+    )
 
 
 @st.cache_data(show_spinner="Generating routing...", max_entries=16, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
