@@ -39,7 +39,7 @@ from ui.cached import (
     cached_recommend,
     cached_synthetic,
     cached_trace,
-    fingerprint,
+    routing_key,
     workload_npz,
 )
 from ui.session_logs import log_routing
@@ -112,7 +112,7 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
     if kind == LOGS_ROUTING:
         st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
         work = cached_log_workload(model, routing, concurrency, draft, accept)
-        return work, f"logs:{fingerprint(routing)}:{concurrency}:{draft}:{accept}"
+        return work, f"logs:{routing_key(routing)}:{concurrency}:{draft}:{accept}"
     upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
         work = cached_trace(upload.data, upload.name, model.n_expert, concurrency, draft, accept)

@@ -61,7 +61,12 @@ def file_key(path: Path) -> str:
     return content_key(path.read_bytes()) if path.is_file() else "missing"
 
 
-HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint, LogRouting: fingerprint}
+def routing_key(routing: LogRouting) -> str:
+    """A routing fitted to logs, by its repr (its dict fields make it unhashable, so fingerprint cannot memo it)."""
+    return content_key(repr(routing).encode())
+
+
+HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint, LogRouting: routing_key}
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
