@@ -84,6 +84,8 @@ with friendly_errors():
         bar.progress((i + 1) / len(machines))
     bar.empty()
     frame = pd.DataFrame(rows)
+    if not frame["command"].any():
+        st.error("Nothing fits on any of these cards in your host: see what would fit, per card, in the table.")
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
     st.dataframe(frame.drop(columns="command"), hide_index=True, width="stretch")
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
