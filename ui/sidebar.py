@@ -45,16 +45,22 @@ UPLOAD_HEADER = "upload a header prefix"
 FROM_PATH = "URL or local path"
 
 
-def _linked_model(models: list[str], headers: list[Upload]) -> str:
+def _header_labels(headers: list[Upload]) -> dict[str, Upload]:
+    """Each kept header under its name; two of one name told apart by their digest."""
+    names = [u.name for u in headers]
+    return {u.label if names.count(u.name) == 1 else f"{u.name} ({u.digest}, uploaded)": u for u in headers}
+
+
+def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
     link names an upload this session does not hold (said, never replaced by another model silently)."""
     raw = str(st.session_state.setdefault("kept", {}).get("model", st.query_params.get("model", DEFAULT_MODEL)))
     linked = parse_url_value(raw)
     if linked is None:
         return kept("model", DEFAULT_MODEL, choices=models)
-    held = next((u for u in headers if u.digest == linked[0]), None)
+    held = next((label for label, u in headers.items() if u.digest == linked[0]), None)
     if held is not None:
-        return held.label
+        return held
     st.sidebar.warning(f"This view used an uploaded header ({linked[1]}): upload it again to see it.")
     return UPLOAD_HEADER
 
@@ -65,10 +71,9 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
 
     Returns the model, the name to show (and put in command lines), and a key naming its content."""
     models = bundled_models()
-    headers = session_uploads().of_kind("header")
-    kept_headers = {u.label: u for u in headers}
+    kept_headers = _header_labels(session_uploads().of_kind("header"))
     options = [*models, *kept_headers, UPLOAD_HEADER, FROM_PATH]
-    choice = _linked_model(models, headers)
+    choice = _linked_model(models, kept_headers)
     kind = st.sidebar.selectbox(
         "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
     )
