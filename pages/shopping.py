@@ -11,8 +11,8 @@ from ui.cached import cached_recommend
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_serving
-from ui.state import keep, kept, kept_toggle
-from ui.widgets import friendly_errors, model_flag_path, runnable
+from ui.state import HARDWARE, keep, kept, kept_toggle
+from ui.widgets import friendly_errors, model_flag_path, runnable, setting_input
 
 st.header("Hardware shopping")
 st.caption(
@@ -64,16 +64,10 @@ with friendly_errors():
     )
     with st.expander("custom card"):
         use_custom = kept_toggle(st, "add a custom card", "custom_on", False)
-        cc = st.columns(4)
-        custom = Hardware(
-            "custom",
-            cc[0].number_input("VRAM GiB", 4.0, 200.0, 16.0, key="c_vram"),
-            cc[1].number_input("GB/s", 100.0, 8000.0, 500.0, key="c_bw"),
-            int(cc[2].selectbox("PCIe gen", [3, 4, 5], 1, key="c_gen")),
-            int(cc[3].selectbox("lanes", [4, 8, 16], 2, key="c_lanes")),
-            mine.cpu_bw_gbs,
-            source="user",
-        )
+        cc = st.columns(4)  # the card's own figures: its host is yours
+        starts = {"vram_gib": 16.0, "gpu_bw_gbs": 500.0, "pcie_gen": 4, "pcie_lanes": 16}
+        fields = [setting_input(c, HARDWARE[n], v, f"c_{n}") for c, (n, v) in zip(cc, starts.items(), strict=True)]
+        custom = Hardware("custom", *fields, mine.cpu_bw_gbs, source="user")
     others = [PRESETS[name] for name in cards if name != mine.name] + ([custom] if use_custom else [])
     machines = [(mine, my_tm, True)] + [(in_host(card, mine), default_time_model(), False) for card in others]
     path = model_flag_path(source, model_key)

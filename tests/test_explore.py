@@ -110,13 +110,13 @@ def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_ge
     from conftest import QWEN30B
 
     from moe_model.cli.main import main
-    from moe_model.speed.calibration import MachineFit, save_machine
+    from moe_model.speed.machine import MachineFit, save_machine
 
     hw = preset("H200").with_changes(cpu_expert_gbs=40.0, pageable_gbs=20.0, sync_us=30.0, token_ms=2.0)
-    save_machine(MachineFit(hw, ("cpu_expert_gbs",), {}, {}, (), 0.1, True, "accepted"), tmp_path / "machine.json")
+    save_machine(MachineFit(hw, ("cpu_expert_gbs",), {}, {}, (), 0.1, True, "accepted", "mmap"), tmp_path / "m.json")
     tm, base = default_time_model(), Scenario(n_ctx=8192)
     work = synthetic_workload(qwen30b, Scenario(prompt_tokens=1), n_tokens=EXPLORE_TOKENS)  # as the app builds it
     app = explore_point(qwen30b, hw, tm.params, base, work, 4000, rel_error=0.1).prediction.decode_tps
-    args = ["predict", "--model", str(QWEN30B), "--machine", str(tmp_path / "machine.json"), "--json"]
+    args = ["predict", "--model", str(QWEN30B), "--machine", str(tmp_path / "m.json"), "--json"]
     assert main([*args, "--budget-mib", "4000", "--ctx", "8192"]) == 0
     assert app == json.loads(capsys.readouterr().out)["decode_tps"]

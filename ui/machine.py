@@ -3,13 +3,15 @@ changes, and Shopping puts every other card in that host. Without Streamlit, so 
 
 from __future__ import annotations
 
+from moe_model.settings import settings_of
 from moe_model.speed.hardware import PCIE_LANE_GBS, Hardware
 
 # the host's own figures, measured (calibrated) or stated: a card moved into this host takes them
 HOST_FIELDS = ("ram_gib", "cpu_bw_gbs", "cpu_threads", "cpu_ghz", "cpu_vnni", "cpu_expert_gbs", "token_ms")
-# the sidebar's edits that belong to the host (kept when the GPU changes) and to the card (the new card's)
-HOST_EDITS = {"ram": "ram_gib", "cpu": "cpu_bw_gbs", "threads": "cpu_threads", "gen": "pcie_gen", "link": None}
-CARD_EDITS = {"vram": "vram_gib", "bw": "gpu_bw_gbs", "lanes": "pcie_lanes"}
+# the sidebar's edits (URL key: field) that belong to the host (kept when the GPU changes) and to the card
+_KEYS = {name: s.url_key for name, s in settings_of(Hardware).items() if s.url_key}
+HOST_EDITS = {_KEYS[name]: name for name in ("ram_gib", "cpu_bw_gbs", "cpu_threads", "pcie_gen")} | {"link": None}
+CARD_EDITS = {_KEYS[name]: name for name in ("vram_gib", "gpu_bw_gbs", "pcie_lanes")}
 
 
 def in_host(card: Hardware, host: Hardware) -> Hardware:

@@ -13,11 +13,13 @@ from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
-from moe_model.speed.scenario import LOAD_MODES, Scenario
+from moe_model.speed.machine import MachineFit
+from moe_model.speed.scenario import Scenario
 from ui.cached import cached_model, content_key, fingerprint
-from ui.machine import HOST_EDITS, edits_to_forget, link_rates
-from ui.state import forget, keep, kept, kept_toggle
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, link_rates
+from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
 from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
+from ui.widgets import control, setting_input
 
 MODELS = data_path("models")
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
@@ -104,29 +106,31 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
+MACHINE_EDITS = (*HOST_EDITS, *CARD_EDITS)  # every kept machine edit: the host's, then the card's
+
+
 def _uploaded_model(upload: Upload) -> tuple[ModelSpec, str, str]:
     keep(model=upload.url_value)  # a link says an upload is needed, and which
     return cached_model(upload.data), upload.name, f"upload:{upload.digest}"
 
 
-def _edit(box, label: str, key: str, default, lo, hi, base_id: str, step=None):
-    """One machine field: a number box whose value is kept across pages and in the URL."""
-    cast = type(default)
-    value = box.number_input(
-        label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{base_id}"
-    )
-    keep(**{key: value})
+def _edit(box, name: str, default, base_id: str):
+    """One machine field's declared widget, starting at the base machine's value; kept across pages and in the URL."""
+    s = HARDWARE[name]
+    value = setting_input(box, s, kept_setting(s, start=default), f"hw_{s.url_key}_{base_id}")
+    keep(**{s.url_key: value})
     return value
 
 
-def _pick(box, label: str, key: str, default: int, options: list[int], base_id: str) -> int:
-    value = kept(key, default, int, choices=options)
-    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{base_id}")
-    keep(**{key: value})
+def _link_edit(hw: Hardware, base_id: str) -> float:
+    """One measured host-to-device rate for both copies (0: derived from the machine), up to the link's line rate."""
+    label, top = "measured host-to-device GB/s (0: from the machine)", hw.line_gbs
+    value = st.number_input(label, 0.0, top, kept("link", 0.0, float, 0.0, top), 0.5, key=f"hw_link_{base_id}")
+    keep(link=value)
     return value
 
 
-def _calibrated() -> tuple[Hardware, float] | None:
+def _calibrated() -> MachineFit | None:
     """The machine calibrated on the Logs page this session; a link that used one says it is not here."""
     calibrated = st.session_state.get("machine")
     if calibrated is None and st.query_params.get("calibrated") in ("True", "1"):
@@ -138,17 +142,19 @@ def _base_machine(base_id: str) -> Hardware | None:
     """The machine a base id names: a preset, or this session's calibrated machine."""
     calibrated = st.session_state.get("machine")
     if base_id.startswith("calibrated:"):
-        return calibrated[0] if calibrated else None
+        return calibrated.hardware if calibrated else None
     return PRESETS.get(base_id)
 
 
-def _switch_base(base_id: str, calibrated: bool) -> None:
+def _switch_base(base_id: str, calibrated: bool) -> bool:
     """Another base machine (a GPU picked, the calibrated machine switched on or off): drop the edits that were
-    the old card's, and the host's unless the user made it theirs (ui.machine)."""
+    the old card's, and the host's unless the user made it theirs (ui.machine). True when the base changed."""
     old_id = st.session_state.get("hw_base")
-    if old_id is not None and old_id != base_id:
+    switched = old_id is not None and old_id != base_id
+    if switched:
         forget(*edits_to_forget(st.session_state.setdefault("kept", {}), _base_machine(old_id), calibrated))
     st.session_state["hw_base"] = base_id
+    return switched
 
 
 def _apply_preset_host(base_id: str) -> None:
@@ -167,34 +173,35 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu")
     keep(gpu=name)
     time_model = default_time_model()
-    calibrated = _calibrated()
+    calibrated = _calibrated()  # a MachineFit from the Logs page
     use_calibrated = calibrated is not None and kept_toggle(
-        st.sidebar, f"use my calibrated machine ({calibrated[0].name})", "calibrated", True
+        st.sidebar, f"use my calibrated machine ({calibrated.hardware.name})", "calibrated", True
     )
     if use_calibrated:
-        hw, rel_error = calibrated
+        hw = calibrated.hardware
         base_id = f"calibrated:{fingerprint(hw)}"
-        time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
+        time_model = TimeModel(
+            time_model.params, calibrated.rel_error, "your machine, calibrated from your logs (Logs page)"
+        )
     else:
         hw, base_id = preset(name), name
-    _switch_base(base_id, use_calibrated)
-    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, base_id, 8.0)
+    if _switch_base(base_id, use_calibrated) and use_calibrated:
+        keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # the logs' load mode, until the user picks
+    ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), base_id)
     with st.sidebar.expander("edit this machine"):
-        link = _edit(
-            st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, base_id, 0.5
-        )
-        vram = _edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, base_id)
-        gpu_bw = _edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, base_id)
-        gen = _pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], base_id)
-        lanes = _pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], base_id)
+        link = _link_edit(hw, base_id)
+        vram = _edit(st, "vram_gib", float(hw.vram_gib), base_id)
+        gpu_bw = _edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), base_id)
+        gen = _edit(st, "pcie_gen", hw.pcie_gen, base_id)
+        lanes = _edit(st, "pcie_lanes", hw.pcie_lanes, base_id)
         hw = hw.with_changes(
             ram_gib=ram,
             vram_gib=vram,
             gpu_bw_gbs=gpu_bw,
             pcie_gen=gen,
             pcie_lanes=lanes,
-            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, base_id),
-            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, base_id),
+            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), base_id),
+            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), base_id),
             **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
         )
         if not use_calibrated:
@@ -205,10 +212,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
                 args=(base_id,),
                 help="RAM, host memory, threads and link as the preset states them (picking a GPU keeps yours)",
             )
-    load_mode = st.sidebar.selectbox(
-        "host experts (--load-mode)", LOAD_MODES, LOAD_MODES.index(kept("lm", "mmap", choices=LOAD_MODES)), key="lm"
-    )
-    keep(lm=load_mode)
+    load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
         f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
@@ -226,12 +230,7 @@ def sidebar_session(note: str) -> None:
 
 def sidebar_serving() -> tuple[int, int]:
     """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
-    ctx = st.sidebar.number_input(
-        "context (-c)", 512, 1_048_576, kept("ctx", 4096, int, 512, 1_048_576), 512, key="ctx"
-    )
-    concurrency = st.sidebar.slider("concurrent streams (-np)", 1, 8, kept("np", 1, int, 1, 8), key="np")
-    keep(ctx=int(ctx), np=concurrency)
-    return int(ctx), concurrency
+    return control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
@@ -257,19 +256,20 @@ def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
 
 def setting_controls(sc: Scenario) -> dict:
     """The kept value of every control that sets `sc` (placement, K, budget, load mode, CPU share, context,
-    streams): what "apply" writes, so that every page shows that setting."""
+    streams), under each control's key: what "apply" writes, so that every page shows that setting."""
     p = sc.placement
     placement = 2 if p.fit else 1 if p.n_cpu_moe and not p.cpu_moe else 0
-    out = {"placement": placement, "budget": sc.budget_mib, "lm": sc.load_mode, "share": sc.cpu_share}
-    out |= {"ctx": sc.n_ctx, "np": sc.concurrency} | ({"k": p.n_cpu_moe} if placement == 1 else {})
-    return out
+    fields = ("budget_mib", "load_mode", "cpu_share", "n_ctx", "concurrency")
+    out = {"placement": placement} | {SCENARIO[f].url_key: getattr(sc, f) for f in fields}
+    return out | ({"k": p.n_cpu_moe} if placement == 1 else {})
 
 
 def apply_setting(sc: Scenario) -> None:
     """A button's callback: every control set to `sc` (kept, in the URL and in the widgets themselves)."""
     controls = setting_controls(sc)
     keep(**controls)
-    widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], "budget_box": controls["budget"]}
+    budget = SCENARIO["budget_mib"].url_key
+    widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], f"{budget}_box": controls[budget]}
     for key, value in widgets.items():
         st.session_state[key] = value
-    st.session_state.pop("budget", None)  # the slider snaps to its curve's stops: it follows the box's value
+    st.session_state.pop(budget, None)  # the slider snaps to its curve's stops: it follows the box's value

@@ -122,11 +122,14 @@ def run_summary(run: LogRun) -> pd.DataFrame:
 def calibration_table(result) -> pd.DataFrame:
     """A machine calibration's runs: each error in the fit and when left out, in % with one decimal (text, so
     that the table shows what it means and not four decimals of noise)."""
+    runs = result.runs
     return pd.DataFrame(
         {
-            "run": list(result.fit_errors),
-            "error in the fit %": [f"{100 * e:+.1f}" for e in result.fit_errors.values()],
-            "error when left out %": [f"{100 * result.left_out_errors[n]:+.1f}" for n in result.fit_errors],
-            "judges the fit": ["yes" if n in result.judged else "no (alone pins a term)" for n in result.fit_errors],
+            "run": [r.name for r in runs],
+            "streams": [r.concurrency for r in runs],
+            "first request after start": ["yes" if r.first_request else "no" for r in runs],
+            "error in the fit %": [f"{100 * result.fit_errors[r.name]:+.1f}" for r in runs],
+            "error when left out %": [f"{100 * result.left_out_errors[r.name]:+.1f}" for r in runs],
+            "judges the fit": ["yes" if r.name in result.judged else "no" for r in runs],
         }
     )
