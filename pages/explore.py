@@ -86,7 +86,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, concurrency
         f"the cache {best.verdict}."
     )
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
-    st.code(runnable(best.command, source), language="bash")
+    st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
         st.caption(
             "Pinned host memory (--load-mode none) won: pinned uploads are faster, the CPU path over pinned "
@@ -101,7 +101,7 @@ PRESET_ROUTING = "synthetic (fitted preset)"
 def workload(model, model_key: str, concurrency: int, draft: int, accept: float, prompt: int, routing):
     """The routing to replay (fitted to the session's logs, the fitted synthetic preset, a bundled real trace or
     an upload) and its cache key."""
-    simulate_prompts = kept_toggle(st, "simulate prompt ubatches too (synthetic routing)", "sim_prompts", False)
+    simulate_prompts = kept_toggle(st, "simulate prompts too", "sim_prompts", False)  # a short label: a narrow column
     traces = bundled_traces(model)
     kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, "upload a trace"]
     kind = st.radio("workload", kinds, kinds.index(kept("workload", kinds[0], choices=kinds[:-1])), key="workload")

@@ -72,7 +72,8 @@ with friendly_errors():
     st.dataframe(readable(groups), hide_index=True, width="stretch")
     if report["starts"] and usable:
         st.markdown("**Command line** (with `-lv 4` so you can check the slot lines yourself):")
-        st.code(runnable(command_line(model_flag_path(source, model_key), sc, chosen), source), language="bash")
+        command = command_line(model_flag_path(source, model_key), sc, chosen)
+        st.code(runnable(command, source), language="bash", wrap_lines=True)
     else:
         st.caption("No command: this setting does not start or does not fit (see above).")
     st.download_button("plan as JSON", json.dumps(report, indent=1), file_name="moe-cache-plan.json", key="dl_plan")

@@ -6,6 +6,7 @@ test is skipped with instructions, except under CI (CI=true), where it must run.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 from conftest import GT_HEADER, ROOT
 
@@ -341,6 +343,21 @@ def logged_decode(path) -> tuple[int, float]:
     return scenario_of_run(run, load_model(RUN3 / "model-header.gguf")).budget_mib, decode_tps_of(run)
 
 
+def shopping_row(page, gpu: str) -> tuple[str, float]:
+    """A card's best setting and decode t/s from Shopping's chart (plotly sends the numbers base64-encoded)."""
+    label, y, i = page.evaluate(
+        """(gpu) => {
+        const bars = document.querySelectorAll('.js-plotly-plot')[0].data[0];
+        const i = Array.from(bars.x).indexOf(gpu);
+        return [bars.customdata[i], bars.y.bdata ? {dtype: bars.y.dtype, bdata: bars.y.bdata} : bars.y, i];
+    }""",
+        gpu,
+    )
+    if isinstance(y, dict):
+        y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=np.dtype(y["dtype"])).tolist()
+    return label, float(y[i])
+
+
 def assert_chosen(page, model: str, title: str) -> None:
     """The uploaded model and the calibrated machine are still this page's choices."""
     assert selected(page, "Model") == model, title
@@ -400,13 +417,7 @@ def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
     page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
     wait_idle(page)
     assert_chosen(page, uploaded, "Hardware shopping")
-    label, tps = page.evaluate(
-        """() => {
-        const bars = document.querySelectorAll('.js-plotly-plot')[0].data[0];
-        const i = Array.from(bars.x).indexOf('H200');
-        return [bars.customdata[i], bars.y[i]];
-    }"""
-    )
+    label, tps = shopping_row(page, "H200")
     assert (label, round(tps, 1)) == (explore_pick.strip(), explore_tps)
     shot(page, "story-4-shopping")
     assert not page.outside, page.outside
