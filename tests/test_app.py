@@ -526,3 +526,15 @@ def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number()
     assert any(m.value.startswith(f"**At {budget:,} MiB**: {tps} t/s decode") for m in at.markdown), tps
     at.switch_page("pages/shopping.py").run()  # an edited machine is Shopping's too: the same number
     assert at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "decode t/s"] == float(tps)
+
+
+def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys):
+    from moe_model.cli.main import main
+
+    at = open_page("pages/explore.py", model=QWEN235_FILE, gpu="RTX 4090", ram="64")
+    at.toggle(key="best").set_value(True).run()
+    said = [e.value for e in at.error if e.value.startswith("nothing fits")]
+    model = str(ROOT / "moe_model" / "data" / "models" / QWEN235_FILE)
+    assert main(["recommend", "--model", model, "--hardware", "RTX 4090", "--ram-gib", "64", "--json"]) == 1
+    assert said == [json.loads(capsys.readouterr().out)["summary"]] and not at.exception
+    assert any(i.value.startswith("**What would fit**") for i in at.info)
