@@ -73,6 +73,8 @@ MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy 
 
 # --- the app's caches (ui/cached.py): 15-25 MiB an entry, bounded in count and age ---
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
+MAX_SESSION_UPLOAD_BYTES = 96 * 1024 * 1024  # a session's kept uploads together: a 16 MiB header, logs, a trace
+MAX_SESSION_LOG_ROUTINGS = 4  # log sets whose fitted routing a session keeps (~20 s each to fit)
 
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)

@@ -8,6 +8,7 @@ import streamlit as st
 from moe_model.charts import (
     hit_rate_curve,
     layer_hit_rates,
+    overlay_logged_hits,
     policy_curves,
     shade_unfit,
     speed_curve,
@@ -18,7 +19,15 @@ from moe_model.llama.builds import CPU_SHARE_BUILD, has_cpu_share
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.curve import budget_axis
-from moe_model.speed.explore import Answer, ExploreCurve, answer_at, measured_points, simulated_prompt_tokens
+from moe_model.speed.explore import (
+    Answer,
+    ExploreCurve,
+    answer_at,
+    fitting_no_cache,
+    measured_points,
+    simulated_prompt_tokens,
+)
+from moe_model.speed.fit_advice import recommend_advice, would_fit
 from moe_model.speed.measurements import load_reference
 from moe_model.speed.scenario import Scenario
 from ui.cached import (
@@ -26,14 +35,17 @@ from ui.cached import (
     cached_bundled_trace,
     cached_explore_curve,
     cached_explore_point,
+    cached_log_workload,
     cached_policy_comparison,
     cached_recommend,
     cached_synthetic,
     cached_trace,
-    content_key,
+    routing_key,
     workload_npz,
 )
+from ui.session_logs import log_routing
 from ui.sidebar import (
+    apply_setting,
     policy_caption,
     sidebar_build,
     sidebar_hardware,
@@ -41,8 +53,9 @@ from ui.sidebar import (
     sidebar_placement,
     sidebar_serving,
 )
-from ui.state import SCENARIO, keep, kept
-from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path
+from ui.state import SCENARIO, keep, kept, kept_toggle
+from ui.uploads import keep_upload, session_uploads, uploader_key
+from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path, runnable
 
 st.header("Explore")
 st.caption(
@@ -51,9 +64,12 @@ st.caption(
 )
 
 
-def best_setting(model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int, build: int) -> None:
-    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use."""
-    if not st.toggle("best setting for this machine (the recommender Shopping and the CLI use)", key="best"):
+def best_setting(
+    model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int, routing, build: int
+) -> None:
+    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use; one click applies
+    it to every control."""
+    if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
         return
     options = cached_recommend(
         model,
@@ -65,11 +81,15 @@ def best_setting(model, source: str, model_key: str, hw, time_model, concurrency
         repr(time_model),
         concurrency,
         n_ctx,
+        routing,
         build,
     )
     best = options[0] if options else None
     if best is None or not best.usable:
-        st.error("No setting fits this machine's VRAM and RAM: " + (best.host.verdict if best else "nothing to try"))
+        advice = recommend_advice(model, hw, options)
+        st.error(advice.summary)
+        if advice.would_fit:
+            st.info("**What would fit**:\n" + "\n".join(f"- {c.text}" for c in advice.would_fit))
         return
     p = best.prediction
     lo, hi = p.decode_tps_range
@@ -77,7 +97,8 @@ def best_setting(model, source: str, model_key: str, hw, time_model, concurrency
         f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model); "
         f"the cache {best.verdict}."
     )
-    st.code(best.command, language="bash")
+    st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
+    st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
         st.caption(
             "Pinned host memory (--load-mode none) won: pinned uploads are faster, the CPU path over pinned "
@@ -85,19 +106,27 @@ def best_setting(model, source: str, model_key: str, hw, time_model, concurrency
         )
 
 
-def workload(model, model_key: str, concurrency: int, draft: int, accept: float, prompt: int):
-    """The routing to replay (the fitted synthetic preset, a bundled real trace or an upload) and its cache key."""
-    simulate_prompts = st.toggle("simulate prompt ubatches too (synthetic routing)", False, key="sim_prompts")
+LOGS_ROUTING = "synthetic (fitted to your logs)"
+PRESET_ROUTING = "synthetic (fitted preset)"
+
+
+def workload(model, model_key: str, concurrency: int, draft: int, accept: float, prompt: int, routing):
+    """The routing to replay (fitted to the session's logs, the fitted synthetic preset, a bundled real trace or
+    an upload) and its cache key."""
+    simulate_prompts = kept_toggle(st, "simulate prompts too", "sim_prompts", False)  # a short label: a narrow column
     traces = bundled_traces(model)
-    kinds = ["synthetic (fitted preset)", *traces, "upload a trace"]
+    kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, "upload a trace"]
     kind = st.radio("workload", kinds, kinds.index(kept("workload", kinds[0], choices=kinds[:-1])), key="workload")
     if kind != kinds[-1]:  # an upload cannot travel in a link
         keep(workload=kind)
-    upload = st.file_uploader("trace (.npz or .csv)", key="trace_upload") if kind == kinds[-1] else None
+    if kind == LOGS_ROUTING:
+        st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
+        work = cached_log_workload(model, routing, concurrency, draft, accept)
+        return work, f"logs:{routing_key(routing)}:{concurrency}:{draft}:{accept}"
+    upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
-        data = upload.getvalue()
-        work = cached_trace(data, upload.name, model.n_expert, concurrency, draft, accept)
-        return work, f"upload:{content_key(data)}:{concurrency}:{draft}:{accept}"
+        work = cached_trace(upload.data, upload.name, model.n_expert, concurrency, draft, accept)
+        return work, f"upload:{upload.digest}:{concurrency}:{draft}:{accept}"
     if kind in traces:
         work = cached_bundled_trace(traces[kind], model.n_expert, concurrency, draft, accept)
         return work, f"bundled:{kind}:{concurrency}:{draft}:{accept}"
@@ -108,18 +137,28 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
             f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
             "(this tool's limit on drawn prompt routing)."
         )
-    routing = preset_for(model)
+    preset = preset_for(model)
     st.caption(
-        f"Synthetic routing is a model: the {routing.name} preset ({routing.match}), fitted to "
-        f"{routing.fitted_to}; ±{routing.spread_points:.1f} hit-rate points."
+        f"Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
+        f"{preset.fitted_to}; ±{preset.spread_points:.1f} hit-rate points."
     )
     return work, f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}"
 
 
-def headline(answer: Answer, view: ExploreCurve) -> None:
-    """The answer at the chosen budget, first: whether it starts and fits, its speed and the cache's verdict."""
+def trace_upload():
+    """A trace upload, kept for the session (the latest one is replayed)."""
+    new = st.file_uploader("trace (.npz or .csv)", key=uploader_key("trace_upload"))
+    if new is not None:
+        return keep_upload("trace", new.name, new.getvalue())
+    held = session_uploads().of_kind("trace")
+    return held[-1] if held else None
+
+
+def headline(answer: Answer, view: ExploreCurve, advice) -> None:
+    """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its speed and
+    the cache's verdict."""
     budget, pred = answer.point.budget_mib, answer.point.prediction
-    usable = fit_verdicts(pred.vram, answer.host)
+    usable = fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
         st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
     elif usable:
@@ -135,21 +174,22 @@ def headline(answer: Answer, view: ExploreCurve) -> None:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 
 
-def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, params_source: str):
+def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing):
     axis, point = view.axis, answer.point
-    lines = {f"{n}, no cache": p.decode_tps for n, p in view.no_cache.items()}
+    lines = {f"{n}, no cache": p.decode_tps for n, p in baselines.items()}
     speed = speed_curve(axis.budgets, view.speeds, lines, measured, budget, view.ranges)
     st.plotly_chart(shade_unfit(speed, axis.fits_mib, axis.budgets[-1]), width="stretch", key="speed")
     a, b = st.columns(2)
     hits, uploads = hit_rate_curve(view.simulated, budget), upload_curve(view.simulated, budget)
+    if routing is not None:
+        hits = overlay_logged_hits(hits, routing, point.layout.placement)
     a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
     b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
     a.plotly_chart(layer_hit_rates(point.simulated), width="stretch", key="layers")
-    compare = {**view.no_cache, f"{placement_name} + {point.budget_mib} MiB": point.prediction}
+    compare = {**baselines, f"{placement_name} + {point.budget_mib} MiB": point.prediction}
     b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
     for note in point.prediction.notes:
         st.caption(note)
-    st.caption(f"Time model parameters: {params_source}. Residuals: the Reference page.")
 
 
 def policy_comparison(keys: tuple, view: ExploreCurve, budget: int) -> None:
@@ -159,7 +199,7 @@ def policy_comparison(keys: tuple, view: ExploreCurve, budget: int) -> None:
         "exact or modelled (see docs/models-and-fits.md). Belady's optimum is the upper bound no policy can pass."
     )
     names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
-    if not names or not st.toggle("compare them (runs each policy at every budget)", False, key="compare_policies"):
+    if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
         return
     comparison = cached_policy_comparison(*keys, view.axis.policy_budgets(), tuple(names))
     labels = comparison.labels()
@@ -187,6 +227,7 @@ with friendly_errors():
     n_ctx, concurrency = sidebar_serving()
     placement_name, placement = sidebar_placement(model)
     build = sidebar_build()
+    routing = log_routing(model, hw)
     controls, charts = st.columns([1, 3])
     with controls:
         draft, accept = control(st, SCENARIO["draft_tokens"]), control(st, SCENARIO["accept_rate"])
@@ -194,7 +235,8 @@ with friendly_errors():
         if share and not has_cpu_share(build):
             share = 0.0
             st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}): not applied.")
-        work, work_key = workload(model, model_key, concurrency, draft, accept, prompt)
+        work, work_key = workload(model, model_key, concurrency, draft, accept, prompt, routing)
+    from_logs = work_key.startswith("logs:")
     base = Scenario(
         placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=prompt, load_mode=load_mode, build=build
     )
@@ -204,7 +246,7 @@ with friendly_errors():
         if not axis.cache_fits:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
     keys = (model, model_key, work, work_key, hw, repr(hw), time_model, repr(time_model), base)
-    spread = preset_for(model).spread_points
+    spread = routing.spread_points if from_logs else preset_for(model).spread_points
     view = cached_explore_curve(*keys, spread, axis)
     answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(*keys, spread, budget))
     measured = measured_points(
@@ -212,10 +254,20 @@ with friendly_errors():
     )
     with charts:
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
-            headline(answer, view)
+            fits = answer.point.prediction.usable and answer.host.fits
+            headline(answer, view, () if fits else would_fit(model, hw, answer.point.prediction.scenario))
             st.caption(policy_caption(base))
-            best_setting(model, source, model_key, hw, time_model, concurrency, n_ctx, build)
-        curve_charts(view, answer, measured, budget, placement_name, time_model.source)
+            best_setting(
+                model, source, model_key, hw, time_model, concurrency, n_ctx, routing if from_logs else None, build
+            )
+        baselines = fitting_no_cache(model, hw, view)
+        curve_charts(view, answer, measured, budget, placement_name, baselines, routing if from_logs else None)
+        st.caption(
+            f"Time model parameters: {time_model.source}. Routing: "
+            + (routing.describe() if from_logs else f"the {preset_for(model).name} preset (a model)")
+            + ". Residuals: the Reference page."
+            + ("" if len(baselines) == len(view.no_cache) else " No-cache lines that do not fit are not drawn.")
+        )
     d1, d2 = st.columns(2)
     d1.download_button(
         "curve as CSV", view.table().to_csv(index=False), file_name="moe-cache-curve.csv", key="dl_curve"

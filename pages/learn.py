@@ -137,7 +137,7 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
 """)
 
 with friendly_errors(), right:
-    c1, c2, c5, c3, c4 = st.columns(5)
+    c1, c2, c5 = st.columns(3)
     budget = c1.slider("--moe-cache-mib", 10, MAX_TOY_BUDGET, 48, key="learn_budget")
     concurrency = c2.slider("users", 1, 4, 1, key="learn_users")
     draft = c5.slider(
@@ -148,6 +148,7 @@ with friendly_errors(), right:
         key="learn_draft",
         help="speculative decoding: each step verifies draft + 1 tokens of every user in one ubatch",
     )
+    c3, c4 = st.columns(2)  # toggles in a row of their own: five columns cut their labels off
     mixed = c3.toggle("mixed quant", True, key="learn_mixed")
     prompt = c4.toggle("prompt of 40 tokens", False, key="learn_prompt")
     policy = st.radio(

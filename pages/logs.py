@@ -6,14 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import measured_curves
-from moe_model.errors import MoeModelError
 from moe_model.resources import data_path
-from moe_model.speed.hardware import preset
 from moe_model.speed.machine import calibrate_machine, machine_points
 from moe_model.speed.measurements import crosscheck, point_from_run
-from ui.cached import cached_log
+from ui.cached import cached_log, content_key
+from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
-from ui.tables import readable, run_summary
+from ui.state import keep, kept
+from ui.tables import calibration_table, readable, run_summary
+from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
 
 EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
@@ -27,25 +28,18 @@ st.caption(
 )
 
 
-def same_model(run, model) -> bool:
-    """A run of the sidebar's model (only those are cross-checked and calibrated)."""
-    return run.model.get("n_layer") == model.n_layer and run.model.get("n_expert") == model.n_expert
-
-
-def log_machine(runs, fallback):
-    """The machine the runs' logs name (one preset for all of them), else the sidebar's."""
-    names = {str(r.placement.get("gpu") or "").replace("NVIDIA", "").strip() for r in runs}
-    if len(names) != 1 or not next(iter(names)):
-        return fallback
-    try:
-        return preset(next(iter(names))).with_changes(ram_gib=fallback.ram_gib)
-    except MoeModelError:
-        return fallback
-
-
-def drop_examples() -> None:
-    """An upload replaces the bundled example (it stays one click away)."""
-    st.session_state["log_examples"] = []
+def example_picks(have_uploads: bool) -> list[str]:
+    """Bundled examples, kept across pages and in the URL; the T4 example only while nothing is uploaded."""
+    default = "" if have_uploads else "t4-cpumoe-10000.log"
+    chosen = [n for n in kept("log_examples", default).split(";") if n in EXAMPLES]
+    picks = st.multiselect(
+        "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
+        list(EXAMPLES),
+        default=chosen,
+        key="log_examples",
+    )
+    keep(log_examples=";".join(picks))
+    return picks
 
 
 with friendly_errors():
@@ -53,16 +47,20 @@ with friendly_errors():
     hw, time_model, _ = sidebar_hardware()
     build = sidebar_build()
     st.sidebar.caption("A log's own `build:` line wins; the build above is taken for logs that name none.")
-    uploads = st.file_uploader(
-        "llama-server / llama-cli logs", accept_multiple_files=True, key="log_upload", on_change=drop_examples
+    new = st.file_uploader(
+        "llama-server / llama-cli logs (kept for this session until removed in the sidebar)",
+        accept_multiple_files=True,
+        key=uploader_key("log_upload"),
     )
-    picks = st.multiselect(
-        "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
-        list(EXAMPLES),
-        default=[] if uploads else ["t4-cpumoe-10000.log"],
-        key="log_examples",
-    )
-    files = [(u.name, u.getvalue()) for u in uploads or []] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
+    held = {u.digest for u in session_uploads().of_kind("log")}
+    added = [keep_upload("log", u.name, u.getvalue()) for u in new or [] if content_key(u.getvalue()) not in held]
+    if any(added):
+        keep(log_examples="")  # an upload replaces the bundled example (it stays one click away)
+        st.session_state.pop("log_examples", None)
+        st.rerun()  # the sidebar, drawn before these were kept, names them too
+    kept_logs = session_uploads().of_kind("log")
+    picks = example_picks(bool(kept_logs))
+    files = [(u.name, u.data) for u in kept_logs] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
     names = [name for name, _ in files]  # uploads of one name from two folders are told apart by position
     files = [(f"{name} ({i + 1})" if names.count(name) > 1 else name, data) for i, (name, data) in enumerate(files)]
     points, all_runs, parsed = [], [], []
@@ -118,6 +116,11 @@ with friendly_errors():
         if frame["moe_cache_mib"].notna().sum() > 1:
             st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if same_model(r, model)]
+    if uploaded_logs(model):
+        st.caption(
+            f"Your uploaded logs of {model.name} pin the routing on every page that predicts (their decode hit rates, "
+            "fitted once per log set when a page first needs it, ~20 s)."
+        )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         machine = log_machine(matching, hw)
         st.caption(
@@ -131,23 +134,14 @@ with friendly_errors():
         logs = [(name, [r for r in runs if same_model(r, model)]) for name, runs in parsed]
         points, logged = machine_points([(name, runs) for name, runs in logs if runs], model, machine, build)
         result = calibrate_machine(points, machine, time_model.params, logged)
-        st.table(
-            pd.DataFrame(
-                {
-                    "run": [r.name for r in result.runs],
-                    "streams": [r.concurrency for r in result.runs],
-                    "first request after start": ["yes" if r.first_request else "no" for r in result.runs],
-                    "error in the fit %": [round(100 * result.fit_errors[r.name], 1) for r in result.runs],
-                    "error when left out %": [round(100 * result.left_out_errors[r.name], 1) for r in result.runs],
-                    "judges the fit": ["yes" if r.name in result.judged else "no" for r in result.runs],
-                }
-            ),
-        )
+        st.table(calibration_table(result))
         if result.accepted:
             st.session_state["machine"] = result
             st.success(
                 f"Fitted {', '.join(result.fitted)} ({result.reason}; load mode {result.load_mode}; {result.engine} "
-                f"runs): every page now uses this machine (sidebar)."
+                "runs): every page now "
+                f"uses this machine (sidebar); predictions on it carry ±{100 * result.rel_error:.1f} % (its runs' "
+                "error when left out)."
             )
         else:
             st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")

@@ -9,6 +9,7 @@ import streamlit as st
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
 from moe_model.speed.curve import slider_top
+from moe_model.speed.fit_advice import would_fit
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.known_problems import known_problems
 from moe_model.speed.recommend import command_line
@@ -23,7 +24,7 @@ from ui.sidebar import (
     sidebar_serving,
 )
 from ui.tables import readable
-from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path
+from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path, runnable
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
@@ -64,7 +65,9 @@ with friendly_errors():
     placement = replace(layout.placement, fit=False)  # --fit: the layers it moves to make room for this cache
     report = plan_report(model, budget, placement)
     with right:
-        usable = fit_verdicts(layout.vram, host_memory(model, hw, placement, load_mode))
+        host = host_memory(model, hw, placement, load_mode)
+        fits = report["starts"] and layout.vram.fits and host.fits
+        usable = fit_verdicts(layout.vram, host, () if fits else would_fit(model, hw, sc))
         if not report["starts"]:
             st.error(f"llama-server refuses to start: {report['error']}")
         elif usable:
@@ -81,7 +84,8 @@ with friendly_errors():
     st.dataframe(readable(groups), hide_index=True, width="stretch")
     if report["starts"] and usable:
         st.markdown("**Command line** (with `-lv 4` so you can check the slot lines yourself):")
-        st.code(command_line(model_flag_path(source, model_key), sc, chosen), language="bash")
+        command = command_line(model_flag_path(source, model_key), sc, chosen)
+        st.code(runnable(command, source), language="bash", wrap_lines=True)
     else:
         st.caption("No command: this setting does not start or does not fit (see above).")
     st.download_button("plan as JSON", json.dumps(report, indent=1), file_name="moe-cache-plan.json", key="dl_plan")

@@ -5,18 +5,22 @@ import streamlit as st
 
 from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model
+from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.scenario import Scenario
 from ui.cached import cached_recommend
+from ui.machine import in_host
+from ui.session_logs import log_routing
 from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
-from ui.state import HARDWARE, keep, kept
-from ui.widgets import friendly_errors, model_flag_path, setting_input
+from ui.state import HARDWARE, keep, kept, kept_toggle
+from ui.widgets import friendly_errors, model_flag_path, runnable, setting_input
 
 st.header("Hardware shopping")
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
     "Parameters fitted across the measured machines; each range is the error on machines left out of the fit. "
-    "Every card sits in your host (its RAM, in the sidebar)."
+    "Your machine (the sidebar's, edits and calibration included) leads; every other card sits in your host: "
+    "its RAM, memory bandwidth, CPU threads and link."
 )
 OTHERS = ["Tesla T4", "RTX 3060 12GB", "RTX 4080 16GB", "RTX 4090", "RTX 5090", "eGPU RTX 4090, PCIe 3.0 x4"]
 
@@ -30,11 +34,12 @@ def chosen_cards(gpu: str) -> list[str]:
     return cards
 
 
-def row(hw: Hardware, options) -> dict:
+def row(hw: Hardware, options, mine: bool, model) -> dict:
     best = options[0]
     p = best.prediction
     return {
         "GPU": hw.name,
+        "machine": "yours (sidebar)" if mine else "in your host",
         "link": hw.pcie_label,
         "best setting": best.label if best.usable else "nothing fits (VRAM or RAM)",
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
@@ -42,46 +47,53 @@ def row(hw: Hardware, options) -> dict:
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
         "cache verdict": best.verdict if best.usable else "",
         "RAM": best.host.verdict.split(":")[0] if best.host else "",
+        "what would fit": "" if best.usable else recommend_advice(model, hw, options).summary,
         "command": best.command if best.usable else "",
     }
 
 
 with friendly_errors():
     model, source, model_key = sidebar_model()
-    sidebar_hw, _, _ = sidebar_hardware()
+    mine, my_tm, _ = sidebar_hardware()
     ctx, concurrency = sidebar_serving()
     build = sidebar_build()
-    cards = chosen_cards(sidebar_hw.name)
+    routing = log_routing(model, mine)
+    cards = chosen_cards(mine.name)
     st.caption(
-        f"Context {ctx:,}, {concurrency} stream(s), {sidebar_hw.ram_gib:g} GiB host RAM (sidebar). Each pick compares "
-        "mmap'd and pinned (--load-mode none) host experts."
+        f"Context {ctx:,}, {concurrency} stream(s), your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
+        f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
+        "(--load-mode none) host experts." + (f" Routing {routing.describe()}." if routing else "")
     )
     with st.expander("custom card"):
-        use_custom = st.toggle("add a custom card", False, key="custom_on")
-        cc = st.columns(5)
-        starts = {"vram_gib": 16.0, "gpu_bw_gbs": 500.0, "pcie_gen": 4, "pcie_lanes": 16, "cpu_bw_gbs": 50.0}
+        use_custom = kept_toggle(st, "add a custom card", "custom_on", False)
+        cc = st.columns(4)  # the card's own figures: its host is yours
+        starts = {"vram_gib": 16.0, "gpu_bw_gbs": 500.0, "pcie_gen": 4, "pcie_lanes": 16}
         fields = [setting_input(c, HARDWARE[n], v, f"c_{n}") for c, (n, v) in zip(cc, starts.items(), strict=True)]
-        custom = Hardware("custom", *fields, source="user")
-    hardware = [PRESETS[name] for name in cards] + ([custom] if use_custom else [])
-    hardware = [hw.with_changes(ram_gib=sidebar_hw.ram_gib) for hw in hardware]
-    if not hardware:
-        st.info("Pick at least one GPU.")
-        st.stop()
-    tm, path = default_time_model(), model_flag_path(source, model_key)
+        custom = Hardware("custom", *fields, mine.cpu_bw_gbs, source="user")
+    others = [PRESETS[name] for name in cards if name != mine.name] + ([custom] if use_custom else [])
+    machines = [(mine, my_tm, True)] + [(in_host(card, mine), default_time_model(), False) for card in others]
+    path = model_flag_path(source, model_key)
     rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
-    for i, hw in enumerate(hardware):
-        options = cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx, build)
-        rows.append(row(hw, options))
-        bar.progress((i + 1) / len(hardware))
+    for i, (hw, tm, is_mine) in enumerate(machines):
+        options = cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx, routing, build)
+        rows.append(row(hw, options, is_mine, model))
+        bar.progress((i + 1) / len(machines))
     bar.empty()
     frame = pd.DataFrame(rows)
+    if not frame["command"].any():
+        st.error("Nothing fits on any of these cards in your host: see what would fit, per card, in the table.")
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.dataframe(frame.drop(columns="command"), hide_index=True, width="stretch")
     st.caption(policy_caption(Scenario(build=build)))
+    commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
+    if commands:
+        st.markdown("**Each card's best command**:")
+        st.code(runnable(commands, source), language="bash", wrap_lines=True)
     st.caption(
-        f"Time model: {tm.source}. Pinned host experts upload faster, but the CPU path over pinned memory can be "
-        "slower and pinning needs the RAM; each pick says which won. CPU shares are a modelled policy, picked only "
-        "when they win by more than the prediction's error."
+        f"Time model: {my_tm.source} (your machine); {default_time_model().source} (the others). Pinned host "
+        "experts upload faster, but the CPU path over pinned memory can be slower and pinning needs the RAM; each "
+        "pick says which won. CPU shares are a modelled policy, picked only when they win by more than the "
+        "prediction's error."
     )
     st.download_button(
         "comparison as CSV", frame.to_csv(index=False), file_name="hardware-comparison.csv", key="dl_shop"

@@ -6,6 +6,7 @@ test is skipped with instructions, except under CI (CI=true), where it must run.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 from conftest import GT_HEADER, ROOT
 
@@ -322,5 +324,101 @@ def test_three_stories(server, browser):
     table = page.locator("[data-testid='stTable']").inner_text()
     for run in ("server_b10.log#1", "server_b25.log#1", "server_b50.log#1"):
         assert run in table
+    assert not page.outside, page.outside
+    page.close()
+
+
+RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
+RUN3_CACHE_LOGS = [RUN3 / "logs" / f"server_{case}.log" for case in ("minany", "b10", "b25", "b50", "b75", "full")]
+
+
+def logged_decode(path) -> tuple[int, float]:
+    """A run3 log's budget and measured decode t/s (the measurement the app must reproduce)."""
+    from moe_model.readers.logs import parse_log
+    from moe_model.readers.model_spec import load_model
+    from moe_model.speed.measured import scenario_of_run
+    from moe_model.speed.measurements import decode_tps_of
+
+    run = parse_log(path)[0]
+    return scenario_of_run(run, load_model(RUN3 / "model-header.gguf")).budget_mib, decode_tps_of(run)
+
+
+def shopping_row(page, gpu: str) -> tuple[str, float]:
+    """A card's best setting and decode t/s from Shopping's chart (plotly sends the numbers base64-encoded)."""
+    label, y, i = page.evaluate(
+        """(gpu) => {
+        const bars = document.querySelectorAll('.js-plotly-plot')[0].data[0];
+        const i = Array.from(bars.x).indexOf(gpu);
+        return [bars.customdata[i], bars.y.bdata ? {dtype: bars.y.dtype, bdata: bars.y.bdata} : bars.y, i];
+    }""",
+        gpu,
+    )
+    if isinstance(y, dict):
+        y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=np.dtype(y["dtype"])).tolist()
+    return label, float(y[i])
+
+
+def assert_chosen(page, model: str, title: str) -> None:
+    """The uploaded model and the calibrated machine are still this page's choices."""
+    assert selected(page, "Model") == model, title
+    assert page.get_by_test_id("stSidebar").get_by_label("use my calibrated machine (H200)").is_checked(), title
+
+
+def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
+    """Upload run3's header and six logs once, calibrate: every page keeps them and the machine, Explore
+    reproduces the logs within the calibration's error, and Shopping's row for the machine is Explore's best."""
+    page = watched(browser)
+    page.goto(server)
+    page.get_by_text("Model & budget").first.wait_for(timeout=120_000)
+    wait_idle(page)
+    sidebar_select(page, "Model", "upload a header prefix")
+    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(RUN3 / "model-header.gguf"))
+    wait_idle(page)
+    uploaded = "model-header.gguf (uploaded)"
+    ctx = page.get_by_test_id("stSidebar").get_by_label("context (-c)")
+    ctx.fill("8192")  # the logged runs' context
+    ctx.press("Enter")
+    wait_idle(page)
+    go_to(page, "Logs")
+    page.locator("input[type=file]").set_input_files([str(p) for p in RUN3_CACHE_LOGS])  # the sidebar has none now
+    wait_idle(page)
+    page.get_by_role("button", name="Calibrate the time model on these runs").click()
+    accepted = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="every page now uses")
+    accepted.wait_for(timeout=180_000)  # a busy machine can look idle before the run has drawn it
+    wait_idle(page)
+    accepted = accepted.inner_text()
+    rel_error = float(re.search(r"carry ±([\d.]+) %", accepted).group(1)) / 100 + 0.0005  # printed to 0.1 %
+    start = time.time()
+    for title in ("Model & budget", "Reference", "Learn", "Logs", "Explore"):  # Shopping last, below
+        go_to(page, title)
+        assert_chosen(page, uploaded, title)
+    page.get_by_text("fitted to your 6 logs").first.wait_for(timeout=180_000)  # the fit: once per log set
+    wait_idle(page)
+    TIMINGS["story 4: five pages with the uploads (the routing fitted on Explore)"] = time.time() - start
+    box = page.get_by_label("exact --moe-cache-mib (MiB)")
+    for path in RUN3_CACHE_LOGS:
+        budget, logged = logged_decode(path)
+        box.fill(str(budget))
+        box.press("Enter")
+        answer = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=re.compile(rf"^At {budget:,} MiB"))
+        answer.first.wait_for(timeout=120_000)
+        wait_idle(page)
+        text = answer.first.inner_text()
+        predicted = float(re.search(r"MiB: ([\d.]+) t/s decode", text).group(1))
+        assert abs(predicted / logged - 1) <= rel_error, (path.name, predicted, logged, rel_error)
+    page.get_by_text("best setting for this machine", exact=False).click()
+    best = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="Best setting: ")
+    best.wait_for(timeout=180_000)
+    wait_idle(page)
+    best = best.inner_text()
+    explore_pick, rest = best.split("Best setting: ", 1)[1].split(": ", 1)
+    explore_tps = float(rest.split(" t/s", 1)[0])
+    go_to(page, "Hardware shopping")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert_chosen(page, uploaded, "Hardware shopping")
+    label, tps = shopping_row(page, "H200")
+    assert (label, round(tps, 1)) == (explore_pick.strip(), explore_tps)
+    shot(page, "story-4-shopping")
     assert not page.outside, page.outside
     page.close()

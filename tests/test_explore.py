@@ -6,9 +6,17 @@ import pandas as pd
 import pytest
 
 from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.curve import curve
-from moe_model.speed.explore import answer_at, explore_curve, explore_point, measured_points, simulated_prompt_tokens
+from moe_model.speed.explore import (
+    EXPLORE_TOKENS,
+    answer_at,
+    explore_curve,
+    explore_point,
+    measured_points,
+    simulated_prompt_tokens,
+)
 from moe_model.speed.hardware import preset
 from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.measurements import load_reference
@@ -88,4 +96,27 @@ def test_measured_points_are_this_gpu_model_concurrency_and_placement_plus_the_u
 def test_simulated_prompt_routing_stays_within_the_draw_limit(qwen30b):
     assert simulated_prompt_tokens(100, qwen30b) == 100
     capped = simulated_prompt_tokens(10**6, qwen30b)
-    assert capped < 10**6 and capped * qwen30b.n_layer * qwen30b.n_expert * 12 <= MAX_ROUTING_DRAWS
+    n_seq = -(-EXPLORE_TOKENS // SEQ_LEN)  # the sequences of the workload Explore replays
+    assert capped < 10**6 and capped * qwen30b.n_layer * qwen30b.n_expert * n_seq <= MAX_ROUTING_DRAWS
+
+
+def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_gets_one_number(
+    qwen30b, tmp_path, capsys
+):
+    """Issue 21: the app and the CLI gave 347.6 and 335.2 t/s at one calibrated setting (the app replayed 6,000
+    synthetic tokens, predict 4,000); Explore's workload is now predict's, to the digit."""
+    import json
+
+    from conftest import QWEN30B
+
+    from moe_model.cli.main import main
+    from moe_model.speed.machine import MachineFit, save_machine
+
+    hw = preset("H200").with_changes(cpu_expert_gbs=40.0, pageable_gbs=20.0, sync_us=30.0, token_ms=2.0)
+    save_machine(MachineFit(hw, ("cpu_expert_gbs",), {}, {}, (), 0.1, True, "accepted", "mmap"), tmp_path / "m.json")
+    tm, base = default_time_model(), Scenario(n_ctx=8192)
+    work = synthetic_workload(qwen30b, Scenario(prompt_tokens=1), n_tokens=EXPLORE_TOKENS)  # as the app builds it
+    app = explore_point(qwen30b, hw, tm.params, base, work, 4000, rel_error=0.1).prediction.decode_tps
+    args = ["predict", "--model", str(QWEN30B), "--machine", str(tmp_path / "m.json"), "--json"]
+    assert main([*args, "--budget-mib", "4000", "--ctx", "8192"]) == 0
+    assert app == json.loads(capsys.readouterr().out)["decode_tps"]

@@ -310,6 +310,7 @@ def http_dir(tmp_path):
     yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", handler
     handler.released.set()
     server.shutdown()
+    server.server_close()
 
 
 def test_url_reads_only_the_header_with_range_requests(http_dir):

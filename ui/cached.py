@@ -21,6 +21,7 @@ from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.sources import SourcePolicy, check_path, check_url
 from moe_model.readers.traces import load_any, save_npz
 from moe_model.resources import data_path
+from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
 from moe_model.speed.calibration import TimeModel
 from moe_model.speed.curve import BudgetAxis, CurvePoint
@@ -61,7 +62,12 @@ def file_key(path: Path) -> str:
     return content_key(path.read_bytes()) if path.is_file() else "missing"
 
 
-HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint}
+def routing_key(routing: LogRouting) -> str:
+    """A routing fitted to logs, by its repr (its dict fields make it unhashable, so fingerprint cannot memo it)."""
+    return content_key(repr(routing).encode())
+
+
+HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint, LogRouting: routing_key}
 
 
 @st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
@@ -78,9 +84,18 @@ def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> Mod
 
 @st.cache_data(show_spinner="Generating routing...", max_entries=16, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
 def cached_recommend_work(
-    model: ModelSpec, _model_key: str, concurrency: int, draft: int, accept: float, presets_key: str
+    model: ModelSpec,
+    _model_key: str,
+    concurrency: int,
+    draft: int,
+    accept: float,
+    presets_key: str,
+    routing: LogRouting | None = None,
 ) -> Workload:
-    """The recommender's workload: the same synthetic preset `python -m moe_model recommend` uses."""
+    """The recommender's workload: the synthetic preset `python -m moe_model recommend` uses, or the routing
+    fitted to the session's logs (the same workload Explore replays)."""
+    if routing is not None:
+        return routing.workload(model, Batching(concurrency, draft, accept))
     return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
 
 
@@ -95,19 +110,21 @@ def cached_recommend(
     tm_key: str,
     concurrency: int,
     n_ctx: int,
+    routing: LogRouting | None = None,
     build: int = MAINLINE_BUILD,
 ) -> list[Option]:
-    """The one recommender with the inputs every page and the CLI share: concurrency, context and build."""
+    """The one recommender with the inputs every page and the CLI share: concurrency, context and build; the routing
+    fitted to the session's logs where there is one."""
     presets = file_key(PRESETS_PATH)
     return recommend(
         model,
         hw,
         _tm.params,
         Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build),
-        lambda sc: cached_recommend_work(model, "", sc.concurrency, sc.draft_tokens, sc.accept_rate, presets),
+        lambda sc: cached_recommend_work(model, "", sc.concurrency, sc.draft_tokens, sc.accept_rate, presets, routing),
         command_path,
         _tm.rel_error,
-        preset_for(model).spread_points,
+        preset_for(model).spread_points if routing is None else routing.spread_points,
     )
 
 
@@ -129,6 +146,12 @@ def _cached_synthetic(
 ) -> Workload:
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
     return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
+
+
+@st.cache_data(show_spinner="Generating routing...", max_entries=8, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+def cached_log_workload(model: ModelSpec, routing: LogRouting, concurrency: int, draft: int, accept: float) -> Workload:
+    """A run like the session's logs with the routing fitted to them, batched."""
+    return routing.workload(model, Batching(concurrency, draft, accept))
 
 
 @st.cache_data(show_spinner="Parsing the log...", max_entries=16, ttl=APP_CACHE_TTL_S)

@@ -12,10 +12,13 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
-from moe_model.speed.hardware import PRESETS, Hardware, preset
+from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
+from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario
-from ui.cached import cached_model, content_key
-from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting
+from ui.cached import cached_model, content_key, fingerprint
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, link_rates
+from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
+from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
 from ui.widgets import control, setting_input
 
 MODELS = data_path("models")
@@ -40,25 +43,60 @@ def _secrets() -> dict:
         return {}
 
 
+UPLOAD_HEADER = "upload a header prefix"
+FROM_PATH = "URL or local path"
+
+
+def _header_labels(headers: list[Upload]) -> dict[str, Upload]:
+    """Each kept header under its name; two of one name told apart by their digest."""
+    names = [u.name for u in headers]
+    return {u.label if names.count(u.name) == 1 else f"{u.name} ({u.digest}, uploaded)": u for u in headers}
+
+
+def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
+    """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
+    link names an upload this session does not hold (said, never replaced by another model silently)."""
+    raw = str(st.session_state.setdefault("kept", {}).get("model", st.query_params.get("model", DEFAULT_MODEL)))
+    linked = parse_url_value(raw)
+    if linked is None:
+        return kept("model", DEFAULT_MODEL, choices=models)
+    held = next((label for label, u in headers.items() if u.digest == linked[0]), None)
+    if held is not None:
+        return held
+    st.sidebar.warning(f"This view used an uploaded header ({linked[1]}): upload it again to see it.")
+    return UPLOAD_HEADER
+
+
 def sidebar_model() -> tuple[ModelSpec, str, str]:
-    """The model picker shared by every page: bundled, an uploaded header prefix, a URL or a path.
+    """The model picker shared by every page: bundled, an uploaded header prefix (kept for the session), a URL
+    or a path.
 
     Returns the model, the name to show (and put in command lines), and a key naming its content."""
     models = bundled_models()
-    choice = kept("model", DEFAULT_MODEL, choices=models)
-    options = [*models, "upload a header prefix", "URL or local path"]
+    kept_headers = _header_labels(session_uploads().of_kind("header"))
+    options = [*models, *kept_headers, UPLOAD_HEADER, FROM_PATH]
+    choice = _linked_model(models, kept_headers)
     kind = st.sidebar.selectbox(
         "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
     )
-    if kind == "upload a header prefix":
+    sidebar_uploads()
+    if kind in kept_headers:
+        return _uploaded_model(kept_headers[kind])
+    if kind == UPLOAD_HEADER:
         st.sidebar.caption("Make one with `head -c 16M model.gguf > header.gguf` (split models: the first shard).")
-        upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key="model_upload")
+        upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key=uploader_key("model_upload"))
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
         data = upload.getvalue()
+        held = session_uploads().get(content_key(data))
+        if held is not None:
+            return _uploaded_model(held)
+        cached_model(data)  # a header that does not parse is refused before the session keeps it
+        if keep_upload("header", upload.name, data) is not None:
+            st.rerun()  # the sidebar's list of uploads, drawn above, names it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
-    if kind == "URL or local path":
+    if kind == FROM_PATH:
         text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
@@ -68,64 +106,112 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
-MACHINE_EDITS = (*(s.url_key for s in HARDWARE.values() if s.url_key), "link")
+MACHINE_EDITS = (*HOST_EDITS, *CARD_EDITS)  # every kept machine edit: the host's, then the card's
 
 
-def _edit(box, name: str, default, gpu: str):
-    """One machine field's declared widget, starting at the preset's value; kept across pages and in the URL."""
+def _uploaded_model(upload: Upload) -> tuple[ModelSpec, str, str]:
+    keep(model=upload.url_value)  # a link says an upload is needed, and which
+    return cached_model(upload.data), upload.name, f"upload:{upload.digest}"
+
+
+def _edit(box, name: str, default, base_id: str):
+    """One machine field's declared widget, starting at the base machine's value; kept across pages and in the URL."""
     s = HARDWARE[name]
-    value = setting_input(box, s, kept_setting(s, start=default), f"hw_{s.url_key}_{gpu}")
+    value = setting_input(box, s, kept_setting(s, start=default), f"hw_{s.url_key}_{base_id}")
     keep(**{s.url_key: value})
     return value
 
 
-def _link_edit(hw: Hardware, gpu: str) -> float:
+def _link_edit(hw: Hardware, base_id: str) -> float:
     """One measured host-to-device rate for both copies (0: derived from the machine), up to the link's line rate."""
     label, top = "measured host-to-device GB/s (0: from the machine)", hw.line_gbs
-    value = st.number_input(label, 0.0, top, kept("link", 0.0, float, 0.0, top), 0.5, key=f"hw_link_{gpu}")
+    value = st.number_input(label, 0.0, top, kept("link", 0.0, float, 0.0, top), 0.5, key=f"hw_link_{base_id}")
     keep(link=value)
     return value
 
 
+def _calibrated() -> MachineFit | None:
+    """The machine calibrated on the Logs page this session; a link that used one says it is not here."""
+    calibrated = st.session_state.get("machine")
+    if calibrated is None and st.query_params.get("calibrated") in ("True", "1"):
+        st.sidebar.warning("This view used a machine calibrated from your logs: calibrate it again on Logs.")
+    return calibrated
+
+
+def _base_machine(base_id: str) -> Hardware | None:
+    """The machine a base id names: a preset, or this session's calibrated machine."""
+    calibrated = st.session_state.get("machine")
+    if base_id.startswith("calibrated:"):
+        return calibrated.hardware if calibrated else None
+    return PRESETS.get(base_id)
+
+
+def _switch_base(base_id: str, calibrated: bool) -> bool:
+    """Another base machine (a GPU picked, the calibrated machine switched on or off): drop the edits that were
+    the old card's, and the host's unless the user made it theirs (ui.machine). True when the base changed."""
+    old_id = st.session_state.get("hw_base")
+    switched = old_id is not None and old_id != base_id
+    if switched:
+        forget(*edits_to_forget(st.session_state.setdefault("kept", {}), _base_machine(old_id), calibrated))
+    st.session_state["hw_base"] = base_id
+    return switched
+
+
+def _apply_preset_host(base_id: str) -> None:
+    """The button's callback: the preset's own host figures replace the kept ones (and the boxes showing them)."""
+    forget(*HOST_EDITS)
+    for key in HOST_EDITS:
+        st.session_state.pop(f"hw_{key}_{base_id}", None)
+
+
 def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     """The machine (a preset, every field editable, or the one calibrated on the Logs page), the time model
-    and the load mode (-lm) of the host experts; all kept across pages and in the URL."""
+    and the load mode (-lm) of the host experts; all kept across pages and in the URL. Picking another GPU
+    keeps the host (RAM, memory bandwidth, threads, link) once the user has edited it."""
     names = list(PRESETS)
     chosen = kept("gpu", DEFAULT_GPU, choices=names)
     name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu")
-    if st.session_state["kept"].get("gpu", name) != name:
-        forget(*MACHINE_EDITS)  # another card: its own preset figures
     keep(gpu=name)
     time_model = default_time_model()
-    calibrated = st.session_state.get("machine")  # a MachineFit from the Logs page
-    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated.hardware.name})", True):
+    calibrated = _calibrated()  # a MachineFit from the Logs page
+    use_calibrated = calibrated is not None and kept_toggle(
+        st.sidebar, f"use my calibrated machine ({calibrated.hardware.name})", "calibrated", True
+    )
+    if use_calibrated:
         hw = calibrated.hardware
+        base_id = f"calibrated:{fingerprint(hw)}"
         time_model = TimeModel(
             time_model.params, calibrated.rel_error, "your machine, calibrated from your logs (Logs page)"
         )
-        name = f"calibrated {hw.name}"  # its own figures: the preset's kept edits do not apply to it
     else:
-        hw = preset(name)
-    if st.session_state["kept"].get("machine_source", name) != name:
-        forget(*MACHINE_EDITS)
-        if calibrated is not None and name.startswith("calibrated"):
-            keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # until the user picks another
-    st.session_state["kept"]["machine_source"] = name
-    ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), name)
+        hw, base_id = preset(name), name
+    if _switch_base(base_id, use_calibrated) and use_calibrated:
+        keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # the logs' load mode, until the user picks
+    ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), base_id)
     with st.sidebar.expander("edit this machine"):
-        link = _link_edit(hw, name)
+        link = _link_edit(hw, base_id)
+        vram = _edit(st, "vram_gib", float(hw.vram_gib), base_id)
+        gpu_bw = _edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), base_id)
+        gen = _edit(st, "pcie_gen", hw.pcie_gen, base_id)
+        lanes = _edit(st, "pcie_lanes", hw.pcie_lanes, base_id)
         hw = hw.with_changes(
             ram_gib=ram,
-            vram_gib=_edit(st, "vram_gib", float(hw.vram_gib), name),
-            gpu_bw_gbs=_edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), name),
-            pcie_gen=_edit(st, "pcie_gen", hw.pcie_gen, name),
-            pcie_lanes=_edit(st, "pcie_lanes", hw.pcie_lanes, name),
-            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), name),
-            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), name),
+            vram_gib=vram,
+            gpu_bw_gbs=gpu_bw,
+            pcie_gen=gen,
+            pcie_lanes=lanes,
+            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), base_id),
+            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), base_id),
+            **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
         )
-        hw = hw.with_changes(
-            **({"pinned_gbs": min(link, hw.line_gbs), "pageable_gbs": min(link, hw.line_gbs)} if link else {})
-        )
+        if not use_calibrated:
+            st.button(
+                f"use the {name} preset's host",
+                key="preset_host",
+                on_click=_apply_preset_host,
+                args=(base_id,),
+                help="RAM, host memory, threads and link as the preset states them (picking a GPU keeps yours)",
+            )
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
@@ -178,3 +264,24 @@ def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
         keep(k=int(k))
         return name, Placement(cpu_moe=False, n_cpu_moe=int(k))
     return name, Placement.parse({"--cpu-moe": "cpu-moe", "--fit": "fit"}[name])
+
+
+def setting_controls(sc: Scenario) -> dict:
+    """The kept value of every control that sets `sc` (placement, K, budget, load mode, CPU share, context,
+    streams), under each control's key: what "apply" writes, so that every page shows that setting."""
+    p = sc.placement
+    placement = 2 if p.fit else 1 if p.n_cpu_moe and not p.cpu_moe else 0
+    fields = ("budget_mib", "load_mode", "cpu_share", "n_ctx", "concurrency")
+    out = {"placement": placement} | {SCENARIO[f].url_key: getattr(sc, f) for f in fields}
+    return out | ({"k": p.n_cpu_moe} if placement == 1 else {})
+
+
+def apply_setting(sc: Scenario) -> None:
+    """A button's callback: every control set to `sc` (kept, in the URL and in the widgets themselves)."""
+    controls = setting_controls(sc)
+    keep(**controls)
+    budget = SCENARIO["budget_mib"].url_key
+    widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], f"{budget}_box": controls[budget]}
+    for key, value in widgets.items():
+        st.session_state[key] = value
+    st.session_state.pop(budget, None)  # the slider snaps to its curve's stops: it follows the box's value

@@ -81,3 +81,19 @@ def kept_setting(s: Setting, hi=None, start=None):
         return kept(s.url_key, first, type(first), choices=list(w.options))
     top = w.hi if hi is None else hi
     return kept(s.url_key, first if top is None else min(first, top), type(first), w.lo, top)
+
+
+def as_bool(raw) -> bool:
+    """A toggle's value from a link ("True"/"False", "1"/"0")."""
+    if str(raw) in ("True", "true", "1"):
+        return True
+    if str(raw) in ("False", "false", "0"):
+        return False
+    raise ValueError(raw)
+
+
+def kept_toggle(box, label: str, key: str, default: bool) -> bool:
+    """A toggle kept across pages and in the URL, like every other setting."""
+    value = box.toggle(label, kept(key, default, as_bool), key=key)
+    keep(**{key: value})
+    return value

@@ -126,3 +126,19 @@ def run_summary(run: LogRun) -> pd.DataFrame:
         for t in run.timings
     ]
     return pd.DataFrame([(what, text) for what, text in rows if text], columns=["what", "logged"])
+
+
+def calibration_table(result) -> pd.DataFrame:
+    """A machine calibration's runs: each error in the fit and when left out, in % with one decimal (text, so
+    that the table shows what it means and not four decimals of noise)."""
+    runs = result.runs
+    return pd.DataFrame(
+        {
+            "run": [r.name for r in runs],
+            "streams": [r.concurrency for r in runs],
+            "first request after start": ["yes" if r.first_request else "no" for r in runs],
+            "error in the fit %": [f"{100 * result.fit_errors[r.name]:+.1f}" for r in runs],
+            "error when left out %": [f"{100 * result.left_out_errors[r.name]:+.1f}" for r in runs],
+            "judges the fit": ["yes" if r.name in result.judged else "no" for r in runs],
+        }
+    )

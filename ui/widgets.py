@@ -4,12 +4,14 @@ the fit verdicts, library errors as messages (never a traceback), and how a prin
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import streamlit as st
 
 from moe_model.errors import MoeModelError
 from moe_model.settings import Setting
+from moe_model.speed.fit_advice import FitChange
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.vram import VramBreakdown
 from ui.state import SCENARIO, keep, kept_setting
@@ -44,6 +46,9 @@ def budget_slider(box, top: int, step: int = 1) -> int:
     s = SCENARIO["budget_mib"]
     key, label, lo = s.url_key, s.widget.label, s.widget.lo
     value = kept_setting(s, top)
+    chosen = st.session_state.setdefault("kept", {}).get(key)
+    if chosen is not None and chosen > top:  # the context, placement or machine changed what fits: say so
+        box.info(f"The budget {chosen:,} MiB no longer fits this setting: now {top:,} MiB, the largest that does.")
     box.slider(
         label,
         lo,
@@ -84,13 +89,30 @@ def control(box, s: Setting, hi=None):
     return value
 
 
-def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
-    """Lead with whether the setting fits VRAM and RAM; True when both do (VRAM too close to call: a warning)."""
+def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChange] = ()) -> bool:
+    """Lead with whether the setting fits VRAM and RAM; True when both do (VRAM too close to call: a warning).
+    When not, what would (`advice`: fit_advice.would_fit for this setting)."""
     (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
     (st.success if host.fits else st.error)(host.verdict)
+    if advice:
+        st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
     return (vram.fits or vram.tight) and host.fits
 
 
+MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line
+
+
 def model_flag_path(source: str, model_key: str) -> str:
-    """What a printed command names the model by: a placeholder when it came from an upload."""
-    return "/path/to/model.gguf" if model_key.startswith("upload:") else source
+    """What a printed command names the model by: a URL or path as given; $MODEL for an upload or a bundled
+    header (the app holds only the header, the full file is on the user's machine)."""
+    if model_key.startswith("upload:") or "/" not in source:
+        return MODEL_VAR
+    return source
+
+
+def runnable(commands: str, source: str) -> str:
+    """Commands that run as pasted: where they name $MODEL, a first line sets it, explained once."""
+    if MODEL_VAR not in commands:
+        return commands
+    name = source.rsplit("/", 1)[-1]
+    return f"MODEL=/path/to/{name}  # your full model file: this app read only its header\n{commands}"

@@ -536,12 +536,17 @@ def _lines(source: str | Path | bytes | BinaryIO) -> Iterator[str]:
     if isinstance(source, (bytes, bytearray)):
         source = io.BytesIO(source)
     if isinstance(source, (str, Path)):
-        with open_regular(source, "log file", LogError) as f:
+        f = open_regular(source, "log file", LogError)
+        with io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="") as text:  # closes f too
             if os.fstat(f.fileno()).st_size > MAX_LOG_BYTES:
                 raise LogError(f"{Path(source).name} is larger than {MAX_LOG_BYTES // 1024**3} GiB")
-            yield from _bounded_lines(io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline=""))
+            yield from _bounded_lines(text)
         return
-    yield from _bounded_lines(io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline=""))
+    text = io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline="")
+    try:
+        yield from _bounded_lines(text)
+    finally:
+        text.detach()  # the caller's stream stays open: it is theirs to close
 
 
 def _bounded_lines(text: io.TextIOWrapper) -> Iterator[str]:

@@ -19,11 +19,12 @@ from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.measured import SYNTHETIC_TOKENS
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction, TimeParams, verdict
 from moe_model.workload import Workload
 
-EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequences)
+EXPLORE_TOKENS = SYNTHETIC_TOKENS  # the workload predict and recommend replay: one number per setting everywhere
 NO_CACHE_LINES = (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))  # the speed chart's reference lines
 
 
@@ -161,3 +162,12 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
     """Prompt tokens per synthetic sequence whose routing can be drawn within this tool's limit (warm-up included)."""
     n_seq = -(-n_tokens // SEQ_LEN)
     return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
+
+
+def fitting_no_cache(model: ModelSpec, hw: Hardware, view: ExploreCurve) -> dict[str, Prediction]:
+    """The no-cache lines that start and fit VRAM and RAM: a baseline that cannot run is not drawn."""
+    return {
+        name: p
+        for name, p in view.no_cache.items()
+        if p.usable and host_memory(model, hw, p.layout.placement, p.scenario.load_mode).fits
+    }

@@ -74,7 +74,7 @@ def point_from_run(run: LogRun, source: str, budget_mib: int | None = None) -> d
     prompt = [t.prompt_tps for t in run.timings if t.prompt_tps]
     budget = budget_mib if budget_mib is not None else run.flag("--moe-cache-mib")
     return {
-        "id": f"{source}#{run.index}",
+        "id": f"{source}#{run.index + 1}",  # runs count from 1, as every page and the calibration name them
         "source": source,
         "gpu": run.placement.get("gpu"),
         "model": run.model.get("name"),

@@ -1,0 +1,38 @@
+"""One machine everywhere (ui/machine.py): a card moved into the user's host, and which edits a new base drops."""
+
+from __future__ import annotations
+
+from moe_model.speed.hardware import preset
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, in_host, link_rates
+
+
+def test_a_card_in_another_host_takes_the_hosts_ram_memory_cpu_and_measured_terms():
+    host = preset("H200").with_changes(ram_gib=192.0, cpu_expert_gbs=40.0, token_ms=1.5)
+    card = in_host(preset("RTX 4090"), host)
+    assert (card.vram_gib, card.gpu_bw_gbs, card.gpu_tflops) == (24, 1008, 330)  # the card's own
+    assert (card.ram_gib, card.cpu_bw_gbs, card.cpu_threads, card.cpu_ghz) == (192.0, 250, 16, 3.0)
+    assert (card.cpu_expert_gbs, card.token_ms) == (40.0, 1.5)
+    assert card.pcie_gen == 4  # a PCIe 4.0 card in a 5.0 slot runs at 4.0
+    assert card.pinned_gbs is None  # the H200's measured 55 GB/s does not fit a 4.0 x16 line: derived again
+
+
+def test_a_card_in_an_older_slot_runs_at_the_slots_generation_and_keeps_a_rate_it_carries():
+    host = preset("Tesla T4").with_changes(pinned_gbs=12.0)  # PCIe 3.0 x16: 15.8 GB/s line
+    card = in_host(preset("RTX 5090"), host)
+    assert card.pcie_label == "PCIe 3.0 x16" and card.pinned_gbs == 12.0
+
+
+def test_a_calibrated_link_rate_is_dropped_where_an_edited_link_cannot_carry_it():
+    calibrated = preset("H200")  # pinned 55 GB/s measured on PCIe 5.0 x16
+    assert link_rates(calibrated, 0.0, 15.76) == {"pinned_gbs": None, "pageable_gbs": None}
+    assert link_rates(calibrated, 0.0, 63.0)["pinned_gbs"] == 55.0
+    assert link_rates(calibrated, 20.0, 15.76) == {"pinned_gbs": 15.76, "pageable_gbs": 15.76}
+
+
+def test_a_new_gpu_drops_the_cards_edits_and_keeps_a_host_the_user_edited():
+    t4 = preset("Tesla T4")
+    untouched = {"ram": t4.ram_gib, "cpu": t4.cpu_bw_gbs, "threads": t4.cpu_threads, "gen": 3, "link": 0.0}
+    assert set(edits_to_forget(untouched, t4, False)) == set(HOST_EDITS) | set(CARD_EDITS)
+    edited = untouched | {"ram": 128.0}
+    assert set(edits_to_forget(edited, t4, False)) == set(CARD_EDITS)
+    assert set(edits_to_forget(edited, t4, True)) == set(HOST_EDITS) | set(CARD_EDITS)  # a calibrated machine's own

@@ -1,0 +1,54 @@
+"""One machine on every page: the user's host (RAM, memory bandwidth, CPU threads, link) stays when the GPU
+changes, and Shopping puts every other card in that host. Without Streamlit, so tests call it directly."""
+
+from __future__ import annotations
+
+from moe_model.settings import settings_of
+from moe_model.speed.hardware import PCIE_LANE_GBS, Hardware
+
+# the host's own figures, measured (calibrated) or stated: a card moved into this host takes them
+HOST_FIELDS = ("ram_gib", "cpu_bw_gbs", "cpu_threads", "cpu_ghz", "cpu_vnni", "cpu_expert_gbs", "token_ms")
+# the sidebar's edits (URL key: field) that belong to the host (kept when the GPU changes) and to the card
+_KEYS = {name: s.url_key for name, s in settings_of(Hardware).items() if s.url_key}
+HOST_EDITS = {_KEYS[name]: name for name in ("ram_gib", "cpu_bw_gbs", "cpu_threads", "pcie_gen")} | {"link": None}
+CARD_EDITS = {_KEYS[name]: name for name in ("vram_gib", "gpu_bw_gbs", "pcie_lanes")}
+
+
+def in_host(card: Hardware, host: Hardware) -> Hardware:
+    """`card` in the host of `host`: the host's RAM, memory, CPU and their measured terms; the link at the
+    lower PCIe generation of the card and the host's slot; measured link rates kept where the card's line
+    carries them (a slower line gets them derived)."""
+    gen = min(card.pcie_gen, host.pcie_gen)
+    rates = link_rates(host, 0.0, PCIE_LANE_GBS[gen] * card.pcie_lanes)
+    return card.with_changes(pcie_gen=gen, **rates, **{name: getattr(host, name) for name in HOST_FIELDS})
+
+
+def link_rates(hw: Hardware, measured_gbs: float, line_gbs: float) -> dict[str, float | None]:
+    """The copy rates over a link of `line_gbs`: a measured rate typed in the sidebar (0: none) for both kinds,
+    else the machine's own measured rates where the line carries them (a slower edited link drops them: issue 22's
+    "implausible pinned_gbs" after a calibration)."""
+    if measured_gbs:
+        return {"pinned_gbs": min(measured_gbs, line_gbs), "pageable_gbs": min(measured_gbs, line_gbs)}
+    own = {"pinned_gbs": hw.pinned_gbs, "pageable_gbs": hw.pageable_gbs}
+    return {name: rate if rate is not None and rate <= line_gbs else None for name, rate in own.items()}
+
+
+def host_edited(kept: dict, base: Hardware) -> bool:
+    """Whether the kept host edits differ from `base`'s own figures (the user made the host theirs)."""
+    for key, name in HOST_EDITS.items():
+        if key not in kept:
+            continue
+        own = 0.0 if name is None else getattr(base, name)
+        if kept[key] != own:
+            return True
+    return False
+
+
+def edits_to_forget(kept: dict, old_base: Hardware | None, new_is_calibrated: bool) -> tuple[str, ...]:
+    """The kept machine edits a change of base machine drops: all of them for a calibrated machine (its fitted
+    figures, link included, replace the sidebar's), else the card's, and the host's unless the user edited it."""
+    if new_is_calibrated or old_base is None:
+        return (*HOST_EDITS, *CARD_EDITS)
+    if host_edited(kept, old_base):
+        return tuple(CARD_EDITS)
+    return (*HOST_EDITS, *CARD_EDITS)
