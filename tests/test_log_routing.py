@@ -8,9 +8,10 @@ from conftest import GROUNDTRUTH
 
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import calibrate_machine, default_time_model
+from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.log_routing import logged_hit_rates, routing_from_logs
+from moe_model.speed.machine import calibrate_machine
 from moe_model.speed.measured import log_points, synthetic_workload
 from moe_model.speed.scenario import resolve
 from moe_model.speed.time_model import predict
