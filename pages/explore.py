@@ -227,7 +227,7 @@ with friendly_errors():
     n_ctx, concurrency = sidebar_serving()
     placement_name, placement = sidebar_placement(model)
     build = sidebar_build()
-    routing = log_routing(model, hw)
+    routing = log_routing(model, hw, build)
     controls, charts = st.columns([1, 3])
     with controls:
         draft, accept = control(st, SCENARIO["draft_tokens"]), control(st, SCENARIO["accept_rate"])

@@ -57,7 +57,7 @@ with friendly_errors():
     mine, my_tm, _ = sidebar_hardware()
     ctx, concurrency = sidebar_serving()
     build = sidebar_build()
-    routing = log_routing(model, mine)
+    routing = log_routing(model, mine, build)
     cards = chosen_cards(mine.name)
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s), your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import GROUNDTRUTH
 
+from moe_model.llama.builds import EXACT_BUILD
+from moe_model.llama.simulate import LRU_KERNEL
+from moe_model.policies import class_lru
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.calibration import default_time_model
@@ -39,6 +42,15 @@ def test_each_log_gives_its_decode_hit_rate_without_the_warm_up(run3):
     assert 0.6941 < b50.hit_rate < 0.70
 
 
+def test_each_logged_hit_rate_is_fitted_through_its_builds_policy(run3):
+    model, hw, logs = run3
+    runs = logs[0][1]  # run3's logs name no build: the build given, else mainline (ClassLRU)
+    (exact,) = logged_hit_rates(runs, model, hw, "minany", EXACT_BUILD)
+    (mainline,) = logged_hit_rates(runs, model, hw, "minany")
+    assert exact.kernel == LRU_KERNEL
+    assert mainline.kernel == class_lru.kernel() and mainline.kernel.name == "class-lru-b12170"
+
+
 def test_runs_without_a_cache_or_statistics_give_no_hit_rate(run3):
     model, hw, _ = run3
     for case in ("off", "gpu"):
@@ -49,10 +61,11 @@ def test_runs_without_a_cache_or_statistics_give_no_hit_rate(run3):
 def test_predictions_at_the_logged_budgets_reproduce_the_logs_within_the_calibrations_error(run3):
     model, hw, logs = run3
     params = default_time_model().params
-    points = [p for case, runs in logs for p in log_points(runs, model, hw, case, hw.name)]
+    # run3's logs name no build: they are b11549's (the exact LRU), as the reference h200 points take them
+    points = [p for case, runs in logs for p in log_points(runs, model, hw, case, hw.name, EXACT_BUILD)]
     machine = calibrate_machine(points, hw, params)
     assert machine.accepted, machine.reason
-    routing = routing_from_logs(model, logs, hw)
+    routing = routing_from_logs(model, logs, hw, EXACT_BUILD)
     assert routing.fitted_to == "fitted to your 6 logs" and routing.spread_points < 5
     work = routing.workload(model, Batching())
     for p in points:

@@ -49,19 +49,20 @@ def uploaded_logs(model: ModelSpec) -> list[tuple[str, list[LogRun]]]:
     return out
 
 
-def log_routing(model: ModelSpec, hw: Hardware) -> LogRouting | None:
-    """The routing fitted to the session's logs of this model (None without a logged hit rate): fitted once
-    per log set, with a progress bar (~20 s for six logs), then kept for the session."""
+def log_routing(model: ModelSpec, hw: Hardware, build: int | None = None) -> LogRouting | None:
+    """The routing fitted to the session's logs of this model (None without a logged hit rate), through the
+    policy of each log's build (`build` for logs that name none): fitted once per log set and build, with a
+    progress bar (~20 s for six logs), then kept for the session."""
     logs = uploaded_logs(model)
     machine = log_machine([r for _, runs in logs for r in runs], hw)
-    if not any(logged_hit_rates(runs, model, machine, name) for name, runs in logs):
+    if not any(logged_hit_rates(runs, model, machine, name, build) for name, runs in logs):
         return None
-    key = (fingerprint(model), tuple(sorted(d for d in _digests())), machine.name)
+    key = (fingerprint(model), tuple(sorted(d for d in _digests())), machine.name, build)
     fitted: dict = st.session_state.setdefault("log_routings", {})
     if key not in fitted:
         bar = st.progress(0.0, f"Fitting the routing to your {len(logs)} logs (once per log set)...")
         try:
-            routing = routing_from_logs(model, logs, machine, progress=lambda f: bar.progress(min(f, 1.0)))
+            routing = routing_from_logs(model, logs, machine, build, progress=lambda f: bar.progress(min(f, 1.0)))
         except MoeModelError as err:  # the page goes on with the model's preset, and says why
             st.warning(f"Your logs could not pin the routing ({err}): using the model's routing preset.")
             routing = None

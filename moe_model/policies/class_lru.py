@@ -22,6 +22,7 @@ clock depend only on the lookups, so they are computed once per chunk and every 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import floor, log2
@@ -356,9 +357,16 @@ def _budgets(
 
 
 def kernel(**knobs) -> Kernel:
-    """The ClassLRU kernel with its knobs (KNOBS's defaults where not given)."""
+    """The ClassLRU kernel with its knobs (KNOBS's defaults where not given); the same knobs give the same
+    Kernel, so that callers can group simulations by kernel."""
     k = KNOBS | knobs
     check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
+    return _kernel(tuple(sorted(k.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel(items: tuple) -> Kernel:
+    k = dict(items)
     return Kernel(
         "class-lru-b12170",
         lambda caps, n_layer, n_expert: new_state(caps, n_layer, n_expert, **k),

@@ -3,7 +3,8 @@
 A llama-server -lv 4 log measures the real routing's decode hit rate at the budget it ran. Those points
 (budget, placement, hit rate) pin the synthetic model of routing for that model: the knobs are fitted so
 that a run like the logged ones (same placement, streams, decode tokens per request, from a cold pool)
-simulated through the exact LRU gives each logged hit rate. Still a model of routing: its spread is the
+simulated through the replacement policy of the logged build (the exact LRU before b12170, ClassLRU from it)
+gives each logged hit rate. Still a model of routing: its spread is the
 larger of the in-fit and the leave-one-log-out error, in hit-rate points.
 """
 
@@ -19,7 +20,7 @@ from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
 from moe_model.limits import MAX_LOG_ROUTING_TOKENS
 from moe_model.llama.batching import build_workload
-from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.simulate import LRU_KERNEL, Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import BOUNDS, Knobs, RoutingPreset, Shape, generate
@@ -39,6 +40,7 @@ class LoggedHitRate:
     decode_tokens: int  # generated tokens of every request together
     requests: int
     concurrency: int = 1
+    kernel: Kernel = LRU_KERNEL  # the replacement policy of the build that logged it
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.hit_rate <= 1.0 and self.budget_mib > 0 and self.decode_tokens > 0 and self.requests > 0):
@@ -110,17 +112,18 @@ def simulated_hit_rates(
     model: ModelSpec, knobs: Knobs, points: Sequence[LoggedHitRate], length: RunLength, seed: int = 0
 ) -> dict[str, float]:
     """Each point's decode hit rate with these knobs: one simulation per placement and stream count, all its
-    budgets at once (the exact LRU), decode only and without the warm-up, as the logged rates are."""
+    budgets at once (through the policy of the build that logged it), decode only and without the warm-up, as
+    the logged rates are."""
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
     trace = generate(shape, knobs, length.decode_tokens, length.seq_len, seed)
-    groups: dict[tuple[Placement, int], list[LoggedHitRate]] = {}
+    groups: dict[tuple[Placement, int, Kernel], list[LoggedHitRate]] = {}
     for p in points:
-        groups.setdefault((p.placement, p.concurrency), []).append(p)
+        groups.setdefault((p.placement, p.concurrency, p.kernel), []).append(p)
     out = {}
-    for (placement, concurrency), members in groups.items():
+    for (placement, concurrency, kernel), members in groups.items():
         work = build_workload(trace, Batching(concurrency, warmup=False), model.n_expert)
         budgets = sorted({p.budget_mib for p in members})
-        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
+        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement, kernel), strict=True))
         for p in members:
             out[p.name] = by_budget[p.budget_mib].small.hit_rate or 0.0
     return out

@@ -13,6 +13,7 @@ from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.measured import decode_hit_rate, scenario_of_run
 from moe_model.speed.scenario import resolve
+from moe_model.speed.traffic import build_kernel
 
 
 def _requests(run: LogRun) -> int:
@@ -26,14 +27,17 @@ def _decode_tokens(run: LogRun, model: ModelSpec, cached_layers: int) -> int:
     return round((run.small.hits + run.small.misses) / max(1, cached_layers * model.n_expert_used))
 
 
-def logged_hit_rates(runs: Iterable[LogRun], model: ModelSpec, hw: Hardware, source: str) -> list[LoggedHitRate]:
+def logged_hit_rates(
+    runs: Iterable[LogRun], model: ModelSpec, hw: Hardware, source: str, build: int | None = None
+) -> list[LoggedHitRate]:
     """The decode hit rate (warm-up removed) of every run that started with a cache and logged its statistics;
-    each named `source#run`, as log_points names them."""
+    each named `source#run`, as log_points names them, with the replacement policy of the run's build (logged,
+    else `build`, else mainline)."""
     out = []
     for run in runs:
         if not (run.starts and run.small and run.small.hits + run.small.misses):
             continue
-        sc = scenario_of_run(run, model)
+        sc = scenario_of_run(run, model, build)
         if not sc.budget_mib:
             continue
         layout = resolve(model, hw, sc)
@@ -44,8 +48,11 @@ def logged_hit_rates(runs: Iterable[LogRun], model: ModelSpec, hw: Hardware, sou
         tokens = _decode_tokens(run, model, cached)
         if tokens:
             name = f"{source}#{run.index + 1}"
+            kernel = sc.kernel() or build_kernel(sc)  # a CPU share's policy replays per budget: its build's lists
             out.append(
-                LoggedHitRate(name, sc.budget_mib, layout.placement, rate, tokens, _requests(run), sc.concurrency)
+                LoggedHitRate(
+                    name, sc.budget_mib, layout.placement, rate, tokens, _requests(run), sc.concurrency, kernel
+                )
             )
     return out
 
@@ -54,8 +61,10 @@ def routing_from_logs(
     model: ModelSpec,
     logs: Sequence[tuple[str, Sequence[LogRun]]],
     hw: Hardware,
+    build: int | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> LogRouting:
-    """The routing fitted to these logs' decode hit rates ((name, parsed runs) each), from the model's preset."""
-    points = [p for name, runs in logs for p in logged_hit_rates(runs, model, hw, name)]
+    """The routing fitted to these logs' decode hit rates ((name, parsed runs) each), from the model's preset,
+    each log simulated through its build's policy (`build` where the log names none, else mainline)."""
+    points = [p for name, runs in logs for p in logged_hit_rates(runs, model, hw, name, build)]
     return fit_to_logs(model, points, preset_for(model), progress=progress)
