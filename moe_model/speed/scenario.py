@@ -27,11 +27,14 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.vram import FIT_MARGIN_MIB, VramBreakdown, breakdown, fit_host_layers, kv_bytes_per_elem
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
+FLASH_ATTN = ("auto", "on", "off")  # -fa; auto turns it on where the backend supports it (CUDA, HIP, Vulkan do)
+DEFAULT_N_PREDICT = 256  # tokens a request generates (llama-server -n), for the first request's cost
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags."""
+    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags,
+    and the request: its prompt, the context depth decoding reads (default: the prompt) and its length."""
 
     placement: Placement = field(default_factory=Placement)
     budget_mib: int = 0
@@ -48,6 +51,10 @@ class Scenario:
     fit_target_mib: float = FIT_MARGIN_MIB
     offload_min_batch: int = OFFLOAD_MIN_BATCH
     policy: str = ""  # a registered replacement policy to model instead of the one the flags select ("")
+    depth: int | None = None  # tokens already in the context when decoding (None: the prompt's)
+    flash_attn: str = "auto"
+    kv_offload: bool = True  # False: --no-kv-offload, K and V kept and attended in host memory
+    n_predict: int = DEFAULT_N_PREDICT
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cpu_share <= 1.0:
@@ -76,11 +83,28 @@ class Scenario:
         kv_bytes_per_elem(self.cache_type_k), kv_bytes_per_elem(self.cache_type_v)  # raises on an unknown type
         if self.n_ubatch < 1 or self.prompt_tokens < 1 or self.offload_min_batch < 1 or self.fit_target_mib < 0:
             raise MoeModelError("ubatch, prompt tokens and offload minimum batch >= 1, fit target >= 0 are needed")
+        if self.flash_attn not in FLASH_ATTN:
+            raise MoeModelError(f"-fa must be one of {', '.join(FLASH_ATTN)}, got {self.flash_attn!r}")
+        check_at_most(self.n_predict, MAX_CTX, "tokens to generate")
+        check_at_most(self.context_depth, MAX_CTX, "the depth")
+        if self.context_depth > self.n_ctx * self.concurrency:
+            raise MoeModelError(
+                f"the depth ({self.context_depth:,} tokens) does not fit the context (-c {self.n_ctx:,}): raise --ctx"
+            )
 
     @property
     def pinned(self) -> bool:
         """Host experts in pinned memory (CUDA_Host): every load mode but mmap (b11549 load_tensors)."""
         return self.load_mode != "mmap"
+
+    @property
+    def context_depth(self) -> int:
+        """Tokens in the context while decoding: the depth given, else the prompt's."""
+        return self.prompt_tokens if self.depth is None else self.depth
+
+    @property
+    def flash_attn_on(self) -> bool:
+        return self.flash_attn != "off"
 
     @property
     def kv_types(self) -> tuple[str, str]:
@@ -146,11 +170,17 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
     placement = sc.placement
     if placement.fit:
-        k = fit_host_layers(model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement)
+        k = fit_host_layers(
+            model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement, sc.flash_attn_on,
+            sc.kv_offload,
+        )  # fmt: skip
         placement = replace(placement, n_cpu_moe=k)
     devices = placement.layer_device(model.n_layer)
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
-    vram = breakdown(model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch)
+    vram = breakdown(
+        model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch,
+        sc.flash_attn_on, sc.kv_offload,
+    )  # fmt: skip
     return Layout(placement, plan, vram, host, cpu_layers)

@@ -5,6 +5,8 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     fixed       per ubatch + per layer (kernel launches)                   token_ms (or machine) + layer_us x layers
     sampling    every verified token's logits, sampled on the CPU          sample_ns x vocabulary x tokens
     dense       dense weights read on the GPU                              bytes / (GPU bandwidth x gpu_eff)
+    attention   each stream's K and V up to the depth, per KV layer        bytes / (GPU bandwidth x gpu_eff), or the
+                (flash attention off: + the scores, written and read)        CPU rate for KV kept on the host
     experts_gpu distinct experts of GPU and cached layers                  bytes / (GPU bandwidth x gpu_eff)
                 (several tokens: + one matmul launch per expert and tensor)  + experts x tensors x batch_expert_us
     upload      misses copied host-to-device                               bytes / upload rate + copies x copy_us
@@ -13,16 +15,24 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     split       a graph split around each layer computed on the CPU        split_us x layers
     draft       the draft / MTP head, per drafted token                    draft_ms x d
 
-Rates come from the machine (hardware.Hardware) and machine-independent parameters fitted across every
-measured machine (TimeParams): pinned uploads run at the link's pinned rate (never above its line
-rate); mmap'd (pageable) uploads go through a host staging copy, 1 / (1/pinned + 1/staging_gbs); the
-CPU reads experts at min(host bandwidth x cpu_bw_eff, threads x GHz x thread_gbs_per_ghz), slower over pinned
-CUDA_Host memory (no repacked layouts: pinned_cpu_factor). A machine's own measured rates replace
-the derived ones. With CPU share F (b12191, modelled) a share F of a cached layer's misses runs on the
-CPU beside the GPU's work on that layer (the two overlap).
+This is the steady state: the requests after a server's first. The first request starts with an empty
+pool, so every slot it fills is a miss on top (`first_request`).
 
-A prompt ubatch of n >= GGML_OP_OFFLOAD_MIN_BATCH tokens uploads the host layers' used experts
-(cached ones are copied device-to-device) and multiplies on the GPU; a smaller one stays on the CPU.
+Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
+fitted across every measured machine (TimeParams): pinned uploads run at the link's pinned rate (never
+above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped by the link:
+measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
+memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
+efficiency per CPU family, threads x GHz x rate per GHz), slower over pinned CUDA_Host memory (no
+repacked layouts: pinned_cpu_factor). A machine's own measured rates replace the derived ones. With CPU
+share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
+that layer (the two overlap).
+
+A prompt is processed in ubatches of n_ubatch tokens. One of n >= GGML_OP_OFFLOAD_MIN_BATCH tokens
+multiplies every layer on the GPU; a host layer's used experts are copied to it first (cached ones
+device-to-device from the pool, one copy per expert and tensor; the others uploaded, one copy per run of
+consecutive ids). A smaller one leaves host layers on the CPU (or the pool). Attention grows with the
+position in the prompt.
 """
 
 from __future__ import annotations
@@ -31,16 +41,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from moe_model.llama.pool_rule import uses_pool
 from moe_model.policies import MODELLED, REFERENCE, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_counts, from_hit_rate, independent_distinct
-from moe_model.speed.vram import VramBreakdown
+from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
 MS = 1e3
 GB = 1e9
 PINNED_COPY_US = 2.7  # latency of one pinned copy: groundtruth bw.json, 288 KiB in 8.1 us at 55 GB/s asymptotic
+SCORE_PASSES = 3  # flash attention off: the scores are written (KQ), read and written (softmax), read (KQV)
 
 
 @dataclass(frozen=True)
@@ -53,9 +65,12 @@ class TimeParams:
     sample_ns: float = 8.0  # per sampled token and vocabulary entry: logits copied back and sampled on the CPU
     layer_us: float = 60.0  # per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)
     batch_expert_us: float = 3.0  # per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)
-    staging_gbs: float = 6.5  # memcpy of mmap'd pages into the staging buffer (run3: 5.6 GB/s effective at 55 pinned)
+    copy_gbs_client: float = 16.0  # one desktop core copying pageable memory into the driver's staging buffer
+    copy_gbs_server: float = 10.0  # one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)
+    vm_copy_factor: float = 0.7  # pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)
     pageable_copy_us: float = 15.0  # a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)
-    cpu_bw_eff: float = 0.6  # share of host bandwidth the CPU expert path reaches
+    cpu_bw_eff_client: float = 0.7  # CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated
+    cpu_bw_eff_server: float = 0.6  # servers: more channels than a llama.cpp thread pool keeps busy
     thread_gbs_per_ghz: float = 1.2  # expert bytes one thread multiplies per second and GHz (quantized dot products)
     pinned_cpu_factor: float = 0.7  # CPU path over CUDA_Host memory: no repacked weight layouts
     no_vnni_factor: float = 0.5  # a CPU without VNNI multiplies int8 dot products at about half the rate
@@ -65,7 +80,11 @@ class TimeParams:
     split_us_other: float = 300.0
     draft_ms: float = 1.0  # per drafted token (draft model or MTP head)
     mm_eff: float = 0.3  # share of datasheet FP16 TFLOPS prompt matmuls reach
-    prompt_ubatch_ms: float = 20.0  # fixed cost per prompt ubatch
+    prompt_ubatch_ms: float = 10.0  # fixed cost per prompt ubatch (graph build, launches, output)
+    d2d_copy_us: float = 8.0  # one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)
+    vulkan_copy_factor: float = 0.5  # ggml-vulkan stages a pageable upload in a host-visible buffer: a second copy
+    first_prompt_ms: float = 100.0  # a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)
+    fill_factor: float = 1.0  # cost of an upload into an empty slot against a steady miss's (H200: ~0.65, unexplained)
 
     def sync_us(self, hw: Hardware) -> float:
         if hw.sync_us is not None:
@@ -78,25 +97,25 @@ class TimeParams:
     def split_us(self, hw: Hardware) -> float:
         return self.split_us_cuda if hw.backend == "cuda" else self.split_us_other
 
+    def family(self, name: str, hw: Hardware) -> float:
+        """A per-CPU-family parameter (copy_gbs, cpu_bw_eff) for the machine's host."""
+        return getattr(self, f"{name}_{hw.host.cpu_family}")
+
 
 LOG2, LOG3 = float(np.log(2)), float(np.log(3))
 # log-space width of each prior: a factor the data must argue for (calibration.py weighs it against the errors)
 PRIOR_WIDTH = (
-    {
-        "gpu_eff": float(np.log(1.3)),
-        "staging_gbs": float(np.log(1.5)),
-        "cpu_bw_eff": float(np.log(1.5)),
-        "thread_gbs_per_ghz": float(np.log(1.5)),
-        "pinned_cpu_factor": float(np.log(1.5)),
-        "no_vnni_factor": float(np.log(1.5)),
-        "layer_us": LOG2,
-        "pageable_copy_us": LOG2,
+    {name: float(np.log(1.3)) for name in ("gpu_eff", "cpu_bw_eff_client", "cpu_bw_eff_server", "vm_copy_factor")}
+    | {
+        name: float(np.log(1.5))
+        for name in ("copy_gbs_client", "copy_gbs_server", "thread_gbs_per_ghz", "pinned_cpu_factor", "no_vnni_factor")
     }
+    | {name: LOG2 for name in ("layer_us", "pageable_copy_us", "d2d_copy_us", "vulkan_copy_factor", "fill_factor")}
     | {
         name: LOG3
         for name in ("token_ms", "sample_ns", "batch_expert_us", "sync_us_cuda", "sync_us_other", "split_us_cuda")
     }
-    | {name: LOG3 for name in ("split_us_other", "draft_ms", "mm_eff", "prompt_ubatch_ms")}
+    | {name: LOG3 for name in ("split_us_other", "draft_ms", "mm_eff", "prompt_ubatch_ms", "first_prompt_ms")}
 )
 DECODE_PARAMS = (
     "gpu_eff",
@@ -104,9 +123,13 @@ DECODE_PARAMS = (
     "sample_ns",
     "layer_us",
     "batch_expert_us",
-    "staging_gbs",
+    "copy_gbs_client",
+    "copy_gbs_server",
+    "vm_copy_factor",
+    "vulkan_copy_factor",
     "pageable_copy_us",
-    "cpu_bw_eff",
+    "cpu_bw_eff_client",
+    "cpu_bw_eff_server",
     "thread_gbs_per_ghz",
     "pinned_cpu_factor",
     "no_vnni_factor",
@@ -115,17 +138,21 @@ DECODE_PARAMS = (
     "split_us_cuda",
     "split_us_other",
     "draft_ms",
+    "fill_factor",
 )
-PREFILL_PARAMS = ("mm_eff", "prompt_ubatch_ms")
+PREFILL_PARAMS = ("mm_eff", "prompt_ubatch_ms", "d2d_copy_us", "first_prompt_ms")
 PARAM_BOUNDS = {
     "gpu_eff": (0.3, 1.0),
     "token_ms": (0.05, 10.0),
     "sample_ns": (0.5, 100.0),
     "layer_us": (1.0, 300.0),
     "batch_expert_us": (0.1, 50.0),
-    "staging_gbs": (1.0, 60.0),
+    "copy_gbs_client": (2.0, 60.0),
+    "copy_gbs_server": (2.0, 60.0),
+    "vm_copy_factor": (0.2, 1.0),
     "pageable_copy_us": (1.0, 500.0),
-    "cpu_bw_eff": (0.05, 1.0),
+    "cpu_bw_eff_client": (0.1, 1.0),
+    "cpu_bw_eff_server": (0.05, 1.0),
     "thread_gbs_per_ghz": (0.1, 10.0),
     "pinned_cpu_factor": (0.2, 1.0),
     "no_vnni_factor": (0.2, 1.0),
@@ -135,27 +162,76 @@ PARAM_BOUNDS = {
     "split_us_other": (1.0, 3000.0),
     "draft_ms": (0.05, 20.0),
     "mm_eff": (0.02, 1.0),
-    "prompt_ubatch_ms": (1.0, 2000.0),
+    "prompt_ubatch_ms": (0.5, 2000.0),
+    "d2d_copy_us": (0.5, 100.0),
+    "vulkan_copy_factor": (0.1, 1.0),
+    "first_prompt_ms": (1.0, 3000.0),
+    "fill_factor": (0.1, 2.0),
 }
 
 
+def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
+    """Rate the host copies pageable memory into the driver's staging buffer: measured, else one core of its
+    CPU family (slower in a VM, and through Vulkan's second staging copy), never above half its memory
+    bandwidth (a copy reads and writes each byte)."""
+    host = hw.host
+    if host.copy_gbs:
+        return host.copy_gbs
+    rate = params.family("copy_gbs", hw) * (params.vm_copy_factor if host.vm else 1.0)
+    rate *= params.vulkan_copy_factor if hw.backend == "vulkan" else 1.0
+    return min(rate, host.bandwidth_gbs / 2)
+
+
 def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Host-to-device rate of the host experts: pinned at the link's rate, pageable through a staging copy."""
+    """Host-to-device rate of the host experts: pinned at the link's rate, pageable at the host's copy rate
+    capped by the link (the driver's staging copy and the DMA overlap)."""
     if pinned:
         return hw.pinned_rate_gbs
-    return hw.pageable_gbs or 1 / (1 / hw.pinned_rate_gbs + 1 / params.staging_gbs)
+    return hw.pageable_gbs or min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
 
 
 def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
     """Rate the CPU path reads expert weights at: bandwidth- or thread-bound, slower over pinned memory."""
-    per_thread = params.thread_gbs_per_ghz * hw.cpu_ghz * (1.0 if hw.cpu_vnni else params.no_vnni_factor)
-    rate = hw.cpu_expert_gbs or min(hw.cpu_bw_gbs * params.cpu_bw_eff, hw.cpu_threads * per_thread)
+    host = hw.host
+    per_thread = params.thread_gbs_per_ghz * host.ghz * (1.0 if host.vnni else params.no_vnni_factor)
+    rate = hw.cpu_expert_gbs or min(host.bandwidth_gbs * params.family("cpu_bw_eff", hw), host.threads * per_thread)
     return rate * (params.pinned_cpu_factor if pinned else 1.0)
+
+
+def kv_bytes_per_token(model: ModelSpec, sc: Scenario) -> float:
+    """K and V bytes one context token keeps in one KV layer (-ctk/-ctv)."""
+    per_head = model.head_dim_k * kv_bytes_per_elem(sc.cache_type_k) + model.head_dim_v * kv_bytes_per_elem(
+        sc.cache_type_v
+    )
+    return model.n_head_kv * per_head
+
+
+def _attention_bytes(model: ModelSpec, sc: Scenario, depth: float, tokens: int) -> float:
+    """Bytes one KV layer's attention moves for `tokens` queries at `depth`: the K and V read once per stream,
+    and without flash attention the f32 scores written and read (SCORE_PASSES)."""
+    kv = kv_bytes_per_token(model, sc) * depth * sc.concurrency
+    scores = 0.0 if sc.flash_attn_on else SCORE_PASSES * model.n_head * depth * tokens * 4
+    return kv + scores
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    """A server's first request: the pool starts empty (every slot it fills is uploaded on top of the steady
+    traffic) and its prompt finds no expert cached. A model of the cold start, not a measurement."""
+
+    decode_tps: float
+    prefill_tps: float
+    ttft_s: float
+    cold_fills: float  # experts uploaded into empty slots while it decodes (a warm pool would hit most of them)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predicted speeds, with each term's time and a range, so nothing is hidden."""
+    """Predicted speeds, with each term's time and a range, so nothing is hidden. Decode and prompt speeds are
+    the steady state (requests after the first); `first_request` is the cold start."""
 
     starts: bool
     error: str | None
@@ -169,6 +245,8 @@ class Prediction:
     layout: Layout
     decode_tps_range: tuple[float, float] = (0.0, 0.0)
     notes: tuple[str, ...] = field(default=())
+    ttft_s: float = 0.0
+    first_request: FirstRequest | None = None
 
     @property
     def usable(self) -> bool:
@@ -184,6 +262,9 @@ class Prediction:
             "decode_tps": self.decode_tps,
             "decode_tps_range": list(self.decode_tps_range),
             "prefill_tps": self.prefill_tps,
+            "ttft_s": self.ttft_s,
+            "depth": self.scenario.context_depth,
+            "first_request": self.first_request.as_dict() if self.first_request else None,
             "hit_rate": self.hit_rate,
             "breakdown_ms": self.breakdown_ms,
             "prefill_breakdown_ms": self.prefill_breakdown_ms,
@@ -206,6 +287,22 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
     n_tensors = np.array([len(layer.experts) for layer in model.layers], dtype=float)
     dense = np.array([layer.dense_bytes for layer in model.layers], dtype=float)
     return host | on_cpu, on_cpu, slot, n_tensors, dense
+
+
+def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
+    """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
+    on_cpu = set(layout.cpu_layers)
+    gpu = sum(1 for layer in model.layers if layer.has_kv and sc.kv_offload and layer.index not in on_cpu)
+    return gpu, model.kv_layers - gpu
+
+
+def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
+    """Milliseconds per decode ubatch spent reading each stream's K and V up to the depth (and the scores
+    without flash attention): GPU bandwidth for KV on the GPU, the CPU rate for KV in host memory."""
+    per_layer = _attention_bytes(model, sc, sc.context_depth, sc.tokens_per_ubatch)
+    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
+    return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
 
 
 def decode_terms(
@@ -234,6 +331,7 @@ def decode_terms(
         "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3,
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
         "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu * MS,
+        "attention": attention_ms(model, hw, params, sc, layout),
         "experts_gpu": float(gpu_reads.sum() * MS) + launches,
         "upload": float(uploads.sum() * MS),
         "sync": params.sync_us(hw) * int(cached.sum()) / 1e3,
@@ -243,29 +341,136 @@ def decode_terms(
     }
 
 
-def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> dict[str, float]:
-    """Milliseconds per prompt ubatch: n_ubatch tokens, or the whole prompt when it is shorter."""
-    n = sc.prompt_ubatch
-    used = independent_distinct(model.n_expert, model.n_expert_used, n)
-    link = upload_gbs(hw, params, sc.pinned) * GB
-    cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
-    groups = {il: g for g in layout.plan.groups if g.cached and layout.plan.starts for il in g.layers}
-    copied = uploaded = on_cpu = 0.0
-    for il in layout.host_layers:
-        layer_bytes = used * model.layers[il].slot_bytes
-        if n < sc.offload_min_batch:  # GGML_OP_OFFLOAD_MIN_BATCH: small batches stay on the CPU
-            on_cpu += layer_bytes
-            continue
-        share = groups[il].n_slots / groups[il].max_slots if il in groups else 0.0
-        copied += layer_bytes * share
-        uploaded += layer_bytes * (1 - share)
+def _cached_share(layout: Layout, warm: bool) -> dict[int, tuple[float, int]]:
+    """Per cached layer: the share of its experts the pool holds (none on a cold start) and its group's slots."""
+    if not layout.plan.starts:
+        return {}
     return {
-        "gpu_compute": n * model.active_params * 2 / (hw.gpu_tflops * 1e12 * params.mm_eff) * MS,
-        "copy_from_cache": copied / (hw.gpu_bw_gbs * GB) * MS,
-        "upload": uploaded / link * MS,
-        "experts_cpu": on_cpu / cpu * MS,
+        il: (g.n_slots / g.max_slots if warm else 0.0, g.n_slots)
+        for g in layout.plan.groups
+        if g.cached
+        for il in g.layers
+    }
+
+
+def _prompt_ubatch_ms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, warm: bool
+) -> dict[str, float]:
+    """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position).
+
+    Large ubatches: the op is offloaded and a host layer's used experts are copied to the GPU, the cached
+    ones device-to-device (one copy per expert and tensor: slots are rarely consecutive), the others
+    uploaded (one copy per run of consecutive uncached ids). Small ones: the pool where it serves them
+    (hits read on the GPU, misses uploaded), else the CPU."""
+    k, n_expert = model.n_expert_used, model.n_expert
+    used = independent_distinct(n_expert, k, tokens)
+    big = tokens >= sc.offload_min_batch
+    pool = _cached_share(layout, warm)
+    copied = d2d = uploaded = runs = on_cpu = 0.0
+    for il in layout.host_layers:
+        layer = model.layers[il]
+        share, n_slots = pool.get(il, (0.0, 0))
+        n_tensors = len(layer.experts)
+        uncached = used * (1 - share)
+        if big or (il in pool and uses_pool(tokens, k, n_expert, n_slots)):
+            copied += used * share * layer.slot_bytes
+            d2d += used * share * n_tensors if big else 0.0
+            uploaded += uncached * layer.slot_bytes
+            run_starts = 1 - used / n_expert * (1 - share) if big else 1.0  # a run starts after a used cached id
+            runs += max(min(uncached, 1.0), uncached * run_starts) * n_tensors
+        else:
+            on_cpu += used * layer.slot_bytes
+    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    flops = hw.gpu_tflops * 1e12 * params.mm_eff
+    return {
+        "gpu_compute": tokens * model.active_params * 2 / flops * MS,
+        "copy_from_cache": (2 * copied / (hw.gpu_bw_gbs * GB) + d2d * params.d2d_copy_us / 1e6) * MS,
+        "upload": (uploaded / (upload_gbs(hw, params, sc.pinned) * GB) + runs * copy_us / 1e6) * MS,
+        "experts_cpu": on_cpu / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
+        "sync": params.sync_us(hw) * len(layout.host_layers) / 1e3,
         "fixed": params.prompt_ubatch_ms,
     }
+
+
+def _prompt_attention_ms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, context: float
+) -> float:
+    """Attention of prompt ubatches of `tokens` queries whose mean contexts add up to `context`: QK and AV
+    multiply-adds on the GPU, the scores' traffic without flash attention, K and V read from the host when
+    they live there."""
+    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    flops = 4 * model.n_head * model.head_dim_k * tokens * context * model.kv_layers
+    scores = 0.0 if sc.flash_attn_on else SCORE_PASSES * model.n_head * tokens * context * 4 * model.kv_layers
+    host_kv = kv_bytes_per_token(model, sc) * context * on_host
+    seconds = flops / (hw.gpu_tflops * 1e12 * params.mm_eff) + scores / (hw.gpu_bw_gbs * GB * params.gpu_eff)
+    return (seconds + host_kv / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
+
+
+def prefill_terms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, warm: bool = True
+) -> dict[str, float]:
+    """Milliseconds to process a request's prompt, term by term: ubatches of n_ubatch tokens and a shorter last
+    one; `warm`: the pool holds its steady share of every cached group (False: a first request's empty pool)."""
+    full, rest = divmod(sc.prompt_tokens, sc.n_ubatch)
+    n = sc.n_ubatch
+    total: dict[str, float] = {}
+    # the ubatch at position i*n attends to i*n + n/2 tokens on average: the full ones sum to n * full^2 / 2
+    for tokens, count, context in ((n, full, n * full**2 / 2), (rest, 1 if rest else 0, full * n + rest / 2)):
+        if not count:
+            continue
+        for name, ms in _prompt_ubatch_ms(model, hw, params, sc, layout, tokens, warm).items():
+            total[name] = total.get(name, 0.0) + count * ms
+        total["attention"] = total.get("attention", 0.0) + _prompt_attention_ms(
+            model, hw, params, sc, layout, tokens, context
+        )
+    return total
+
+
+def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout) -> float:
+    """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
+    pool is full (tokens taken as independent: an upper bound for routing with locality), after the 2-token
+    warm-up's."""
+    tokens = sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency
+    k, n_expert = model.n_expert_used, model.n_expert
+    fills = 0.0
+    for group in layout.plan.groups if layout.plan.starts else ():
+        if group.cached:
+            touched = len(group.layers) * independent_distinct(n_expert, k, int(tokens) + 2)
+            warm_up = len(group.layers) * independent_distinct(n_expert, k, 2)
+            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, warm_up))
+    return fills
+
+
+def _fill_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
+    """Milliseconds to upload one expert into an empty slot (mean over the cached layers)."""
+    cached = [model.layers[il] for g in layout.plan.groups if g.cached for il in g.layers]
+    if not cached:
+        return 0.0
+    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    link = upload_gbs(hw, params, sc.pinned) * GB
+    return float(np.mean([layer.slot_bytes / link + len(layer.experts) * copy_us / 1e6 for layer in cached])) * MS
+
+
+def first_request(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    sc: Scenario,
+    layout: Layout,
+    traffic: Traffic,
+    steady_ms: float,
+) -> FirstRequest:
+    """The first request after start: its n_predict tokens at the steady cost per ubatch plus the cold fills
+    (counted by a log, else estimated) that a warm pool would have hit, and its prompt with nothing cached,
+    which also loads the GPU kernels it uses."""
+    fills = cold_fills(model, sc, layout) if traffic.fills is None else traffic.fills
+    steps = sc.n_predict * sc.concurrency / sc.decoded_per_ubatch
+    extra = fills * (traffic.hit_rate or 0.0)  # misses a warm pool has too are in the steady cost already
+    decode_ms = steps * steady_ms + extra * params.fill_factor * _fill_ms(model, hw, params, sc, layout)
+    prefill_ms = sum(prefill_terms(model, hw, params, sc, layout, warm=False).values()) + params.first_prompt_ms
+    return FirstRequest(
+        sc.n_predict * sc.concurrency / decode_ms * MS, sc.prompt_tokens / prefill_ms * MS, prefill_ms / MS, fills
+    )
 
 
 def _notes(sc: Scenario, layout: Layout) -> list[str]:
@@ -294,7 +499,8 @@ def predict(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
 ) -> Prediction:
-    """Decode and prompt speed of a scenario; traffic from a simulation, or a given hit rate.
+    """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
+    or a given hit rate.
 
     The range spans the routing's hit-rate spread (± spread_points) and the calibration's relative error.
     """
@@ -305,18 +511,17 @@ def predict(
     if traffic is None:
         traffic = from_hit_rate(model, layout, sc, 0.0 if hit_rate is None else hit_rate)
     decode_tps, decode = _decode_tps(model, hw, params, sc, layout, traffic)
-    spread = [
-        _decode_tps(model, hw, params, sc, layout, traffic.shifted(s))[0] for s in (-spread_points, spread_points)
-    ]
+    shifts = (-spread_points, spread_points) if spread_points else ()
+    spread = [decode_tps] + [_decode_tps(model, hw, params, sc, layout, traffic.shifted(s))[0] for s in shifts]
     low, high = min(spread) * (1 - rel_error), max(spread) * (1 + rel_error)
     prefill = prefill_terms(model, hw, params, sc, layout)
-    prefill_tps = sc.prompt_ubatch / (sum(prefill.values()) / MS)
-    notes = tuple(_notes(sc, layout))
+    prefill_ms = sum(prefill.values())
+    first = first_request(model, hw, params, sc, layout, traffic, sum(decode.values()))
     return Prediction(
         True,
         None,
         decode_tps,
-        prefill_tps,
+        sc.prompt_tokens / prefill_ms * MS,
         traffic.hit_rate,
         decode,
         prefill,
@@ -324,7 +529,9 @@ def predict(
         sc,
         layout,
         (low, high),
-        notes,
+        tuple(_notes(sc, layout)),
+        prefill_ms / MS,
+        first,
     )
 
 
@@ -332,10 +539,14 @@ def verdict(with_cache: Prediction, without: Prediction) -> str:
     """'helps', 'hurts' or 'too close to call': whether the two predictions' ranges are apart."""
     if not with_cache.usable or not without.usable:
         return "does not fit" if not with_cache.usable else "helps"
-    (lo, hi), (base_lo, base_hi) = with_cache.decode_tps_range, without.decode_tps_range
-    if lo > base_hi:
+    return range_verdict(with_cache.decode_tps_range, without.decode_tps_range)
+
+
+def range_verdict(with_cache: tuple[float, float], without: tuple[float, float]) -> str:
+    """'helps' or 'hurts' when the two (low, high) ranges are apart, else 'too close to call'."""
+    if with_cache[0] > without[1]:
         return "helps"
-    if hi < base_lo:
+    if with_cache[1] < without[0]:
         return "hurts"
     return "too close to call"
 
