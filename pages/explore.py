@@ -262,7 +262,7 @@ with friendly_errors():
     st.subheader("Replacement policies on this workload")
     st.caption(
         "llama.cpp's LRU (exact) is the reference; newer builds' policies and the alternatives are labelled "
-        "exact or modelled (see the README). Belady's optimum is the upper bound no policy can pass."
+        "exact or modelled (see docs/models-and-fits.md). Belady's optimum is the upper bound no policy can pass."
     )
     names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
     if names and st.toggle("compare them (runs each policy at every budget)", False, key="compare_policies"):

@@ -39,7 +39,7 @@ def _fuzz_one(target: str, seconds: int) -> int:
     import atheris
 
     with atheris.instrument_imports():
-        from moe_model.readers.fuzzing import ReaderCrashError, check
+        from moe_model.fuzzing import ReaderCrashError, check
 
     def test_one_input(data: bytes) -> None:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -11,14 +13,28 @@ import pytest
 from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT, SAMPLE
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
+def run_process(*args: str) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: `python -m moe_model ...` in a subprocess (the few end-to-end tests)."""
     return subprocess.run(
         [sys.executable, "-m", "moe_model", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
 
 
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """The CLI's main() in this process, with its exit code and output as a subprocess would give them."""
+    from moe_model.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's usage errors
+            code = stop.code
+    return subprocess.CompletedProcess(["moe_model", *args], code, out.getvalue(), err.getvalue())
+
+
 def test_plan_json_has_the_contract_fields_and_groundtruth_slots():
-    out = run_cli("plan", str(GT_HEADER), "--budget-mib", "403", "--json")
+    out = run_process("plan", str(GT_HEADER), "--budget-mib", "403", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     for key in (
@@ -59,7 +75,7 @@ def test_unreadable_sources_exit_1_with_one_line_and_no_traceback(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model at all")
     for source in (str(bad), str(tmp_path / "missing.gguf")):
-        out = run_cli("plan", source, "--budget-mib", "100")
+        out = run_process("plan", source, "--budget-mib", "100")
         assert out.returncode == 1
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
@@ -225,7 +241,7 @@ def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_p
     experts = np.random.default_rng(0).integers(0, 128, (600, 48, 8))
     experts[5, 3, 2] = 40_000  # wrapped negative in int16 and crashed the kernel (exit 139)
     np.savez(tmp_path / "t.npz", experts=experts)
-    out = run_cli(
+    out = run_process(
         "simulate", "--model", str(QWEN30B), "--trace", str(tmp_path / "t.npz"), "--budget-mib", "3000", "--no-warmup"
     )
     assert out.returncode == 1 and out.stdout == ""

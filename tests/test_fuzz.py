@@ -15,8 +15,8 @@ from conftest import GROUNDTRUTH, GT_HEADER, SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from moe_model.fuzzing import check
 from moe_model.llama.batching import build_workload
-from moe_model.readers.fuzzing import check
 from moe_model.readers.traces import make_token_trace, save_npz
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"

@@ -327,7 +327,7 @@ def _add_simulate(sub) -> None:
         "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
     )
     sim.add_argument(
-        "--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'; held in memory): see README"
+        "--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md"
     )
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
@@ -686,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
     pred.add_argument("--budget-mib", type=_BUDGET, default=0)
     pred.add_argument(
-        "--policy", default="", metavar="NAME", help="price another replacement policy's counts (what-if; see README)"
+        "--policy", default="", metavar="NAME", help="price another replacement policy's counts (what-if; see docs/cli.md)"
     )
     source = pred.add_mutually_exclusive_group()
     source.add_argument("--hit-rate", type=_FRACTION, help="assume this hit rate (0..1) instead of simulating")

@@ -1,0 +1,75 @@
+"""The tree shows the architecture: each folder of moe_model imports only the layers before it, never Streamlit."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "moe_model"
+
+# Bottom to top: a module may import its own layer and the layers before it, never one after it.
+LAYERS = [
+    {"errors", "limits", "numba_cache", "fitting", "resources", "workload"},
+    {"readers"},
+    {"llama"},
+    {"policies"},
+    {"routing"},
+    {"speed"},
+    {"charts", "warmup", "fuzzing"},
+    {"cli", "__main__", "__init__"},
+]
+
+
+def _layer(part: str) -> int:
+    return next(i for i, names in enumerate(LAYERS) if part in names)
+
+
+def _unit(path: Path) -> str:
+    """The folder (or top-level module) a file belongs to."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> set[str]:
+    """moe_model modules a file imports, as the unit they belong to (first part after moe_model)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("moe_model"):
+            parts = node.module.split(".")
+            found.add(parts[1] if len(parts) > 1 else node.names[0].name)
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("moe_model.")}
+    return found
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "data" not in p.relative_to(PACKAGE).parts)
+
+
+def test_every_folder_and_top_level_module_has_a_layer():
+    assert {_unit(p) for p in SOURCES} <= set().union(*LAYERS)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_a_layer_above_its_own(path):
+    unit = _unit(path)
+    upward = {i for i in _imports(path) if _layer(i) > _layer(unit)}
+    assert not upward, f"{path.relative_to(PACKAGE)} ({unit}) imports {sorted(upward)} from a later layer"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_library_never_imports_streamlit(path):
+    tree = ast.parse(path.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(name.split(".")[0] == "streamlit" for name in names)
+
+
+def test_a_deliberate_upward_import_is_caught(tmp_path):
+    """Positive control: the checker sees an import of speed/ from readers/."""
+    fake = PACKAGE / "readers" / "gguf.py"
+    source = fake.read_text() + "\nfrom moe_model.speed.time_model import TimeParams\n"
+    probe = tmp_path / "probe.py"
+    probe.write_text(source)
+    assert "speed" in _imports(probe) and _layer("speed") > _layer("readers")
