@@ -69,7 +69,9 @@ with friendly_errors():
             cc[1].number_input("GB/s", 100.0, 8000.0, 500.0, key="c_bw"),
             int(cc[2].selectbox("PCIe gen", [3, 4, 5], 1, key="c_gen")),
             int(cc[3].selectbox("lanes", [4, 8, 16], 2, key="c_lanes")),
-            cc[4].number_input("host GB/s", 5.0, 500.0, 50.0, key="c_host"),
+            host=sidebar_hw.host.with_changes(
+                mem_bw_gbs=cc[4].number_input("host GB/s", 5.0, 500.0, 50.0, key="c_host")
+            ),
             source="user",
         )
     hardware = [PRESETS[name] for name in cards] + ([custom] if use_custom else [])

@@ -35,6 +35,8 @@ from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.slot_plan import Placement, plan_report
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace, save_npz
+from moe_model.speed.host import CPU_FAMILIES
+from moe_model.speed.scenario import DEFAULT_N_PREDICT, FLASH_ATTN
 from moe_model.speed.vram import KV_TYPES
 from moe_model.workload import Batching, Workload, WorkloadStream
 
@@ -327,7 +329,9 @@ def _add_simulate(sub) -> None:
         "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
     )
     sim.add_argument(
-        "--policy", metavar="NAME", help="also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md"
+        "--policy",
+        metavar="NAME",
+        help="also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md",
     )
     sim.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
@@ -420,9 +424,17 @@ def _hardware(args: argparse.Namespace):
             ("ram_gib", args.ram_gib),
             ("pcie_gen", args.pcie_gen),
             ("pcie_lanes", args.pcie_lanes),
+            ("copy_gbs", args.host_copy_gbs),
+            ("mem_channels", args.mem_channels),
+            ("mem_mts", args.mem_mts),
+            ("cpu_ghz", args.cpu_ghz),
+            ("cpu_family", args.cpu_family),
+            ("vm", args.vm),
         )
         if v is not None
     }
+    if (args.mem_channels or args.mem_mts) and args.cpu_bw_gbs is None:
+        changes["cpu_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
     return (hw.with_changes(**changes) if changes else hw), rel_error
 
 
@@ -447,6 +459,10 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
         n_ubatch=args.ubatch_size,
         offload_min_batch=args.offload_min_batch,
         policy=getattr(args, "policy", ""),  # predict only: recommend ranks what llama.cpp's flags can select
+        depth=args.depth,
+        flash_attn=args.flash_attn,
+        kv_offload=not args.no_kv_offload,
+        n_predict=args.n_predict,
     )
 
 
@@ -540,9 +556,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     lo, hi = pred.decode_tps_range
     print(
-        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
-        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}) at {sc.context_depth:,} tokens of context, "
+        f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
     )
+    print(
+        f"  prompt of {sc.prompt_tokens:,} tokens: {pred.prefill_tps:.0f} t/s, first token after {pred.ttft_s:.2f} s "
+        "(steady state: the requests after the server's first)"
+    )
+    first = pred.first_request
+    if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
+        print(
+            f"  first request after start: decode {first.decode_tps:.1f} t/s over {sc.n_predict} tokens "
+            f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
+            f"first token after {first.ttft_s:.2f} s"
+        )
     if args.budget_mib:
         print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
@@ -649,7 +676,23 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N")
     parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...")
     parser.add_argument("--ubatch-size", "-ub", type=_ranged(int, 1, MAX_UBATCH), default=512)
-    parser.add_argument("--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512)
+    parser.add_argument(
+        "--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512, help="the prompt a request sends"
+    )
+    parser.add_argument(
+        "--depth", type=_ranged(int, 0, MAX_CTX), help="tokens in the context when decoding (default: the prompt)"
+    )
+    parser.add_argument("-fa", "--flash-attn", choices=FLASH_ATTN, default="auto", help="flash attention (-fa)")
+    parser.add_argument("--no-kv-offload", action="store_true", help="K and V kept in host memory (llama.cpp -nkvo)")
+    parser.add_argument(
+        "--n-predict", type=_ranged(int, 1, MAX_CTX), default=DEFAULT_N_PREDICT, help="tokens a request generates"
+    )
+    parser.add_argument("--host-copy-gbs", type=_RATE, help="measured pageable host-to-device copy rate of the host")
+    parser.add_argument("--mem-channels", type=_ranged(int, 1, 64), help="host memory channels")
+    parser.add_argument("--mem-mts", type=_ranged(int, 400, 20000), help="host memory transfer rate (MT/s)")
+    parser.add_argument("--cpu-ghz", type=_ranged(float, 0.5, 7.0), help="all-core clock of the -t threads")
+    parser.add_argument("--cpu-family", choices=tuple(CPU_FAMILIES), help="client (desktop, laptop) or server")
+    parser.add_argument("--vm", action=argparse.BooleanOptionalAction, default=None, help="the host is a VM")
     parser.add_argument(
         "--offload-min-batch", type=_ranged(int, 1, MAX_UBATCH), default=32, help="GGML_OP_OFFLOAD_MIN_BATCH"
     )
@@ -686,7 +729,10 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--placement", default="cpu-moe", help="cpu-moe | fit | n-cpu-moe:K | gpu")
     pred.add_argument("--budget-mib", type=_BUDGET, default=0)
     pred.add_argument(
-        "--policy", default="", metavar="NAME", help="price another replacement policy's counts (what-if; see docs/cli.md)"
+        "--policy",
+        default="",
+        metavar="NAME",
+        help="price another replacement policy's counts (what-if; see docs/cli.md)",
     )
     source = pred.add_mutually_exclusive_group()
     source.add_argument("--hit-rate", type=_FRACTION, help="assume this hit rate (0..1) instead of simulating")

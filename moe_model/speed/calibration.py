@@ -320,7 +320,7 @@ def load_machine(path: str | Path) -> tuple[Hardware, float]:
     """A machine file written by `calibrate`: the machine and the relative error its fit carries."""
     try:
         record = json.loads(Path(path).read_text())
-        hw = Hardware(**record["hardware"])
+        hw = Hardware.from_dict(record["hardware"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise MoeModelError(f"{path}: not a machine file written by `calibrate` ({type(err).__name__})") from None
     if not record.get("accepted"):

@@ -50,12 +50,13 @@ class Hardware:
     source: str = "user"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.host, Host):
+            raise MoeModelError(f"hardware {self.name!r}: its host must be a Host, got {type(self.host).__name__}")
         checks = {
             "vram_gib": 0 < self.vram_gib <= 1024,
             "gpu_bw_gbs": 0 < self.gpu_bw_gbs <= 20000,
             "pcie_gen": self.pcie_gen in PCIE_GENS,
             "pcie_lanes": self.pcie_lanes in PCIE_LANES,
-            "host": isinstance(self.host, Host),
             "backend": self.backend in BACKENDS,
             "gpu_tflops": 0 < self.gpu_tflops <= 10000,
             "pinned_gbs": self.pinned_gbs is None or 0 < self.pinned_gbs <= self.line_gbs,

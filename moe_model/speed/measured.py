@@ -170,14 +170,16 @@ def t4_points() -> list[Point]:
     return points
 
 
-def t4_predict_argv() -> dict[str, tuple[list[str], float]]:
-    """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured t/s."""
+def t4_predict_argv() -> dict[str, tuple[list[str], float, float | None]]:
+    """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured decode
+    and prompt t/s (the prompt's length is not stated: the command's default is used)."""
     model = str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
     out = {}
     for _, row in _t4_rows().iterrows():
         argv = ["predict", "--model", model, "--hardware", "t4", "--placement", row["placement_name"]]
         argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"])), "--json"]
-        out[row["id"]] = (argv, float(row["decode_tps"]))
+        prompt = float(row["prefill_tps"]) if pd.notna(row["prefill_tps"]) else None
+        out[row["id"]] = (argv, float(row["decode_tps"]), prompt)
     return out
 
 

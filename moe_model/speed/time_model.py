@@ -2,7 +2,7 @@
 
 Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
 
-    fixed       per ubatch + per layer (kernel launches)                   token_ms (or machine) + layer_us x layers
+    fixed       per ubatch + per layer (kernel launches)                   token_ms + layer_us x layers x VM
     sampling    every verified token's logits, sampled on the CPU          sample_ns x vocabulary x tokens
     dense       dense weights read on the GPU                              bytes / (GPU bandwidth x gpu_eff)
     attention   each stream's K and V up to the depth, per KV layer        bytes / (GPU bandwidth x gpu_eff), or the
@@ -10,9 +10,9 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     experts_gpu distinct experts of GPU and cached layers                  bytes / (GPU bandwidth x gpu_eff)
                 (several tokens: + one matmul launch per expert and tensor)  + experts x tensors x batch_expert_us
     upload      misses copied host-to-device                               bytes / upload rate + copies x copy_us
-    sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, or the machine's)
+    sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, x VM, or the machine's)
     experts_cpu distinct experts of host layers the pool does not serve    bytes / CPU expert rate
-    split       a graph split around each layer computed on the CPU        split_us x layers
+    split       a graph split around each layer computed on the CPU        split_us x layers (x VM)
     draft       the draft / MTP head, per drafted token                    draft_ms x d
 
 This is the steady state: the requests after a server's first. The first request starts with an empty
@@ -68,7 +68,11 @@ class TimeParams:
     copy_gbs_client: float = 16.0  # one desktop core copying pageable memory into the driver's staging buffer
     copy_gbs_server: float = 10.0  # one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)
     vm_copy_factor: float = 0.7  # pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)
+    copy_bw_share: float = 0.25  # one core copies at most ~a quarter of a dual-channel host's bandwidth (assumption)
+    vm_sync_factor: float = 1.5  # launches and host-device syncs in a VM (interrupts and doorbells go through the VMM)
     pageable_copy_us: float = 15.0  # a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)
+    pageable_copy_us_hip: float = 30.0  # the same through HIP: an assumption the R9700 rows fit
+    pageable_copy_us_vulkan: float = 100.0  # ggml-vulkan: a staging copy, a submission and a fence per copy
     cpu_bw_eff_client: float = 0.7  # CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated
     cpu_bw_eff_server: float = 0.6  # servers: more channels than a llama.cpp thread pool keeps busy
     thread_gbs_per_ghz: float = 1.2  # expert bytes one thread multiplies per second and GHz (quantized dot products)
@@ -82,20 +86,29 @@ class TimeParams:
     mm_eff: float = 0.3  # share of datasheet FP16 TFLOPS prompt matmuls reach
     prompt_ubatch_ms: float = 10.0  # fixed cost per prompt ubatch (graph build, launches, output)
     d2d_copy_us: float = 8.0  # one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)
-    vulkan_copy_factor: float = 0.5  # ggml-vulkan stages a pageable upload in a host-visible buffer: a second copy
     first_prompt_ms: float = 100.0  # a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)
     fill_factor: float = 1.0  # cost of an upload into an empty slot against a steady miss's (H200: ~0.65, unexplained)
 
     def sync_us(self, hw: Hardware) -> float:
         if hw.sync_us is not None:
             return hw.sync_us
-        return self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other
+        return (self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other) * self.vm_factor(hw)
+
+    def vm_factor(self, hw: Hardware) -> float:
+        """Launches and host-device syncs cost more in a VM."""
+        return self.vm_sync_factor if hw.host.vm else 1.0
 
     def token_ms_of(self, hw: Hardware) -> float:
         return self.token_ms if hw.token_ms is None else hw.token_ms
 
     def split_us(self, hw: Hardware) -> float:
-        return self.split_us_cuda if hw.backend == "cuda" else self.split_us_other
+        return (self.split_us_cuda if hw.backend == "cuda" else self.split_us_other) * self.vm_factor(hw)
+
+    def copy_us(self, hw: Hardware, pinned: bool) -> float:
+        """Latency of one host-to-device copy of the host experts: pinned, or pageable through the backend."""
+        if pinned:
+            return PINNED_COPY_US
+        return self.pageable_copy_us if hw.backend == "cuda" else getattr(self, f"pageable_copy_us_{hw.backend}")
 
     def family(self, name: str, hw: Hardware) -> float:
         """A per-CPU-family parameter (copy_gbs, cpu_bw_eff) for the machine's host."""
@@ -105,12 +118,16 @@ class TimeParams:
 LOG2, LOG3 = float(np.log(2)), float(np.log(3))
 # log-space width of each prior: a factor the data must argue for (calibration.py weighs it against the errors)
 PRIOR_WIDTH = (
-    {name: float(np.log(1.3)) for name in ("gpu_eff", "cpu_bw_eff_client", "cpu_bw_eff_server", "vm_copy_factor")}
+    {
+        name: float(np.log(1.3))
+        for name in ("gpu_eff", "cpu_bw_eff_client", "cpu_bw_eff_server", "vm_copy_factor", "copy_bw_share")
+    }
     | {
         name: float(np.log(1.5))
         for name in ("copy_gbs_client", "copy_gbs_server", "thread_gbs_per_ghz", "pinned_cpu_factor", "no_vnni_factor")
     }
-    | {name: LOG2 for name in ("layer_us", "pageable_copy_us", "d2d_copy_us", "vulkan_copy_factor", "fill_factor")}
+    | {name: LOG2 for name in ("layer_us", "pageable_copy_us", "d2d_copy_us", "fill_factor", "vm_sync_factor")}
+    | {name: LOG3 for name in ("pageable_copy_us_hip", "pageable_copy_us_vulkan")}
     | {
         name: LOG3
         for name in ("token_ms", "sample_ns", "batch_expert_us", "sync_us_cuda", "sync_us_other", "split_us_cuda")
@@ -126,8 +143,11 @@ DECODE_PARAMS = (
     "copy_gbs_client",
     "copy_gbs_server",
     "vm_copy_factor",
-    "vulkan_copy_factor",
+    "copy_bw_share",
+    "vm_sync_factor",
     "pageable_copy_us",
+    "pageable_copy_us_hip",
+    "pageable_copy_us_vulkan",
     "cpu_bw_eff_client",
     "cpu_bw_eff_server",
     "thread_gbs_per_ghz",
@@ -150,6 +170,8 @@ PARAM_BOUNDS = {
     "copy_gbs_client": (2.0, 60.0),
     "copy_gbs_server": (2.0, 60.0),
     "vm_copy_factor": (0.2, 1.0),
+    "copy_bw_share": (0.05, 1.0),
+    "vm_sync_factor": (0.5, 5.0),
     "pageable_copy_us": (1.0, 500.0),
     "cpu_bw_eff_client": (0.1, 1.0),
     "cpu_bw_eff_server": (0.05, 1.0),
@@ -164,7 +186,8 @@ PARAM_BOUNDS = {
     "mm_eff": (0.02, 1.0),
     "prompt_ubatch_ms": (0.5, 2000.0),
     "d2d_copy_us": (0.5, 100.0),
-    "vulkan_copy_factor": (0.1, 1.0),
+    "pageable_copy_us_hip": (1.0, 2000.0),
+    "pageable_copy_us_vulkan": (1.0, 2000.0),
     "first_prompt_ms": (1.0, 3000.0),
     "fill_factor": (0.1, 2.0),
 }
@@ -172,14 +195,12 @@ PARAM_BOUNDS = {
 
 def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
     """Rate the host copies pageable memory into the driver's staging buffer: measured, else one core of its
-    CPU family (slower in a VM, and through Vulkan's second staging copy), never above half its memory
-    bandwidth (a copy reads and writes each byte)."""
+    CPU family (slower in a VM), never above a share of its memory bandwidth."""
     host = hw.host
     if host.copy_gbs:
         return host.copy_gbs
     rate = params.family("copy_gbs", hw) * (params.vm_copy_factor if host.vm else 1.0)
-    rate *= params.vulkan_copy_factor if hw.backend == "vulkan" else 1.0
-    return min(rate, host.bandwidth_gbs / 2)
+    return min(rate, host.bandwidth_gbs * params.copy_bw_share)
 
 
 def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
@@ -318,7 +339,7 @@ def decode_terms(
     on_host = np.where(cached, traffic.cpu_misses, 0.0)  # misses the policy computes on the CPU, beside the GPU
     uploaded = np.where(cached, traffic.distinct - traffic.hits, 0.0) - on_host
     gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - on_host * slot, 0.0)) / gpu
-    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    copy_us = params.copy_us(hw, sc.pinned)
     uploads = uploaded * slot / link + uploaded * n_tensors * copy_us / 1e6
     cpu_work = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0)) / cpu
     on_gpu = np.where(~host | cached, traffic.distinct * n_tensors, 0.0)
@@ -328,7 +349,7 @@ def decode_terms(
     cpu_path = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0  # a CPU path in every cached layer
     split_layers = (host & ~cached & (traffic.distinct > 0)) | (cached & cpu_path)
     return {
-        "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3,
+        "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3 * params.vm_factor(hw),
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
         "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu * MS,
         "attention": attention_ms(model, hw, params, sc, layout),
@@ -380,7 +401,7 @@ def _prompt_ubatch_ms(
             runs += max(min(uncached, 1.0), uncached * run_starts) * n_tensors
         else:
             on_cpu += used * layer.slot_bytes
-    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    copy_us = params.copy_us(hw, sc.pinned)
     flops = hw.gpu_tflops * 1e12 * params.mm_eff
     return {
         "gpu_compute": tokens * model.active_params * 2 / flops * MS,
@@ -446,7 +467,7 @@ def _fill_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, l
     cached = [model.layers[il] for g in layout.plan.groups if g.cached for il in g.layers]
     if not cached:
         return 0.0
-    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    copy_us = params.copy_us(hw, sc.pinned)
     link = upload_gbs(hw, params, sc.pinned) * GB
     return float(np.mean([layer.slot_bytes / link + len(layer.experts) * copy_us / 1e6 for layer in cached])) * MS
 
