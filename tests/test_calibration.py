@@ -80,8 +80,8 @@ def test_a_budget_sweep_of_run3_logs_calibrates_the_machine_and_predicts_left_ou
 
 def test_a_run_that_alone_pins_a_term_is_reported_but_does_not_judge_the_fit(run3_points):
     result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
-    # only the all-GPU run shows the fixed cost, so left out it is predicted from the prior: far off, not judged
-    assert abs(result.left_out_errors["gpu#1"]) > 0.15 and "gpu#1" not in result.judged and result.accepted
+    # only the all-GPU run shows the fixed cost, so left out it is predicted from the global fit: reported, not judged
+    assert "gpu#1" in result.left_out_errors and "gpu#1" not in result.judged and result.accepted
 
 
 def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_include():
