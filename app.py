@@ -5,7 +5,7 @@ streamlit run app.py
 
 import streamlit as st
 
-from ui.common import warm_kernels_in_background
+from ui.cached import warm_kernels_in_background
 
 # a local icon: a Material one is fetched from fonts.gstatic.com, and the app must work offline
 st.set_page_config(page_title="MoE Cache Explorer", page_icon="ui/icon.png", layout="wide")

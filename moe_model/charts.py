@@ -5,19 +5,46 @@ Colours come from the Okabe-Ito palette, which stays distinguishable with colour
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from moe_model.llama.simulate import SimResult
-from moe_model.llama.slot_plan import CachePlan
+from moe_model.llama.slot_plan import CachePlan, Placement
+from moe_model.routing.logged import LogRouting
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
 HOT, COLD, MISS = "#D55E00", "#0072B2", "#E69F00"
+
+
+@dataclass(frozen=True)
+class NotebookFigure:
+    """A figure that draws itself in Jupyter and in an exported HTML notebook: plotly's JSON for a live frontend,
+    HTML with plotly.js (`include_plotlyjs`: "cdn", or True to embed it for offline files) for everything else."""
+
+    figure: go.Figure
+    include_plotlyjs: bool | str = "cdn"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {
+            "application/vnd.plotly.v1+json": json.loads(self.figure.to_json()),
+            "text/html": self._repr_html_(),
+        }
+
+    def _repr_html_(self) -> str:
+        return self.figure.to_html(full_html=False, include_plotlyjs=self.include_plotlyjs)
+
+
+def for_notebook(fig: go.Figure, include_plotlyjs: bool | str = "cdn") -> NotebookFigure:
+    """Wrap a figure for a notebook cell's last line, so that nbconvert's HTML export shows it too (a bare
+    plotly figure there leaves only a JSON blob the exported page cannot draw)."""
+    return NotebookFigure(fig, include_plotlyjs)
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
@@ -70,6 +97,26 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
     return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+
+
+def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placement | None = None) -> go.Figure:
+    """The logged decode hit rates (warm-up removed) the routing was fitted to, as markers on a hit-rate curve,
+    and where the curve's routing comes from in the title; only the logs of `placement` when one is given."""
+    points = [p for p in routing.points if placement is None or p.placement == placement]
+    if points:
+        fig.add_scatter(
+            x=[p.budget_mib for p in points],
+            y=[100 * p.hit_rate for p in points],
+            name="your logs (measured)",
+            mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO[7]},
+            customdata=[[p.name, 100 * routing.simulated[p.name]] for p in points],
+            hovertemplate="%{customdata[0]}: %{y:.1f} % logged at %{x:,} MiB, %{customdata[1]:.1f} % fitted"
+            "<extra></extra>",
+        )
+    fig.update_layout(title=f"{fig.layout.title.text or 'Hit rate'}: routing {routing.fitted_to}, "
+                      f"±{routing.spread_points:.1f} points")  # fmt: skip
+    return fig
 
 
 def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:

@@ -11,7 +11,8 @@ from moe_model.policies import POLICIES, run_policy
 from moe_model.policies.lazy_unload import idle_limit
 from moe_model.policies.stepper import STEPPABLE, Step, steps
 from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
-from ui.common import friendly_errors, sidebar_session
+from ui.sidebar import sidebar_session
+from ui.widgets import friendly_errors
 
 MAX_TOY_BUDGET = 160
 

@@ -12,17 +12,9 @@ from moe_model.speed.host_memory import host_memory
 from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.vram import max_budget_mib
-from ui.common import (
-    budget_slider,
-    fit_verdicts,
-    friendly_errors,
-    model_flag_path,
-    sidebar_hardware,
-    sidebar_model,
-    sidebar_placement,
-    sidebar_serving,
-)
+from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_placement, sidebar_serving
 from ui.tables import readable
+from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")

@@ -7,8 +7,9 @@ from moe_model.charts import left_out_predictions
 from moe_model.speed.calibration import load_calibration
 from moe_model.speed.measured import field_rows
 from moe_model.speed.measurements import load_reference
-from ui.common import friendly_errors, sidebar_session
+from ui.sidebar import sidebar_session
 from ui.tables import readable
+from ui.widgets import friendly_errors
 
 st.header("Reference measurements")
 st.caption(

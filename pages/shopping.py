@@ -6,16 +6,10 @@ import streamlit as st
 from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware
-from ui.common import (
-    cached_recommend,
-    friendly_errors,
-    keep,
-    kept,
-    model_flag_path,
-    sidebar_hardware,
-    sidebar_model,
-    sidebar_serving,
-)
+from ui.cached import cached_recommend
+from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_serving
+from ui.state import keep, kept
+from ui.widgets import friendly_errors, model_flag_path
 
 st.header("Hardware shopping")
 st.caption(

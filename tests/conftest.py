@@ -52,3 +52,25 @@ def qwen30b():
     from moe_model.readers.model_spec import load_model
 
     return load_model(QWEN30B)
+
+
+def run_within(seconds: float, fn, *args):
+    """fn(*args) on a thread: its result, or its exception raised here; a failure if it is still running after
+    `seconds` (a hang fails the test instead of holding the suite; the thread is left to the caller's cleanup)."""
+    import threading
+
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as err:  # handed to the test, whatever it is
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

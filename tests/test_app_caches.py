@@ -10,11 +10,10 @@ from streamlit.runtime.caching.cache_data_api import _data_caches
 
 from moe_model.limits import APP_CACHE_TTL_S
 from moe_model.llama.batching import build_workload
-from moe_model.llama.slot_plan import Placement
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
 from moe_model.readers.traces import make_token_trace
-from ui import common
+from ui import cached
 
 
 def entries(function) -> int:
@@ -39,48 +38,46 @@ def upload(i: int) -> bytes:
 
 
 def test_every_app_cache_is_bounded_in_entries_and_age():
-    cached = [getattr(common, name) for name in dir(common) if hasattr(getattr(common, name), "clear")]
-    cached = [f for f in cached if hasattr(f, "_info")]
-    assert len(cached) >= 9
-    for function in cached:
+    functions = [getattr(cached, name) for name in dir(cached) if hasattr(getattr(cached, name), "clear")]
+    functions = [f for f in functions if hasattr(f, "_info")]
+    assert len(functions) >= 9
+    for function in functions:
         assert function._info.max_entries is not None, function
         assert function._info.ttl == APP_CACHE_TTL_S, function
 
 
 def test_thirty_distinct_uploads_keep_the_model_cache_bounded():
-    common.cached_model.clear()
-    names = {common.cached_model(upload(i)).name for i in range(30)}
+    cached.cached_model.clear()
+    names = {cached.cached_model(upload(i)).name for i in range(30)}
     assert len(names) == 30
-    assert entries(common.cached_model) == common.cached_model._info.max_entries
+    assert entries(cached.cached_model) == cached.cached_model._info.max_entries
 
 
 def test_a_changed_workload_under_the_same_hand_built_name_misses_the_cache():
-    common.cached_curve.clear()
-    model = uniform_spec(2, 8, 2)
+    cached.workload_npz.clear()
     rng = np.random.default_rng(0)
     hot = build_workload(make_token_trace(np.tile(np.array([[0, 1], [0, 1]], dtype=np.int16), (200, 1, 1))))
     spread = build_workload(make_token_trace(np.argsort(rng.random((200, 2, 8)), axis=2)[:, :, :2]))
-    first = common.cached_curve(model, "same name", hot, "same key", (5,), Placement())
-    second = common.cached_curve(model, "same name", spread, "same key", (5,), Placement())
-    assert first[0].hit_rate != second[0].hit_rate  # keyed by content: the stale curve is not served
-    assert common.cached_curve(model, "other", hot, "names", (5,), Placement())[0].hit_rate == first[0].hit_rate
+    first, second = cached.workload_npz(hot, "same key"), cached.workload_npz(spread, "same key")
+    assert first != second  # keyed by content: the stale workload is not served
+    assert cached.workload_npz(hot, "another key") == first
 
 
 def test_an_edited_preset_file_misses_the_synthetic_cache(tmp_path, monkeypatch):
     presets = tmp_path / "synthetic_presets.json"
-    presets.write_text((common.PRESETS_PATH).read_text())
-    monkeypatch.setattr(common, "PRESETS_PATH", presets)
+    presets.write_text((cached.PRESETS_PATH).read_text())
+    monkeypatch.setattr(cached, "PRESETS_PATH", presets)
     model = load_model(QWEN30B)
     calls = []
-    monkeypatch.setattr(common, "_cached_synthetic", lambda *args: calls.append(args[-1]))
-    common.cached_synthetic(model, 1, 0, 0.7)
+    monkeypatch.setattr(cached, "_cached_synthetic", lambda *args: calls.append(args[-1]))
+    cached.cached_synthetic(model, 1, 0, 0.7)
     presets.write_text(presets.read_text() + "\n")
-    common.cached_synthetic(model, 1, 0, 0.7)
+    cached.cached_synthetic(model, 1, 0, 0.7)
     assert len(set(calls)) == 2  # the preset file's content is part of the key
 
 
 @pytest.mark.parametrize("n_tokens", [600, 1200])
 def test_the_synthetic_cache_key_includes_the_token_count(n_tokens):
     model = uniform_spec(2, 8, 2)
-    work = common.cached_synthetic(model, 1, 0, 0.7, 0, n_tokens)
+    work = cached.cached_synthetic(model, 1, 0, 0.7, 0, n_tokens)
     assert work.decode_tokens == n_tokens

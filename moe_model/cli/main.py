@@ -2,7 +2,7 @@
 
 Flags and JSON fields are a contract other tools script against: keep their names.
 Exit 0 when the input was read (also when the server would not start), 1 with a one-line
-message on stderr when it could not be.
+message on stderr when it could not be, and from `recommend` when no setting fits.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from moe_model.limits import (
     MAX_CONCURRENCY,
     MAX_CTX,
     MAX_DRAFT_TOKENS,
+    MAX_GPUS,
     MAX_LAYERS,
     MAX_PROMPT_TOKENS,
     MAX_RATE_GBS,
+    MAX_SPLIT_SHARE,
     MAX_SYNTHETIC_TOKENS,
     MAX_UBATCH,
     MAX_VRAM_GIB,
@@ -95,6 +97,14 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _split(text: str) -> tuple[float, ...]:
+    """--tensor-split: at most MAX_GPUS finite shares, each in 0..MAX_SPLIT_SHARE (nan and inf are refused)."""
+    shares = tuple(_ranged(float, 0, MAX_SPLIT_SHARE)(x) for x in text.split(","))
+    if len(shares) > MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_GPUS} values (one per GPU), got {len(shares)}")
+    return shares
+
+
 def _add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--n-cpu-moe",
@@ -113,7 +123,7 @@ def _add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tensor-split",
         "-ts",
-        type=_floats,
+        type=_split,
         default=(),
         metavar="A,B,...",
         help="split of layers and budget across GPUs",
@@ -362,8 +372,9 @@ def _format_run(run: dict, check: list | None) -> str:
     ]
     for name in ("small", "large"):
         if st := run["stats"][name]:
+            rate = "-" if st["hit_rate"] is None else f"{100 * st['hit_rate']:.2f}%"
             lines.append(
-                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {100 * st['hit_rate']:.2f}% "
+                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {rate} "
                 f"({st['hits']} hits, {st['misses']} misses), uploaded {st['uploaded_mib']:.2f} MiB"
             )
     if run["stats"]["copied"]["experts"]:
@@ -403,15 +414,32 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hardware(args: argparse.Namespace):
-    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error."""
-    from moe_model.speed.calibration import default_time_model, load_machine
-    from moe_model.speed.hardware import preset
+def _named_preset(name: str):
+    """The GPU preset a typed name resolves to; what it became goes to stderr unless the name was exact."""
+    from moe_model.speed.hardware import preset_match
 
+    match = preset_match(name)
+    if match.how != "exact":
+        print(f"note: {match.describe()}", file=sys.stderr)
+    return match.hardware
+
+
+def _hardware(args: argparse.Namespace):
+    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error.
+    Also settles the load mode: the flag's, else the one a machine file was calibrated with, else mmap."""
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import load_machine
+
+    flag_mode = "none" if args.pinned else args.load_mode
     if getattr(args, "machine", None):
-        hw, rel_error = load_machine(args.machine)
+        machine = load_machine(args.machine)
+        hw, rel_error = machine.hardware, machine.rel_error_at(args.concurrency)
+        args.load_mode = flag_mode or machine.load_mode
+        args.load_mode_source = "flag" if flag_mode else f"recorded in {args.machine} (--load-mode overrides it)"
     else:
-        hw, rel_error = preset(args.hardware), default_time_model().rel_error
+        hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
+        args.load_mode = flag_mode or "mmap"
+        args.load_mode_source = "flag" if flag_mode else "default"
     changes = {
         k: v
         for k, v in (
@@ -451,7 +479,7 @@ def _scenario(args: argparse.Namespace, placement: str = "cpu-moe", budget: int 
         args.accept,
         args.cpu_share,
         args.ctx,
-        load_mode="none" if args.pinned else args.load_mode,
+        load_mode=args.load_mode,
         cache_type_k=args.cache_type_k,
         cache_type_v=args.cache_type_v,
         fit_target_mib=args.fit_target_mib,
@@ -478,17 +506,17 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     from moe_model.speed.scenario import Scenario
 
     path = getattr(args, "trace", None)
-    opened = open_trace(path) if path else None
+    opened = lru_cache(maxsize=1)(lambda: open_trace(path))  # opened when a replay first needs it
 
     @lru_cache(maxsize=16)
     def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
-        if opened is None:
+        if not path:
             return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
         batching = Batching(concurrency, draft, accept)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
-            held = load_any(path) if isinstance(opened, WorkloadStream) else opened
+            held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
-        return stream_from(opened, batching, model.n_expert)
+        return stream_from(opened(), batching, model.n_expert)
 
     return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
 
@@ -503,30 +531,27 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
     return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
 
 
-def _predict_one(args, model, hw, time_model, rel_error, spread, placement: str, budget: int):
-    from moe_model.speed.scenario import resolve
-    from moe_model.speed.time_model import predict
-    from moe_model.speed.traffic import from_workload
-
-    sc = _scenario(args, placement, budget)
-    layout = resolve(model, hw, sc)
-    traffic = None
-    if args.hit_rate is None and (layout.plan.starts and budget or sc.tokens_per_ubatch > 1):
-        traffic = from_workload(model, layout, sc, _workload_source(args, model)(sc))
-    return predict(
-        model, hw, time_model.params, sc, traffic, args.hit_rate, layout, rel_error=rel_error, spread_points=spread
-    )
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.curve import curve
     from moe_model.speed.time_model import verdict
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
     spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
-    pred = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, args.budget_mib)
-    baseline = _predict_one(args, model, hw, time_model, rel_error, spread, args.placement, 0)
+    workload_for = _workload_source(args, model) if args.hit_rate is None else None
+    both = curve(
+        model,
+        hw,
+        time_model.params,
+        _scenario(args, args.placement),
+        sorted({args.budget_mib, 0}),
+        workload_for,
+        hit_rate=args.hit_rate,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
+    pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
     out = pred.as_dict() | {
         "verdict": cache_verdict,
@@ -539,6 +564,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "routing": routing,
         "traffic": routing,  # the field's old name, kept for scripts
         "hit_rate_spread_points": spread,
+        "load_mode": args.load_mode,
+        "load_mode_source": args.load_mode_source,
     }
     if args.json:
         print(to_json(out))
@@ -548,12 +575,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
         f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
     )
+    if args.load_mode_source != "default":
+        print(f"  load mode {args.load_mode}: {args.load_mode_source}")
     if not pred.starts:
         print(f"  does not start: {pred.error}")
         return 0
-    if not pred.vram.fits:
+    if not pred.usable:
         print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
         return 0
+    if pred.vram.tight:
+        print(f"  {pred.vram.verdict}")
     lo, hi = pred.decode_tps_range
     print(
         f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}) at {sc.context_depth:,} tokens of context, "
@@ -582,6 +613,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.fit_advice import recommend_advice
     from moe_model.speed.recommend import recommend
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
@@ -602,42 +634,73 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     margin = None
     if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
         margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
+    advice = recommend_advice(model, hw, options)
     if args.json:
         out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
-        print(to_json(out | {"routing": routing, "rel_error": rel_error}))
-        return 0
+        out |= {"fits": advice.fits, "would_fit": [c.as_dict() for c in advice.would_fit], "summary": advice.summary}
+        mode = {"load_mode": args.load_mode, "load_mode_source": args.load_mode_source}
+        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error} | mode))
+    else:
+        if args.load_mode_source != "default":
+            print(f"load mode {args.load_mode} for --fit and --n-cpu-moe: {args.load_mode_source}")
+        _print_recommendation(ranked, best, margin, advice)
+        print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+        print(f"summary: {advice.summary}")
+    if not advice.fits:
+        print(f"error: {advice.summary}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _why_unusable(option: dict) -> str:
+    if not option["starts"]:
+        return "does not start"
+    short = [what for what, ok in (("VRAM", option["fits_vram"]), ("RAM", option["fits_ram"])) if not ok]
+    return f"does not fit {' or '.join(short)}"
+
+
+def _print_recommendation(ranked: list[dict], best: dict | None, margin: float | None, advice) -> None:
     for o in ranked:
-        status = "" if o["usable"] else "  (does not start or fit VRAM or RAM)"
         lo, hi = o["decode_tps_range"]
-        print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}{status}")
+        if o["usable"]:
+            print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}")
+        else:  # no speed for what cannot run, as predict shows none
+            print(f"{'-':>7} t/s  {o['label']}  ({_why_unusable(o)})")
     if best:
         print(
             f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
         print(f"  {best['command']}")
-    print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
-    return 0
+    if advice.would_fit:
+        print("\nwhat would fit (the smallest change of each kind):")
+        print("\n".join(f"  {c.text}" for c in advice.would_fit))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from moe_model.readers.logs import parse_log
-    from moe_model.speed.calibration import calibrate_machine, default_time_model, save_machine
-    from moe_model.speed.hardware import preset
-    from moe_model.speed.measured import log_points
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
 
-    model, hw = load_model(args.model), preset(args.hardware)
-    points = []
-    for path in args.logs:
-        points += log_points(parse_log(path), model, hw, Path(path).name, hw.name)
-    result = calibrate_machine(points, hw, default_time_model().params)
+    model, hw = load_model(args.model), _named_preset(args.hardware)
+    points, runs = machine_points(parse_logs(args.logs), model, hw)
+    result = calibrate_machine(points, hw, default_time_model().params, runs)
     if args.json:
         print(to_json(result.as_dict()))
     else:
-        print(f"{hw.name}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs")
-        for name, err in result.fit_errors.items():
-            note = "" if name in result.judged else "   (alone pins a term: not judged)"
-            print(f"  {name:32} fit {100 * err:+6.1f} %   left out {100 * result.left_out_errors[name]:+6.1f} %{note}")
+        built = f"build {result.build}" if result.build else "build not logged"
+        print(
+            f"{hw.name} ({result.gpu or 'GPU not logged'}), {result.model or model.name}, {built}, load mode "
+            f"{result.load_mode}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs"
+        )
+        width = max(map(len, result.fit_errors))
+        for run in result.runs:
+            notes = [f"{run.concurrency} streams"] if run.concurrency > 1 else []
+            notes += ["first request after start"] if run.first_request else []
+            notes += [] if run.name in result.judged else ["not judged"]
+            print(
+                f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
+                f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
+            )
         print(f"  {result.reason}")
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
@@ -663,7 +726,9 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-bw-gbs", type=_RATE, help="host memory bandwidth")
     parser.add_argument("--threads", type=_ranged(int, 1, 1024), help="threads for host experts (-t)")
     parser.add_argument("--ram-gib", type=_ranged(float, 1, 16384), help="host RAM (default: the preset's)")
-    parser.add_argument("--load-mode", choices=("mmap", "none", "mlock", "dio"), default="mmap")
+    parser.add_argument(
+        "--load-mode", choices=("mmap", "none", "mlock", "dio"), help="default: a machine file's own, else mmap"
+    )
     parser.add_argument("--pinned", action="store_true", help="same as --load-mode none (pinned host experts)")
     parser.add_argument("-ctk", "--cache-type-k", default="f16", choices=KV_TYPES)
     parser.add_argument("-ctv", "--cache-type-v", default="f16", choices=KV_TYPES)
@@ -674,7 +739,7 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-share", type=_FRACTION, default=0.0)
     parser.add_argument("--ctx", type=_ranged(int, 1, MAX_CTX), default=4096)
     parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N")
-    parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...")
+    parser.add_argument("--tensor-split", "-ts", type=_split, default=(), metavar="A,B,...")
     parser.add_argument("--ubatch-size", "-ub", type=_ranged(int, 1, MAX_UBATCH), default=512)
     parser.add_argument(
         "--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512, help="the prompt a request sends"

@@ -262,9 +262,15 @@ def simulate_budgets(
     class of budgets, all its budgets at once) fed from the same chunk: memory depends on the model and the
     number of budgets, not on the trace length.
     """
+    return simulate_plans(model, work, [plan_cache(model, int(b), placement) for b in budgets_mib])
+
+
+def simulate_plans(model: ModelSpec, work: Workload | WorkloadStream, plans: Sequence[CachePlan]) -> list[SimResult]:
+    """simulate_budgets for cache plans already made (all of one placement): a caller that has them plans nothing
+    twice."""
     stream = work if isinstance(work, WorkloadStream) else stream_of(work, SIM_CHUNK_RECORDS)
     stream.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
-    plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
+    plans = list(plans)
     thresholds = np.unique(_pool_need(stream.ntok_values, stream.k, model.n_expert))
     layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
     check_run(estimate_run(stream, [len(b) for *_, b in layout], model.n_expert, SIM_CHUNK_RECORDS))

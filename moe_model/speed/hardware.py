@@ -203,6 +203,7 @@ PRESETS: dict[str, Hardware] = {
         _card("RTX 3060 12GB", 12, 360, 4, 16, 51, DESKTOP_DDR4),
         _card("RTX 3060 Ti", 8, 448, 4, 16, 65, DESKTOP_DDR4),
         _card("RTX 3090", 24, 936, 4, 16, 142, DESKTOP_DDR4),
+        _card("RTX 4060", 8, 272, 4, 8, 60.5, source=f"{_NV} (x8 card; 242 AI TOPS FP8 sparse = 60.5 FP16)"),
         _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card)"),
         _card(
             "RTX 4070 12GB",
@@ -215,6 +216,7 @@ PRESETS: dict[str, Hardware] = {
         ),
         _card("RTX 4080 16GB", 16, 717, 4, 16, 195),
         _card("RTX 4090", 24, 1008, 4, 16, 330),
+        _card("RTX 5070", 12, 672, 5, 16, 123.5, source=f"{_NV} (988 AI TOPS FP4 sparse = 123.5 FP16)"),
         _card("RTX 5070 Ti", 16, 896, 5, 16, 176),
         _card("RTX 5090", 32, 1792, 5, 16, 419),
         _card("RTX A6000", 48, 768, 4, 16, 155, Host("workstation: 128 GiB dual-channel DDR5-6000", 128.0)),
@@ -270,22 +272,56 @@ def _normal(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
-def preset(name: str) -> Hardware:
-    """A preset as users type it: exact or alias (case-insensitive), else a unique word-prefix match."""
+VARIANT_WORDS = frozenset({"ti", "super", "xt", "xtx", "max", "laptop", "mobile"})  # name another card of a number
+
+
+@dataclass(frozen=True)
+class PresetMatch:
+    """The preset a typed name resolved to, how, and the variants it was preferred over."""
+
+    typed: str
+    hardware: Hardware
+    how: str  # "exact", "alias", "prefix" or "base card"
+    passed_over: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line saying what the name became (for a CLI's stderr or a caption)."""
+        hw = self.hardware
+        line = f"{self.typed!r} is the {hw.name} preset ({hw.vram_gib:g} GB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label})"
+        return line + (f", not {', '.join(self.passed_over)}" if self.passed_over else "")
+
+
+def _variants_not_typed(words: list[str], key: str) -> set[str]:
+    """Variant words of a preset's name that none of the typed words starts: "rtx 3060" leaves "Ti" over."""
+    return {w for w in key.split() if w in VARIANT_WORDS and not any(w.startswith(x) for x in words)}
+
+
+def preset_match(name: str) -> PresetMatch:
+    """A preset as users type it: exact or alias (case-insensitive), else a unique word-prefix match, where a card
+    beats its variants ("rtx 3060" is the RTX 3060 12GB, not the 3060 Ti) and a card its eGPU setups."""
     wanted = _normal(name)
     if not wanted:
         raise MoeModelError("name a GPU preset, e.g. 't4', '4090', 'h200'")
     by_name = {_normal(k): hw for k, hw in PRESETS.items()}
     if wanted in by_name:
-        return by_name[wanted]
+        return PresetMatch(name, by_name[wanted], "exact")
     if wanted in ALIASES:
-        return PRESETS[ALIASES[wanted]]
+        return PresetMatch(name, PRESETS[ALIASES[wanted]], "alias")
     words = wanted.split()
-    found = [hw for key, hw in by_name.items() if all(any(w.startswith(x) for w in key.split()) for x in words)]
-    internal = [hw for hw in found if not hw.name.startswith("eGPU")]  # "4090" means the card, not its eGPU setups
+    found = {key: hw for key, hw in by_name.items() if all(any(w.startswith(x) for w in key.split()) for x in words)}
+    internal = {key: hw for key, hw in found.items() if not hw.name.startswith("eGPU")}  # "4090": the card itself
     found = internal or found
+    base = {key: hw for key, hw in found.items() if not _variants_not_typed(words, key)}
+    if len(found) > 1 and len(base) == 1:
+        (hw,) = base.values()
+        return PresetMatch(name, hw, "base card", tuple(h.name for h in found.values() if h is not hw))
     if len(found) == 1:
-        return found[0]
+        return PresetMatch(name, next(iter(found.values())), "prefix")
     if found:
-        raise MoeModelError(f"GPU {name!r} is ambiguous: {', '.join(hw.name for hw in found)}")
+        raise MoeModelError(f"GPU {name!r} is ambiguous: {', '.join(hw.name for hw in found.values())}")
     raise MoeModelError(f"unknown GPU {name!r}; known: {', '.join(PRESETS)}")
+
+
+def preset(name: str) -> Hardware:
+    """A preset as users type it (preset_match says how the name resolved)."""
+    return preset_match(name).hardware

@@ -1,31 +1,38 @@
-"""All chosen policies on one workload at the same budgets, timed, and their predicted decode speed."""
+"""Replacement policies side by side on one workload at the same budgets: their counts and, on a machine, their
+decode speed, priced by the curve pipeline `predict --policy NAME` uses (speed/curve.py): one price per count."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+
+from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import POLICIES, PolicyResult, run_policy
+from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, get_policy, run_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.curve import curve
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import TimeParams, predict
-from moe_model.speed.traffic import from_counts
+from moe_model.speed.scenario import Scenario
+from moe_model.speed.time_model import TimeParams
 from moe_model.workload import Workload
 
 
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """Per policy: one result per budget, and the seconds the run took."""
+    """Per policy: one result per budget (None where nothing was replayed), the seconds the run took and, when
+    priced, the predicted decode t/s (a model; None where the server would not start or fit the GPU)."""
 
     budgets: tuple[int, ...]
-    results: dict[str, list[PolicyResult]]
+    results: dict[str, list[PolicyResult | None]]
     seconds: dict[str, float]
+    decode_tps: dict[str, list[float | None]] = field(default_factory=dict)
+    n_ubatches: int = 0  # of the workload replayed
 
     def hit_rates(self) -> dict[str, list[float | None]]:
-        return {name: [r.hit_rate for r in runs] for name, runs in self.results.items()}
+        return {name: [None if r is None else r.hit_rate for r in runs] for name, runs in self.results.items()}
 
     def labels(self) -> dict[str, str]:
         return {name: POLICIES[name].label for name in self.results}
@@ -39,25 +46,44 @@ def compare(
     names: Sequence[str] | None = None,
     knobs: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Comparison:
-    """Run each named policy (default: all registered) at every budget; knobs[name] overrides its defaults."""
+    """Run each named policy (default: all registered) at every budget; knobs[name] overrides its defaults.
+    Counts only: compare_priced also prices them."""
     results, seconds = {}, {}
     for name in names or list(POLICIES):
         start = time.perf_counter()
         results[name] = run_policy(name, model, work, budgets_mib, placement, **dict((knobs or {}).get(name, {})))
         seconds[name] = time.perf_counter() - start
-    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds)
+    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, n_ubatches=work.n_ubatches)
 
 
-def predicted_tps(
-    model: ModelSpec, hw: Hardware, params: TimeParams, base: Scenario, result: PolicyResult, n_ubatches: int
-) -> float | None:
-    """Decode t/s of the time model (a model, not a measurement) for a policy's per-layer counts; the misses
-    it serves without keeping are given to the model as a CPU share of the misses."""
-    if not result.starts:
-        return None
-    misses = int(result.uploads.sum() + result.cpu.sum())
-    sc = replace(base, budget_mib=result.budget_mib, cpu_share=int(result.cpu.sum()) / misses if misses else 0.0)
-    layout = resolve(model, hw, sc)
-    traffic = from_counts(model, layout, sc, result.hits, result.lookups, n_ubatches, "policy")
-    pred = predict(model, hw, params, sc, traffic, layout=layout)
-    return pred.decode_tps if pred.usable else None
+def policy_scenario(base: Scenario, name: str) -> Scenario:
+    """The scenario `predict --policy NAME` prices: `base` with that policy at its default knobs (the CPU share's
+    knob is the scenario's share)."""
+    share = float(get_policy(name).knobs["share"]) if name == CPU_SHARE else 0.0
+    return replace(base, policy=name, cpu_share=share)
+
+
+def policy_workload(work: Workload, max_ubatches: int = MAX_POLICY_UBATCHES) -> Workload:
+    """The first `max_ubatches` ubatches: a comparison replays every policy at every budget."""
+    return work.prefix(int(np.searchsorted(work.rec_ubatch, max_ubatches)))
+
+
+def compare_priced(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    work: Workload,
+    budgets_mib: Sequence[int],
+    names: Sequence[str] | None = None,
+) -> Comparison:
+    """Each named policy's curve on `work` (default: every registered policy): the counts `predict --policy NAME`
+    replays at each budget, priced as it prices them."""
+    results, seconds, tps = {}, {}, {}
+    for name in names or list(POLICIES):
+        start = time.perf_counter()
+        points = curve(model, hw, params, policy_scenario(base, name), budgets_mib, lambda sc: work).points
+        seconds[name] = time.perf_counter() - start
+        results[name] = [p.counts for p in points]
+        tps[name] = [p.prediction.decode_tps if p.prediction.usable else None for p in points]
+    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, tps, work.n_ubatches)

@@ -12,15 +12,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement, min_budget_mib
-from moe_model.policies import EXACT, REFERENCE, get_policy
+from moe_model.policies import EXACT, get_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.curve import price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
-from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import Prediction, TimeParams, predict, verdict
-from moe_model.speed.traffic import Traffic, decode_counts, from_counts, from_workload
+from moe_model.speed.scenario import Scenario
+from moe_model.speed.time_model import Prediction, TimeParams, verdict
 from moe_model.speed.vram import fit_host_layers, max_budget_mib
 from moe_model.workload import Workload
 
@@ -38,8 +37,8 @@ class Option:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits VRAM and RAM: only then is it picked or shown with a speed."""
-        return self.prediction.usable and (self.host is None or self.host.fits)
+        """Starts and fits VRAM (with llama.cpp's margin) and RAM: only then is it picked or shown with a speed."""
+        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.fits)
 
     def as_dict(self) -> dict:
         p = self.prediction
@@ -137,12 +136,7 @@ def recommend(
 ) -> list[Option]:
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM)."""
     scenarios = candidates(model, hw, base)
-    layouts = [resolve(model, hw, sc) for sc in scenarios]
-    traffics = _traffics(model, scenarios, layouts, workload_for, progress)
-    preds = [
-        predict(model, hw, params, sc, t, layout=lay, rel_error=rel_error, spread_points=spread_points)
-        for sc, lay, t in zip(scenarios, layouts, traffics, strict=True)
-    ]
+    preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, spread_points, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
     options = []
     for p in preds:
@@ -160,30 +154,33 @@ def recommend(
     return rank(options, rel_error)
 
 
-def _traffics(model: ModelSpec, scenarios: list, layouts: list, workload_for, progress=None) -> list[Traffic | None]:
-    """Each candidate's traffic: one all-budgets simulation per placement and batching, the CPU-share
-    candidates one by one (their policy runs per budget)."""
-    out: list[Traffic | None] = [None] * len(scenarios)
-    passes: dict[tuple, list[int]] = {}
-    for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True)):
-        if not layout.plan.starts:
-            continue
-        if sc.policy_name != REFERENCE:  # other policies replay per budget
-            out[i] = from_workload(model, layout, sc, workload_for(sc))
-            continue
-        passes.setdefault((layout.placement, sc.concurrency, sc.draft_tokens, sc.accept_rate), []).append(i)
-    for n, ((placement, *_), members) in enumerate(passes.items()):
-        work = workload_for(scenarios[members[0]])
-        budgets = sorted({scenarios[i].budget_mib for i in members})
-        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
-        n_ub, distinct = decode_counts(work)
-        for i in members:
-            r = by_budget[scenarios[i].budget_mib]
-            out[i] = from_counts(
-                model, layouts[i], scenarios[i], r.layer_hits, r.layer_lookups, n_ub, "simulated", distinct
+def _predictions(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    scenarios: list[Scenario],
+    workload_for: Callable[[Scenario], Workload],
+    rel_error: float,
+    spread_points: float,
+    progress=None,
+) -> list[Prediction]:
+    """Each candidate through the curve pipeline: candidates that differ only in budget and load mode share one
+    replay (a curve over their budgets), priced for each load mode (the counts do not depend on it)."""
+    groups: dict[Scenario, list[int]] = {}
+    for i, sc in enumerate(scenarios):
+        groups.setdefault(replace(sc, budget_mib=0, load_mode="mmap"), []).append(i)
+    out: list[Prediction | None] = [None] * len(scenarios)
+    for n, (group, members) in enumerate(groups.items()):
+        replayed = replay(model, hw, group, sorted({scenarios[i].budget_mib for i in members}), workload_for)
+        for mode in sorted({scenarios[i].load_mode for i in members}):
+            priced = price(
+                model, hw, params, replayed, rel_error=rel_error, spread_points=spread_points, load_mode=mode
             )
+            for i in members:
+                if scenarios[i].load_mode == mode:
+                    out[i] = priced.at(scenarios[i].budget_mib).prediction
         if progress:
-            progress((n + 1) / len(passes))
+            progress((n + 1) / len(groups))
     return out
 
 

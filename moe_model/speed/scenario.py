@@ -180,7 +180,17 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
     vram = breakdown(
-        model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch,
-        sc.flash_attn_on, sc.kv_offload,
-    )  # fmt: skip
+        model,
+        hw,
+        placement,
+        sc.budget_mib,
+        sc.n_ctx,
+        sc.n_ubatch,
+        sc.kv_types,
+        sc.offload_min_batch,
+        plan=plan,
+        margin_mib=sc.fit_target_mib,
+        flash_attn=sc.flash_attn_on,
+        kv_offload=sc.kv_offload,
+    )
     return Layout(placement, plan, vram, host, cpu_layers)

@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from moe_model.llama.pool_rule import uses_pool
-from moe_model.policies import MODELLED, REFERENCE, get_policy
+from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
-from moe_model.speed.traffic import Traffic, from_counts, from_hit_rate, independent_distinct
+from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
 MS = 1e3
@@ -271,8 +271,8 @@ class Prediction:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits the GPU's memory: only then is a speed shown."""
-        return self.starts and self.vram.fits
+        """Starts and fits the GPU's memory (or is too close to call): only then is a speed shown."""
+        return self.starts and (self.vram.fits or self.vram.tight)
 
     def as_dict(self) -> dict:
         sc = asdict(self.scenario)
@@ -497,7 +497,7 @@ def first_request(
 def _notes(sc: Scenario, layout: Layout) -> list[str]:
     notes = []
     if not layout.vram.fits:
-        notes.append(f"does not fit: {-layout.vram.free_mib:.0f} MiB over the GPU's memory")
+        notes.append(layout.vram.verdict)
     policy = get_policy(sc.policy_name)
     if policy.label == MODELLED:
         notes.append(f"{policy.name} is a modelled policy (our reading of {policy.source}): {policy.summary}")
@@ -570,34 +570,3 @@ def range_verdict(with_cache: tuple[float, float], without: tuple[float, float])
     if with_cache[1] < without[0]:
         return "hurts"
     return "too close to call"
-
-
-def predict_curve(
-    model: ModelSpec,
-    hw: Hardware,
-    params: TimeParams,
-    base: Scenario,
-    results: list,
-    n_ubatches: int,
-    policy_traffic=None,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-) -> list[Prediction]:
-    """Predictions along a simulated budget curve (`results` from traffic.simulate_curve at base's placement:
-    the exact LRU). For another policy, `policy_traffic(scenario)` supplies each budget's traffic (a replay
-    of that policy per budget).
-    """
-    out = []
-    for r in results:
-        sc = base.with_budget(r.budget_mib)
-        layout = resolve(model, hw, sc)
-        traffic = None
-        if layout.plan.starts:
-            if sc.policy_name != REFERENCE and policy_traffic is not None:
-                traffic = policy_traffic(sc)
-            else:
-                traffic = from_counts(model, layout, sc, r.layer_hits, r.layer_lookups, n_ubatches, "simulated")
-        out.append(
-            predict(model, hw, params, sc, traffic, layout=layout, rel_error=rel_error, spread_points=spread_points)
-        )
-    return out

@@ -3,22 +3,23 @@
 The time model prices bytes, so it needs per layer and decode ubatch the distinct experts a batch
 touches (a speculative verify batch or c streams share experts: the distinct count, not k x tokens)
 and how many the pool served. This module gets them from a simulated workload (exact for the
-workload given) or from a hit rate, and runs the simulations a budget curve needs.
+workload given, replayed by the scenario's policy) or from a hit rate; speed/curve.py replays whole curves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from moe_model.errors import WorkloadError
-from moe_model.llama.simulate import simulate_budgets
-from moe_model.llama.slot_plan import Placement
-from moe_model.policies import REFERENCE, get_policy, run_policy
+from moe_model.llama.simulate import SimResult, simulate_plans
+from moe_model.llama.slot_plan import CachePlan, Placement
+from moe_model.policies import REFERENCE, PolicyResult, get_policy, run_policy
+from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.hardware import Hardware
-from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.scenario import Layout, Scenario
 from moe_model.workload import PHASE_DECODE, Workload, WorkloadStream
 
 
@@ -115,22 +116,22 @@ def from_counts(
     model: ModelSpec,
     layout: Layout,
     sc: Scenario,
-    layer_hits: np.ndarray,
-    layer_lookups: np.ndarray,
+    counts: PolicyResult,
     n_ubatches: int,
+    distinct: np.ndarray,
     source: str,
-    distinct: np.ndarray | None = None,
-    layer_cpu: np.ndarray | None = None,
 ) -> Traffic:
-    """Per-ubatch traffic from a simulation's per-layer counts; uncached layers take `distinct` (the
-    workload's own count) or the independent-token estimate."""
+    """Per-ubatch traffic from a replay's per-layer counts (the only way counts become traffic): layers
+    without lookups take `distinct`, the workload's own count."""
     cached = layout.cached_mask(model, sc.tokens_per_ubatch)
-    other = distinct if distinct is not None else _estimated_distinct(model, sc.tokens_per_ubatch)
     per_ub = max(n_ubatches, 1)
-    looked = cached & (layer_lookups > 0)
-    cpu = None if layer_cpu is None else np.where(cached, layer_cpu / per_ub, 0.0)
+    looked = cached & (counts.lookups > 0)
     return Traffic(
-        np.where(looked, layer_lookups / per_ub, other), np.where(cached, layer_hits / per_ub, 0.0), cached, source, cpu
+        np.where(looked, counts.lookups / per_ub, distinct),
+        np.where(cached, counts.hits / per_ub, 0.0),
+        cached,
+        source,
+        np.where(cached, counts.cpu / per_ub, 0.0),
     )
 
 
@@ -143,31 +144,32 @@ def _decode_ubatches(work: Workload) -> int:
     return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
 
 
+def replay_counts(
+    model: ModelSpec, work: Workload | WorkloadStream, sc: Scenario, plans: Sequence[CachePlan], placement: Placement
+) -> tuple[list[PolicyResult], list[SimResult] | None]:
+    """The scenario's policy over `work` at each plan (all of one placement): the exact LRU in one pass for every
+    plan (a stream too; its SimResults, llama.cpp's own statistics, come along), another policy per budget on a
+    whole Workload."""
+    if sc.policy_name == REFERENCE:
+        sims = simulate_plans(model, work, plans)
+        return [from_simulation(r) for r in sims], sims
+    if isinstance(work, WorkloadStream):
+        raise WorkloadError(f"{sc.policy_name} replays a whole workload, not a stream: give a shorter trace")
+    budgets = [p.budget_mib for p in plans]
+    return run_policy(sc.policy_name, model, work, budgets, placement, **sc.policy_knobs), None
+
+
+def replay_label(sc: Scenario, work: Workload | WorkloadStream) -> str:
+    """What a replay's traffic came from, as predictions report it."""
+    if sc.policy_name == REFERENCE:
+        return f"simulated: {work.label or 'trace'}"
+    name, knobs = sc.policy_name, ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
+    return f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {get_policy(name).label} policy"
+
+
 def from_workload(model: ModelSpec, layout: Layout, sc: Scenario, work: Workload | WorkloadStream) -> Traffic:
     """Replay the workload at the scenario's budget with the scenario's policy (the exact LRU by default, which
     also takes a stream: never held whole; the other policies replay a whole Workload)."""
     n_ub, distinct = decode_counts(work)
-    name = sc.policy_name
-    if name == REFERENCE:
-        result = simulate_budgets(model, work, [sc.budget_mib], layout.placement)[0]
-        label = f"simulated: {work.label or 'trace'}"
-        return from_counts(model, layout, sc, result.layer_hits, result.layer_lookups, n_ub, label, distinct)
-    if isinstance(work, WorkloadStream):
-        raise WorkloadError(f"{name} replays a whole workload, not a stream: give a shorter trace")
-    policy = get_policy(name)
-    res = run_policy(name, model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
-    knobs = ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
-    label = f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {policy.label} policy"
-    return from_counts(model, layout, sc, res.hits, res.lookups, n_ub, label, distinct, res.cpu)
-
-
-def simulate_curve(model: ModelSpec, hw: Hardware, work: Workload, base: Scenario, budgets: list[int]) -> list:
-    """Simulated results at every budget for the scenario's placement; with --fit the placement itself
-    depends on the budget, so budgets are grouped by how many layers --fit leaves in host memory."""
-    by_placement: dict[Placement, list[int]] = {}
-    for budget in budgets:
-        by_placement.setdefault(resolve(model, hw, base.with_budget(budget)).placement, []).append(budget)
-    results = {}
-    for placement, group in by_placement.items():
-        results |= dict(zip(group, simulate_budgets(model, work, group, placement), strict=True))
-    return [results[b] for b in budgets]
+    counts = replay_counts(model, work, sc, [layout.plan], layout.placement)[0][0]
+    return from_counts(model, layout, sc, counts, n_ub, distinct, replay_label(sc, work))

@@ -1,0 +1,211 @@
+"""Routing fitted to a user's own logs: the synthetic knobs whose simulated decode hit rate matches each log's.
+
+A llama-server -lv 4 log measures the real routing's decode hit rate at the budget it ran. Those points
+(budget, placement, hit rate) pin the synthetic model of routing for that model: the knobs are fitted so
+that a run like the logged ones (same placement, streams, decode tokens per request, from a cold pool)
+simulated through the exact LRU gives each logged hit rate. Still a model of routing: its spread is the
+larger of the in-fit and the leave-one-log-out error, in hit-rate points.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from moe_model.errors import WorkloadError
+from moe_model.fitting import coordinate_search
+from moe_model.limits import MAX_LOG_ROUTING_TOKENS
+from moe_model.llama.batching import build_workload
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import BOUNDS, Knobs, RoutingPreset, Shape, generate
+from moe_model.workload import Batching, Workload
+
+LOG_ROUTING_NAME = "your logs"
+
+
+@dataclass(frozen=True)
+class LoggedHitRate:
+    """One log's decode hit rate at its budget (warm-up removed) and the run that measured it."""
+
+    name: str
+    budget_mib: int
+    placement: Placement  # as llama.cpp resolved it (--fit turned into its layer count)
+    hit_rate: float  # fraction
+    decode_tokens: int  # generated tokens of every request together
+    requests: int
+    concurrency: int = 1
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.hit_rate <= 1.0 and self.budget_mib > 0 and self.decode_tokens > 0 and self.requests > 0):
+            raise WorkloadError(f"a logged hit rate needs a budget, decode tokens and a rate in 0..1, got {self}")
+
+    @property
+    def seq_len(self) -> int:
+        """Decode tokens per request."""
+        return max(1, round(self.decode_tokens / self.requests))
+
+
+@dataclass(frozen=True)
+class RunLength:
+    """How long the logged runs decoded: what a simulation `like the logs` replays."""
+
+    decode_tokens: int
+    seq_len: int
+
+    @classmethod
+    def of(cls, points: Sequence[LoggedHitRate]) -> RunLength:
+        """The median logged run, capped at MAX_LOG_ROUTING_TOKENS so that a fit stays within seconds."""
+        tokens = int(np.median([p.decode_tokens for p in points]))
+        seq_len = int(np.median([p.seq_len for p in points]))
+        tokens = min(tokens, MAX_LOG_ROUTING_TOKENS)
+        return cls(tokens, min(seq_len, tokens))
+
+
+@dataclass(frozen=True)
+class LogRouting:
+    """Synthetic routing fitted to a user's logs, with each logged point and how well the fit reproduces it.
+
+    spread_points: the larger of the in-fit and the leave-one-log-out RMS error (hit-rate points), for
+    prediction ranges; a single log cannot be left out, so it keeps at least the preset's spread.
+    """
+
+    knobs: Knobs
+    spread_points: float
+    fit_points: float  # RMS of simulated minus logged hit rate, all logs in the fit (points)
+    left_out_points: dict[str, float | None]  # each log predicted by a fit on the others (points, signed)
+    simulated: dict[str, float]  # each log's hit rate as the fitted routing simulates it (fraction)
+    points: tuple[LoggedHitRate, ...]
+    length: RunLength
+    start: RoutingPreset  # the preset the fit started from
+    name: str = LOG_ROUTING_NAME
+
+    @property
+    def fitted_to(self) -> str:
+        n = len(self.points)
+        return f"fitted to your {n} log{'s' if n != 1 else ''}"
+
+    @property
+    def match(self) -> str:
+        return self.fitted_to
+
+    def describe(self) -> str:
+        """One line for a caption: where the routing comes from and its spread."""
+        return f"{self.fitted_to}, ±{self.spread_points:.1f} hit-rate points: {self.knobs}"
+
+    def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
+        """A run like the logged ones (their decode length, one cold pool) with this routing, batched."""
+        shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
+        trace = generate(
+            shape, self.knobs, self.length.decode_tokens, self.length.seq_len, seed, f"synthetic ({self.describe()})"
+        )
+        return build_workload(trace, batching, model.n_expert)
+
+
+def simulated_hit_rates(
+    model: ModelSpec, knobs: Knobs, points: Sequence[LoggedHitRate], length: RunLength, seed: int = 0
+) -> dict[str, float]:
+    """Each point's decode hit rate with these knobs: one simulation per placement and stream count, all its
+    budgets at once (the exact LRU), decode only and without the warm-up, as the logged rates are."""
+    shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
+    trace = generate(shape, knobs, length.decode_tokens, length.seq_len, seed)
+    groups: dict[tuple[Placement, int], list[LoggedHitRate]] = {}
+    for p in points:
+        groups.setdefault((p.placement, p.concurrency), []).append(p)
+    out = {}
+    for (placement, concurrency), members in groups.items():
+        work = build_workload(trace, Batching(concurrency, warmup=False), model.n_expert)
+        budgets = sorted({p.budget_mib for p in members})
+        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement), strict=True))
+        for p in members:
+            out[p.name] = by_budget[p.budget_mib].small.hit_rate or 0.0
+    return out
+
+
+MISS_FLOOR = 0.005  # misses of 0 % and of half a point cost about the same: keeps log(0) out of the loss
+
+
+def miss_loss(simulated: dict[str, float], points: Sequence[LoggedHitRate]) -> float:
+    """RMS of log(simulated misses / logged misses): decode time grows with the misses uploaded, so a point
+    at 94 % that misses 1 point too many weighs like one at 40 % that misses 10 too many."""
+    ratios = [(1 + MISS_FLOOR - simulated[p.name]) / (1 + MISS_FLOOR - p.hit_rate) for p in points]
+    return float(np.sqrt(np.mean(np.log(ratios) ** 2)))
+
+
+def rms_points(simulated: dict[str, float], points: Sequence[LoggedHitRate]) -> float:
+    """RMS of simulated minus logged hit rate, in percentage points."""
+    return float(np.sqrt(np.mean([(100 * (simulated[p.name] - p.hit_rate)) ** 2 for p in points])))
+
+
+# a coarse grid every fit (and every leave-one-out fit) shares, then a local search around its best cell
+GRID = {"skew": (0.0, 0.5, 1.0, 1.5, 2.0), "working_set": (0.4, 0.6, 0.8, 1.0), "reuse": (0.0, 0.2, 0.4)}
+LOCAL = {"skew": 0.25, "working_set": 0.1, "reuse": 0.1, "drift": 0.02}  # half-width of the local search
+LOCAL_STEPS = 4  # golden-section steps per knob: each interval shrinks to 15 %
+
+
+def _grid(start: Knobs) -> list[Knobs]:
+    cells = itertools.product(*GRID.values())
+    return [start] + [replace(start, **dict(zip(GRID, cell, strict=True))) for cell in cells]
+
+
+def _local_bounds(knobs: Knobs) -> dict[str, tuple[float, float]]:
+    out = {}
+    for name, half in LOCAL.items():
+        lo, hi = BOUNDS[name]
+        value = getattr(knobs, name)
+        out[name] = (max(lo, value - half), min(hi, value + half))
+    return out
+
+
+def _check_points(points: Sequence[LoggedHitRate]) -> tuple[LoggedHitRate, ...]:
+    if not points:
+        raise WorkloadError("no log has a decode hit rate at a budget: nothing to fit the routing to")
+    if len({p.name for p in points}) != len(points):
+        raise WorkloadError("each logged hit rate needs its own name")
+    return tuple(points)
+
+
+def fit_to_logs(
+    model: ModelSpec,
+    points: Sequence[LoggedHitRate],
+    start: RoutingPreset,
+    progress: Callable[[float], None] | None = None,
+) -> LogRouting:
+    """Knobs whose simulated decode misses match the logged ones (miss_loss): the best of a coarse grid and the
+    model's preset, refined knob by knob around it; then each log is left out in turn and predicted by the same
+    fit on the others, for the spread the routing carries. A few seconds per log on a 24-layer model."""
+    points = _check_points(points)
+    length = RunLength.of(points)
+    rates: dict[Knobs, dict[str, float]] = {}
+
+    def rates_at(knobs: Knobs) -> dict[str, float]:
+        if knobs not in rates:
+            rates[knobs] = simulated_hit_rates(model, knobs, points, length)
+        return rates[knobs]
+
+    grid = _grid(start.knobs)
+    fits = [points] + ([tuple(q for q in points if q is not p) for p in points] if len(points) > 1 else [])
+    total = len(grid) + len(fits)
+    for i, knobs in enumerate(grid):
+        rates_at(knobs)
+        if progress:
+            progress((i + 1) / total)
+    fitted_knobs = []
+    for i, subset in enumerate(fits):
+        loss = lambda k, subset=subset: miss_loss(rates_at(k), subset)  # noqa: E731
+        best = min(grid, key=loss)
+        fitted_knobs.append(coordinate_search(loss, best, _local_bounds(best), tuple(LOCAL), 1, LOCAL_STEPS, digits=4))
+        if progress:
+            progress((len(grid) + i + 1) / total)
+    knobs, fitted = fitted_knobs[0], rates_at(fitted_knobs[0])
+    left_out = {p.name: None for p in points} | {
+        p.name: 100 * (rates_at(k)[p.name] - p.hit_rate) for p, k in zip(points, fitted_knobs[1:], strict=False)
+    }
+    in_fit = rms_points(fitted, points)
+    held = [v for v in left_out.values() if v is not None]
+    spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else max(in_fit, start.spread_points)
+    return LogRouting(knobs, round(spread, 2), round(in_fit, 2), left_out, fitted, points, length, start)

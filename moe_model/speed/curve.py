@@ -1,0 +1,237 @@
+"""One budget curve: the pipeline every predicted speed goes through (Explore, the recommender, `predict`).
+
+Per budget: llama.cpp's layout (the placement with --fit resolved, the cache plan, VRAM), resolved once;
+the counts of the scenario's replacement policy on the workload (the exact LRU for every budget of a
+placement in one pass, another policy per budget); the traffic they make; and its price in the time model
+(a model, not a measurement). It also chooses the budgets a curve is drawn at (`budget_axis`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS
+from moe_model.llama.simulate import SimResult, simulate_plans
+from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.policies import PolicyResult
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.time_model import Prediction, TimeParams, predict
+from moe_model.speed.traffic import Traffic, decode_counts, from_counts, replay_counts, replay_label
+from moe_model.speed.vram import max_budget_mib
+from moe_model.workload import Workload, WorkloadStream
+
+WorkloadFor = Callable[[Scenario], Workload | WorkloadStream]  # the routing a scenario's server would see
+
+
+@dataclass(frozen=True, eq=False)
+class Replayed:
+    """One budget before pricing: its layout, the counts of the scenario's policy and the traffic they make."""
+
+    scenario: Scenario
+    layout: Layout
+    simulated: SimResult | None = None  # the exact LRU here: llama.cpp's own statistics (hit classes, uploads)
+    counts: PolicyResult | None = None  # what the scenario's policy did; None where nothing was replayed
+    traffic: Traffic | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class CurvePoint:
+    """One budget of a curve: what was replayed there and its prediction."""
+
+    replayed: Replayed
+    prediction: Prediction
+
+    @property
+    def budget_mib(self) -> int:
+        return self.prediction.scenario.budget_mib
+
+    @property
+    def layout(self) -> Layout:
+        return self.replayed.layout
+
+    @property
+    def simulated(self) -> SimResult | None:
+        return self.replayed.simulated
+
+    @property
+    def counts(self) -> PolicyResult | None:
+        return self.replayed.counts
+
+    @property
+    def traffic(self) -> Traffic | None:
+        return self.replayed.traffic
+
+
+@dataclass(frozen=True, eq=False)
+class Curve:
+    points: tuple[CurvePoint, ...]
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return tuple(p.budget_mib for p in self.points)
+
+    @property
+    def predictions(self) -> list[Prediction]:
+        return [p.prediction for p in self.points]
+
+    def at(self, budget_mib: int) -> CurvePoint | None:
+        return next((p for p in self.points if p.budget_mib == budget_mib), None)
+
+
+def needs_counts(sc: Scenario, layout: Layout) -> bool:
+    """Whether a budget's price depends on the workload: a cache that starts, or ubatches of several tokens
+    (their distinct experts are the workload's own); otherwise independent tokens and no hits price it."""
+    return layout.plan.starts and sc.budget_mib > 0 or sc.tokens_per_ubatch > 1
+
+
+def _by_placement(layouts: Sequence[Layout]) -> dict[Placement, list[int]]:
+    """Budgets grouped by their resolved placement (with --fit it moves with the budget): one replay each."""
+    groups: dict[Placement, list[int]] = {}
+    for i, layout in enumerate(layouts):
+        groups.setdefault(layout.placement, []).append(i)
+    return groups
+
+
+def replay(
+    model: ModelSpec,
+    hw: Hardware,
+    base: Scenario,
+    budgets_mib: Sequence[int],
+    workload_for: WorkloadFor | None = None,
+    *,
+    with_lru: bool = False,
+) -> tuple[Replayed, ...]:
+    """Every budget resolved once, and replayed where its price depends on the workload (needs_counts; without
+    a workload nothing is). with_lru: the exact LRU's own statistics at every budget too, whatever policy the
+    scenario names (Explore's hit-rate and upload charts show llama.cpp's cache)."""
+    scenarios = [base.with_budget(int(b)) for b in budgets_mib]
+    layouts = [resolve(model, hw, sc) for sc in scenarios]
+    need = [workload_for is not None and needs_counts(sc, lay) for sc, lay in zip(scenarios, layouts, strict=True)]
+    counts: dict[int, PolicyResult] = {}
+    simulated: dict[int, SimResult] = {}
+    traffic: dict[int, Traffic] = {}
+    if workload_for is not None and (any(need) or with_lru):
+        work = workload_for(base)
+        counts, simulated = _replay_groups(model, work, base, layouts, need, with_lru)
+        if counts:
+            n_ub, distinct = decode_counts(work)
+            label = replay_label(base, work)
+            traffic = {
+                i: from_counts(model, layouts[i], scenarios[i], c, n_ub, distinct, label) for i, c in counts.items()
+            }
+    return tuple(
+        Replayed(sc, layout, simulated.get(i), counts.get(i), traffic.get(i))
+        for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True))
+    )
+
+
+def _replay_groups(
+    model: ModelSpec,
+    work: Workload | WorkloadStream,
+    base: Scenario,
+    layouts: Sequence[Layout],
+    need: Sequence[bool],
+    with_lru: bool,
+) -> tuple[dict[int, PolicyResult], dict[int, SimResult]]:
+    """Per resolved placement: the policy's counts where needed, and the exact LRU's statistics (with_lru: at
+    every budget; a reference replay brings them along)."""
+    counts: dict[int, PolicyResult] = {}
+    simulated: dict[int, SimResult] = {}
+    for placement, members in _by_placement(layouts).items():
+        counted = [i for i in members if need[i]]
+        if counted:
+            results, sims = replay_counts(model, work, base, [layouts[i].plan for i in counted], placement)
+            counts |= dict(zip(counted, results, strict=True))
+            simulated |= dict(zip(counted, sims, strict=True)) if sims else {}
+        extra = [i for i in members if with_lru and i not in simulated]
+        if extra:
+            simulated |= dict(zip(extra, simulate_plans(model, work, [layouts[i].plan for i in extra]), strict=True))
+    return counts, simulated
+
+
+def price(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    replayed: Sequence[Replayed],
+    *,
+    hit_rate: float | None = None,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+    load_mode: str | None = None,
+) -> Curve:
+    """Each replayed budget priced by the time model (a model, not a measurement); where nothing was replayed,
+    at `hit_rate` (none given: no hits). `load_mode` prices the same counts for another -lm: neither the
+    layout nor the counts depend on it."""
+    points = []
+    for r in replayed:
+        sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
+        pred = predict(
+            model, hw, params, sc, r.traffic, hit_rate, r.layout, rel_error=rel_error, spread_points=spread_points
+        )
+        points.append(CurvePoint(r, pred))
+    return Curve(tuple(points))
+
+
+def curve(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    budgets_mib: Sequence[int],
+    workload_for: WorkloadFor | None = None,
+    *,
+    hit_rate: float | None = None,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+    with_lru: bool = False,
+) -> Curve:
+    """The scenario at every budget: replayed (a hit rate given replaces the workload), then priced."""
+    replayed = replay(model, hw, base, budgets_mib, workload_for if hit_rate is None else None, with_lru=with_lru)
+    return price(model, hw, params, replayed, hit_rate=hit_rate, rel_error=rel_error, spread_points=spread_points)
+
+
+@dataclass(frozen=True)
+class BudgetAxis:
+    """The budgets a curve is drawn at: spread from the smallest that starts to the one that caches every
+    expert, plus every stop of a budget slider that moves in `step_mib` up to `top_mib` (so a drag is answered
+    from the curve). `top_mib`: the largest that fits the GPU's memory, or `full_mib` when no cache fits."""
+
+    lowest_mib: int
+    full_mib: int
+    fits_mib: int
+    top_mib: int
+    step_mib: int
+    budgets: tuple[int, ...]
+
+    @property
+    def cache_fits(self) -> bool:
+        return self.fits_mib >= self.lowest_mib
+
+    def policy_budgets(self, n: int = POLICY_BUDGETS) -> tuple[int, ...]:
+        """The fewer budgets a policy comparison replays, spread like the curve's."""
+        return tuple(sorted({int(b) for b in np.linspace(self.lowest_mib, max(self.full_mib, self.lowest_mib), n)}))
+
+
+def budget_axis(
+    model: ModelSpec,
+    hw: Hardware,
+    base: Scenario,
+    n_spread: int = CURVE_SPREAD_BUDGETS,
+    n_stops: int = CURVE_SLIDER_STOPS,
+) -> BudgetAxis:
+    """The curve's budgets for a scenario's placement (with --fit: the layers it leaves in RAM without a cache)."""
+    placement = resolve(model, hw, base.with_budget(0)).placement
+    lowest = min_budget_mib(model, placement) or 1
+    full = full_budget_mib(model, placement) or 1
+    fits = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
+    top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)
+    step = max(1, -(-top // n_stops))
+    spread = np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist()
+    budgets = tuple(sorted({*spread, *(b for b in range(0, top + 1, step) if b >= lowest)}))
+    return BudgetAxis(lowest, full, fits, top, step, budgets)

@@ -1,0 +1,163 @@
+"""What the Explore page shows for one setting, computed here (the page lays it out; tests run it without a UI).
+
+The budget curve (speed/curve.py, with the exact LRU's own statistics at every budget for the hit-rate and
+upload charts) and its speeds, the no-cache lines, the answer at the chosen budget against the same
+placement without a cache, the measured points to overlay, and the curve as a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.llama.simulate import SimResult
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import SEQ_LEN
+from moe_model.speed.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.scenario import Scenario
+from moe_model.speed.time_model import Prediction, TimeParams, verdict
+from moe_model.workload import Workload
+
+EXPLORE_TOKENS = 6000  # synthetic decode tokens the pages simulate (12 sequences)
+NO_CACHE_LINES = (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))  # the speed chart's reference lines
+
+
+@dataclass(frozen=True, eq=False)
+class ExploreCurve:
+    """The curve of one setting, with what the charts draw beside it."""
+
+    axis: BudgetAxis
+    curve: Curve
+    ram_fits: tuple[bool, ...]  # per budget: the host's RAM holds what it must (no speed is drawn where not)
+    without: Prediction  # the same placement without a cache
+    no_cache: dict[str, Prediction]  # --fit and --cpu-moe without a cache
+
+    @property
+    def simulated(self) -> list[SimResult]:
+        return [p.simulated for p in self.curve.points]
+
+    @property
+    def speeds(self) -> list[float | None]:
+        """Predicted decode t/s where the setting starts and fits VRAM and RAM (a model)."""
+        return [None if p is None else p.decode_tps for p in self._usable()]
+
+    @property
+    def ranges(self) -> list[tuple[float, float] | None]:
+        return [None if p is None else p.decode_tps_range for p in self._usable()]
+
+    def _usable(self) -> list[Prediction | None]:
+        points = zip(self.curve.predictions, self.ram_fits, strict=True)
+        return [p if p.usable and ram else None for p, ram in points]
+
+    def table(self) -> pd.DataFrame:
+        """The curve as the page's CSV download: the exact LRU's statistics and the predicted speed."""
+        sims = self.simulated
+        return pd.DataFrame(
+            {
+                "budget_mib": [r.budget_mib for r in sims],
+                "starts": [r.starts for r in sims],
+                "hit_rate_small": [r.small.hit_rate for r in sims],
+                "hit_rate_large": [r.large.hit_rate for r in sims],
+                "uploaded_mib_per_token": [r.uploaded_bytes_per_token() / 2**20 for r in sims],
+                "predicted_decode_tps": self.speeds,
+            }
+        )
+
+
+def _no_cache(model, hw, params, sc: Scenario, work: Workload, rel_error: float, spread: float) -> Prediction:
+    one = curve(model, hw, params, sc, [0], lambda _: work, rel_error=rel_error, spread_points=spread)
+    return one.points[0].prediction
+
+
+def explore_curve(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    work: Workload,
+    axis: BudgetAxis | None = None,
+    *,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+) -> ExploreCurve:
+    """The setting's curve at the budgets budget_axis chooses (`axis`: already chosen for this base), and the
+    same placement, --fit and --cpu-moe without a cache."""
+    axis = axis or budget_axis(model, hw, base)
+    on_curve = curve(
+        model, hw, params, base, axis.budgets, lambda _: work, rel_error=rel_error, spread_points=spread_points,
+        with_lru=True,
+    )  # fmt: skip
+    ram = tuple(host_memory(model, hw, p.layout.placement, base.load_mode).fits for p in on_curve.points)
+    no_cache = {
+        name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, rel_error, 0.0)
+        for name, flag in NO_CACHE_LINES
+    }
+    without = _no_cache(model, hw, params, base, work, rel_error, spread_points)
+    return ExploreCurve(axis, on_curve, ram, without, no_cache)
+
+
+def explore_point(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    work: Workload,
+    budget_mib: int,
+    *,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+) -> CurvePoint:
+    """One budget off the curve (a typed value between the slider's stops), replayed and priced the same way."""
+    one = curve(
+        model, hw, params, base, [budget_mib], lambda _: work, rel_error=rel_error, spread_points=spread_points,
+        with_lru=True,
+    )  # fmt: skip
+    return one.points[0]
+
+
+@dataclass(frozen=True, eq=False)
+class Answer:
+    """The headline at the chosen budget."""
+
+    point: CurvePoint
+    verdict: str  # the cache against the same placement without it; "no cache" at budget 0
+    host: HostMemory
+
+
+def answer_at(model: ModelSpec, hw: Hardware, view: ExploreCurve, point: CurvePoint) -> Answer:
+    pred = point.prediction
+    cache_verdict = verdict(pred, view.without) if point.budget_mib else "no cache"
+    return Answer(point, cache_verdict, host_memory(model, hw, point.layout.placement, pred.scenario.load_mode))
+
+
+def measured_points(
+    reference: pd.DataFrame,
+    logged: pd.DataFrame | None,
+    hw: Hardware,
+    model: ModelSpec,
+    concurrency: int,
+    placement_flag: str,
+) -> pd.DataFrame:
+    """The measurements to overlay: the reference rows of this GPU, model, concurrency and placement flag
+    (--cpu-moe, --n-cpu-moe, --fit) with a decode speed, and the runs of this model from the user's logs."""
+    measured = reference[
+        (reference["gpu"] == hw.name)
+        & (reference["model"] == model.name.split(" (")[0])
+        & (reference["parallel"] == concurrency)
+        & reference["decode_tps"].notna()
+        & (reference["placement"] == placement_flag)
+    ]
+    if logged is not None and len(logged):
+        measured = pd.concat([measured, logged[logged["model"] == model.name]], ignore_index=True)
+    return measured
+
+
+def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int = EXPLORE_TOKENS) -> int:
+    """Prompt tokens per synthetic sequence whose routing can be drawn within this tool's limit (warm-up included)."""
+    n_seq = -(-n_tokens // SEQ_LEN)
+    return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)

@@ -1,0 +1,61 @@
+"""A user's logs drive the routing: each parsed run's decode hit rate at its budget becomes a point the
+synthetic routing is fitted to (routing.logged), so predictions at the logged budgets use the logged rates
+instead of the model's preset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from moe_model.readers.logs import LogRun
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.logged import LoggedHitRate, LogRouting, fit_to_logs
+from moe_model.routing.synthetic import preset_for
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.measured import decode_hit_rate, scenario_of_run
+from moe_model.speed.scenario import resolve
+
+
+def _requests(run: LogRun) -> int:
+    return max(1, sum(1 for t in run.timings if t.decode_tokens))
+
+
+def _decode_tokens(run: LogRun, model: ModelSpec, cached_layers: int) -> int:
+    """Generated tokens: from the request timings, else from the lookups (k distinct experts per cached layer)."""
+    if run.decode_tokens:
+        return run.decode_tokens
+    return round((run.small.hits + run.small.misses) / max(1, cached_layers * model.n_expert_used))
+
+
+def logged_hit_rates(runs: Iterable[LogRun], model: ModelSpec, hw: Hardware, source: str) -> list[LoggedHitRate]:
+    """The decode hit rate (warm-up removed) of every run that started with a cache and logged its statistics;
+    each named `source#run`, as log_points names them."""
+    out = []
+    for run in runs:
+        if not (run.starts and run.small and run.small.hits + run.small.misses):
+            continue
+        sc = scenario_of_run(run, model)
+        if not sc.budget_mib:
+            continue
+        layout = resolve(model, hw, sc)
+        cached = int(layout.cached_mask(model, sc.tokens_per_ubatch).sum())
+        if not cached:
+            continue
+        rate = decode_hit_rate(run.small, model, layout)
+        tokens = _decode_tokens(run, model, cached)
+        if tokens:
+            name = f"{source}#{run.index + 1}"
+            out.append(
+                LoggedHitRate(name, sc.budget_mib, layout.placement, rate, tokens, _requests(run), sc.concurrency)
+            )
+    return out
+
+
+def routing_from_logs(
+    model: ModelSpec,
+    logs: Sequence[tuple[str, Sequence[LogRun]]],
+    hw: Hardware,
+    progress: Callable[[float], None] | None = None,
+) -> LogRouting:
+    """The routing fitted to these logs' decode hit rates ((name, parsed runs) each), from the model's preset."""
+    points = [p for name, runs in logs for p in logged_hit_rates(runs, model, hw, name)]
+    return fit_to_logs(model, points, preset_for(model), progress=progress)

@@ -1,0 +1,42 @@
+"""Charts: a figure wrapped for a notebook carries an HTML fallback; logged hit rates overlay the hit curve."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from moe_model.charts import for_notebook, overlay_logged_hits
+from moe_model.llama.slot_plan import Placement
+from moe_model.routing.logged import LoggedHitRate, LogRouting, RunLength
+from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
+
+FIG = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+
+
+def test_a_notebook_figure_is_plotly_json_for_live_frontends_and_html_for_exports():
+    bundle = for_notebook(FIG)._repr_mimebundle_()
+    assert bundle["application/vnd.plotly.v1+json"]["data"][0]["y"] == [3, 4]
+    html = bundle["text/html"]
+    assert "cdn.plot.ly" in html and "Plotly.newPlot" in html and "<html>" not in html
+
+
+def test_an_offline_notebook_figure_embeds_plotly_js():
+    cdn, embedded = for_notebook(FIG)._repr_html_(), for_notebook(FIG, include_plotlyjs=True)._repr_html_()
+    assert len(embedded) > 1_000_000 > len(cdn)
+    assert 'src="https://cdn.plot.ly' in cdn and 'src="https://cdn.plot.ly' not in embedded
+
+
+def _routing(placements: list[Placement]) -> LogRouting:
+    points = tuple(LoggedHitRate(f"log{i}", 100 * (i + 1), p, 0.2 * (i + 1), 256, 1) for i, p in enumerate(placements))
+    preset = RoutingPreset("test", Knobs(), 3.0, "a test", MATCH_MODEL)
+    simulated = {p.name: p.hit_rate + 0.01 for p in points}
+    return LogRouting(Knobs(), 1.5, 1.0, {}, simulated, points, RunLength(256, 256), preset)
+
+
+def test_logged_hit_rates_are_drawn_on_the_hit_curve_with_where_the_routing_comes_from():
+    cpu_moe, k10 = Placement(cpu_moe=True), Placement(cpu_moe=False, n_cpu_moe=10)
+    routing = _routing([cpu_moe, cpu_moe, k10])
+    fig = overlay_logged_hits(go.Figure(layout={"title": "Simulated hit rate"}), routing, cpu_moe)
+    (markers,) = fig.data
+    assert list(markers.x) == [100, 200] and list(markers.y) == [20.0, 40.0]  # only this placement's logs
+    assert fig.layout.title.text == "Simulated hit rate: routing fitted to your 3 logs, ±1.5 points"
+    assert len(overlay_logged_hits(go.Figure(), routing).data[0].x) == 3  # no placement given: every log

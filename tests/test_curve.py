@@ -1,0 +1,122 @@
+"""The curve pipeline: each budget resolved and planned once, replayed and priced exactly as one budget alone."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import GROUNDTRUTH
+
+from moe_model.llama import slot_plan
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.traces import load_recorded
+from moe_model.speed import curve as curve_module
+from moe_model.speed.curve import budget_axis, curve
+from moe_model.speed.hardware import preset
+from moe_model.speed.scenario import Scenario, resolve
+from moe_model.speed.time_model import TimeParams, predict
+from moe_model.speed.traffic import from_workload
+
+BUDGETS_64 = list(range(20, 20 + 64 * 25, 25))  # 20..1595 MiB: from below the smallest that starts to near full
+
+
+@pytest.fixture(scope="module")
+def work():
+    return load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Every resolve of the curve and every plan_cache anywhere in moe_model, counted by budget."""
+    counted = {"resolve": [], "plan_cache": []}
+    real_resolve, real_plan = curve_module.resolve, slot_plan.plan_cache
+
+    def resolve_counted(model, hw, sc):
+        counted["resolve"].append(sc.budget_mib)
+        return real_resolve(model, hw, sc)
+
+    def plan_counted(model, budget_mib, placement=None):
+        counted["plan_cache"].append(budget_mib)
+        return real_plan(model, budget_mib, placement)
+
+    monkeypatch.setattr(curve_module, "resolve", resolve_counted)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("moe_model") and getattr(module, "plan_cache", None) is real_plan:
+            monkeypatch.setattr(module, "plan_cache", plan_counted)
+    return counted
+
+
+def test_a_64_budget_curve_resolves_and_plans_each_budget_once(gt_model, work, calls):
+    points = curve(gt_model, preset("h200"), TimeParams(), Scenario(), BUDGETS_64, lambda sc: work).points
+    assert sorted(calls["resolve"]) == BUDGETS_64
+    assert sorted(calls["plan_cache"]) == BUDGETS_64
+    replayed = [p for p in points if p.counts is not None]
+    assert len(replayed) > 60 and all(p.traffic is not None for p in replayed)  # positive control: it replayed
+
+
+def test_a_64_budget_fit_curve_resolves_each_budget_once(gt_model, work, calls):
+    fit = Scenario(Placement(cpu_moe=False, fit=True))
+    curve(gt_model, preset("h200"), TimeParams(), fit, BUDGETS_64, lambda sc: work)
+    assert sorted(calls["resolve"]) == BUDGETS_64  # --fit's own search plans more; the curve resolves once
+
+
+@pytest.mark.parametrize("policy", ["", "belady", "cpu-share-b12191"])
+def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, work, policy):
+    hw, params = preset("h200"), TimeParams()
+    base = Scenario(policy=policy, cpu_share=0.8 if policy.startswith("cpu") else 0.0)
+    budgets = [14, 161, 403, 806]
+    points = curve(gt_model, hw, params, base, budgets, lambda sc: work, rel_error=0.1, spread_points=2.0).points
+    for budget, point in zip(budgets, points, strict=True):
+        sc = base.with_budget(budget)
+        layout = resolve(gt_model, hw, sc)
+        traffic = from_workload(gt_model, layout, sc, work) if layout.plan.starts else None
+        alone = predict(gt_model, hw, params, sc, traffic, layout=layout, rel_error=0.1, spread_points=2.0)
+        assert point.prediction.decode_tps == alone.decode_tps
+        assert point.prediction.decode_tps_range == alone.decode_tps_range
+    assert not points[0].prediction.starts and points[2].prediction.decode_tps > 0  # 14 MiB refuses, 403 starts
+
+
+def test_with_lru_the_curve_keeps_llamacpps_own_statistics_beside_another_policys_counts(gt_model, work):
+    budgets = [161, 403]
+    share = Scenario(cpu_share=0.8)
+    points = curve(gt_model, preset("h200"), TimeParams(), share, budgets, lambda sc: work, with_lru=True).points
+    exact = simulate_budgets(gt_model, work, budgets)
+    for point, sim in zip(points, exact, strict=True):
+        np.testing.assert_array_equal(point.simulated.layer_hits, sim.layer_hits)
+        assert point.counts.cpu.sum() > 0  # the priced counts are the CPU share's, not the LRU's
+    assert curve(gt_model, preset("h200"), TimeParams(), share, budgets, lambda sc: work).points[0].simulated is None
+
+
+def test_a_given_hit_rate_replays_nothing_and_prices_that_rate(gt_model):
+    def no_workload(sc):
+        raise AssertionError("a hit rate given must not read a workload")
+
+    hw, params = preset("h200"), TimeParams()
+    point = curve(gt_model, hw, params, Scenario(), [403], no_workload, hit_rate=0.6).points[0]
+    assert point.counts is None and point.prediction.hit_rate == pytest.approx(0.6)
+    assert (
+        point.prediction.decode_tps == predict(gt_model, hw, params, Scenario(budget_mib=403), hit_rate=0.6).decode_tps
+    )
+
+
+def test_budget_0_of_one_token_ubatches_needs_no_workload_and_several_tokens_do(gt_model, work):
+    def no_workload(sc):
+        raise AssertionError("no cache and one token per ubatch: nothing to count")
+
+    assert curve(gt_model, preset("h200"), TimeParams(), Scenario(), [0], no_workload).points[0].counts is None
+    two = replace(Scenario(), concurrency=2)
+    assert curve(gt_model, preset("h200"), TimeParams(), two, [0], lambda sc: work).points[0].counts is not None
+
+
+def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_curve(gt_model, qwen30b):
+    for model, hw in ((gt_model, preset("h200")), (qwen30b, preset("t4"))):
+        axis = budget_axis(model, hw, Scenario())
+        stops = set(range(0, axis.top_mib + 1, axis.step_mib))
+        assert {b for b in stops if b >= axis.lowest_mib} <= set(axis.budgets)
+        assert list(axis.budgets) == sorted(set(axis.budgets)) and axis.budgets[0] == axis.lowest_mib
+        assert axis.top_mib <= max(axis.fits_mib, axis.full_mib) and len(stops) <= 41
+        assert set(axis.policy_budgets()) <= set(range(axis.lowest_mib, axis.full_mib + 1))
+    assert not budget_axis(qwen30b, preset("t4").with_changes(vram_gib=1.0), Scenario()).cache_fits

@@ -1,0 +1,110 @@
+"""What would fit: each suggested change makes the setting fit, and it is the smallest of its kind (one step
+less does not fit); recommend says what would fit when nothing does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import QWEN235B_SHARD1
+
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.fit_advice import (
+    CTX_STEP,
+    check_fit,
+    no_cache_baselines,
+    recommend_advice,
+    smallest_change,
+    would_fit,
+)
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import synthetic_workload
+from moe_model.speed.recommend import recommend
+from moe_model.speed.scenario import Scenario
+
+RTX3060 = preset("RTX 3060 12GB")
+
+
+@pytest.fixture(scope="module")
+def qwen235b():
+    return load_model(QWEN235B_SHARD1)
+
+
+def _kinds(changes) -> dict:
+    return {c.kind: c for c in changes}
+
+
+def test_a_setting_that_fits_needs_no_change(qwen30b):
+    sc = Scenario(Placement.parse("cpu-moe"), budget_mib=2000)
+    assert check_fit(qwen30b, RTX3060, sc).fits  # positive control
+    assert would_fit(qwen30b, RTX3060, sc) == []
+
+
+def test_235b_on_64_gib_needs_exactly_the_ram_its_host_experts_take(qwen235b):
+    hw = preset("RTX 4090").with_changes(ram_gib=64.0)
+    sc = Scenario()  # --cpu-moe: VRAM fits, the host experts do not fit the RAM
+    assert check_fit(qwen235b, hw, sc).layout.vram.fits and not check_fit(qwen235b, hw, sc).fits
+    changes = would_fit(qwen235b, hw, sc)
+    assert list(_kinds(changes)) == ["ram"]  # fewer layers in RAM cannot fit 24 GB of VRAM
+    ram = changes[0].ram_gib
+    assert check_fit(qwen235b, hw.with_changes(ram_gib=ram), sc).fits
+    assert not check_fit(qwen235b, hw.with_changes(ram_gib=ram - 1), sc).fits
+    assert changes[0].text.startswith(f"{ram} GiB of RAM for --cpu-moe")
+
+
+def test_a_too_large_budget_gets_the_largest_budget_that_fits(qwen30b):
+    sc = Scenario(Placement.parse("cpu-moe"), budget_mib=20_000)
+    change = _kinds(would_fit(qwen30b, RTX3060, sc))["budget"]
+    budget = change.scenario.budget_mib
+    assert 0 < budget < 20_000 and check_fit(qwen30b, RTX3060, change.scenario).fits
+    assert not check_fit(qwen30b, RTX3060, sc.with_budget(budget + 1)).layout.vram.fits
+    assert change.text.startswith(f"--moe-cache-mib {budget} (from 20000)") and change.fits_alone
+
+
+def test_all_on_the_gpu_gets_the_fewest_layers_in_ram_that_fit(qwen30b):
+    sc = Scenario(Placement.parse("gpu"))
+    change = _kinds(would_fit(qwen30b, RTX3060, sc))["n_cpu_moe"]
+    k = change.placement.n_cpu_moe
+    assert check_fit(qwen30b, RTX3060, change.scenario).fits
+    assert not check_fit(qwen30b, RTX3060, replace(sc, placement=Placement(cpu_moe=False, n_cpu_moe=k - 1))).fits
+    assert change.as_dict()["flags"] == ["--n-cpu-moe", str(k)]
+
+
+def test_a_long_context_gets_the_longest_that_fits_and_a_q8_0_kv_cache(qwen30b):
+    sc = Scenario(Placement.parse("cpu-moe"), budget_mib=2000, n_ctx=131_072)
+    changes = _kinds(would_fit(qwen30b, RTX3060, sc))
+    n_ctx = changes["context"].scenario.n_ctx
+    assert n_ctx % CTX_STEP == 0 and check_fit(qwen30b, RTX3060, changes["context"].scenario).fits
+    assert not check_fit(qwen30b, RTX3060, replace(sc, n_ctx=n_ctx + CTX_STEP)).fits
+    kv = changes["kv_cache"]
+    assert kv.scenario.kv_types == ("q8_0", "q8_0") and check_fit(qwen30b, RTX3060, kv.scenario).fits
+    assert "-fa on" in kv.text  # a quantized V cache needs flash attention
+    assert smallest_change(list(changes.values())).kind == "kv_cache"  # flags of this machine before more RAM
+
+
+def test_baselines_that_do_not_fit_are_marked(qwen235b, qwen30b):
+    params = default_time_model().params
+    small = preset("RTX 4090").with_changes(ram_gib=64.0)
+    assert not any(b.fits for b in no_cache_baselines(qwen235b, small, params, Scenario()))
+    assert all(b.fits for b in no_cache_baselines(qwen30b, small, params, Scenario()))  # positive control
+    assert [b.name for b in no_cache_baselines(qwen30b, small, params, Scenario())] == [
+        "--fit, no cache",
+        "--cpu-moe, no cache",
+    ]
+
+
+def test_recommend_says_nothing_fits_and_what_would(qwen30b):
+    hw = RTX3060.with_changes(ram_gib=8.0)
+    work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
+    options = recommend(qwen30b, hw, default_time_model().params, Scenario(), lambda sc: work, "m.gguf")
+    advice = recommend_advice(qwen30b, hw, options)
+    assert not advice.fits and advice.would_fit
+    assert advice.summary.startswith("nothing fits RTX 3060 12GB (12 GB) with 8 GiB of RAM; the smallest change")
+    ram = min(c.ram_gib for c in advice.would_fit if c.kind == "ram")
+    assert any(check_fit(qwen30b, hw.with_changes(ram_gib=ram), o.prediction.scenario).fits for o in options)
+    roomy = RTX3060.with_changes(ram_gib=64.0)  # positive control: the same model fits with enough RAM
+    fine = recommend_advice(qwen30b, roomy, recommend(qwen30b, roomy, default_time_model().params, Scenario(),
+                                                      lambda sc: work, "m.gguf"))  # fmt: skip
+    assert fine.fits and fine.summary.startswith("best: ") and fine.would_fit == ()

@@ -1,0 +1,84 @@
+"""Routing fitted to logged decode hit rates: it recovers rates it could produce, says where it comes from,
+and refuses what it cannot fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from moe_model.errors import WorkloadError
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import uniform_spec
+from moe_model.routing.logged import LoggedHitRate, RunLength, fit_to_logs, simulated_hit_rates
+from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
+from moe_model.workload import Batching
+
+MODEL = uniform_spec(4, 16, 2)  # 64 (layer, expert) slots of 1 MiB in one group: budget n+1 buys n slots
+CPU_MOE = Placement(cpu_moe=True)
+PRESET = RoutingPreset("test", Knobs(), 3.0, "a test", MATCH_MODEL)
+TRUE_KNOBS = Knobs(skew=1.5, working_set=0.5, drift=0.01, reuse=0.4)
+
+
+def _points_from(knobs: Knobs, budgets=(9, 17, 33, 49)) -> list[LoggedHitRate]:
+    """Hit rates the synthetic routing itself gives at these budgets: a fit must be able to reproduce them."""
+    template = [LoggedHitRate(f"b{b}", b, CPU_MOE, 0.5, 300, 1) for b in budgets]
+    rates = simulated_hit_rates(MODEL, knobs, template, RunLength.of(template))
+    return [LoggedHitRate(p.name, p.budget_mib, CPU_MOE, rates[p.name], 300, 1) for p in template]
+
+
+@pytest.fixture(scope="module")
+def four_logs():
+    points = _points_from(TRUE_KNOBS)
+    return points, fit_to_logs(MODEL, points, PRESET)
+
+
+@pytest.fixture(scope="module")
+def one_log():
+    return fit_to_logs(MODEL, _points_from(TRUE_KNOBS, budgets=(17,)), PRESET)
+
+
+def test_the_fit_reproduces_hit_rates_the_routing_can_produce_and_reports_a_spread(four_logs):
+    points, routing = four_logs
+    assert routing.fit_points < 2.0
+    assert set(routing.left_out_points) == {p.name for p in points}
+    assert all(v is not None for v in routing.left_out_points.values())
+    assert routing.spread_points >= routing.fit_points
+    # positive control: the preset it started from misses the same points by far more
+    preset_rates = simulated_hit_rates(MODEL, PRESET.knobs, points, routing.length)
+    assert max(abs(preset_rates[p.name] - p.hit_rate) for p in points) > 0.05
+
+
+def test_the_routing_says_it_was_fitted_to_the_logs_and_with_what_spread(four_logs):
+    routing = four_logs[1]
+    assert routing.describe().startswith(f"fitted to your 4 logs, ±{routing.spread_points:.1f} hit-rate points")
+
+
+def test_one_log_cannot_be_left_out_so_it_keeps_at_least_the_presets_spread(one_log):
+    routing = one_log
+    assert routing.left_out_points == {"b17": None}
+    assert routing.spread_points >= PRESET.spread_points
+    assert routing.fitted_to == "fitted to your 1 log"
+
+
+def test_a_workload_like_the_logs_has_their_length(one_log):
+    work = one_log.workload(MODEL, Batching(warmup=False))
+    assert work.decode_tokens == 300
+
+
+def test_nothing_to_fit_is_one_clear_error():
+    with pytest.raises(WorkloadError, match="nothing to fit"):
+        fit_to_logs(MODEL, [], PRESET)
+    point = LoggedHitRate("a", 17, CPU_MOE, 0.5, 300, 1)
+    with pytest.raises(WorkloadError, match="its own name"):
+        fit_to_logs(MODEL, [point, point], PRESET)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"hit_rate": 1.5}, {"budget_mib": 0}, {"decode_tokens": 0}, {"requests": 0}],
+    ids=["rate above 1", "no budget", "no tokens", "no requests"],
+)
+def test_an_impossible_logged_point_is_refused(fields):
+    good = {"name": "a", "budget_mib": 17, "placement": CPU_MOE, "hit_rate": 0.5, "decode_tokens": 300, "requests": 1}
+    LoggedHitRate(**good)  # positive control
+    with pytest.raises(WorkloadError, match="logged hit rate"):
+        LoggedHitRate(**(good | fields))

@@ -1,0 +1,76 @@
+"""One price: Explore's policy chart, `predict --policy NAME` and `recommend` give the same number to the digit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import GROUNDTRUTH, GT_HEADER
+
+from moe_model.cli.main import main
+from moe_model.llama.batching import workload_from
+from moe_model.policies import CPU_SHARE, POLICIES, REFERENCE
+from moe_model.readers.traces import load_any
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.hardware import preset
+from moe_model.speed.policy_compare import compare, compare_priced, policy_scenario, policy_workload
+from moe_model.speed.scenario import Scenario
+from moe_model.workload import Batching
+
+TRACE = GROUNDTRUTH / "traces" / "b25.npz"
+BUDGETS = (93, 588, 72192)  # budgets the recommender tries for this model on an H200 (--cpu-moe, shares at 72192)
+
+
+def cli_json(capsys, *argv: str) -> dict:
+    assert main([*argv, "--model", str(GT_HEADER), "--hardware", "h200", "--trace", str(TRACE), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def explore(gt_model):
+    """The numbers Explore's policy chart shows: the library function its cached call runs, on the same trace."""
+    work = workload_from(load_any(TRACE), Batching(), gt_model.n_expert)
+    tm = default_time_model()
+    return compare_priced(gt_model, preset("h200"), tm.params, Scenario(), policy_workload(work), BUDGETS)
+
+
+def test_explore_policy_chart_and_predict_policy_agree_to_the_digit_for_every_policy(explore, capsys):
+    at = BUDGETS.index(588)
+    for name in POLICIES:
+        share = ["--cpu-share", "0.5"] if name == CPU_SHARE else []
+        predicted = cli_json(capsys, "predict", "--policy", name, "--budget-mib", "588", *share)
+        assert explore.decode_tps[name][at] == predicted["decode_tps"], name
+    assert explore.decode_tps["belady"][at] > explore.decode_tps[REFERENCE][at]  # positive control: they differ
+
+
+def test_explore_policy_chart_and_recommend_agree_to_the_digit(explore, capsys):
+    options = cli_json(capsys, "recommend")["options"]
+
+    def option(budget: int, share: float) -> float:
+        (found,) = [
+            o["decode_tps"]
+            for o in options
+            if o["scenario"]["placement"] == "cpu-moe"
+            and o["scenario"]["budget_mib"] == budget
+            and o["scenario"]["load_mode"] == "mmap"
+            and o["scenario"]["cpu_share"] == share
+        ]
+        return found
+
+    for budget in (93, 588):
+        assert option(budget, 0.0) == explore.decode_tps[REFERENCE][BUDGETS.index(budget)]
+    assert option(72192, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(72192)]
+
+
+def test_a_cpu_share_is_compared_at_its_default_knob_and_every_other_policy_without_one():
+    assert policy_scenario(Scenario(cpu_share=0.8), CPU_SHARE).policy_knobs == {
+        "share": POLICIES[CPU_SHARE].knobs["share"]
+    }
+    belady = policy_scenario(Scenario(cpu_share=0.8), "belady")
+    assert belady.policy_name == "belady" and belady.cpu_share == 0.0
+
+
+def test_the_counts_only_comparison_is_the_priced_ones_counts(gt_model, explore):
+    work = workload_from(load_any(TRACE), Batching(), gt_model.n_expert)
+    counts = compare(gt_model, policy_workload(work), BUDGETS, names=["belady", CPU_SHARE])
+    assert counts.hit_rates() == {name: explore.hit_rates()[name] for name in counts.results}

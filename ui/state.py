@@ -1,0 +1,64 @@
+"""The settings every page shares, in the session and in the URL (shareable links): read with a fallback and a
+warning for a bad link value, written back on every change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+
+def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
+    """A setting from the URL's query parameters (shareable links): cast, clamped into [lo, hi] or checked
+    against choices; an absurd, unknown or unreadable value gets a warning and falls back."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        value = cast(raw)
+    except (TypeError, ValueError, OverflowError):
+        return _stale(key, raw, default)
+    if choices is not None:
+        return value if value in choices else _stale(key, raw, default)
+    if lo is not None and value < lo:
+        return _stale(key, raw, lo)
+    if hi is not None and value > hi:
+        return _stale(key, raw, hi)
+    return value
+
+
+def _stale(key: str, raw: str, used):
+    st.warning(f"The link's `{key}={raw}` is unknown or out of range here: using {used}.")
+    return used
+
+
+def remember(**values) -> None:
+    """Write settings into the URL so the view can be shared."""
+    for key, value in values.items():
+        st.query_params[key] = str(value)
+
+
+def kept(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
+    """A setting shared by every page: the value last chosen on any page this session, else the URL's, else
+    the default (widget state is dropped when a page that lacks the widget runs, this store is not)."""
+    store = st.session_state.setdefault("kept", {})
+    if key not in store:
+        return url_value(key, default, cast, lo, hi, choices)
+    value = store[key]
+    if choices is not None:
+        return value if value in choices else default
+    return min(max(value, lo if lo is not None else value), hi if hi is not None else value)
+
+
+def keep(**values) -> None:
+    """Store settings for every page and write them into the URL."""
+    st.session_state.setdefault("kept", {}).update(values)
+    remember(**values)
+
+
+def forget(*keys: str) -> None:
+    """Drop kept settings (a new GPU resets the machine's edits to its preset)."""
+    store = st.session_state.setdefault("kept", {})
+    for key in keys:
+        store.pop(key, None)
+        st.query_params.pop(key, None)
