@@ -51,9 +51,15 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- llama-server defaults the library's layers share (speed.scenario.Scenario declares each setting) ---
+DEFAULT_CTX = 4096  # -c: llama-server's default context
+DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
+DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
+
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
+MAX_BUDGETS = 512  # budgets of one simulate call: a curve needs tens
 MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
@@ -68,7 +74,7 @@ MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy 
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 
 # --- hardware flags ---
-MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
+MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
 MAX_GPUS = 64  # --tensor-split values: llama.cpp's CUDA backend handles at most 16 devices
 MAX_SPLIT_SHARE = 1_000_000  # one --tensor-split value: ratios, or MiB of a GPU (<= ~200,000)

@@ -109,7 +109,7 @@ def test_decode_reads_the_kv_cache_to_the_depth_on_the_gpu_or_the_host(qwen30b):
     assert at_8k == pytest.approx(kv / (hw.gpu_bw_gbs * 1e9 * params.gpu_eff) * 1e3)
     assert attention(depth=8192, flash_attn="off") > at_8k  # the scores are written and read too
     assert attention(depth=8192, cache_type_k="q8_0", cache_type_v="q8_0") == pytest.approx(at_8k * 34 / 64)
-    assert attention(depth=8192, kv_offload=False) > 3 * at_8k  # attended from host memory at the CPU rate
+    assert attention(depth=8192, no_kv_offload=True) > 3 * at_8k  # attended from host memory at the CPU rate
 
 
 def test_a_depth_beyond_the_context_and_an_unknown_flash_attention_mode_are_refused():

@@ -13,7 +13,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from moe_model.errors import MoeModelError
-from moe_model.speed.host import DESKTOP_DDR4, DESKTOP_DDR5, PCIE_GENS, PCIE_LANES, Host
+from moe_model.limits import MAX_RATE_GBS
+from moe_model.settings import Setting, Widget, setting, settings_of
+from moe_model.speed.host import DESKTOP_DDR4, DESKTOP_DDR5, MIN_RATE, PCIE_LANES, Host
 
 # PCIe line rate per lane in GB/s after encoding (PCI-SIG: 8, 16, 32 GT/s with 128b/130b)
 PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938}
@@ -21,6 +23,15 @@ PINNED_EFFICIENCY = 0.85  # pinned cudaMemcpy reaches ~85 % of the line rate (gr
 BACKENDS = ("cuda", "hip", "vulkan")
 # the names the host's figures had when they were fields of Hardware: kept for machine files, pages and scripts
 HOST_ALIASES = {"cpu_bw_gbs": "mem_bw_gbs", "cpu_threads": "threads", "cpu_ghz": "ghz", "cpu_vnni": "vnni"}
+
+
+def within(value, s: Setting) -> bool:
+    """A machine or host field inside its setting's range or choices (None: not measured, derived)."""
+    if value is None:
+        return True
+    if s.choices:
+        return value in s.choices
+    return s.lo <= value <= s.hi
 
 
 @dataclass(frozen=True)
@@ -35,15 +46,59 @@ class Hardware:
     """
 
     name: str
-    vram_gib: float
-    gpu_bw_gbs: float  # GPU memory bandwidth (datasheet)
-    pcie_gen: int
-    pcie_lanes: int
+    vram_gib: float = setting(
+        help="GPU memory (GiB)",
+        parse=float,
+        flags=("--vram-gib",),
+        lo=MIN_RATE,
+        hi=1024.0,
+        url_key="vram",
+        widget=Widget("VRAM GiB", "number", lo=1.0, hi=1024.0),
+    )
+    gpu_bw_gbs: float = setting(
+        help="GPU memory bandwidth (datasheet, GB/s)",
+        parse=float,
+        flags=("--gpu-bw-gbs",),
+        lo=MIN_RATE,
+        hi=20000.0,
+        url_key="bw",
+        widget=Widget("GPU memory GB/s", "number", lo=10.0, hi=20000.0),
+    )
+    pcie_gen: int = setting(
+        help="PCIe generation of the GPU's link",
+        parse=int,
+        flags=("--pcie-gen",),
+        choices=tuple(PCIE_LANE_GBS),
+        url_key="gen",
+        widget=Widget("PCIe generation", "selectbox", options=tuple(PCIE_LANE_GBS)),
+    )
+    pcie_lanes: int = setting(
+        help="PCIe lanes of the GPU's link",
+        parse=int,
+        flags=("--pcie-lanes",),
+        choices=PCIE_LANES,
+        url_key="lanes",
+        widget=Widget("PCIe lanes", "selectbox", options=PCIE_LANES),
+    )
     host: Host = field(default_factory=Host)
     backend: str = "cuda"
     gpu_tflops: float = 50.0  # dense FP16 tensor throughput (datasheet), for prompt processing
-    pinned_gbs: float | None = None
-    pageable_gbs: float | None = None
+    pinned_gbs: float | None = setting(
+        None,
+        help="measured host-to-device rate from pinned memory (GB/s)",
+        parse=float,
+        flags=("--pinned-gbs",),
+        lo=MIN_RATE,
+        hi=MAX_RATE_GBS,
+    )
+    pageable_gbs: float | None = setting(
+        None,
+        help="measured host-to-device rate from mmap'd memory (GB/s)",
+        parse=float,
+        flags=("--pageable-gbs",),
+        lo=MIN_RATE,
+        hi=MAX_RATE_GBS,
+    )
     cpu_expert_gbs: float | None = None
     sync_us: float | None = None
     token_ms: float | None = None
@@ -52,15 +107,11 @@ class Hardware:
     def __post_init__(self) -> None:
         if not isinstance(self.host, Host):
             raise MoeModelError(f"hardware {self.name!r}: its host must be a Host, got {type(self.host).__name__}")
-        checks = {
-            "vram_gib": 0 < self.vram_gib <= 1024,
-            "gpu_bw_gbs": 0 < self.gpu_bw_gbs <= 20000,
-            "pcie_gen": self.pcie_gen in PCIE_GENS,
-            "pcie_lanes": self.pcie_lanes in PCIE_LANES,
+        checks = {s.name: within(getattr(self, s.name), s) for s in settings_of(Hardware).values()} | {
             "backend": self.backend in BACKENDS,
             "gpu_tflops": 0 < self.gpu_tflops <= 10000,
-            "pinned_gbs": self.pinned_gbs is None or 0 < self.pinned_gbs <= self.line_gbs,
-            "pageable_gbs": self.pageable_gbs is None or 0 < self.pageable_gbs <= self.line_gbs,
+            "pinned_gbs": self.pinned_gbs is None or self.pinned_gbs <= self.line_gbs,
+            "pageable_gbs": self.pageable_gbs is None or self.pageable_gbs <= self.line_gbs,
             "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
             "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
             "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
@@ -141,6 +192,9 @@ class Hardware:
         host = Host(**host) if isinstance(host, dict) else Host(source="machine file (older format)")
         return cls(**record, host=replace(host, **flat))
 
+
+# every machine figure a user can set, the GPU's and the host's, by field name (Hardware.with_changes takes them)
+MACHINE_SETTINGS = settings_of(Hardware) | settings_of(Host)
 
 _NV = "NVIDIA datasheet (memory size, bandwidth, PCIe generation, FP16 tensor TFLOPS)"
 _AMD = "AMD datasheet (memory size, bandwidth, PCIe generation, FP16 matrix TFLOPS)"

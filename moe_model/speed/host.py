@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from moe_model.errors import MoeModelError
+from moe_model.settings import Widget, setting
 
 # CPU families the time model tells apart (a fitted copy rate and CPU-path efficiency each)
 CPU_FAMILIES = {
     "client": "desktop and laptop cores (Intel Core, AMD Ryzen): few memory channels, high bandwidth per core",
     "server": "server cores (Xeon, EPYC, cloud vCPUs): many channels, lower bandwidth per core (longer latency)",
 }
+FAMILIES = tuple(CPU_FAMILIES)
 PCIE_GENS = (3, 4, 5)
 PCIE_LANES = (1, 2, 4, 8, 16)
+MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate would divide by zero)
 
 
 @dataclass(frozen=True)
@@ -27,21 +30,56 @@ class Host:
     """The machine around the GPU. `mem_channels x mem_mts x 8 bytes` is the memory bandwidth unless
     `mem_bw_gbs` is measured; `copy_gbs` is a measured pageable host-to-device copy rate (e.g. CUDA's
     bandwidthTest --memory=pageable, or torch copying a few MiB of ordinary memory to the GPU), which
-    bounds mmap'd uploads; `slot_gen` / `slot_lanes` the slot or enclosure link (None: as the card)."""
+    bounds mmap'd uploads; `slot_gen` / `slot_lanes` the slot or enclosure link (None: as the card).
+    The settings (moe_model.settings) declare the command-line flags and the app's URL keys and widgets."""
 
     name: str = "assumed desktop"
-    ram_gib: float = 64.0
-    mem_channels: int = 2
-    mem_mts: int = 6000
-    threads: int = 8  # threads llama.cpp computes host experts with (-t)
-    ghz: float = 4.5  # all-core clock of those threads
+    ram_gib: float = setting(
+        64.0,
+        help="host RAM (GiB): host experts must fit in it (pinned) or page from disk (mmap)",
+        flags=("--ram-gib",),
+        lo=1.0,
+        hi=16384.0,
+        url_key="ram",
+        widget=Widget("host RAM GiB", "number", lo=1.0, hi=16384.0, step=8.0),
+    )
+    mem_channels: int = setting(2, help="host memory channels", flags=("--mem-channels",), lo=1, hi=64)
+    mem_mts: int = setting(6000, help="host memory transfer rate (MT/s)", flags=("--mem-mts",), lo=400, hi=20000)
+    threads: int = setting(
+        8,
+        help="threads llama.cpp computes host experts with (-t)",
+        flags=("--threads",),
+        lo=1,
+        hi=1024,
+        url_key="threads",
+        widget=Widget("CPU threads (-t)", "number", lo=1, hi=1024),
+    )
+    ghz: float = setting(4.5, help="all-core clock of those threads (GHz)", flags=("--cpu-ghz",), lo=0.5, hi=7.0)
     vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
-    cpu_family: str = "client"
-    vm: bool = False  # a virtual machine: pageable copies pay nested page tables
+    cpu_family: str = setting(
+        "client", help="CPU family: client (desktop, laptop) or server", flags=("--cpu-family",), choices=FAMILIES
+    )
+    vm: bool = setting(False, help="the host is a virtual machine", flags=("--vm",))
     slot_gen: int | None = None
     slot_lanes: int | None = None
-    mem_bw_gbs: float | None = None
-    copy_gbs: float | None = None
+    mem_bw_gbs: float | None = setting(
+        None,
+        help="host memory bandwidth (GB/s; default: channels x transfer rate x 8 bytes)",
+        parse=float,
+        flags=("--cpu-bw-gbs",),
+        lo=MIN_RATE,
+        hi=2000.0,
+        url_key="cpu",
+        widget=Widget("host memory GB/s", "number", lo=1.0, hi=2000.0),
+    )
+    copy_gbs: float | None = setting(
+        None,
+        help="measured pageable host-to-device copy rate of the host (GB/s): mmap'd uploads run at it",
+        parse=float,
+        flags=("--host-copy-gbs",),
+        lo=MIN_RATE,
+        hi=2000.0,
+    )
     stated: tuple[str, ...] = ()
     source: str = "an assumption to edit"
 
@@ -56,8 +94,8 @@ class Host:
             "cpu_family": self.cpu_family in CPU_FAMILIES,
             "slot_gen": self.slot_gen is None or self.slot_gen in PCIE_GENS,
             "slot_lanes": self.slot_lanes is None or self.slot_lanes in PCIE_LANES,
-            "mem_bw_gbs": self.mem_bw_gbs is None or 0 < self.mem_bw_gbs <= 2000,
-            "copy_gbs": self.copy_gbs is None or 0 < self.copy_gbs <= 2000,
+            "mem_bw_gbs": self.mem_bw_gbs is None or MIN_RATE <= self.mem_bw_gbs <= 2000,
+            "copy_gbs": self.copy_gbs is None or MIN_RATE <= self.copy_gbs <= 2000,
             "stated": set(self.stated) <= {f.name for f in fields(Host)},
         }
         bad = [k for k, ok in checks.items() if not ok]

@@ -41,9 +41,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from moe_model.llama.pool_rule import uses_pool
+from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
@@ -55,39 +56,91 @@ PINNED_COPY_US = 2.7  # latency of one pinned copy: groundtruth bw.json, 288 KiB
 SCORE_PASSES = 3  # flash attention off: the scores are written (KQ), read and written (softmax), read (KQV)
 
 
+LOG2, LOG3 = float(np.log(2)), float(np.log(3))
+LOG1_3, LOG1_5 = float(np.log(1.3)), float(np.log(1.5))
+
+
 @dataclass(frozen=True)
 class TimeParams:
-    """Machine-independent parameters, fitted across machines (calibration.py). The defaults are the priors
-    the fit is pulled towards (PRIOR_WIDTH), each a physically expected value with its reason."""
+    """Machine-independent parameters, fitted across machines (calibration.py). Each default is the prior the fit
+    is pulled towards, a physically expected value with its reason; with it the prior's log-space width (a factor
+    the data must argue for), the fit's bounds, and the fit that sets it (moe_model.settings.prior)."""
 
-    gpu_eff: float = 0.7  # share of the datasheet bandwidth decode matmuls reach (typical for quantized matvec)
-    token_ms: float = 0.5  # per ubatch: graph build and launch
-    sample_ns: float = 8.0  # per sampled token and vocabulary entry: logits copied back and sampled on the CPU
-    layer_us: float = 60.0  # per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)
-    batch_expert_us: float = 3.0  # per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)
-    copy_gbs_client: float = 16.0  # one desktop core copying pageable memory into the driver's staging buffer
-    copy_gbs_server: float = 10.0  # one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)
-    vm_copy_factor: float = 0.7  # pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)
-    copy_bw_share: float = 0.25  # one core copies at most ~a quarter of a dual-channel host's bandwidth (assumption)
-    vm_sync_factor: float = 1.5  # launches and host-device syncs in a VM (interrupts and doorbells go through the VMM)
-    pageable_copy_us: float = 15.0  # a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)
-    pageable_copy_us_hip: float = 30.0  # the same through HIP: an assumption the R9700 rows fit
-    pageable_copy_us_vulkan: float = 100.0  # ggml-vulkan: a staging copy, a submission and a fence per copy
-    cpu_bw_eff_client: float = 0.7  # CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated
-    cpu_bw_eff_server: float = 0.6  # servers: more channels than a llama.cpp thread pool keeps busy
-    thread_gbs_per_ghz: float = 1.2  # expert bytes one thread multiplies per second and GHz (quantized dot products)
-    pinned_cpu_factor: float = 0.7  # CPU path over CUDA_Host memory: no repacked weight layouts
-    no_vnni_factor: float = 0.5  # a CPU without VNNI multiplies int8 dot products at about half the rate
-    sync_us_cuda: float = 50.0  # per cached layer and ubatch on CUDA: ids read back, slot map uploaded
-    sync_us_other: float = 300.0  # the same on HIP and Vulkan, whose host syncs are slower
-    split_us_cuda: float = 60.0  # per layer computed on the CPU: a graph split and its two small copies
-    split_us_other: float = 300.0
-    draft_ms: float = 1.0  # per drafted token (draft model or MTP head)
-    mm_eff: float = 0.3  # share of datasheet FP16 TFLOPS prompt matmuls reach
-    prompt_ubatch_ms: float = 10.0  # fixed cost per prompt ubatch (graph build, launches, output)
-    d2d_copy_us: float = 8.0  # one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)
-    first_prompt_ms: float = 100.0  # a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)
-    fill_factor: float = 1.0  # cost of an upload into an empty slot against a steady miss's (H200: ~0.65, unexplained)
+    gpu_eff: float = prior(
+        0.7, "share of the datasheet bandwidth decode matmuls reach (typical for quantized matvec)", LOG1_3, 0.3, 1.0
+    )
+    token_ms: float = prior(0.5, "per ubatch: graph build and launch", LOG3, 0.05, 10.0)
+    sample_ns: float = prior(
+        8.0, "per sampled token and vocabulary entry: logits copied back and sampled on the CPU", LOG3, 0.5, 100.0
+    )
+    layer_us: float = prior(
+        60.0, "per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)", LOG2, 1.0, 300.0
+    )
+    batch_expert_us: float = prior(
+        3.0, "per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)", LOG3, 0.1, 50.0
+    )
+    copy_gbs_client: float = prior(
+        16.0, "one desktop core copying pageable memory into the driver's staging buffer", LOG1_5, 2.0, 60.0
+    )
+    copy_gbs_server: float = prior(
+        10.0, "one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)", LOG1_5, 2.0, 60.0
+    )
+    vm_copy_factor: float = prior(
+        0.7, "pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)", LOG1_3, 0.2, 1.0
+    )
+    copy_bw_share: float = prior(
+        0.25, "one core copies at most ~a quarter of a dual-channel host's bandwidth (assumption)", LOG1_3, 0.05, 1.0
+    )
+    vm_sync_factor: float = prior(
+        1.5, "launches and host-device syncs in a VM (interrupts and doorbells go through the VMM)", LOG2, 0.5, 5.0
+    )
+    pageable_copy_us: float = prior(
+        15.0, "a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)", LOG2, 1.0, 500.0
+    )
+    pageable_copy_us_hip: float = prior(30.0, "the same through HIP: an assumption", LOG3, 1.0, 2000.0)
+    pageable_copy_us_vulkan: float = prior(
+        100.0, "ggml-vulkan: a staging copy, a submission and a fence per copy", LOG3, 1.0, 2000.0
+    )
+    cpu_bw_eff_client: float = prior(
+        0.7, "CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated", LOG1_3, 0.1, 1.0
+    )
+    cpu_bw_eff_server: float = prior(
+        0.6, "servers: more channels than a llama.cpp thread pool keeps busy", LOG1_3, 0.05, 1.0
+    )
+    thread_gbs_per_ghz: float = prior(
+        1.2, "expert bytes one thread multiplies per second and GHz (quantized dot products)", LOG1_5, 0.1, 10.0
+    )
+    pinned_cpu_factor: float = prior(
+        0.7, "CPU path over CUDA_Host memory: no repacked weight layouts", LOG1_5, 0.2, 1.0
+    )
+    no_vnni_factor: float = prior(
+        0.5, "a CPU without VNNI multiplies int8 dot products at about half the rate", LOG1_5, 0.2, 1.0
+    )
+    sync_us_cuda: float = prior(
+        50.0, "per cached layer and ubatch on CUDA: ids read back, slot map uploaded", LOG3, 5.0, 3000.0
+    )
+    sync_us_other: float = prior(300.0, "the same on HIP and Vulkan, whose host syncs are slower", LOG3, 5.0, 3000.0)
+    split_us_cuda: float = prior(
+        60.0, "per layer computed on the CPU: a graph split and its two small copies", LOG3, 1.0, 3000.0
+    )
+    split_us_other: float = prior(300.0, "the same on HIP and Vulkan", LOG3, 1.0, 3000.0)
+    draft_ms: float = prior(1.0, "per drafted token (draft model or MTP head)", LOG3, 0.05, 20.0)
+    fill_factor: float = prior(
+        1.0, "an upload into an empty slot against a steady miss's (H200 first requests: ~0.9, unexplained)", LOG2,
+        0.1, 2.0,
+    )  # fmt: skip
+    mm_eff: float = prior(0.3, "share of datasheet FP16 TFLOPS prompt matmuls reach", LOG3, 0.02, 1.0, "prefill")
+    prompt_ubatch_ms: float = prior(
+        10.0, "fixed cost per prompt ubatch (graph build, launches, output)", LOG3, 0.5, 2000.0, "prefill"
+    )
+    d2d_copy_us: float = prior(
+        8.0, "one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)", LOG2, 0.5, 100.0,
+        "prefill",
+    )  # fmt: skip
+    first_prompt_ms: float = prior(
+        100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
+        "prefill",
+    )  # fmt: skip
 
     def sync_us(self, hw: Hardware) -> float:
         if hw.sync_us is not None:
@@ -115,82 +168,12 @@ class TimeParams:
         return getattr(self, f"{name}_{hw.host.cpu_family}")
 
 
-LOG2, LOG3 = float(np.log(2)), float(np.log(3))
-# log-space width of each prior: a factor the data must argue for (calibration.py weighs it against the errors)
-PRIOR_WIDTH = (
-    {
-        name: float(np.log(1.3))
-        for name in ("gpu_eff", "cpu_bw_eff_client", "cpu_bw_eff_server", "vm_copy_factor", "copy_bw_share")
-    }
-    | {
-        name: float(np.log(1.5))
-        for name in ("copy_gbs_client", "copy_gbs_server", "thread_gbs_per_ghz", "pinned_cpu_factor", "no_vnni_factor")
-    }
-    | {name: LOG2 for name in ("layer_us", "pageable_copy_us", "d2d_copy_us", "fill_factor", "vm_sync_factor")}
-    | {name: LOG3 for name in ("pageable_copy_us_hip", "pageable_copy_us_vulkan")}
-    | {
-        name: LOG3
-        for name in ("token_ms", "sample_ns", "batch_expert_us", "sync_us_cuda", "sync_us_other", "split_us_cuda")
-    }
-    | {name: LOG3 for name in ("split_us_other", "draft_ms", "mm_eff", "prompt_ubatch_ms", "first_prompt_ms")}
-)
-DECODE_PARAMS = (
-    "gpu_eff",
-    "token_ms",
-    "sample_ns",
-    "layer_us",
-    "batch_expert_us",
-    "copy_gbs_client",
-    "copy_gbs_server",
-    "vm_copy_factor",
-    "copy_bw_share",
-    "vm_sync_factor",
-    "pageable_copy_us",
-    "pageable_copy_us_hip",
-    "pageable_copy_us_vulkan",
-    "cpu_bw_eff_client",
-    "cpu_bw_eff_server",
-    "thread_gbs_per_ghz",
-    "pinned_cpu_factor",
-    "no_vnni_factor",
-    "sync_us_cuda",
-    "sync_us_other",
-    "split_us_cuda",
-    "split_us_other",
-    "draft_ms",
-    "fill_factor",
-)
-PREFILL_PARAMS = ("mm_eff", "prompt_ubatch_ms", "d2d_copy_us", "first_prompt_ms")
-PARAM_BOUNDS = {
-    "gpu_eff": (0.3, 1.0),
-    "token_ms": (0.05, 10.0),
-    "sample_ns": (0.5, 100.0),
-    "layer_us": (1.0, 300.0),
-    "batch_expert_us": (0.1, 50.0),
-    "copy_gbs_client": (2.0, 60.0),
-    "copy_gbs_server": (2.0, 60.0),
-    "vm_copy_factor": (0.2, 1.0),
-    "copy_bw_share": (0.05, 1.0),
-    "vm_sync_factor": (0.5, 5.0),
-    "pageable_copy_us": (1.0, 500.0),
-    "cpu_bw_eff_client": (0.1, 1.0),
-    "cpu_bw_eff_server": (0.05, 1.0),
-    "thread_gbs_per_ghz": (0.1, 10.0),
-    "pinned_cpu_factor": (0.2, 1.0),
-    "no_vnni_factor": (0.2, 1.0),
-    "sync_us_cuda": (5.0, 3000.0),
-    "sync_us_other": (5.0, 3000.0),
-    "split_us_cuda": (1.0, 3000.0),
-    "split_us_other": (1.0, 3000.0),
-    "draft_ms": (0.05, 20.0),
-    "mm_eff": (0.02, 1.0),
-    "prompt_ubatch_ms": (0.5, 2000.0),
-    "d2d_copy_us": (0.5, 100.0),
-    "pageable_copy_us_hip": (1.0, 2000.0),
-    "pageable_copy_us_vulkan": (1.0, 2000.0),
-    "first_prompt_ms": (1.0, 3000.0),
-    "fill_factor": (0.1, 2.0),
-}
+# the calibration's tables, generated from the declarations above
+PARAMS = settings_of(TimeParams)
+DECODE_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "decode")
+PREFILL_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "prefill")
+PARAM_BOUNDS = {name: (p.lo, p.hi) for name, p in PARAMS.items()}
+PRIOR_WIDTH = {name: p.width for name, p in PARAMS.items()}
 
 
 def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
@@ -385,7 +368,7 @@ def _prompt_ubatch_ms(
     (hits read on the GPU, misses uploaded), else the CPU."""
     k, n_expert = model.n_expert_used, model.n_expert
     used = independent_distinct(n_expert, k, tokens)
-    big = tokens >= sc.offload_min_batch
+    big = copies_from_pool(tokens, sc.offload_min_batch)  # offloaded: the used experts are copied to the GPU
     pool = _cached_share(layout, warm)
     copied = d2d = uploaded = runs = on_cpu = 0.0
     for il in layout.host_layers:

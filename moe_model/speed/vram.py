@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH
+from moe_model.limits import DEFAULT_CTX, DEFAULT_UBATCH
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -93,6 +94,8 @@ class VramBreakdown:
 
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
+DEFAULT_KV_TYPE = "f16"  # -ctk / -ctv default
+DEFAULT_KV_TYPES = (DEFAULT_KV_TYPE, DEFAULT_KV_TYPE)
 
 
 def kv_bytes_per_elem(type_name: str) -> float:
@@ -103,7 +106,7 @@ def kv_bytes_per_elem(type_name: str) -> float:
     return size / block
 
 
-def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str = "f16") -> float:
+def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = DEFAULT_KV_TYPE, type_v: str = DEFAULT_KV_TYPE) -> float:
     """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
     per_cell = (
         model.kv_layers
@@ -113,7 +116,9 @@ def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str 
     return n_ctx * per_cell / MIB
 
 
-def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
+def compute_buffer_mib(
+    model: ModelSpec, n_ubatch: int = DEFAULT_UBATCH, n_ctx: int = DEFAULT_CTX, flash_attn: bool = True
+) -> float:
     """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
     logits = n_ubatch * model.n_vocab * 4
     scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
@@ -125,7 +130,7 @@ def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offl
     """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
     the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
     llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
-    if n_ubatch < offload_min_batch:
+    if not copies_from_pool(n_ubatch, offload_min_batch):
         return 0.0
     host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
     before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
@@ -147,9 +152,9 @@ def breakdown(
     hw: Hardware,
     placement: Placement,
     budget_mib: int,
-    n_ctx: int = 4096,
-    n_ubatch: int = 512,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    n_ctx: int = DEFAULT_CTX,
+    n_ubatch: int = DEFAULT_UBATCH,
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     offload_min_batch: int = OFFLOAD_MIN_BATCH,
     plan: CachePlan | None = None,
     margin_mib: float = FIT_MARGIN_MIB,
@@ -181,9 +186,9 @@ def max_budget_mib(
     model: ModelSpec,
     hw: Hardware,
     placement: Placement,
-    n_ctx: int = 4096,
+    n_ctx: int = DEFAULT_CTX,
     margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
 ) -> int:
     """The largest --moe-cache-mib whose cache still fits beside everything else, with llama.cpp's margin free."""
     lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
@@ -200,9 +205,9 @@ def fit_host_layers(
     model: ModelSpec,
     hw: Hardware,
     budget_mib: int = 0,
-    n_ctx: int = 4096,
+    n_ctx: int = DEFAULT_CTX,
     margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     base: Placement | None = None,
     flash_attn: bool = True,
     kv_offload: bool = True,
