@@ -23,7 +23,7 @@ import re
 import stat
 import typing
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -416,7 +416,16 @@ def _dataclass(cls, record, where: str):
     values = {}
     for f in fields(cls):
         if f.name in record or (f.default is MISSING and f.default_factory is MISSING):
-            values[f.name] = _value(record, f.name, hints[f.name], where)
+            hint = hints[f.name]
+            if is_dataclass(hint):  # a nested object (the machine's host)
+                values[f.name] = _dataclass(hint, record.get(f.name), f"{where}: {f.name}")
+            elif typing.get_origin(hint) is tuple:  # a list of names (the host's stated figures)
+                items = _value(record, f.name, list, where)
+                if len(items) > MAX_MACHINE_RUNS or not all(isinstance(i, str) for i in items):
+                    raise MachineFileError(f"{where}: {f.name} must be a short list of names")
+                values[f.name] = tuple(items)
+            else:
+                values[f.name] = _value(record, f.name, hint, where)
     try:
         return cls(**values)
     except MoeModelError as err:
