@@ -69,7 +69,7 @@ with friendly_errors():
         cc = st.columns(4)  # the card's own figures: its host is yours
         starts = {"vram_gib": 16.0, "gpu_bw_gbs": 500.0, "pcie_gen": 4, "pcie_lanes": 16}
         fields = [setting_input(c, HARDWARE[n], v, f"c_{n}") for c, (n, v) in zip(cc, starts.items(), strict=True)]
-        custom = Hardware("custom", *fields, mine.cpu_bw_gbs, source="user")
+        custom = Hardware("custom", *fields, host=mine.host, source="user")
     others = [PRESETS[name] for name in cards if name != mine.name] + ([custom] if use_custom else [])
     machines = [(mine, my_tm, True)] + [(in_host(card, mine), default_time_model(), False) for card in others]
     path = model_flag_path(source, model_key)

@@ -1,7 +1,9 @@
 """Fit the time model on every measured machine, check it machine by machine, write moe_model/data/calibration.json.
 
-Leave one machine out: fit on the other machines, predict the left-out machine's points (and its cache
-verdicts) through the same `predict` a user runs. Prints the README's table. A few minutes on 2 cores.
+Leave one machine out: fit on the other machines, predict the left-out machine's points (decode and prompt) and
+its cache verdicts through the same `predict` a user runs. Then the seed's T4 rows and the H200 run5 servers
+through the plain `predict` command. The tables are printed and written into docs/models-and-fits.md (between
+its calibrate markers). About 15 minutes on 2 busy cores.
 
     python scripts/calibrate.py
 """
@@ -13,10 +15,13 @@ import io
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from moe_model.cli.main import main as cli_main
+from moe_model.readers.logs import parse_log
 from moe_model.speed.calibration import (
     CALIBRATION_JSON,
     cache_verdicts,
@@ -26,26 +31,152 @@ from moe_model.speed.calibration import (
     prefill_errors,
     relative_error,
 )
-from moe_model.speed.measured import all_points, field_rows, t4_predict_argv
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import (
+    GROUNDTRUTH,
+    all_points,
+    field_rows,
+    scenario_of_run,
+    steady_hit_rate,
+    t4_predict_argv,
+)
+from moe_model.speed.scenario import resolve
 
+DOC = Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md"
+BEGIN, END = "<!-- calibrate.py: begin -->", "<!-- calibrate.py: end -->"
 MACHINE_NAMES = {
-    "t4": "Tesla T4 (seed article)",
-    "h200": "H200 (ground-truth runs 1 and 3)",
-    "v620": "Radeon Pro V620 (field)",
-    "r9700": "Radeon AI PRO R9700, PCIe 4.0 x4 (field)",
-    "rtx5070ti": "RTX 5070 Ti (field)",
-    "rtx4070": "RTX 4070 (field)",
+    "t4": "Tesla T4 (seed article, Qwen3-30B-A3B)",
+    "h200": "H200 (ground-truth runs 1, 3 and 5)",
+    "v620": "Radeon Pro V620, Vulkan (field)",
+    "r9700": "Radeon AI PRO R9700, PCIe 4.0 x4, HIP (field)",
+    "rtx5070ti": "RTX 5070 Ti, pinned (field)",
+    "rtx4070": "RTX 4070, `--fit` (field; predicted, never fitted)",
+    "egpu3060ti": "RTX 3060 Ti eGPU, PCIe 3.0/4.0 x4 (field, new)",
+    "rtx4060ti": "RTX 4060 Ti 16GB in a VM (field, new; predicted, never fitted)",
 }
+RUN5 = GROUNDTRUTH / "run5"
+RUN3_HEADER = GROUNDTRUTH / "run3" / "model-header.gguf"
 
 
 def _progress(label: str):
     return lambda f: print(f"\r{label}: {100 * f:5.1f} %", end="", file=sys.stderr, flush=True)
 
 
+def _pct(x: float) -> str:
+    return "-" if x is None or np.isnan(x) else f"{100 * x:+.0f} %"
+
+
+def lomo_table(points, reports, verdicts) -> list[str]:
+    lines = [
+        "| machine left out | decode points | median abs. decode error | worst | prompt points | median abs. prompt "
+        "error | cache verdicts right or too close (called) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in reports:
+        mine = [v for v in verdicts if v["point"].startswith(r.machine + "-")]
+        called = sum(v["predicted"] != "too close to call" for v in mine)
+        ok = f"{sum(v['ok'] for v in mine)}/{len(mine)} ({called} called)" if mine else "no paired control"
+        prompt = np.abs(list(r.prefill_errors.values()))
+        worst_prompt = f"{100 * np.median(prompt):.0f} %" if len(prompt) else "-"
+        lines.append(
+            f"| {MACHINE_NAMES.get(r.machine, r.machine)} | {r.n_points} | {100 * r.median_abs_error:.0f} % "
+            f"| {_pct(r.worst_error)} | {len(prompt)} | {worst_prompt} | {ok} |"
+        )
+    decode = [r.median_abs_error for r in reports]
+    prompt = [np.median(np.abs(list(r.prefill_errors.values()))) for r in reports if r.prefill_errors]
+    called = sum(v["predicted"] != "too close to call" for v in verdicts)
+    lines += [
+        "",
+        f"Median over machines: decode **{100 * np.median(decode):.0f} %**, "
+        f"prompt **{100 * np.median(prompt):.0f} %**; "
+        f"cache verdicts right or too close to call: {sum(v['ok'] for v in verdicts)}/{len(verdicts)}, "
+        f"{called} of them called.",
+    ]
+    return lines
+
+
+def _predict(argv: list[str]) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli_main(argv)
+    return json.loads(out.getvalue())
+
+
+def t4_plain_table() -> list[str]:
+    """The seed's T4 rows through the plain `predict` command, exactly as a user runs it."""
+    lines = [
+        "| seed row | command | host layers | decode predicted / measured t/s | error | prompt predicted / measured "
+        "t/s | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, (argv, measured, prompt) in t4_predict_argv().items():
+        pred = _predict(argv)
+        command = " ".join(argv[3:-1])
+        prompt_cells = (
+            f"{pred['prefill_tps']:.0f} / {prompt:.0f} | {_pct(pred['prefill_tps'] / prompt - 1)}"
+            if prompt
+            else f"{pred['prefill_tps']:.0f} / - | -"
+        )
+        lines.append(
+            f"| {name} | `{command}` | {pred['host_layers']} | {pred['decode_tps']:.1f} / {measured:.1f} "
+            f"| {_pct(pred['decode_tps'] / measured - 1)} | {prompt_cells} |"
+        )
+    return lines
+
+
+def run5_plain_table() -> list[str]:
+    """Each run5 server through the plain `predict` command: steady decode of the short and the long request,
+    their ratio, the 6,084-token prompt, and the first request; the hit rate given is the log's steady one."""
+    summary = pd.read_csv(RUN5 / "summary.csv")
+    model_path, hw = str(RUN3_HEADER), preset("h200")
+    from moe_model.readers.model_spec import load_model
+
+    model = load_model(RUN3_HEADER)
+    lines = [
+        "| server | steady hit rate (log) | short decode pred. / meas. | err. | long decode pred. / meas. | err. | "
+        "long/short pred. / meas. | 6k prompt pred. / meas. | err. | first request decode pred. / meas. | err. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run, rows in summary.groupby("run", sort=False):
+        log = parse_log(RUN5 / "logs" / f"server_{run}.log")[0]
+        layout = resolve(model, hw, scenario_of_run(log, model))
+        hit = steady_hit_rate(log.small, layout) if log.small else None
+        placement = "gpu" if run == "gpu" else "cpu-moe"
+        base = ["predict", "--model", model_path, "--hardware", "h200", "--placement", placement, "--ctx", "16384"]
+        base += ["--budget-mib", str(int(rows["budget_mib"].iloc[0])), "-fa", "off"]
+        base += ["--hit-rate", f"{hit:.4f}"] if hit is not None else []
+        short = _predict(base + ["--prompt-tokens", "135", "--depth", "263", "--n-predict", "64", "--json"])
+        long = _predict(base + ["--prompt-tokens", "6084", "--depth", "6148", "--json"])
+        by = rows.set_index("request")
+        short_meas = (by.loc["short1", "decode_tps"] + by.loc["short2", "decode_tps"]) / 2
+        long_meas, prompt_meas = by.loc["long", "decode_tps"], by.loc["long", "prompt_tps"]
+        first_meas = by.loc["warm", "decode_tps"]
+        first = short["first_request"]["decode_tps"]
+        lines.append(
+            f"| {run} | {'-' if hit is None else f'{100 * hit:.1f} %'} | {short['decode_tps']:.1f} / {short_meas:.1f} "
+            f"| {_pct(short['decode_tps'] / short_meas - 1)} | {long['decode_tps']:.1f} / {long_meas:.1f} "
+            f"| {_pct(long['decode_tps'] / long_meas - 1)} | {long['decode_tps'] / short['decode_tps']:.2f} / "
+            f"{long_meas / short_meas:.2f} | {long['prefill_tps']:.0f} / {prompt_meas:.0f} "
+            f"| {_pct(long['prefill_tps'] / prompt_meas - 1)} | {first:.1f} / {first_meas:.1f} "
+            f"| {_pct(first / first_meas - 1)} |"
+        )
+    return lines
+
+
+def write_doc(sections: list[str]) -> None:
+    text = DOC.read_text()
+    block = "\n".join([BEGIN, *sections, END])
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    else:
+        text += "\n" + block + "\n"
+    DOC.write_text(text)
+
+
 def main() -> None:
     points = all_points()
-    params = fit(points)
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
+    params = fit(points)
     rel = relative_error(reports)
     verdicts = []
     for report in reports:
@@ -53,12 +184,14 @@ def main() -> None:
     excluded = field_rows()
     excluded = excluded[excluded["use"] == "no"]
     record = {
-        "fitted_to": "every measured machine at once: seed T4 rows, the H200 ground-truth runs 1 and 3, and the "
-        "field rows of moe_model/data/field_rows.csv; machines weighted equally; squared log errors",
+        "fitted_to": "every measured machine at once: seed T4 rows, the H200 ground-truth runs 1, 3 and 5 (each "
+        "request of run5 a point), and the field rows of moe_model/data/field_rows.csv; decode and prompt speeds "
+        "(prompt at half weight); machines weighted equally; squared log errors",
         "params": asdict(params),
         "rel_error": rel,
         "machines": sorted({p.machine for p in points}),
         "measured": {p.name: p.decode_tps for p in points if p.decode_tps},
+        "requests": {p.name: p.request for p in points},
         "fit_errors": decode_errors(points, params),
         "fit_prefill_errors": prefill_errors(points, params),
         "leave_one_machine_out": {r.machine: asdict(r) for r in reports},
@@ -66,34 +199,13 @@ def main() -> None:
         "excluded_rows": {f"{r['machine']}-{r['row']}": r["why"] for _, r in excluded.iterrows()},
     }
     CALIBRATION_JSON.write_text(json.dumps(record, indent=1, default=float) + "\n")
-    print("\n| machine | points | median abs. error | worst | cache verdicts right or too close |")
-    print("|---|---|---|---|---|")
-    for r in reports:
-        mine = [v for v in verdicts if v["point"].startswith(r.machine + "-")]
-        ok = f"{sum(v['ok'] for v in mine)}/{len(mine)}" if mine else "no paired control"
-        print(
-            f"| {MACHINE_NAMES.get(r.machine, r.machine)} | {r.n_points} | {100 * r.median_abs_error:.0f} % "
-            f"| {100 * r.worst_error:+.0f} % | {ok} |"
-        )
-    medians = [r.median_abs_error for r in reports]
-    print(f"\nmedian over machines: {100 * np.median(medians):.0f} %; range carried by predictions: ±{100 * rel:.0f} %")
-    t4_plain_table()
-
-
-def t4_plain_table() -> None:
-    """The seed's T4 rows through the plain `predict` command, exactly as a user runs it."""
-    print("\n| seed row | command | host layers | predicted t/s | measured t/s | error |")
-    print("|---|---|---|---|---|---|")
-    for name, (argv, measured) in t4_predict_argv().items():
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            cli_main(argv)
-        pred = json.loads(out.getvalue())
-        command = " ".join(argv[3:-1])
-        print(
-            f"| {name} | `{command}` | {pred['host_layers']} | {pred['decode_tps']:.1f} | {measured:.1f} "
-            f"| {100 * (pred['decode_tps'] / measured - 1):+.0f} % |"
-        )
+    print(file=sys.stderr)
+    sections = ["### Leave one machine out", "", *lomo_table(points, reports, verdicts), ""]
+    sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
+    sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
+    sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table()]
+    print("\n".join(sections))
+    write_doc(sections)
 
 
 if __name__ == "__main__":

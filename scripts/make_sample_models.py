@@ -244,6 +244,27 @@ MODELS = (
         full_attention_interval=4,
         n_ff_shexp=512,
     ),
+    # the same stand-in layout at Q8_0 (every weight Q8_0), for the RTX 4060 Ti rows of the field table
+    Arch(
+        "Qwen3.6-35B-A3B-Q8_0",
+        "Qwen3.6-35B-A3B (stand-in layout)",
+        "qwen3moe",
+        40,
+        2048,
+        16,
+        2,
+        256,
+        256,
+        8,
+        512,
+        248320,
+        262144,
+        LlamaFileType.MOSTLY_Q8_0,
+        qk_norm=True,
+        vocab_strings=False,
+        full_attention_interval=4,
+        n_ff_shexp=512,
+    ),
 )
 
 
@@ -263,6 +284,8 @@ def weight_type(a: Arch, kind: str, il: int, row: int) -> T:
         return gate_up if kind != "ffn_down_exps" else down_more if use_more_bits(il, a.n_layer) else down
     if a.ftype == LlamaFileType.MOSTLY_MXFP4_MOE:
         return T.MXFP4 if kind.endswith("_exps") else T.Q8_0
+    if a.ftype == LlamaFileType.MOSTLY_Q8_0:
+        return T.Q8_0
     if a.ftype == LlamaFileType.MOSTLY_IQ4_NL:
         return T.Q6_K if kind == "output" else T.IQ4_NL
     if kind == "output":

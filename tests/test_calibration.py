@@ -10,12 +10,20 @@ from conftest import ROOT
 
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import decode_errors, fit, load_calibration
+from moe_model.speed.calibration import decode_errors, fit, load_calibration, prefill_errors
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import decode_hit_rate, h200_points, log_points
+from moe_model.speed.measured import (
+    decode_hit_rate,
+    h200_points,
+    log_fills,
+    log_points,
+    measured_kind_tps,
+    steady_hit_rate,
+)
 from moe_model.speed.time_model import TimeParams, predict
 
 RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
+RUN5 = ROOT / "moe_model" / "data" / "groundtruth" / "run5"
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +44,13 @@ def test_the_stored_calibration_reproduces_its_own_errors_on_the_h200_runs():
 
 def test_a_fit_recovers_the_parameters_that_generated_its_points(run3_points):
     truth = TimeParams()  # the priors' centres, so the data and the priors agree
-    made = [
-        replace(p, decode_tps=predict(p.model, p.hw, truth, p.scenario, p.traffic, layout=p.layout).decode_tps)
-        for p in run3_points
-    ]
-    fitted = fit(made, start=replace(truth, sync_us_cuda=20.0, pageable_copy_us=200.0))
+    made = []
+    for p in run3_points:  # the speeds of the requests each point timed (a first request here), decode and prompt
+        decode, prefill = measured_kind_tps(p, predict(p.model, p.hw, truth, p.scenario, p.traffic, layout=p.layout))
+        made.append(replace(p, decode_tps=decode, prefill_tps=prefill))
+    fitted = fit(made, start=replace(truth, sync_us_cuda=20.0, pageable_copy_us=200.0, mm_eff=0.05))
     assert max(abs(e) for e in decode_errors(made, fitted).values()) < 0.03
+    assert max(abs(e) for e in prefill_errors(made, fitted).values()) < 0.03
 
 
 def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_include():
@@ -52,3 +61,38 @@ def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_i
     rate = decode_hit_rate(run.small, model, point.layout)
     assert rate > run.small.hit_rate
     assert run.small.hits / rate == pytest.approx(decoded, rel=0.005)  # the lookups left are the decode's
+
+
+@pytest.fixture(scope="module")
+def run5_points():
+    model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
+    return {
+        case: log_points(parse_log(RUN5 / "logs" / f"server_{case}.log"), model, hw, case, "h200", per_request=True)
+        for case in ("mm_b50", "mm_full")
+    }
+
+
+def test_each_run5_request_is_a_point_the_servers_first_cold_and_the_later_ones_steady(run5_points):
+    b50, full = run5_points["mm_b50"], run5_points["mm_full"]
+    assert [p.name for p in b50] == [f"mm_b50#1/{i}" for i in (1, 2, 3, 4)]
+    assert [p.request for p in b50] == ["first", "steady", "steady", "steady"]
+    assert [p.prefill_first for p in b50] == [True, False, False, False]
+    assert [p.scenario.prompt_tokens for p in b50] == [135, 135, 135, 6084]
+    assert [p.scenario.n_predict for p in b50] == [64, 256, 256, 128]
+    assert b50[3].scenario.context_depth == 6084 + 64 and b50[0].scenario.flash_attn == "off"
+    assert full[0].traffic.fills > 2000 and all(p.traffic.fills is None for p in full[1:])
+    prediction = predict(full[0].model, full[0].hw, TimeParams(), full[0].scenario, full[0].traffic)
+    assert measured_kind_tps(full[0], prediction)[0] == prediction.first_request.decode_tps
+    assert measured_kind_tps(full[1], prediction)[0] == prediction.decode_tps
+
+
+def test_the_steady_hit_rate_leaves_out_the_misses_that_filled_empty_slots(run5_points):
+    full = parse_log(RUN5 / "logs" / "server_mm_full.log")[0]
+    layout = run5_points["mm_full"][1].layout
+    # every slot of the 100 % budget was filled once and never evicted: a warm pool hits everything
+    assert log_fills(full.small, layout) == full.small.misses == 3050 and steady_hit_rate(full.small, layout) == 1.0
+    b50 = parse_log(RUN5 / "logs" / "server_mm_b50.log")[0]
+    layout = run5_points["mm_b50"][1].layout
+    assert log_fills(b50.small, layout) == layout.plan.n_slots_total == 1534  # 767 slots in each of 2 groups
+    expected = b50.small.hits / (b50.small.hits + b50.small.misses - 1534)
+    assert steady_hit_rate(b50.small, layout) == pytest.approx(expected) and expected > b50.small.hit_rate

@@ -60,4 +60,4 @@ def test_a_measured_link_rate_above_the_pcie_line_rate_is_refused():
     assert t4.pinned_rate_gbs == pytest.approx(0.985 * 16 * 0.85) and t4.pinned_rate_gbs < t4.line_gbs
     with pytest.raises(MoeModelError, match="line rate of 15.8 GB/s"):
         t4.with_changes(pinned_gbs=20.0)
-    assert Hardware("x", 16, 500, 4, 4, 50, pageable_gbs=6.7).pageable_gbs == 6.7
+    assert Hardware("x", 16, 500, 4, 4, pageable_gbs=6.7).pageable_gbs == 6.7

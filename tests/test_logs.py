@@ -36,6 +36,7 @@ def test_server_log_gives_model_placement_cache_stats_and_timings():
     assert run.large is None and (run.copied_experts, run.copied_mib) == (1845, 548.17)
     assert len(run.timings) == 4 and {t.decode_tokens for t in run.timings} == {256}
     assert run.timings[0].prompt_tokens == 132
+    assert run.placement["flash_attn"] == "off"  # "llama_context: flash_attn = disabled" (the runs used -fa off)
 
 
 def test_refusal_log_reports_the_warnings_and_the_error():

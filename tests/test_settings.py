@@ -14,7 +14,8 @@ from moe_model.cli.main import build_parser
 from moe_model.errors import MoeModelError
 from moe_model.llama.slot_plan import Placement
 from moe_model.settings import settings_of
-from moe_model.speed.hardware import Hardware, preset
+from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware, preset
+from moe_model.speed.host import Host
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
 from moe_model.workload import Batching
@@ -22,9 +23,11 @@ from moe_model.workload import Batching
 PLACEMENT_FLAGS = {"--placement", "--cpu-moe", "--n-cpu-moe", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}
 MACHINE_FLAGS = {"--vram-gib", "--gpu-bw-gbs", "--pcie-gen", "--pcie-lanes", "--cpu-bw-gbs", "--threads"}
 MACHINE_FLAGS |= {"--pinned-gbs", "--pageable-gbs", "--ram-gib"}
+MACHINE_FLAGS |= {"--mem-channels", "--mem-mts", "--cpu-ghz", "--cpu-family", "--vm", "--host-copy-gbs"}  # the host
 SERVING_FLAGS = {"--concurrency", "--draft", "--accept", "--cpu-share", "--ctx", "--prompt-tokens", "--ubatch-size"}
 SERVING_FLAGS |= {"-ub", "--load-mode", "--pinned", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv"}
 SERVING_FLAGS |= {"--fit-target-mib", "--offload-min-batch", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}
+SERVING_FLAGS |= {"--depth", "--flash-attn", "-fa", "--no-kv-offload", "--n-predict"}  # the request
 SERVING_FLAGS |= {"--build"}
 GENERATED_FLAGS = {  # per subcommand, the flags generated from a declared setting
     "plan": {"--budget-mib", *PLACEMENT_FLAGS},
@@ -53,7 +56,7 @@ URL_KEYS = {  # the app's URL keys of declared settings, with their widget's (lo
     "ram": (1.0, 16384.0, 8.0),
     "build": (1, 10**9, 1),
 }
-DECLARED = [settings_of(cls) for cls in (Scenario, Placement, Batching, Hardware)]
+DECLARED = [settings_of(cls) for cls in (Scenario, Placement, Batching, Hardware, Host)]
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -140,9 +143,9 @@ def test_a_scenario_accepts_exactly_the_range_its_flag_accepts(name):
             Scenario(**{name: outside})
 
 
-@pytest.mark.parametrize("name", ["vram_gib", "gpu_bw_gbs", "cpu_bw_gbs", "cpu_threads", "ram_gib", "pcie_lanes"])
+@pytest.mark.parametrize("name", ["vram_gib", "gpu_bw_gbs", "mem_bw_gbs", "threads", "ram_gib", "pcie_lanes"])
 def test_a_machine_accepts_exactly_the_range_its_flag_and_widget_take(name):
-    s, t4 = settings_of(Hardware)[name], preset("t4")
+    s, t4 = MACHINE_SETTINGS[name], preset("t4")  # the GPU's figures and its host's
     inside = s.choices or (s.lo, s.hi)
     outside = (3,) if s.choices else (s.lo / 2 if isinstance(s.lo, float) else s.lo - 1, s.hi * 2)
     for value in inside:
@@ -154,11 +157,13 @@ def test_a_machine_accepts_exactly_the_range_its_flag_and_widget_take(name):
 
 def test_the_fit_tables_list_every_time_parameter_from_its_prior():
     assert (
-        *("gpu_eff", "token_ms", "sample_ns", "layer_us", "batch_expert_us", "staging_gbs", "pageable_copy_us"),
-        *("cpu_bw_eff", "thread_gbs_per_ghz", "pinned_cpu_factor", "no_vnni_factor", "sync_us_cuda"),
-        *("sync_us_other", "split_us_cuda", "split_us_other", "draft_ms"),
+        *("gpu_eff", "token_ms", "sample_ns", "layer_us", "batch_expert_us", "copy_gbs_client", "copy_gbs_server"),
+        *("vm_copy_factor", "copy_bw_share", "vm_sync_factor", "pageable_copy_us", "pageable_copy_us_hip"),
+        *("pageable_copy_us_vulkan", "cpu_bw_eff_client", "cpu_bw_eff_server", "thread_gbs_per_ghz"),
+        *("pinned_cpu_factor", "no_vnni_factor", "sync_us_cuda", "sync_us_other", "split_us_cuda", "split_us_other"),
+        *("draft_ms", "fill_factor"),
     ) == DECODE_PARAMS
-    assert PREFILL_PARAMS == ("mm_eff", "prompt_ubatch_ms")
+    assert PREFILL_PARAMS == ("mm_eff", "prompt_ubatch_ms", "d2d_copy_us", "first_prompt_ms")
     assert list(PARAM_BOUNDS) == list(PRIOR_WIDTH) == [*DECODE_PARAMS, *PREFILL_PARAMS] == list(vars(TimeParams()))
     for name, (lo, hi) in PARAM_BOUNDS.items():  # each prior inside its bounds, pulled with a positive width
         assert lo < getattr(TimeParams(), name) < hi and PRIOR_WIDTH[name] >= math.log(1.3), name

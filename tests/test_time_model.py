@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import GT_HEADER, MODELS
 
@@ -10,8 +11,17 @@ from moe_model.readers.model_spec import load_model
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import TimeParams, decode_terms, predict, upload_gbs, verdict
-from moe_model.speed.traffic import from_hit_rate
+from moe_model.speed.time_model import (
+    TimeParams,
+    cpu_expert_gbs,
+    decode_terms,
+    host_copy_gbs,
+    predict,
+    prefill_terms,
+    upload_gbs,
+    verdict,
+)
+from moe_model.speed.traffic import from_hit_rate, independent_distinct
 
 CPU_MOE = Placement.parse("cpu-moe")
 
@@ -29,22 +39,120 @@ def test_at_budget_0_and_100_percent_it_is_bytes_over_bandwidth(qwen30b):
     )
     experts = sum(layer.slot_bytes * qwen30b.n_expert_used for layer in qwen30b.layers)
     dense = sum(layer.dense_bytes for layer in qwen30b.layers) + qwen30b.other_bytes - qwen30b.input_bytes
-    off = Scenario(CPU_MOE, 0)
+    off = Scenario(CPU_MOE, 0, depth=0)  # no context: no attention term
     layout = resolve(qwen30b, hw, off)
     terms = decode_terms(qwen30b, hw, bare, off, layout, from_hit_rate(qwen30b, layout, off, 0.0))
     assert sum(terms.values()) == pytest.approx((dense / hw.gpu_bw_gbs + experts / 20.0) / 1e6)
-    full = Scenario(CPU_MOE, 16746)
+    full = Scenario(CPU_MOE, 16746, depth=0)
     layout = resolve(qwen30b, hw, full)
     terms = decode_terms(qwen30b, hw, bare, full, layout, from_hit_rate(qwen30b, layout, full, 1.0))
     assert sum(terms.values()) == pytest.approx((dense + experts) / hw.gpu_bw_gbs / 1e6)
 
 
-def test_pinned_uploads_run_at_the_link_rate_and_pageable_ones_through_staging():
-    hw, params = preset("rtx 4090"), TimeParams(staging_gbs=7.0)
+def test_pinned_uploads_run_at_the_link_rate_and_pageable_ones_at_the_hosts_copy_rate_capped_by_the_link():
+    hw, params = preset("rtx 4090"), TimeParams()
     assert upload_gbs(hw, params, pinned=True) == pytest.approx(hw.line_gbs * 0.85)
     assert upload_gbs(hw, params, pinned=True) <= hw.line_gbs
-    assert upload_gbs(hw, params, pinned=False) == pytest.approx(1 / (1 / (hw.line_gbs * 0.85) + 1 / 7.0))
+    desktop = min(params.copy_gbs_client, hw.host.bandwidth_gbs * params.copy_bw_share)
+    assert upload_gbs(hw, params, pinned=False) == pytest.approx(desktop) and desktop < hw.line_gbs * 0.85
+    egpu = preset("eGPU RTX 4090, PCIe 3.0 x4")  # the host copies faster than the x4 link carries
+    assert upload_gbs(egpu, params, pinned=False) == pytest.approx(egpu.line_gbs * 0.85) and egpu.line_gbs < desktop
     assert upload_gbs(hw.with_changes(pageable_gbs=6.7), params, pinned=False) == 6.7  # measured replaces derived
+    in_vm = hw.with_changes(vm=True)
+    assert host_copy_gbs(in_vm, params) == pytest.approx(host_copy_gbs(hw, params) * params.vm_copy_factor)
+
+
+def test_a_host_with_twice_the_copy_bandwidth_uploads_mmapd_experts_faster_and_nothing_else_changes(qwen30b):
+    params = TimeParams()
+    slow = preset("rtx 4090").with_changes(copy_gbs=5.0)
+    fast = slow.with_changes(copy_gbs=10.0)
+    for load_mode in ("mmap", "none"):
+        sc = Scenario(CPU_MOE, 8000, prompt_tokens=2048, load_mode=load_mode)
+        terms = {}
+        for name, hw in (("slow", slow), ("fast", fast)):
+            layout = resolve(qwen30b, hw, sc)
+            traffic = from_hit_rate(qwen30b, layout, sc, 0.8)
+            terms[name] = (
+                decode_terms(qwen30b, hw, params, sc, layout, traffic),
+                prefill_terms(qwen30b, hw, params, sc, layout),
+            )
+        for slow_terms, fast_terms in zip(terms["slow"], terms["fast"], strict=True):
+            changed = {k for k in slow_terms if slow_terms[k] != pytest.approx(fast_terms[k])}
+            assert changed == ({"upload"} if load_mode == "mmap" else set()), (load_mode, changed)
+            if load_mode == "mmap":
+                assert fast_terms["upload"] < slow_terms["upload"]
+    assert cpu_expert_gbs(slow, params, pinned=False) == cpu_expert_gbs(fast, params, pinned=False)
+
+
+def test_the_cpu_path_reads_at_its_familys_share_of_the_bandwidth_or_what_its_threads_multiply():
+    params = TimeParams()
+    desktop = preset("rtx 4090")  # 96 GB/s, 8 threads at 4.5 GHz
+    threads = desktop.cpu_threads * desktop.cpu_ghz * params.thread_gbs_per_ghz
+    expected = min(desktop.cpu_bw_gbs * params.cpu_bw_eff_client, threads)
+    assert cpu_expert_gbs(desktop, params, pinned=False) == pytest.approx(expected)
+    server = desktop.with_changes(cpu_family="server", cpu_threads=64)  # bandwidth-bound with many threads
+    assert cpu_expert_gbs(server, params, pinned=False) == pytest.approx(desktop.cpu_bw_gbs * params.cpu_bw_eff_server)
+    assert cpu_expert_gbs(desktop, params, pinned=True) == pytest.approx(expected * params.pinned_cpu_factor)
+
+
+def test_decode_reads_the_kv_cache_to_the_depth_on_the_gpu_or_the_host(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams()
+
+    def attention(**kw) -> float:
+        sc = Scenario(CPU_MOE, 0, n_ctx=131072, **kw)
+        layout = resolve(qwen30b, hw, sc)
+        return decode_terms(qwen30b, hw, params, sc, layout, from_hit_rate(qwen30b, layout, sc, 0.0))["attention"]
+
+    at_8k, at_64k = attention(depth=8192), attention(depth=65536)
+    assert at_64k == pytest.approx(8 * at_8k) and attention(depth=0) == 0
+    kv = qwen30b.kv_layers * qwen30b.n_head_kv * (qwen30b.head_dim_k + qwen30b.head_dim_v) * 2 * 8192  # f16 K and V
+    assert at_8k == pytest.approx(kv / (hw.gpu_bw_gbs * 1e9 * params.gpu_eff) * 1e3)
+    assert attention(depth=8192, flash_attn="off") > at_8k  # the scores are written and read too
+    assert attention(depth=8192, cache_type_k="q8_0", cache_type_v="q8_0") == pytest.approx(at_8k * 34 / 64)
+    assert attention(depth=8192, no_kv_offload=True) > 3 * at_8k  # attended from host memory at the CPU rate
+
+
+def test_a_depth_beyond_the_context_and_an_unknown_flash_attention_mode_are_refused():
+    from moe_model.errors import MoeModelError
+
+    with pytest.raises(MoeModelError, match="does not fit the context"):
+        Scenario(CPU_MOE, 0, n_ctx=4096, depth=5000)
+    with pytest.raises(MoeModelError, match="-fa must be one of"):
+        Scenario(CPU_MOE, 0, flash_attn="maybe")
+    assert Scenario(prompt_tokens=1000).context_depth == 1000 and Scenario(depth=7).context_depth == 7
+
+
+def test_prompt_speed_follows_the_ubatch_the_budget_and_the_load_mode(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams()
+
+    def prefill(budget: int = 0, **kw) -> float:
+        return predict(qwen30b, hw, params, Scenario(CPU_MOE, budget, n_ctx=16384, **kw), hit_rate=0.9).prefill_tps
+
+    base = prefill(prompt_tokens=6000)
+    assert prefill(prompt_tokens=6000, n_ubatch=2048) > 2 * base  # each ubatch uploads every used expert once
+    assert prefill(10000, prompt_tokens=6000) > base  # cached experts are copied on the GPU, not uploaded
+    assert prefill(prompt_tokens=6000, load_mode="none") > base  # pinned uploads run at the link's rate
+    short = Scenario(CPU_MOE, 0, prompt_tokens=20)  # under GGML_OP_OFFLOAD_MIN_BATCH: host experts on the CPU
+    terms = prefill_terms(qwen30b, hw, params, short, resolve(qwen30b, hw, short))
+    assert terms["experts_cpu"] > 0 and terms["upload"] == 0
+
+
+def test_the_first_request_pays_for_filling_the_empty_pool_and_its_prompt_finds_nothing_cached(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams()
+    sc = Scenario(CPU_MOE, 16746, prompt_tokens=2048, n_predict=256)
+    cached = predict(qwen30b, hw, params, sc, hit_rate=1.0)
+    first = cached.first_request
+    # 256 tokens touch every expert of every layer: all 6,144 slots fill, but those the 2-token warm-up filled
+    warm_up = qwen30b.n_layer * independent_distinct(qwen30b.n_expert, qwen30b.n_expert_used, 2)
+    assert cached.layout.plan.n_slots_total == 6144 and first.cold_fills == pytest.approx(6144 - warm_up)
+    per_fill = np.mean([layer.slot_bytes for layer in qwen30b.layers]) / (upload_gbs(hw, params, False) * 1e9)
+    per_fill += 3 * params.pageable_copy_us / 1e6  # gate, up and down: a copy each
+    extra_s = 256 / first.decode_tps - 256 / cached.decode_tps
+    assert extra_s == pytest.approx(first.cold_fills * per_fill * params.fill_factor)
+    assert first.prefill_tps < cached.prefill_tps / 2  # a warm pool copies every expert on the GPU
+    none = predict(qwen30b, hw, params, Scenario(CPU_MOE, 0, prompt_tokens=2048))
+    assert none.first_request.cold_fills == 0 and none.first_request.decode_tps == pytest.approx(none.decode_tps)
+    assert none.first_request.ttft_s == pytest.approx(none.ttft_s + params.first_prompt_ms / 1e3)
 
 
 def test_a_fixed_cost_per_layer_does_not_cap_small_models():
@@ -90,6 +198,7 @@ def test_the_prediction_breakdown_names_every_term(gt_model):
         "fixed",
         "sampling",
         "dense",
+        "attention",
         "experts_gpu",
         "upload",
         "sync",

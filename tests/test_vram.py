@@ -83,6 +83,17 @@ def test_fit_on_a_t4_moves_the_experts_of_12_layers_as_llama_cpp_does(qwen30b):
     assert fit_host_layers(qwen30b, t4, 0, 4096) == 12
 
 
+def test_without_flash_attention_the_compute_buffer_holds_the_scores_and_no_kv_offload_moves_the_kv(gt_model):
+    run3 = load_model(ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "model-header.gguf")
+    hw, placement = preset("h200"), Placement()
+    fa_off = breakdown(run3, hw, placement, 8376, 16384, flash_attn=False)
+    # groundtruth run5 (-fa off, -c 16384, -ub 512): "CUDA0 compute buffer size = 1090.01 MiB"
+    assert fa_off.compute_mib == pytest.approx(1090.01, rel=0.05)
+    assert breakdown(run3, hw, placement, 8376, 16384).compute_mib < fa_off.compute_mib / 2
+    host_kv = breakdown(run3, hw, placement, 8376, 16384, kv_offload=False)
+    assert host_kv.kv_mib == 0 and fa_off.kv_mib == 768.0  # run5: "CUDA0 KV buffer size = 768.00 MiB"
+
+
 def _fit_target_logged() -> int:
     """The free-memory target llama.cpp's --fit keeps, as its own log prints it (fit-trials, no -fitt given)."""
     text = (FIT_TRIALS / "fit-params-qwen3-30b.log").read_text()

@@ -3,14 +3,14 @@ changes, and Shopping puts every other card in that host. Without Streamlit, so 
 
 from __future__ import annotations
 
-from moe_model.settings import settings_of
-from moe_model.speed.hardware import PCIE_LANE_GBS, Hardware
+from moe_model.speed.hardware import MACHINE_SETTINGS, PCIE_LANE_GBS, Hardware
 
-# the host's own figures, measured (calibrated) or stated: a card moved into this host takes them
-HOST_FIELDS = ("ram_gib", "cpu_bw_gbs", "cpu_threads", "cpu_ghz", "cpu_vnni", "cpu_expert_gbs", "token_ms")
+# the host's measured (calibrated) terms kept on Hardware: a card moved into this host takes them with its Host
+HOST_FIELDS = ("cpu_expert_gbs", "token_ms")
 # the sidebar's edits (URL key: field) that belong to the host (kept when the GPU changes) and to the card
-_KEYS = {name: s.url_key for name, s in settings_of(Hardware).items() if s.url_key}
-HOST_EDITS = {_KEYS[name]: name for name in ("ram_gib", "cpu_bw_gbs", "cpu_threads", "pcie_gen")} | {"link": None}
+_KEYS = {name: s.url_key for name, s in MACHINE_SETTINGS.items() if s.url_key}
+_OWN = {"mem_bw_gbs": "cpu_bw_gbs", "threads": "cpu_threads"}  # the machine's effective figure of a host setting
+HOST_EDITS = {_KEYS[name]: name for name in ("ram_gib", "mem_bw_gbs", "threads", "pcie_gen")} | {"link": None}
 CARD_EDITS = {_KEYS[name]: name for name in ("vram_gib", "gpu_bw_gbs", "pcie_lanes")}
 
 
@@ -20,7 +20,8 @@ def in_host(card: Hardware, host: Hardware) -> Hardware:
     carries them (a slower line gets them derived)."""
     gen = min(card.pcie_gen, host.pcie_gen)
     rates = link_rates(host, 0.0, PCIE_LANE_GBS[gen] * card.pcie_lanes)
-    return card.with_changes(pcie_gen=gen, **rates, **{name: getattr(host, name) for name in HOST_FIELDS})
+    own = {name: getattr(host, name) for name in HOST_FIELDS}
+    return card.with_changes(pcie_gen=gen, host=host.host, **rates, **own)
 
 
 def link_rates(hw: Hardware, measured_gbs: float, line_gbs: float) -> dict[str, float | None]:
@@ -38,7 +39,7 @@ def host_edited(kept: dict, base: Hardware) -> bool:
     for key, name in HOST_EDITS.items():
         if key not in kept:
             continue
-        own = 0.0 if name is None else getattr(base, name)
+        own = 0.0 if name is None else getattr(base, _OWN.get(name, name))
         if kept[key] != own:
             return True
     return False

@@ -200,8 +200,8 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
             gpu_bw_gbs=gpu_bw,
             pcie_gen=gen,
             pcie_lanes=lanes,
-            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), base_id),
-            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), base_id),
+            mem_bw_gbs=_edit(st, "mem_bw_gbs", float(hw.cpu_bw_gbs), base_id),
+            threads=_edit(st, "threads", int(hw.cpu_threads), base_id),
             **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
         )
         if not use_calibrated:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from moe_model.settings import Setting, settings_of
-from moe_model.speed.hardware import Hardware
+from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
 
 
@@ -68,7 +68,7 @@ def forget(*keys: str) -> None:
         st.query_params.pop(key, None)
 
 
-SCENARIO, HARDWARE = settings_of(Scenario), settings_of(Hardware)  # each setting's URL key, widget and range
+SCENARIO, HARDWARE = settings_of(Scenario), MACHINE_SETTINGS  # each setting's URL key, widget and range
 URL_SETTINGS = {s.url_key: s for s in (*SCENARIO.values(), *HARDWARE.values()) if s.url_key}
 
 

@@ -14,11 +14,11 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS
 from moe_model.llama.slot_plan import Placement
 from moe_model.settings import Alias, Setting, settings_of
-from moe_model.speed.hardware import Hardware
+from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching
 
-HARDWARE = settings_of(Hardware)
+HARDWARE = MACHINE_SETTINGS  # the GPU's figures and its host's
 SCENARIO = settings_of(Scenario)
 PLACEMENT = settings_of(Placement)
 BATCHING = settings_of(Batching)

@@ -53,6 +53,8 @@ def _hardware(args: argparse.Namespace):
         args.load_mode = flag_mode or SCENARIO["load_mode"].default
         args.load_mode_source = "flag" if flag_mode else "default"
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
+    if (args.mem_channels or args.mem_mts) and args.mem_bw_gbs is None:
+        changes["mem_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
     if args.link_gbs is not None:
         changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
     return (hw.with_changes(**changes) if changes else hw), rel_error
@@ -153,9 +155,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {pred.vram.verdict}")
     lo, hi = pred.decode_tps_range
     print(
-        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
-        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}) at {sc.context_depth:,} tokens of context, "
+        f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
     )
+    print(
+        f"  prompt of {sc.prompt_tokens:,} tokens: {pred.prefill_tps:.0f} t/s, first token after {pred.ttft_s:.2f} s "
+        "(steady state: the requests after the server's first)"
+    )
+    first = pred.first_request
+    if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
+        print(
+            f"  first request after start: decode {first.decode_tps:.1f} t/s over {sc.n_predict} tokens "
+            f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
+            f"first token after {first.ttft_s:.2f} s"
+        )
     if args.budget_mib:
         print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
@@ -288,6 +301,10 @@ SCENARIO_FLAGS = (
     "cache_type_v",
     "fit_target_mib",
     "offload_min_batch",
+    "depth",
+    "flash_attn",
+    "no_kv_offload",
+    "n_predict",
     "build",
 )
 

@@ -60,6 +60,7 @@ _MODEL_BUF = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) M
 _KV_BUF = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 _COMPUTE_BUF = re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 _CTX = re.compile(r"llama_context: (n_seq_max|n_ctx|n_batch|n_ubatch)\s+= (\d+)")
+_FLASH_ATTN = re.compile(r"llama_context: flash_attn\s+= (\w+)")
 _DEVICE = re.compile(r"impl:\s+(\S+) MoE cache size =\s+([\d.]+) MiB for ([\d.]+) MiB of host experts")
 _GROUP = re.compile(r"impl:\s+(\d+) layers, (\S+):\s+(\d+) slots \(([\d.]+)%\)")
 _STATS = re.compile(
@@ -439,6 +440,8 @@ class _RunParser:
             p.setdefault("compute_buffers_mib", {})[m.group(1)] = float(m.group(2))
         elif (m := _CTX.search(msg)) is not None:
             p[m.group(1)] = _int(m.group(2), m.group(1))
+        elif (m := _FLASH_ATTN.search(msg)) is not None:
+            p["flash_attn"] = "off" if m.group(1) == "disabled" else "on"
         elif "CUDA" in msg and (m := _GPU.search(msg)):
             p.setdefault("gpu", shown((m.group(2) or m.group(4)).strip()))
             if m.group(5):

@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -70,12 +71,12 @@ class LayerSpec:
     def has_experts(self) -> bool:
         return bool(self.experts)
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def slot_bytes(self) -> int:
         """Bytes of one cache slot: one expert's slice of every expert tensor (sum of nb[2])."""
         return sum(t.expert_bytes for t in self.experts)
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def expert_bytes_total(self) -> int:
         return sum(t.nbytes for t in self.experts)
 
@@ -83,7 +84,7 @@ class LayerSpec:
     def layout_key(self) -> tuple:
         return tuple(t.layout_key for t in self.experts)
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def expert_params(self) -> int:
         """Weights of one expert (every expert tensor's slice)."""
         return sum(t.shape[0] * t.shape[1] for t in self.experts)
@@ -120,7 +121,7 @@ class ModelSpec:
         except ValueError:
             return f"file type {self.file_type}"
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def expert_bytes_total(self) -> int:
         return sum(layer.expert_bytes_total for layer in self.layers)
 
@@ -136,12 +137,12 @@ class ModelSpec:
     def moe_layers(self) -> tuple[int, ...]:
         return tuple(layer.index for layer in self.layers if layer.has_experts)
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def kv_layers(self) -> int:
         """Layers that keep a KV cache (llama_kv_cache skips recurrent / linear-attention layers)."""
         return sum(layer.has_kv for layer in self.layers)
 
-    @property
+    @cached_property  # read per layer by every time-model call: computed once
     def active_params(self) -> int:
         """Weights one token multiplies: every layer's dense part and k experts (the output head excluded)."""
         return sum(layer.dense_params + self.n_expert_used * layer.expert_params for layer in self.layers)

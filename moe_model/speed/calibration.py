@@ -18,7 +18,7 @@ import numpy as np
 from moe_model.fitting import least_squares
 from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.measured import Point
+from moe_model.speed.measured import Point, measured_kind_tps
 from moe_model.speed.time_model import (
     DECODE_PARAMS,
     PARAM_BOUNDS,
@@ -26,7 +26,7 @@ from moe_model.speed.time_model import (
     PRIOR_WIDTH,
     TimeParams,
     predict,
-    verdict,
+    range_verdict,
 )
 
 CALIBRATION_JSON = data_path("calibration.json")
@@ -38,12 +38,15 @@ def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None):
 
 
 def decode_errors(points: Sequence[Point], params: TimeParams, hw: Hardware | None = None) -> dict[str, float]:
-    """Relative error of the predicted decode t/s at each point with a measured decode speed."""
-    return {p.name: _predicted(p, params, hw).decode_tps / p.decode_tps - 1 for p in points if p.decode_tps}
+    """Relative error of the predicted decode t/s at each point with a measured decode speed (of the requests
+    the point timed: a server's first request, or the steady state)."""
+    return {
+        p.name: measured_kind_tps(p, _predicted(p, params, hw))[0] / p.decode_tps - 1 for p in points if p.decode_tps
+    }
 
 
 def prefill_errors(points: Sequence[Point], params: TimeParams) -> dict[str, float]:
-    return {p.name: _predicted(p, params).prefill_tps / p.prefill_tps - 1 for p in points if p.prefill_tps}
+    return {p.name: measured_kind_tps(p, _predicted(p, params))[1] / p.prefill_tps - 1 for p in points if p.prefill_tps}
 
 
 def _machine_weights(points: Sequence[Point], attr: str) -> dict[str, float]:
@@ -81,20 +84,31 @@ def _fit_fields(start, names, bounds, errors: Callable[[object], dict[str, float
     return at(least_squares(residuals, x0, lower, upper))
 
 
+PREFILL_WEIGHT = 0.5  # a machine's prompt errors count half as much as its decode errors
+
+
+def _joint_errors(points: Sequence[Point], params: TimeParams) -> dict[str, float]:
+    """Decode ("d:" + name) and prompt ("p:" + name) errors of every point from one prediction each."""
+    out = {}
+    for p in points:
+        decode, prefill = measured_kind_tps(p, _predicted(p, params))
+        if p.decode_tps:
+            out["d:" + p.name] = decode / p.decode_tps - 1
+        if p.prefill_tps:
+            out["p:" + p.name] = prefill / p.prefill_tps - 1
+    return out
+
+
 def fit(points: Sequence[Point], start: TimeParams | None = None) -> TimeParams:
-    """Fit decode parameters, then prompt parameters, on squared log errors with machines weighted equally."""
+    """Fit every parameter at once on squared log errors of decode and prompt speeds, machines weighted equally
+    (prompt errors at PREFILL_WEIGHT): uploads, copies and the CPU path serve both."""
     params = start or TimeParams()
     priors = {name: (getattr(TimeParams(), name), width) for name, width in PRIOR_WIDTH.items()}
     points = [p for p in points if p.fitted]
-    decode = [p for p in points if p.decode_tps]
-    weights = _machine_weights(decode, "decode_tps")
-    params = _fit_fields(params, DECODE_PARAMS, PARAM_BOUNDS, lambda q: decode_errors(decode, q), weights, priors)
-    prompt = [p for p in points if p.prefill_tps]
-    if prompt:
-        weights = _machine_weights(prompt, "prefill_tps")
-        errors = lambda q: prefill_errors(prompt, q)  # noqa: E731
-        params = _fit_fields(params, PREFILL_PARAMS, PARAM_BOUNDS, errors, weights, priors)
-    return params
+    weights = {"d:" + k: w for k, w in _machine_weights(points, "decode_tps").items()}
+    weights |= {"p:" + k: PREFILL_WEIGHT * w for k, w in _machine_weights(points, "prefill_tps").items()}
+    errors = lambda q: _joint_errors(points, q)  # noqa: E731
+    return _fit_fields(params, DECODE_PARAMS + PREFILL_PARAMS, PARAM_BOUNDS, errors, weights, priors)
 
 
 def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float) -> list[dict]:
@@ -105,19 +119,17 @@ def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float
         control = by_name.get(p.control or "")
         if not (control and p.decode_tps and control.decode_tps):
             continue
-        with_cache = predict(p.model, p.hw, params, p.scenario, p.traffic, layout=p.layout, rel_error=rel_error)
-        without = predict(
-            control.model, control.hw, params, control.scenario, control.traffic, layout=control.layout,
-            rel_error=rel_error,
-        )  # fmt: skip
+        with_cache = measured_kind_tps(p, _predicted(p, params))[0]
+        without = measured_kind_tps(control, _predicted(control, params))[0]
         measured = "helps" if p.decode_tps > control.decode_tps else "hurts"
-        predicted = verdict(with_cache, without)
+        spread = (1 - rel_error, 1 + rel_error)  # the range each prediction carries
+        predicted = range_verdict(tuple(with_cache * s for s in spread), tuple(without * s for s in spread))
         rows.append(
             {
                 "point": p.name,
                 "control": control.name,
                 "measured_ratio": p.decode_tps / control.decode_tps,
-                "predicted_ratio": with_cache.decode_tps / without.decode_tps,
+                "predicted_ratio": with_cache / without,
                 "measured": measured,
                 "predicted": predicted,
                 "ok": predicted in (measured, "too close to call"),
@@ -144,9 +156,13 @@ def leave_one_machine_out(
 ) -> list[MachineReport]:
     """Per machine: fit on the others, predict its points."""
     machines = sorted({p.machine for p in points})
-    reports = []
+    reports, everyone = [], None
     for i, machine in enumerate(machines):
-        params = fit([p for p in points if p.machine != machine], start)
+        if any(p.fitted for p in points if p.machine == machine):
+            params = fit([p for p in points if p.machine != machine], start)
+        else:  # a machine only ever predicted: the fit without it is the fit on every machine
+            everyone = everyone or fit(points, start)
+            params = everyone
         own = [p for p in points if p.machine == machine]
         errors = decode_errors(own, params)
         abs_errors = np.abs(list(errors.values())) if errors else np.array([np.nan])

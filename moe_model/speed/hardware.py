@@ -1,30 +1,32 @@
-"""Machines: GPU memory, bandwidth and compute, the host link, the host CPU. Presets cite their sources.
+"""Machines: GPU memory, bandwidth and compute, its link, and the host around it. Presets cite their sources.
 
 Only physical, published or measured figures live here. Rates the time model derives from them
-(effective upload rates, the CPU expert rate) are computed in `moe_model.time_model` with the
+(effective upload rates, the CPU expert rate) are computed in `moe_model.speed.time_model` with the
 machine-independent parameters fitted across every measured machine, unless the machine itself
 carries a measured value (`pinned_gbs`, `pageable_gbs`, or the terms `calibrate` fits from its logs).
+The host (RAM, memory, CPU, slot, VM) is one `Host` object: changing the GPU keeps it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_RATE_GBS
 from moe_model.settings import Setting, Widget, setting, settings_of
+from moe_model.speed.host import DESKTOP_DDR4, DESKTOP_DDR5, MIN_RATE, PCIE_LANES, Host
 
 # PCIe line rate per lane in GB/s after encoding (PCI-SIG: 8, 16, 32 GT/s with 128b/130b)
 PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938}
 PINNED_EFFICIENCY = 0.85  # pinned cudaMemcpy reaches ~85 % of the line rate (groundtruth bw.json: 55 of 63 GB/s)
 BACKENDS = ("cuda", "hip", "vulkan")
-PCIE_LANES = (1, 2, 4, 8, 16)
-MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate would divide by zero)
+# the names the host's figures had when they were fields of Hardware: kept for machine files, pages and scripts
+HOST_ALIASES = {"cpu_bw_gbs": "mem_bw_gbs", "cpu_threads": "threads", "cpu_ghz": "ghz", "cpu_vnni": "vnni"}
 
 
-def _within(value, s: Setting) -> bool:
-    """A machine field inside its setting's range or choices (None: not measured, derived)."""
+def within(value, s: Setting) -> bool:
+    """A machine or host field inside its setting's range or choices (None: not measured, derived)."""
     if value is None:
         return True
     if s.choices:
@@ -34,8 +36,9 @@ def _within(value, s: Setting) -> bool:
 
 @dataclass(frozen=True)
 class Hardware:
-    """One machine. Every field can be edited; `source` says where the preset's figures come from.
+    """One GPU in one host. Every field can be edited; `source` says where the preset's figures come from.
 
+    `pcie_gen` / `pcie_lanes` are the card's interface; the link is the slower of it and the host's slot.
     Measured fields (None: derived from the specs): `pinned_gbs` / `pageable_gbs`, host-to-device copy
     rates from pinned and from mmap'd (pageable) memory; `cpu_expert_gbs`, the rate the CPU path reads
     expert weights at; `sync_us`, the cost per cached layer and ubatch; `token_ms`, the fixed cost per
@@ -77,25 +80,7 @@ class Hardware:
         url_key="lanes",
         widget=Widget("PCIe lanes", "selectbox", options=PCIE_LANES),
     )
-    cpu_bw_gbs: float = setting(
-        help="host memory bandwidth (channels x transfer rate x 8 bytes, GB/s)",
-        parse=float,
-        flags=("--cpu-bw-gbs",),
-        lo=MIN_RATE,
-        hi=2000.0,
-        url_key="cpu",
-        widget=Widget("host memory GB/s", "number", lo=1.0, hi=2000.0),
-    )
-    cpu_threads: int = setting(
-        8,
-        help="threads llama.cpp computes host experts with (-t)",
-        flags=("--threads",),
-        lo=1,
-        hi=1024,
-        url_key="threads",
-        widget=Widget("CPU threads (-t)", "number", lo=1, hi=1024),
-    )
-    cpu_ghz: float = 4.5  # all-core clock of those threads (the CPU path is partly compute-bound per thread)
+    host: Host = field(default_factory=Host)
     backend: str = "cuda"
     gpu_tflops: float = 50.0  # dense FP16 tensor throughput (datasheet), for prompt processing
     pinned_gbs: float | None = setting(
@@ -117,21 +102,12 @@ class Hardware:
     cpu_expert_gbs: float | None = None
     sync_us: float | None = None
     token_ms: float | None = None
-    cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
     source: str = "user"
-    ram_gib: float = setting(
-        64.0,
-        help="host RAM (GiB): host experts must fit in it (pinned) or page from disk (mmap)",
-        flags=("--ram-gib",),
-        lo=1.0,
-        hi=16384.0,
-        url_key="ram",
-        widget=Widget("host RAM GiB", "number", lo=1.0, hi=16384.0, step=8.0),
-    )
 
     def __post_init__(self) -> None:
-        checks = {s.name: _within(getattr(self, s.name), s) for s in settings_of(Hardware).values()} | {
-            "cpu_ghz": 0.5 <= self.cpu_ghz <= 7.0,
+        if not isinstance(self.host, Host):
+            raise MoeModelError(f"hardware {self.name!r}: its host must be a Host, got {type(self.host).__name__}")
+        checks = {s.name: within(getattr(self, s.name), s) for s in settings_of(Hardware).values()} | {
             "backend": self.backend in BACKENDS,
             "gpu_tflops": 0 < self.gpu_tflops <= 10000,
             "pinned_gbs": self.pinned_gbs is None or self.pinned_gbs <= self.line_gbs,
@@ -148,12 +124,20 @@ class Hardware:
             )
 
     @property
+    def link_gen(self) -> int:
+        return min(self.pcie_gen, self.host.slot_gen or self.pcie_gen)
+
+    @property
+    def link_lanes(self) -> int:
+        return min(self.pcie_lanes, self.host.slot_lanes or self.pcie_lanes)
+
+    @property
     def pcie_label(self) -> str:
-        return f"PCIe {self.pcie_gen}.0 x{self.pcie_lanes}"
+        return f"PCIe {self.link_gen}.0 x{self.link_lanes}"
 
     @property
     def line_gbs(self) -> float:
-        return PCIE_LANE_GBS[self.pcie_gen] * self.pcie_lanes
+        return PCIE_LANE_GBS.get(self.link_gen, 0.0) * self.link_lanes
 
     @property
     def pinned_rate_gbs(self) -> float:
@@ -164,75 +148,133 @@ class Hardware:
     def vram_mib(self) -> float:
         return self.vram_gib * 1024
 
+    @property
+    def cpu_bw_gbs(self) -> float:
+        return self.host.bandwidth_gbs
+
+    @property
+    def cpu_threads(self) -> int:
+        return self.host.threads
+
+    @property
+    def cpu_ghz(self) -> float:
+        return self.host.ghz
+
+    @property
+    def cpu_vnni(self) -> bool:
+        return self.host.vnni
+
+    @property
+    def ram_gib(self) -> float:
+        return self.host.ram_gib
+
     def with_changes(self, **changes) -> Hardware:
-        return replace(self, **changes)
+        """Edited figures; the host's (RAM, memory, threads, ... also by their old names) go to the host."""
+        own = {f.name for f in fields(Hardware)}
+        host_names = {f.name for f in fields(Host)} - own
+        to_host = {HOST_ALIASES.get(k, k): v for k, v in changes.items() if k in HOST_ALIASES or k in host_names}
+        mine = {k: v for k, v in changes.items() if k in own}
+        unknown = set(changes) - set(mine) - {k for k in changes if k in HOST_ALIASES or k in host_names}
+        if unknown:
+            raise MoeModelError(f"unknown machine field(s): {', '.join(sorted(unknown))}")
+        host = mine.pop("host", self.host)
+        return replace(self, **mine, host=host.with_changes(**to_host) if to_host else host)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, record: dict) -> Hardware:
+        """A machine from JSON: the host nested, or flat under its old field names (older machine files)."""
+        record = dict(record)
+        host = record.pop("host", None)
+        flat = {HOST_ALIASES.get(k, k): record.pop(k) for k in [*HOST_ALIASES, "ram_gib"] if k in record}
+        host = Host(**host) if isinstance(host, dict) else Host(source="machine file (older format)")
+        return cls(**record, host=replace(host, **flat))
+
+
+# every machine figure a user can set, the GPU's and the host's, by field name (Hardware.with_changes takes them)
+MACHINE_SETTINGS = settings_of(Hardware) | settings_of(Host)
 
 _NV = "NVIDIA datasheet (memory size, bandwidth, PCIe generation, FP16 tensor TFLOPS)"
 _AMD = "AMD datasheet (memory size, bandwidth, PCIe generation, FP16 matrix TFLOPS)"
-_HOST4 = "host: 32 GiB dual-channel DDR4-3200 (51 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
-_HOST5 = "host: 64 GiB dual-channel DDR5-6000 (96 GB/s), 8 threads at 4.5 GHz, an assumption to edit"
 
 
-def _card(name, vram, bw, gen, lanes, tflops, host_bw=96.0, threads=8, ghz=4.5, backend="cuda", source=None, **kw):
-    return Hardware(
-        name, vram, bw, gen, lanes, host_bw, threads, ghz, backend, tflops, source=source or f"{_NV}; {_HOST5}", **kw
-    )
+def _card(name, vram, bw, gen, lanes, tflops, host=DESKTOP_DDR5, backend="cuda", source=None, **kw):
+    return Hardware(name, vram, bw, gen, lanes, host, backend, tflops, source=source or _NV, **kw)
 
+
+_T4_HOST = Host(
+    "cloud VM: 4 vCPUs at 2.0 GHz (Xeon), ~20 GB/s, 32 GiB",
+    32.0,
+    threads=4,
+    ghz=2.0,
+    cpu_family="server",
+    vm=True,
+    mem_bw_gbs=20.0,
+    source="the seed article states a free 16 GB Tesla T4 only: a typical free cloud VM, every figure assumed",
+)
+_H200_HOST = Host(
+    "ground-truth VM: 16-core Xeon, 125 GiB",
+    125.0,
+    8,
+    4000,
+    16,
+    3.0,
+    cpu_family="server",
+    vm=True,
+    stated=("ram_gib", "threads", "vnni", "cpu_family", "vm"),
+    source="moe_model/data/groundtruth/run5/README.md (an H200 VM, 16-core Xeon, 125 GiB RAM) and its logs "
+    "(n_threads = 16, AVX512_VNNI); 8-channel DDR5-4000 and 3.0 GHz are assumptions",
+)
+_V620_HOST = Host(
+    "EPYC 7532 host: 8-channel DDR4-3200, 16 threads",
+    256.0,
+    8,
+    3200,
+    16,
+    3.3,
+    vnni=False,
+    cpu_family="server",
+    stated=("mem_channels", "mem_mts", "threads", "vnni", "cpu_family", "vm"),
+    source="as in the field measurements (EPYC 7532, 8 x DDR4-3200, -t 16, an LXC container); Zen 2 has no "
+    "VNNI; RAM size assumed",
+)
+_R9700_HOST = Host(
+    "i7-12700KF-like: 8 P-cores at 4.7 GHz, dual-channel DDR5-4800, 64 GiB",
+    64.0,
+    2,
+    4800,
+    8,
+    4.7,
+    source="as in the field measurements (i7-12700KF stated; memory and threads assumed)",
+)
 
 PRESETS: dict[str, Hardware] = {
     h.name: h
     for h in (
+        _card("Tesla T4", 15.0, 320, 3, 16, 65, _T4_HOST, source=f"{_NV} (16 GB, 15,360 MiB usable)"),
+        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, DESKTOP_DDR4),
+        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, DESKTOP_DDR4),
+        _card("RTX 3090", 24, 936, 4, 16, 142, DESKTOP_DDR4),
+        _card("RTX 4060", 8, 272, 4, 8, 60.5, source=f"{_NV} (x8 card; 242 AI TOPS FP8 sparse = 60.5 FP16)"),
+        _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card)"),
         _card(
-            "Tesla T4",
-            15.0,
-            320,
-            3,
+            "RTX 4070 12GB",
+            12,
+            504,
+            4,
             16,
-            65,
-            host_bw=20.0,
-            threads=4,
-            ghz=2.0,
-            ram_gib=32.0,
-            source=f"{_NV} (16 GB, 15,360 MiB usable); host: 4-vCPU 2.0 GHz Xeon cloud VM (~20 GB/s, 32 GiB RAM), "
-            "an assumption",
-        ),
-        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
-        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
-        _card("RTX 3090", 24, 936, 4, 16, 142, 51.2, source=f"{_NV}; {_HOST4}", ram_gib=32.0),
-        _card("RTX 4060", 8, 272, 4, 8, 60.5, source=f"{_NV} (x8 card; 242 AI TOPS FP8 sparse = 60.5 FP16); {_HOST5}"),
-        _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card); {_HOST5}"),
-        _card(
-            "RTX 4070 12GB", 12, 504, 4, 16, 117, 89.6, 10, source=f"{_NV}; host: 64 GiB dual-channel DDR5-5600, -t 10"
+            117,
+            Host("desktop: 64 GiB dual-channel DDR5-5600, -t 10", 64.0, 2, 5600, 10),
         ),
         _card("RTX 4080 16GB", 16, 717, 4, 16, 195),
         _card("RTX 4090", 24, 1008, 4, 16, 330),
-        _card("RTX 5070", 12, 672, 5, 16, 123.5, source=f"{_NV} (988 AI TOPS FP4 sparse = 123.5 FP16); {_HOST5}"),
+        _card("RTX 5070", 12, 672, 5, 16, 123.5, source=f"{_NV} (988 AI TOPS FP4 sparse = 123.5 FP16)"),
         _card("RTX 5070 Ti", 16, 896, 5, 16, 176),
         _card("RTX 5090", 32, 1792, 5, 16, 419),
-        _card(
-            "RTX A6000",
-            48,
-            768,
-            4,
-            16,
-            155,
-            source=f"{_NV}; host: 128 GiB DDR5 workstation, 96 GB/s, an assumption",
-            ram_gib=128.0,
-        ),
-        _card(
-            "RTX PRO 6000",
-            96,
-            1792,
-            5,
-            16,
-            500,
-            source=f"{_NV}; host: 256 GiB DDR5 workstation, 96 GB/s, an assumption",
-            ram_gib=256.0,
-        ),
+        _card("RTX A6000", 48, 768, 4, 16, 155, Host("workstation: 128 GiB dual-channel DDR5-6000", 128.0)),
+        _card("RTX PRO 6000", 96, 1792, 5, 16, 500, Host("workstation: 256 GiB dual-channel DDR5-6000", 256.0)),
         _card(
             "H100 PCIe",
             80,
@@ -240,10 +282,7 @@ PRESETS: dict[str, Hardware] = {
             5,
             16,
             756,
-            200,
-            32,
-            source=f"{_NV}; host: 512 GiB server DDR5, ~200 GB/s, an assumption",
-            ram_gib=512.0,
+            Host("server: 512 GiB 8-channel DDR5-3200, 32 threads", 512.0, 8, 3200, 32, 3.0, cpu_family="server"),
         ),
         _card(
             "H200",
@@ -252,46 +291,31 @@ PRESETS: dict[str, Hardware] = {
             5,
             16,
             989,
-            250,
-            16,
-            3.0,
+            _H200_HOST,
             pinned_gbs=55.0,
-            ram_gib=512.0,
             source=f"{_NV}; link: pinned rate measured on the ground-truth host (moe_model/data/groundtruth/bw.json; "
-            "its pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README); "
-            "host: 16-core Xeon, "
-            "8-channel DDR5-4000 (~250 GB/s, 512 GiB), 16 threads at ~3 GHz, an assumption",
+            "its pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README)",
         ),
+        _card("Radeon AI PRO R9700", 32, 640, 5, 16, 191, _R9700_HOST, "hip", _AMD),
+        _card("Radeon Pro V620", 32, 512, 4, 16, 81, _V620_HOST, "vulkan", _AMD),
         _card(
-            "Radeon AI PRO R9700",
-            32,
-            640,
-            5,
-            16,
-            191,
-            76.8,
-            8,
-            4.7,
-            backend="hip",
-            source=f"{_AMD}; host: i7-12700KF-like (8 P-cores at 4.7 GHz), dual-channel DDR5-4800, 64 GiB, "
-            "an assumption",
-        ),
-        _card(
-            "Radeon Pro V620",
-            32,
-            512,
+            "eGPU RTX 4090, PCIe 3.0 x4",
+            24,
+            1008,
             4,
             16,
-            81,
-            204.8,
-            16,
-            3.3,
-            backend="vulkan",
-            ram_gib=256.0,
-            source=f"{_AMD}; host: 8-channel DDR4-3200 EPYC (205 GB/s, 256 GiB assumed), as in the field measurements",
+            330,
+            replace(DESKTOP_DDR5, name="desktop with a Thunderbolt 3 class enclosure", slot_gen=3, slot_lanes=4),
         ),
-        _card("eGPU RTX 4090, PCIe 3.0 x4", 24, 1008, 3, 4, 330, source=f"{_NV}; Thunderbolt 3 class link; {_HOST5}"),
-        _card("eGPU RTX 4090, PCIe 4.0 x4", 24, 1008, 4, 4, 330, source=f"{_NV}; OCuLink class link; {_HOST5}"),
+        _card(
+            "eGPU RTX 4090, PCIe 4.0 x4",
+            24,
+            1008,
+            4,
+            16,
+            330,
+            replace(DESKTOP_DDR5, name="desktop with an OCuLink class enclosure", slot_gen=4, slot_lanes=4),
+        ),
     )
 }
 

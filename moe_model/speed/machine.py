@@ -23,7 +23,7 @@ import re
 import stat
 import typing
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +137,7 @@ def _checked_run(
     gpu = run.placement.get("gpu")
     if gpu and not _same_gpu(str(gpu), hw):
         raise MoeModelError(f"{name} ran on {gpu}, not on the {hw.name} given: calibrate one GPU at a time")
-    points = log_points([run], model, hw, source, hw.name, build)  # named f"{source}#{run.index + 1}" too
+    points = log_points([run], model, hw, source, hw.name, build=build)  # named f"{source}#{run.index + 1}" too
     sc = points[0].scenario
     logged = LoggedRun(
         name, gpu, run.build, run.model.get("name"), sc.load_mode, sc.concurrency, len(timed_requests(run)),
@@ -424,7 +424,16 @@ def _dataclass(cls, record, where: str):
     values = {}
     for f in fields(cls):
         if f.name in record or (f.default is MISSING and f.default_factory is MISSING):
-            values[f.name] = _value(record, f.name, hints[f.name], where)
+            hint = hints[f.name]
+            if is_dataclass(hint):  # a nested object (the machine's host)
+                values[f.name] = _dataclass(hint, record.get(f.name), f"{where}: {f.name}")
+            elif typing.get_origin(hint) is tuple:  # a list of names (the host's stated figures)
+                items = _value(record, f.name, list, where)
+                if len(items) > MAX_MACHINE_RUNS or not all(isinstance(i, str) for i in items):
+                    raise MachineFileError(f"{where}: {f.name} must be a short list of names")
+                values[f.name] = tuple(items)
+            else:
+                values[f.name] = _value(record, f.name, hint, where)
     try:
         return cls(**values)
     except MoeModelError as err:

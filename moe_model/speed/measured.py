@@ -2,11 +2,16 @@
 
 - "t4": the seed article's Tesla T4 rows (moe_model/data/reference-measurements.csv, Qwen3-30B-A3B Q4_K_M).
 - "h200": the real llama-server runs of moe_model/data/groundtruth (run1: a small synthetic qwen3moe;
-  run3: Qwen3-30B-A3B-sized experts), read from their -lv 4 logs exactly as a user's logs are.
-- "v620", "r9700", "rtx5070ti", "rtx4070": third-party rows of moe_model/data/field-measurements.csv,
-  interpreted row by row in moe_model/data/field_rows.csv (placement, budget, flags, which value, why a
-  row is left out), on the machines of moe_model/data/machines.json.
+  run3: Qwen3-30B-A3B-sized experts, one request per server; run5: run3's model, four requests per
+  server, each its own point), read from their -lv 4 logs exactly as a user's logs are.
+- the field machines: third-party rows of moe_model/data/field-measurements.csv, interpreted row by row
+  in moe_model/data/field_rows.csv (placement, budget, flags, which value, which requests it timed, why a
+  row is left out), on the machines of moe_model/data/machines.json (host figures stated or assumed).
 
+Every point knows which requests its decode timing covers (`request`): a server's first request
+(its pool starts empty: cold fills on top of the steady traffic), the later ones (steady state), or all
+the requests the hit-rate counters cover. A log's counters span the server's life, so a log point's hit
+rate is the steady one (the fills of empty slots removed) and the fills are counted apart.
 Hit rates are the measured ones where a row has them (for one stream); otherwise simulated with the
 model's routing preset (a model), and the point says so.
 """
@@ -32,6 +37,7 @@ from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.measurements import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
 from moe_model.workload import Batching, Workload
 
@@ -57,6 +63,8 @@ class Point:
     control: str | None = None  # the same placement without a cache, for the cache verdict
     hit_source: str = "measured"
     fitted: bool = True  # False: predicted and reported, kept out of every fit (field_rows.csv says why)
+    request: str = "all"  # the timed requests: "first" (cold pool), "steady" (later ones), "all" (every request)
+    prefill_first: bool = False  # the timed prompt was a server's first (nothing cached yet)
     engine: str = MAINLINE  # which llama.cpp ran it: mainline, a fork, another engine (the rows' `engine` column)
 
     @property
@@ -69,6 +77,17 @@ class Point:
 def engine_build(engine: str, build: int) -> str:
     """'mainline b11549', or for another engine the build its cache is modelled as."""
     return f"{engine} b{build}" if engine == MAINLINE else f"{engine} (modelled as b{build})"
+
+
+REQUESTS = ("first", "steady", "all", "unknown")  # "unknown" is compared with the steady state
+
+
+def measured_kind_tps(point: Point, prediction) -> tuple[float, float]:
+    """The predicted decode and prompt t/s of the requests the point timed (first request or steady state)."""
+    first = prediction.first_request
+    decode = first.decode_tps if point.request == "first" and first else prediction.decode_tps
+    prefill = first.prefill_tps if point.prefill_first and first else prediction.prefill_tps
+    return decode, prefill
 
 
 def synthetic_workload(
@@ -105,10 +124,10 @@ def _model(file: str) -> ModelSpec:
     return load_model(MODELS / file if "/" not in file else SAMPLE / file)
 
 
-def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None, engine=MAINLINE):
+def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None, **kw) -> Point:
     layout = layout or resolve(model, hw, sc)
     traffic, source = point_traffic(model, sc, layout, hit_rate)
-    return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source, engine=engine)
+    return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source, **kw)
 
 
 def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
@@ -119,6 +138,26 @@ def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> flo
     warm = sum(independent_distinct(n, k, 1 if il == model.n_layer - 1 else 2) for il in cached)
     misses = max(stats.misses - warm, 0.0)
     return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
+
+
+def _warm_up_fills(model: ModelSpec, layout: Layout) -> float:
+    """Slots llama-server's 2-token warm-up fills before any request (its last layer sees 1 token)."""
+    k, n = model.n_expert_used, model.n_expert
+    cached = layout.cached_mask(model, 1).nonzero()[0]
+    return sum(independent_distinct(n, k, 1 if il == model.n_layer - 1 else 2) for il in cached)
+
+
+def log_fills(stats: LoggedStats, layout: Layout) -> int:
+    """Misses into empty slots over a server's life: the first n_slots misses fill them (b11549's LRU hands out
+    its never-used slots first and never empties one), so min(slots of the cached groups, misses)."""
+    return min(layout.plan.n_slots_total, stats.misses)
+
+
+def steady_hit_rate(stats: LoggedStats, layout: Layout) -> float:
+    """The hit rate of a warm pool: the logged counts without the misses that filled empty slots (the warm-up's
+    and a first request's cold start)."""
+    lookups = stats.hits + stats.misses - log_fills(stats, layout)
+    return stats.hits / lookups if lookups > 0 else 1.0
 
 
 def _t4_rows() -> pd.DataFrame:
@@ -144,32 +183,37 @@ def t4_points() -> list[Point]:
         )
         engine = row["engine"]
         points.append(
-            _point(row["id"], "t4", model, hw, sc, float(row["decode_tps"]), prefill, hit, control, None, engine)
+            _point(row["id"], "t4", model, hw, sc, float(row["decode_tps"]), prefill, hit, control, engine=engine)
         )
     return points
 
 
-def t4_predict_argv() -> dict[str, tuple[list[str], float]]:
-    """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured t/s."""
+def t4_predict_argv() -> dict[str, tuple[list[str], float, float | None]]:
+    """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured decode
+    and prompt t/s (the prompt's length is not stated: the command's default is used)."""
     model = str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
     out = {}
     for _, row in _t4_rows().iterrows():
         argv = ["predict", "--model", model, "--hardware", "t4", "--placement", row["placement_name"]]
         argv += ["--budget-mib", str(int(row["moe_cache_mib"])), "--concurrency", str(int(row["parallel"]))]
         argv += ["--build", str(int(row["build"])), "--json"]
-        out[row["id"]] = (argv, float(row["decode_tps"]))
+        prompt = float(row["prefill_tps"]) if pd.notna(row["prefill_tps"]) else None
+        out[row["id"]] = (argv, float(row["decode_tps"]), prompt)
     return out
 
 
 def scenario_of_run(run: LogRun, model: ModelSpec, build: int | None = None) -> Scenario:
-    """The scenario a llama-server log describes: placement, budget, streams, context, load mode, and the build
-    (the log's own `build:` line, else `build`, else mainline)."""
+    """The scenario a llama-server log describes: placement, budget, streams, context, load mode, -fa, and the
+    build (the log's own `build:` line, else `build`, else mainline)."""
     placement = infer_placement(run, model)
     budget = (infer_budget(run, model, placement) or 0) if run.devices else 0
     mode = "mmap" if "CPU_Mapped" in run.placement.get("model_buffers_mib", {}) else "none"
     n_ctx = int(run.placement.get("n_ctx", DEFAULT_CTX))
+    fa = run.placement.get("flash_attn", "auto")
     streams = int(run.placement.get("n_seq_max", 1))
-    return Scenario(placement, budget, streams, n_ctx=n_ctx, load_mode=mode, build=run_build(run, build)[0])
+    return Scenario(
+        placement, budget, streams, n_ctx=n_ctx, load_mode=mode, flash_attn=fa, build=run_build(run, build)[0]
+    )
 
 
 def check_engines(named_runs: list[tuple[str, LogRun]]) -> None:
@@ -182,51 +226,87 @@ def check_engines(named_runs: list[tuple[str, LogRun]]) -> None:
         raise MoeModelError(f"these logs mix engines that cache differently ({said}): give one engine's runs")
 
 
+def _request_scenario(sc: Scenario, timings: list) -> Scenario:
+    """The scenario of timed requests: their prompt, their decode length and the mean context it reads."""
+    prompt = int(timings[0].prompt_tokens) or sc.prompt_tokens
+    n_predict = max(1, round(sum(t.decode_tokens for t in timings) / len(timings)))
+    return replace(sc, prompt_tokens=prompt, n_predict=n_predict, depth=prompt + n_predict // 2)
+
+
 def log_points(
-    runs: list[LogRun], model: ModelSpec, hw: Hardware, source: str, machine: str, build: int | None = None
+    runs: list[LogRun],
+    model: ModelSpec,
+    hw: Hardware,
+    source: str,
+    machine: str,
+    per_request: bool = False,
+    build: int | None = None,
 ) -> list[Point]:
-    """Points from parsed log runs that started and report a decode speed, each named after its run; a run
-    whose log names no build is taken as `build` (else mainline)."""
+    """Points from parsed log runs that started and report a decode speed, each named after its run; with
+    `per_request`, one point per request of a single-stream run (named run/request). A run whose log names no
+    build is taken as `build` (else mainline).
+
+    A run whose timings include the server's first request is a "first" point: its steady hit rate and its
+    cold fills come from the counters; later requests alone are "steady"."""
     points = []
     for run in runs:
         decode = decode_tps_of(run)
         if not decode or not run.starts:
             continue
-        sc = scenario_of_run(run, model, build)
-        prompt = [t.prompt_tps for t in run.timings if t.prompt_tps]
-        prompt_n = [t.prompt_tokens for t in run.timings if t.prompt_tps]
-        if prompt_n:
-            sc = replace(sc, prompt_tokens=int(prompt_n[0]))
-        layout = resolve(model, hw, sc)
-        hit = decode_hit_rate(run.small, model, layout) if run.small else None
-        prefill = prompt[0] if prompt and sc.concurrency == 1 else None
-        name = f"{source}#{run.index + 1}"
-        points.append(_point(name, machine, model, hw, sc, decode, prefill, hit, layout=layout, engine=run.engine))
+        base = scenario_of_run(run, model, build)
+        timed = [t for t in run.timings if t.decode_tps]
+        groups = [[t] for t in timed] if per_request and base.concurrency == 1 else [timed]
+        for i, group in enumerate(groups):
+            sc = _request_scenario(base, group)
+            layout = resolve(model, hw, sc)
+            first = group[0] is timed[0]
+            hit = steady_hit_rate(run.small, layout) if run.small else None
+            prefill = group[0].prompt_tps if sc.concurrency == 1 else None
+            name = f"{source}#{run.index + 1}" + (f"/{i + 1}" if per_request else "")
+            tps = decode if not per_request else group[0].decode_tps
+            point = _point(name, machine, model, hw, sc, tps, prefill, hit, layout=layout,
+                           request="first" if first else "steady", prefill_first=first, engine=run.engine)  # fmt: skip
+            if first and run.small and point.traffic.cached.any():
+                fills = log_fills(run.small, layout) - min(layout.plan.n_slots_total, _warm_up_fills(model, layout))
+                cap = cold_fills(model, sc, layout) if per_request else fills  # later requests fill the rest
+                point = replace(point, traffic=replace(point.traffic, fills=max(0.0, min(fills, cap))))
+            points.append(point)
     return points
 
 
 def _server_logs(folder: Path) -> list[tuple[str, Path]]:
-    return sorted((p.stem.removeprefix("server_"), p) for p in folder.glob("server_*.log"))
+    logs = (p for p in folder.glob("server_*.log") if "." not in p.stem)  # not the clients' server_x.client.log
+    return sorted((p.stem.removeprefix("server_"), p) for p in logs)
 
 
 def h200_points() -> list[Point]:
-    """Both ground-truth runs on the H200, from their logs (the no-cache run is each cache run's control)."""
+    """The ground-truth runs on the H200, from their logs (the no-cache run is each cache run's control):
+    run1 and run3 one request per server, run5 four (warm, short1, short2, long), each request a point."""
     hw = preset("H200")
     points = []
-    for run_name, folder, header in (
-        ("run1", GROUNDTRUTH / "logs", "groundtruth/synthetic-qwen3moe-Q4_K_M-header.gguf"),
-        ("run3", GROUNDTRUTH / "run3" / "logs", "groundtruth/run3/model-header.gguf"),
+    for run_name, folder, header, per_request in (
+        ("run1", GROUNDTRUTH / "logs", "groundtruth/synthetic-qwen3moe-Q4_K_M-header.gguf", False),
+        ("run3", GROUNDTRUTH / "run3" / "logs", "groundtruth/run3/model-header.gguf", False),
+        ("run5", GROUNDTRUTH / "run5" / "logs", "groundtruth/run3/model-header.gguf", True),
     ):
         model = _model(header)
         for case, path in _server_logs(folder):
-            for p in log_points(parse_log(path), model, hw, f"h200-{run_name}-{case}", "h200", EXACT_BUILD):
-                control = f"h200-{run_name}-off" if p.scenario.budget_mib and p.scenario.concurrency == 1 else None
-                points.append(replace(p, name=f"h200-{run_name}-{case}", control=control))
+            runs = parse_log(path)
+            for p in log_points(runs, model, hw, f"h200-{run_name}-{case}", "h200", per_request, EXACT_BUILD):
+                name = f"h200-{run_name}-{case}" + (f"-{RUN5_REQUESTS[p.name[-1]]}" if per_request else "")
+                control = None
+                if p.scenario.budget_mib and p.scenario.concurrency == 1:
+                    off = "mm_off" if run_name == "run5" else "off"
+                    control = f"h200-{run_name}-{off}" + (name[name.rindex("-") :] if per_request else "")
+                points.append(replace(p, name=name, control=control))
     return points
 
 
+RUN5_REQUESTS = {"1": "warm", "2": "short1", "3": "short2", "4": "long"}  # run5's request order (its README)
+
+
 def field_machines() -> dict[str, Hardware]:
-    return {key: Hardware(**spec) for key, spec in json.loads((SAMPLE / "machines.json").read_text()).items()}
+    return {key: Hardware.from_dict(spec) for key, spec in json.loads((SAMPLE / "machines.json").read_text()).items()}
 
 
 def field_rows() -> pd.DataFrame:
@@ -242,7 +322,7 @@ def field_points() -> list[Point]:
     for _, r in field_rows().iterrows():
         if r["use"] == "no":
             continue
-        fitted = r["use"] != "check"
+        fitted = r["use"] not in ("check",)
         sc = Scenario(
             Placement.parse(r["placement"]),
             int(r["budget_mib"]),
@@ -255,6 +335,9 @@ def field_points() -> list[Point]:
             cache_type_k=r["kv_type"],
             cache_type_v=r["kv_type"],
             fit_target_mib=512 if r["placement"] == "fit" else 1024,
+            depth=int(r["depth"]),
+            flash_attn=r["flash_attn"],
+            n_predict=int(r["n_predict"]),
             build=int(r["build"]),
         )
         hit = float(r["hit_rate_small_pct"]) / 100 if pd.notna(r["hit_rate_small_pct"]) else None
@@ -263,7 +346,8 @@ def field_points() -> list[Point]:
         control = f"{r['machine']}-{int(r['control_row'])}" if pd.notna(r["control_row"]) else None
         model = _model(r["model_file"])
         name = f"{r['machine']}-{int(r['row'])}"
-        point = _point(name, r["machine"], model, machines[r["machine"]], sc, decode, prefill, hit, control)
+        hw = machines[r["hardware"] if pd.notna(r["hardware"]) else r["machine"]]
+        point = _point(name, r["machine"], model, hw, sc, decode, prefill, hit, control, request=r["request"])
         points.append(replace(point, fitted=fitted, engine=r["engine"]))
     return points
 

@@ -51,8 +51,18 @@ from moe_model.speed.vram import (
 )
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
+FLASH_ATTN = ("auto", "on", "off")  # -fa; auto turns it on where the backend supports it (CUDA, HIP, Vulkan do)
+DEFAULT_N_PREDICT = 256  # tokens a request generates (llama-server -n), for the first request's cost
 CPU_SHARE_STOPS = (0.0, 0.5, 0.8, 0.9, 0.95)  # the app's CPU-share choices: none, then b12191's useful range
 PLACEMENT_HELP = "where the experts go: cpu-moe | fit | n-cpu-moe:K | gpu (first K layers' experts in host memory)"
+
+
+def _depth(text: str) -> int:
+    """A --depth value: a whole number of tokens in 0..MAX_CTX."""
+    if not text.isdigit():
+        raise MoeModelError(f"--depth takes a whole number of tokens, got {text!r}")
+    check_at_most(int(text), MAX_CTX, "the depth")
+    return int(text)
 
 
 def _placement(text: str) -> str:
@@ -62,8 +72,9 @@ def _placement(text: str) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags, and the
-    llama.cpp build, which decides the replacement policy (b11480-b12169 LRU, b12170+ ClassLRU) and the flags.
+    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags, the
+    request (its prompt, the context depth decoding reads, default the prompt, and its length), and the llama.cpp
+    build, which decides the replacement policy (b11480-b12169 LRU, b12170+ ClassLRU) and the flags.
 
     Each field's setting (moe_model.settings) is the one source of its default, help, CLI flags, URL key and
     widget range."""
@@ -182,6 +193,26 @@ class Scenario:
         flags=("--policy",),
         metavar="NAME",
     )
+    depth: int | None = setting(
+        None,
+        help="tokens already in the context when decoding (default: the prompt)",
+        flags=("--depth",),
+        parse=_depth,
+        metavar="N",
+    )
+    flash_attn: str = setting(
+        "auto", help="flash attention (llama.cpp -fa; auto: on)", flags=("--flash-attn", "-fa"), choices=FLASH_ATTN
+    )
+    no_kv_offload: bool = setting(
+        False, help="K and V kept and attended in host memory (llama.cpp --no-kv-offload)", flags=("--no-kv-offload",)
+    )
+    n_predict: int = setting(
+        DEFAULT_N_PREDICT,
+        help="tokens a request generates (llama-server -n), for the first request's cost",
+        flags=("--n-predict",),
+        lo=1,
+        hi=MAX_CTX,
+    )
     build: int = setting(
         MAINLINE_BUILD,
         help=f"llama.cpp build the server runs: b{FIRST_CACHE_BUILD}-b{CLASS_LRU_BUILD - 1} plain LRU (exact), "
@@ -227,11 +258,34 @@ class Scenario:
         kv_bytes_per_elem(self.cache_type_k), kv_bytes_per_elem(self.cache_type_v)  # raises on an unknown type
         if self.n_ubatch < 1 or self.prompt_tokens < 1 or self.offload_min_batch < 1 or self.fit_target_mib < 0:
             raise MoeModelError("ubatch, prompt tokens and offload minimum batch >= 1, fit target >= 0 are needed")
+        if self.flash_attn not in FLASH_ATTN:
+            raise MoeModelError(f"-fa must be one of {', '.join(FLASH_ATTN)}, got {self.flash_attn!r}")
+        check_at_most(self.n_predict, MAX_CTX, "tokens to generate")
+        if self.n_predict < 1:
+            raise MoeModelError(f"a request generates at least 1 token, got {self.n_predict}")
+        check_at_most(self.context_depth, MAX_CTX, "the depth")
+        if self.depth is not None and self.depth > self.n_ctx * self.concurrency:
+            raise MoeModelError(
+                f"the depth ({self.context_depth:,} tokens) does not fit the context (-c {self.n_ctx:,}): raise --ctx"
+            )
 
     @property
     def pinned(self) -> bool:
         """Host experts in pinned memory (CUDA_Host): every load mode but mmap (b11549 load_tensors)."""
         return self.load_mode != "mmap"
+
+    @property
+    def context_depth(self) -> int:
+        """Tokens in the context while decoding: the depth given, else the prompt's."""
+        return self.prompt_tokens if self.depth is None else self.depth
+
+    @property
+    def kv_offload(self) -> bool:
+        return not self.no_kv_offload
+
+    @property
+    def flash_attn_on(self) -> bool:
+        return self.flash_attn != "off"
 
     @property
     def kv_types(self) -> tuple[str, str]:
@@ -315,7 +369,10 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
     placement = sc.placement
     if placement.fit:
-        k = fit_host_layers(model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement)
+        k = fit_host_layers(
+            model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement, sc.flash_attn_on,
+            sc.kv_offload,
+        )  # fmt: skip
         placement = replace(placement, n_cpu_moe=k)
     devices = placement.layer_device(model.n_layer)
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
@@ -332,5 +389,7 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
         sc.offload_min_batch,
         plan=plan,
         margin_mib=sc.fit_target_mib,
+        flash_attn=sc.flash_attn_on,
+        kv_offload=sc.kv_offload,
     )
     return Layout(placement, plan, vram, host, cpu_layers)

@@ -2,27 +2,37 @@
 
 Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
 
-    fixed       per ubatch + per layer (kernel launches)                   token_ms (or machine) + layer_us x layers
+    fixed       per ubatch + per layer (kernel launches)                   token_ms + layer_us x layers x VM
     sampling    every verified token's logits, sampled on the CPU          sample_ns x vocabulary x tokens
     dense       dense weights read on the GPU                              bytes / (GPU bandwidth x gpu_eff)
+    attention   each stream's K and V up to the depth, per KV layer        bytes / (GPU bandwidth x gpu_eff), or the
+                (flash attention off: + the scores, written and read)        CPU rate for KV kept on the host
     experts_gpu distinct experts of GPU and cached layers                  bytes / (GPU bandwidth x gpu_eff)
                 (several tokens: + one matmul launch per expert and tensor)  + experts x tensors x batch_expert_us
     upload      misses copied host-to-device                               bytes / upload rate + copies x copy_us
-    sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, or the machine's)
+    sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, x VM, or the machine's)
     experts_cpu distinct experts of host layers the pool does not serve    bytes / CPU expert rate
-    split       a graph split around each layer computed on the CPU        split_us x layers
+    split       a graph split around each layer computed on the CPU        split_us x layers (x VM)
     draft       the draft / MTP head, per drafted token                    draft_ms x d
 
-Rates come from the machine (hardware.Hardware) and machine-independent parameters fitted across every
-measured machine (TimeParams): pinned uploads run at the link's pinned rate (never above its line
-rate); mmap'd (pageable) uploads go through a host staging copy, 1 / (1/pinned + 1/staging_gbs); the
-CPU reads experts at min(host bandwidth x cpu_bw_eff, threads x GHz x thread_gbs_per_ghz), slower over pinned
-CUDA_Host memory (no repacked layouts: pinned_cpu_factor). A machine's own measured rates replace
-the derived ones. With CPU share F (b12191, modelled) a share F of a cached layer's misses runs on the
-CPU beside the GPU's work on that layer (the two overlap).
+This is the steady state: the requests after a server's first. The first request starts with an empty
+pool, so every slot it fills is a miss on top (`first_request`).
 
-A prompt ubatch of n >= GGML_OP_OFFLOAD_MIN_BATCH tokens uploads the host layers' used experts
-(cached ones are copied device-to-device) and multiplies on the GPU; a smaller one stays on the CPU.
+Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
+fitted across every measured machine (TimeParams): pinned uploads run at the link's pinned rate (never
+above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped by the link:
+measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
+memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
+efficiency per CPU family, threads x GHz x rate per GHz), slower over pinned CUDA_Host memory (no
+repacked layouts: pinned_cpu_factor). A machine's own measured rates replace the derived ones. With CPU
+share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
+that layer (the two overlap).
+
+A prompt is processed in ubatches of n_ubatch tokens. One of n >= GGML_OP_OFFLOAD_MIN_BATCH tokens
+multiplies every layer on the GPU; a host layer's used experts are copied to it first (cached ones
+device-to-device from the pool, one copy per expert and tensor; the others uploaded, one copy per run of
+consecutive ids). A smaller one leaves host layers on the CPU (or the pool). Attention grows with the
+position in the prompt.
 """
 
 from __future__ import annotations
@@ -31,18 +41,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from moe_model.llama.pool_rule import copies_from_pool
+from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
-from moe_model.speed.vram import VramBreakdown
+from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
 MS = 1e3
 GB = 1e9
 PINNED_COPY_US = 2.7  # latency of one pinned copy: groundtruth bw.json, 288 KiB in 8.1 us at 55 GB/s asymptotic
+SCORE_PASSES = 3  # flash attention off: the scores are written (KQ), read and written (softmax), read (KQV)
 
 
 LOG2, LOG3 = float(np.log(2)), float(np.log(3))
@@ -68,13 +79,34 @@ class TimeParams:
     batch_expert_us: float = prior(
         3.0, "per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)", LOG3, 0.1, 50.0
     )
-    staging_gbs: float = prior(
-        6.5, "memcpy of mmap'd pages into the staging buffer (run3: 5.6 GB/s effective at 55 pinned)", LOG1_5, 1.0, 60.0
+    copy_gbs_client: float = prior(
+        16.0, "one desktop core copying pageable memory into the driver's staging buffer", LOG1_5, 2.0, 60.0
+    )
+    copy_gbs_server: float = prior(
+        10.0, "one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)", LOG1_5, 2.0, 60.0
+    )
+    vm_copy_factor: float = prior(
+        0.7, "pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)", LOG1_3, 0.2, 1.0
+    )
+    copy_bw_share: float = prior(
+        0.25, "one core copies at most ~a quarter of a dual-channel host's bandwidth (assumption)", LOG1_3, 0.05, 1.0
+    )
+    vm_sync_factor: float = prior(
+        1.5, "launches and host-device syncs in a VM (interrupts and doorbells go through the VMM)", LOG2, 0.5, 5.0
     )
     pageable_copy_us: float = prior(
         15.0, "a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)", LOG2, 1.0, 500.0
     )
-    cpu_bw_eff: float = prior(0.6, "share of host bandwidth the CPU expert path reaches", LOG1_5, 0.05, 1.0)
+    pageable_copy_us_hip: float = prior(30.0, "the same through HIP: an assumption", LOG3, 1.0, 2000.0)
+    pageable_copy_us_vulkan: float = prior(
+        100.0, "ggml-vulkan: a staging copy, a submission and a fence per copy", LOG3, 1.0, 2000.0
+    )
+    cpu_bw_eff_client: float = prior(
+        0.7, "CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated", LOG1_3, 0.1, 1.0
+    )
+    cpu_bw_eff_server: float = prior(
+        0.6, "servers: more channels than a llama.cpp thread pool keeps busy", LOG1_3, 0.05, 1.0
+    )
     thread_gbs_per_ghz: float = prior(
         1.2, "expert bytes one thread multiplies per second and GHz (quantized dot products)", LOG1_5, 0.1, 10.0
     )
@@ -93,19 +125,47 @@ class TimeParams:
     )
     split_us_other: float = prior(300.0, "the same on HIP and Vulkan", LOG3, 1.0, 3000.0)
     draft_ms: float = prior(1.0, "per drafted token (draft model or MTP head)", LOG3, 0.05, 20.0)
+    fill_factor: float = prior(
+        1.0, "an upload into an empty slot against a steady miss's (H200 first requests: ~0.9, unexplained)", LOG2,
+        0.1, 2.0,
+    )  # fmt: skip
     mm_eff: float = prior(0.3, "share of datasheet FP16 TFLOPS prompt matmuls reach", LOG3, 0.02, 1.0, "prefill")
-    prompt_ubatch_ms: float = prior(20.0, "fixed cost per prompt ubatch", LOG3, 1.0, 2000.0, "prefill")
+    prompt_ubatch_ms: float = prior(
+        10.0, "fixed cost per prompt ubatch (graph build, launches, output)", LOG3, 0.5, 2000.0, "prefill"
+    )
+    d2d_copy_us: float = prior(
+        8.0, "one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)", LOG2, 0.5, 100.0,
+        "prefill",
+    )  # fmt: skip
+    first_prompt_ms: float = prior(
+        100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
+        "prefill",
+    )  # fmt: skip
 
     def sync_us(self, hw: Hardware) -> float:
         if hw.sync_us is not None:
             return hw.sync_us
-        return self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other
+        return (self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other) * self.vm_factor(hw)
+
+    def vm_factor(self, hw: Hardware) -> float:
+        """Launches and host-device syncs cost more in a VM."""
+        return self.vm_sync_factor if hw.host.vm else 1.0
 
     def token_ms_of(self, hw: Hardware) -> float:
         return self.token_ms if hw.token_ms is None else hw.token_ms
 
     def split_us(self, hw: Hardware) -> float:
-        return self.split_us_cuda if hw.backend == "cuda" else self.split_us_other
+        return (self.split_us_cuda if hw.backend == "cuda" else self.split_us_other) * self.vm_factor(hw)
+
+    def copy_us(self, hw: Hardware, pinned: bool) -> float:
+        """Latency of one host-to-device copy of the host experts: pinned, or pageable through the backend."""
+        if pinned:
+            return PINNED_COPY_US
+        return self.pageable_copy_us if hw.backend == "cuda" else getattr(self, f"pageable_copy_us_{hw.backend}")
+
+    def family(self, name: str, hw: Hardware) -> float:
+        """A per-CPU-family parameter (copy_gbs, cpu_bw_eff) for the machine's host."""
+        return getattr(self, f"{name}_{hw.host.cpu_family}")
 
 
 # the calibration's tables, generated from the declarations above
@@ -116,23 +176,66 @@ PARAM_BOUNDS = {name: (p.lo, p.hi) for name, p in PARAMS.items()}
 PRIOR_WIDTH = {name: p.width for name, p in PARAMS.items()}
 
 
+def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
+    """Rate the host copies pageable memory into the driver's staging buffer: measured, else one core of its
+    CPU family (slower in a VM), never above a share of its memory bandwidth."""
+    host = hw.host
+    if host.copy_gbs:
+        return host.copy_gbs
+    rate = params.family("copy_gbs", hw) * (params.vm_copy_factor if host.vm else 1.0)
+    return min(rate, host.bandwidth_gbs * params.copy_bw_share)
+
+
 def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Host-to-device rate of the host experts: pinned at the link's rate, pageable through a staging copy."""
+    """Host-to-device rate of the host experts: pinned at the link's rate, pageable at the host's copy rate
+    capped by the link (the driver's staging copy and the DMA overlap)."""
     if pinned:
         return hw.pinned_rate_gbs
-    return hw.pageable_gbs or 1 / (1 / hw.pinned_rate_gbs + 1 / params.staging_gbs)
+    return hw.pageable_gbs or min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
 
 
 def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
     """Rate the CPU path reads expert weights at: bandwidth- or thread-bound, slower over pinned memory."""
-    per_thread = params.thread_gbs_per_ghz * hw.cpu_ghz * (1.0 if hw.cpu_vnni else params.no_vnni_factor)
-    rate = hw.cpu_expert_gbs or min(hw.cpu_bw_gbs * params.cpu_bw_eff, hw.cpu_threads * per_thread)
+    host = hw.host
+    per_thread = params.thread_gbs_per_ghz * host.ghz * (1.0 if host.vnni else params.no_vnni_factor)
+    rate = hw.cpu_expert_gbs or min(host.bandwidth_gbs * params.family("cpu_bw_eff", hw), host.threads * per_thread)
     return rate * (params.pinned_cpu_factor if pinned else 1.0)
+
+
+def kv_bytes_per_token(model: ModelSpec, sc: Scenario) -> float:
+    """K and V bytes one context token keeps in one KV layer (-ctk/-ctv)."""
+    per_head = model.head_dim_k * kv_bytes_per_elem(sc.cache_type_k) + model.head_dim_v * kv_bytes_per_elem(
+        sc.cache_type_v
+    )
+    return model.n_head_kv * per_head
+
+
+def _attention_bytes(model: ModelSpec, sc: Scenario, depth: float, tokens: int) -> float:
+    """Bytes one KV layer's attention moves for `tokens` queries at `depth`: the K and V read once per stream,
+    and without flash attention the f32 scores written and read (SCORE_PASSES)."""
+    kv = kv_bytes_per_token(model, sc) * depth * sc.concurrency
+    scores = 0.0 if sc.flash_attn_on else SCORE_PASSES * model.n_head * depth * tokens * 4
+    return kv + scores
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    """A server's first request: the pool starts empty (every slot it fills is uploaded on top of the steady
+    traffic) and its prompt finds no expert cached. A model of the cold start, not a measurement."""
+
+    decode_tps: float
+    prefill_tps: float
+    ttft_s: float
+    cold_fills: float  # experts uploaded into empty slots while it decodes (a warm pool would hit most of them)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predicted speeds, with each term's time and a range, so nothing is hidden."""
+    """Predicted speeds, with each term's time and a range, so nothing is hidden. Decode and prompt speeds are
+    the steady state (requests after the first); `first_request` is the cold start."""
 
     starts: bool
     error: str | None
@@ -146,6 +249,8 @@ class Prediction:
     layout: Layout
     decode_tps_range: tuple[float, float] = (0.0, 0.0)
     notes: tuple[str, ...] = field(default=())
+    ttft_s: float = 0.0
+    first_request: FirstRequest | None = None
 
     @property
     def usable(self) -> bool:
@@ -161,6 +266,9 @@ class Prediction:
             "decode_tps": self.decode_tps,
             "decode_tps_range": list(self.decode_tps_range),
             "prefill_tps": self.prefill_tps,
+            "ttft_s": self.ttft_s,
+            "depth": self.scenario.context_depth,
+            "first_request": self.first_request.as_dict() if self.first_request else None,
             "hit_rate": self.hit_rate,
             "breakdown_ms": self.breakdown_ms,
             "prefill_breakdown_ms": self.prefill_breakdown_ms,
@@ -185,6 +293,22 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
     return host | on_cpu, on_cpu, slot, n_tensors, dense
 
 
+def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
+    """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
+    on_cpu = set(layout.cpu_layers)
+    gpu = sum(1 for layer in model.layers if layer.has_kv and sc.kv_offload and layer.index not in on_cpu)
+    return gpu, model.kv_layers - gpu
+
+
+def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
+    """Milliseconds per decode ubatch spent reading each stream's K and V up to the depth (and the scores
+    without flash attention): GPU bandwidth for KV on the GPU, the CPU rate for KV in host memory."""
+    per_layer = _attention_bytes(model, sc, sc.context_depth, sc.tokens_per_ubatch)
+    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
+    return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
+
+
 def decode_terms(
     model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, traffic: Traffic
 ) -> dict[str, float]:
@@ -198,7 +322,7 @@ def decode_terms(
     on_host = np.where(cached, traffic.cpu_misses, 0.0)  # misses the policy computes on the CPU, beside the GPU
     uploaded = np.where(cached, traffic.distinct - traffic.hits, 0.0) - on_host
     gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - on_host * slot, 0.0)) / gpu
-    copy_us = PINNED_COPY_US if sc.pinned else params.pageable_copy_us
+    copy_us = params.copy_us(hw, sc.pinned)
     uploads = uploaded * slot / link + uploaded * n_tensors * copy_us / 1e6
     cpu_work = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0)) / cpu
     on_gpu = np.where(~host | cached, traffic.distinct * n_tensors, 0.0)
@@ -208,9 +332,10 @@ def decode_terms(
     cpu_path = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0  # a CPU path in every cached layer
     split_layers = (host & ~cached & (traffic.distinct > 0)) | (cached & cpu_path)
     return {
-        "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3,
+        "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3 * params.vm_factor(hw),
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
         "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu * MS,
+        "attention": attention_ms(model, hw, params, sc, layout),
         "experts_gpu": float(gpu_reads.sum() * MS) + launches,
         "upload": float(uploads.sum() * MS),
         "sync": params.sync_us(hw) * int(cached.sum()) / 1e3,
@@ -220,29 +345,136 @@ def decode_terms(
     }
 
 
-def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> dict[str, float]:
-    """Milliseconds per prompt ubatch: n_ubatch tokens, or the whole prompt when it is shorter."""
-    n = sc.prompt_ubatch
-    used = independent_distinct(model.n_expert, model.n_expert_used, n)
-    link = upload_gbs(hw, params, sc.pinned) * GB
-    cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
-    groups = {il: g for g in layout.plan.groups if g.cached and layout.plan.starts for il in g.layers}
-    copied = uploaded = on_cpu = 0.0
-    for il in layout.host_layers:
-        layer_bytes = used * model.layers[il].slot_bytes
-        if not copies_from_pool(n, sc.offload_min_batch):  # a small prompt ubatch stays on the CPU
-            on_cpu += layer_bytes
-            continue
-        share = groups[il].n_slots / groups[il].max_slots if il in groups else 0.0
-        copied += layer_bytes * share
-        uploaded += layer_bytes * (1 - share)
+def _cached_share(layout: Layout, warm: bool) -> dict[int, tuple[float, int]]:
+    """Per cached layer: the share of its experts the pool holds (none on a cold start) and its group's slots."""
+    if not layout.plan.starts:
+        return {}
     return {
-        "gpu_compute": n * model.active_params * 2 / (hw.gpu_tflops * 1e12 * params.mm_eff) * MS,
-        "copy_from_cache": copied / (hw.gpu_bw_gbs * GB) * MS,
-        "upload": uploaded / link * MS,
-        "experts_cpu": on_cpu / cpu * MS,
+        il: (g.n_slots / g.max_slots if warm else 0.0, g.n_slots)
+        for g in layout.plan.groups
+        if g.cached
+        for il in g.layers
+    }
+
+
+def _prompt_ubatch_ms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, warm: bool
+) -> dict[str, float]:
+    """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position).
+
+    Large ubatches: the op is offloaded and a host layer's used experts are copied to the GPU, the cached
+    ones device-to-device (one copy per expert and tensor: slots are rarely consecutive), the others
+    uploaded (one copy per run of consecutive uncached ids). Small ones: the pool where it serves them
+    (hits read on the GPU, misses uploaded), else the CPU."""
+    k, n_expert = model.n_expert_used, model.n_expert
+    used = independent_distinct(n_expert, k, tokens)
+    big = copies_from_pool(tokens, sc.offload_min_batch)  # offloaded: the used experts are copied to the GPU
+    pool = _cached_share(layout, warm)
+    copied = d2d = uploaded = runs = on_cpu = 0.0
+    for il in layout.host_layers:
+        layer = model.layers[il]
+        share, n_slots = pool.get(il, (0.0, 0))
+        n_tensors = len(layer.experts)
+        uncached = used * (1 - share)
+        if big or (il in pool and uses_pool(tokens, k, n_expert, n_slots)):
+            copied += used * share * layer.slot_bytes
+            d2d += used * share * n_tensors if big else 0.0
+            uploaded += uncached * layer.slot_bytes
+            run_starts = 1 - used / n_expert * (1 - share) if big else 1.0  # a run starts after a used cached id
+            runs += max(min(uncached, 1.0), uncached * run_starts) * n_tensors
+        else:
+            on_cpu += used * layer.slot_bytes
+    copy_us = params.copy_us(hw, sc.pinned)
+    flops = hw.gpu_tflops * 1e12 * params.mm_eff
+    return {
+        "gpu_compute": tokens * model.active_params * 2 / flops * MS,
+        "copy_from_cache": (2 * copied / (hw.gpu_bw_gbs * GB) + d2d * params.d2d_copy_us / 1e6) * MS,
+        "upload": (uploaded / (upload_gbs(hw, params, sc.pinned) * GB) + runs * copy_us / 1e6) * MS,
+        "experts_cpu": on_cpu / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
+        "sync": params.sync_us(hw) * len(layout.host_layers) / 1e3,
         "fixed": params.prompt_ubatch_ms,
     }
+
+
+def _prompt_attention_ms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, context: float
+) -> float:
+    """Attention of prompt ubatches of `tokens` queries whose mean contexts add up to `context`: QK and AV
+    multiply-adds on the GPU, the scores' traffic without flash attention, K and V read from the host when
+    they live there."""
+    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    flops = 4 * model.n_head * model.head_dim_k * tokens * context * model.kv_layers
+    scores = 0.0 if sc.flash_attn_on else SCORE_PASSES * model.n_head * tokens * context * 4 * model.kv_layers
+    host_kv = kv_bytes_per_token(model, sc) * context * on_host
+    seconds = flops / (hw.gpu_tflops * 1e12 * params.mm_eff) + scores / (hw.gpu_bw_gbs * GB * params.gpu_eff)
+    return (seconds + host_kv / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
+
+
+def prefill_terms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, warm: bool = True
+) -> dict[str, float]:
+    """Milliseconds to process a request's prompt, term by term: ubatches of n_ubatch tokens and a shorter last
+    one; `warm`: the pool holds its steady share of every cached group (False: a first request's empty pool)."""
+    full, rest = divmod(sc.prompt_tokens, sc.n_ubatch)
+    n = sc.n_ubatch
+    total: dict[str, float] = {}
+    # the ubatch at position i*n attends to i*n + n/2 tokens on average: the full ones sum to n * full^2 / 2
+    for tokens, count, context in ((n, full, n * full**2 / 2), (rest, 1 if rest else 0, full * n + rest / 2)):
+        if not count:
+            continue
+        for name, ms in _prompt_ubatch_ms(model, hw, params, sc, layout, tokens, warm).items():
+            total[name] = total.get(name, 0.0) + count * ms
+        total["attention"] = total.get("attention", 0.0) + _prompt_attention_ms(
+            model, hw, params, sc, layout, tokens, context
+        )
+    return total
+
+
+def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout) -> float:
+    """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
+    pool is full (tokens taken as independent: an upper bound for routing with locality), after the 2-token
+    warm-up's."""
+    tokens = sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency
+    k, n_expert = model.n_expert_used, model.n_expert
+    fills = 0.0
+    for group in layout.plan.groups if layout.plan.starts else ():
+        if group.cached:
+            touched = len(group.layers) * independent_distinct(n_expert, k, int(tokens) + 2)
+            warm_up = len(group.layers) * independent_distinct(n_expert, k, 2)
+            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, warm_up))
+    return fills
+
+
+def _fill_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
+    """Milliseconds to upload one expert into an empty slot (mean over the cached layers)."""
+    cached = [model.layers[il] for g in layout.plan.groups if g.cached for il in g.layers]
+    if not cached:
+        return 0.0
+    copy_us = params.copy_us(hw, sc.pinned)
+    link = upload_gbs(hw, params, sc.pinned) * GB
+    return float(np.mean([layer.slot_bytes / link + len(layer.experts) * copy_us / 1e6 for layer in cached])) * MS
+
+
+def first_request(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    sc: Scenario,
+    layout: Layout,
+    traffic: Traffic,
+    steady_ms: float,
+) -> FirstRequest:
+    """The first request after start: its n_predict tokens at the steady cost per ubatch plus the cold fills
+    (counted by a log, else estimated) that a warm pool would have hit, and its prompt with nothing cached,
+    which also loads the GPU kernels it uses."""
+    fills = cold_fills(model, sc, layout) if traffic.fills is None else traffic.fills
+    steps = sc.n_predict * sc.concurrency / sc.decoded_per_ubatch
+    extra = fills * (traffic.hit_rate or 0.0)  # misses a warm pool has too are in the steady cost already
+    decode_ms = steps * steady_ms + extra * params.fill_factor * _fill_ms(model, hw, params, sc, layout)
+    prefill_ms = sum(prefill_terms(model, hw, params, sc, layout, warm=False).values()) + params.first_prompt_ms
+    return FirstRequest(
+        sc.n_predict * sc.concurrency / decode_ms * MS, sc.prompt_tokens / prefill_ms * MS, prefill_ms / MS, fills
+    )
 
 
 def _notes(sc: Scenario, layout: Layout) -> list[str]:
@@ -271,7 +503,8 @@ def predict(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
 ) -> Prediction:
-    """Decode and prompt speed of a scenario; traffic from a simulation, or a given hit rate.
+    """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
+    or a given hit rate.
 
     The range spans the routing's hit-rate spread (± spread_points) and the calibration's relative error.
     """
@@ -282,18 +515,17 @@ def predict(
     if traffic is None:
         traffic = from_hit_rate(model, layout, sc, 0.0 if hit_rate is None else hit_rate)
     decode_tps, decode = _decode_tps(model, hw, params, sc, layout, traffic)
-    spread = [
-        _decode_tps(model, hw, params, sc, layout, traffic.shifted(s))[0] for s in (-spread_points, spread_points)
-    ]
+    shifts = (-spread_points, spread_points) if spread_points else ()
+    spread = [decode_tps] + [_decode_tps(model, hw, params, sc, layout, traffic.shifted(s))[0] for s in shifts]
     low, high = min(spread) * (1 - rel_error), max(spread) * (1 + rel_error)
     prefill = prefill_terms(model, hw, params, sc, layout)
-    prefill_tps = sc.prompt_ubatch / (sum(prefill.values()) / MS)
-    notes = tuple(_notes(sc, layout))
+    prefill_ms = sum(prefill.values())
+    first = first_request(model, hw, params, sc, layout, traffic, sum(decode.values()))
     return Prediction(
         True,
         None,
         decode_tps,
-        prefill_tps,
+        sc.prompt_tokens / prefill_ms * MS,
         traffic.hit_rate,
         decode,
         prefill,
@@ -301,7 +533,9 @@ def predict(
         sc,
         layout,
         (low, high),
-        notes,
+        tuple(_notes(sc, layout)),
+        prefill_ms / MS,
+        first,
     )
 
 
@@ -309,9 +543,13 @@ def verdict(with_cache: Prediction, without: Prediction) -> str:
     """'helps', 'hurts' or 'too close to call': whether the two predictions' ranges are apart."""
     if not with_cache.usable or not without.usable:
         return "does not fit" if not with_cache.usable else "helps"
-    (lo, hi), (base_lo, base_hi) = with_cache.decode_tps_range, without.decode_tps_range
-    if lo > base_hi:
+    return range_verdict(with_cache.decode_tps_range, without.decode_tps_range)
+
+
+def range_verdict(with_cache: tuple[float, float], without: tuple[float, float]) -> str:
+    """'helps' or 'hurts' when the two (low, high) ranges are apart, else 'too close to call'."""
+    if with_cache[0] > without[1]:
         return "helps"
-    if hi < base_lo:
+    if with_cache[1] < without[0]:
         return "hurts"
     return "too close to call"

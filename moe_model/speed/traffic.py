@@ -32,6 +32,7 @@ class Traffic:
     cached: np.ndarray  # [n_layer] bool: layers whose decode ubatches use the pool
     source: str
     cpu: np.ndarray | None = None  # [n_layer]: misses the policy computes on the CPU instead of uploading
+    fills: float | None = None  # a first request's uploads into empty slots, when a log counted them
 
     @property
     def cpu_misses(self) -> np.ndarray:

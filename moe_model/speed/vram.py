@@ -158,18 +158,22 @@ def breakdown(
     offload_min_batch: int = OFFLOAD_MIN_BATCH,
     plan: CachePlan | None = None,
     margin_mib: float = FIT_MARGIN_MIB,
+    flash_attn: bool = True,
+    kv_offload: bool = True,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked).
     `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice);
-    `margin_mib` per GPU is what llama.cpp keeps free (the scenario's --fit target)."""
+    `margin_mib` per GPU is what llama.cpp keeps free (the scenario's --fit target). Without flash attention the
+    compute buffer holds a ubatch's scores over the context; with --no-kv-offload the KV cache is in host memory."""
     plan = plan or plan_cache(model, budget_mib, placement)
     compute = max(
-        compute_buffer_mib(model, n_ubatch, n_ctx), offload_copy_mib(model, placement, n_ubatch, offload_min_batch)
+        compute_buffer_mib(model, n_ubatch, n_ctx, flash_attn),
+        offload_copy_mib(model, placement, n_ubatch, offload_min_batch),
     )
     return VramBreakdown(
         dense_gpu_mib(model),
         experts_gpu_mib(model, placement),
-        kv_cache_mib(model, n_ctx, *kv_types),
+        kv_cache_mib(model, n_ctx, *kv_types) if kv_offload else 0.0,
         compute * placement.n_gpus,
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
@@ -205,6 +209,8 @@ def fit_host_layers(
     margin_mib: float = FIT_MARGIN_MIB,
     kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     base: Placement | None = None,
+    flash_attn: bool = True,
+    kv_offload: bool = True,
 ) -> int:
     """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""
     base = base or Placement(cpu_moe=False)
@@ -216,6 +222,9 @@ def fit_host_layers(
             n_gpus=base.n_gpus,
             tensor_split=base.tensor_split,
         )
-        if breakdown(model, hw, placement, budget_mib, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
+        vram = breakdown(
+            model, hw, placement, budget_mib, n_ctx, kv_types=kv_types, flash_attn=flash_attn, kv_offload=kv_offload
+        )
+        if vram.free_mib >= margin_mib:
             return k
     return model.n_layer
