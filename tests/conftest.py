@@ -52,3 +52,10 @@ def qwen30b():
     from moe_model.readers.model_spec import load_model
 
     return load_model(QWEN30B)
+
+
+def pytest_sessionstart(session) -> None:
+    """Compile the kernels before any test (silently): a CLI test then never sees the first-run notice."""
+    from moe_model.warmup import ensure_compiled
+
+    ensure_compiled(lambda line: None)

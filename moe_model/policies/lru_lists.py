@@ -10,12 +10,12 @@ keys not looked up in the last idle_rounds ubatches are unloaded (they sit at th
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.llama.lru_kernel import record_experts
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touch(s, p, prev, nxt, heads, tails):
     """Move slot s to the tail (most recently used) of pool p's list."""
     if s == tails[p]:
@@ -31,7 +31,7 @@ def _touch(s, p, prev, nxt, heads, tails):
     tails[p] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lru_lists_pass(rec_layer, rec_ntok, rec_off, rec_ubatch, use, ids, k, n_expert, pool_of_layer, pool_slots, idle):
     """Replay the records with use[r] through the pools; returns per layer (hits, uploads, not kept)."""
     n_layer = len(pool_of_layer)
@@ -98,7 +98,7 @@ def lru_lists_pass(rec_layer, rec_ntok, rec_off, rec_ubatch, use, ids, k, n_expe
     return hits, uploads, cpu
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unload_idle(p, heads, nxt, key_of, slot_of, last_round, before):
     """Clear the slots of pool p last used before round `before`: they lead the list, after the empty ones."""
     s = heads[p]
