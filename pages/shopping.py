@@ -6,7 +6,7 @@ import streamlit as st
 from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware
-from ui.cached import cached_recommend
+from ui.cached import cached_recommend_cards
 from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_serving
 from ui.state import keep, kept
 from ui.widgets import friendly_errors, model_flag_path
@@ -72,11 +72,13 @@ with friendly_errors():
         st.info("Pick at least one GPU.")
         st.stop()
     tm, path = default_time_model(), model_flag_path(source, model_key)
-    rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
-    for i, hw in enumerate(hardware):
-        rows.append(row(hw, cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx)))
-        bar.progress((i + 1) / len(hardware))
+    rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
+    for hw, options in zip(hardware, cached_recommend_cards(model, path, hardware, tm, concurrency, ctx), strict=True):
+        rows.append(row(hw, options))
+        bar.progress(len(rows) / len(hardware), f"{len(rows)} of {len(hardware)} cards simulated")
+        so_far.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")  # each card as soon as it is known
     bar.empty()
+    so_far.empty()
     frame = pd.DataFrame(rows)
     st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
     st.dataframe(frame, hide_index=True, width="stretch")
