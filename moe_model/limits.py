@@ -16,12 +16,21 @@ MAX_SHARDS = 1024  # gguf-split names allow 99,999; real splits have <= a few hu
 MAX_TENSORS = 20_000  # real models have <= ~3,000 tensors in all shards (Qwen3-235B: ~1,400); ~2 s to parse
 MAX_KV = 10_000  # real headers have <= ~60 metadata entries (tokenizer arrays are one entry each)
 MAX_ARRAY_DEPTH = 16  # arrays of arrays: real headers never nest; 5,000 levels once overflowed the stack
+MAX_EMBEDDING = 131_072  # n_embd: real models have <= 16,384 (Llama-3.1-405B; DeepSeek-V3 7,168)
+MAX_FEED_FORWARD = 1_048_576  # (expert) feed-forward width: real <= 53,248 (Llama-3.1-405B dense)
+MAX_HEADS = 4096  # attention heads and KV heads: real models have <= 128
+MAX_HEAD_DIM = 16_384  # key / value length of one head: real <= 576 (DeepSeek's MLA)
+MAX_VOCAB = 16_777_216  # tokens: real vocabularies have <= 262,144 (Gemma 3)
+MAX_FILE_TYPE = 1024  # general.file_type: llama.cpp's LlamaFileType values are < 64
+MAX_ARCH_CHARS = 64  # general.architecture: llama.cpp's architecture names have <= 20 characters
+MAX_ECHO_CHARS = 120  # text from a file or URL quoted in a message or a table is cut beyond this
 
 # --- model sources (paths and URLs) ---
 MAX_REDIRECTS = 5  # a header behind a CDN takes one or two; more is a loop or a probe
 URL_CONNECT_TIMEOUT_S = 10.0  # opening a connection: a live host answers in well under a second
 URL_READ_TIMEOUT_S = 30.0  # each wait for bytes once connected: a slow mirror answers in seconds
 URL_DEADLINE_S = 120.0  # all reads of one URL together: a server dripping bytes cannot hold a session
+MODEL_DEADLINE_S = 300.0  # every shard of one model together: 1,024 shards cannot each take a URL's deadline
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 
 # --- routing traces ---
@@ -69,6 +78,8 @@ APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first comp
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
+MAX_GPUS = 64  # --tensor-split values: llama.cpp's CUDA backend handles at most 16 devices
+MAX_SPLIT_SHARE = 1_000_000  # one --tensor-split value: ratios, or MiB of a GPU (<= ~200,000)
 
 # --- what-would-fit advice (speed/fit_advice.py) ---
 MIN_ADVICE_CTX = 2048  # the shortest context suggested: below it a prompt and its reply barely fit
@@ -76,6 +87,10 @@ MIN_ADVICE_CTX = 2048  # the shortest context suggested: below it a prompt and i
 # --- logs ---
 MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked
 MAX_LOG_ROUTING_TOKENS = 4096  # decode tokens a routing fitted to logs replays per knob setting: ~0.1 s at 48 layers
+MAX_LOG_ALERTS = 20  # warning lines and error lines kept per run (each); the rest are counted, not rendered
+MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real lines are < 2,000 characters
+MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
+MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
 
 
 def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:
@@ -84,6 +99,11 @@ def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] 
         raise error(f"{what} is {value:,}: it cannot be negative")
     if value > limit:
         raise error(f"{what} is {value:,}, above this tool's limit of {limit:,}")
+
+
+def shown(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """`text` as quoted back to a user: cut to `limit` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def available_memory_bytes() -> int | None:

@@ -59,3 +59,25 @@ def pytest_sessionstart(session) -> None:
     from moe_model.warmup import ensure_compiled
 
     ensure_compiled(lambda line: None)
+
+
+def run_within(seconds: float, fn, *args):
+    """fn(*args) on a thread: its result, or its exception raised here; a failure if it is still running after
+    `seconds` (a hang fails the test instead of holding the suite; the thread is left to the caller's cleanup)."""
+    import threading
+
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as err:  # handed to the test, whatever it is
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

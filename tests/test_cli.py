@@ -405,3 +405,88 @@ def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys
     exact = simulate(load_model(GT_HEADER), load_recorded(trace), 403)
     decode_rate = exact.layer_hits.sum() / exact.layer_lookups.sum()
     assert out["hit_rate"] == pytest.approx(decode_rate, rel=0.02) and out["routing"] == f"the trace {trace}"
+
+
+def _header_file(tmp_path, name: str, extra_meta: dict | None = None, expert_shape=(256, 1024, 12)) -> str:
+    """A small qwen3moe header (2 layers of 12 F32 experts) written to tmp_path, with some metadata changed."""
+    from gguf import GGMLQuantizationType as T
+
+    from moe_model.readers.gguf_writer import header_bytes
+
+    meta = {
+        "general.architecture": "qwen3moe",
+        "general.name": "tiny",
+        "qwen3moe.block_count": 2,
+        "qwen3moe.expert_count": 12,
+        "qwen3moe.expert_used_count": 2,
+    } | (extra_meta or {})
+    kinds = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+    tensors = [(f"blk.{il}.{kind}.weight", T.F32, list(expert_shape)) for il in range(2) for kind in kinds]
+    path = tmp_path / name
+    path.write_bytes(header_bytes(meta, tensors))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("nan,1", "argument --tensor-split/-ts: must be in 0..1,000,000, got nan"),
+        ("1,inf", "argument --tensor-split/-ts: must be in 0..1,000,000, got inf"),
+        ("1,-1", "argument --tensor-split/-ts: must be in 0..1,000,000, got -1"),
+        (",".join(["1"] * 65), "argument --tensor-split/-ts: at most 64 values (one per GPU), got 65"),
+    ],
+)
+def test_a_tensor_split_that_is_not_finite_and_bounded_is_a_usage_error(capsys, value, message):
+    assert _main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", "1,1")[0] == 0
+    code, _, err = _main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", value)
+    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+
+
+@pytest.mark.parametrize("shape", [(256, 0, 12), (256, 1024, 0)])
+def test_an_expert_tensor_with_an_empty_dimension_is_one_line_not_a_zero_division(tmp_path, capsys, shape):
+    code, out, err = _main_exit(
+        capsys, "plan", _header_file(tmp_path, "e.gguf", expert_shape=shape), "--budget-mib", "99"
+    )
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert "ZeroDivisionError" not in err and "expert tensor blk.0.ffn_gate_exps.weight" in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("qwen3moe.vocab_size", -(10**12), "qwen3moe.vocab_size is -1,000,000,000,000: it cannot be negative"),
+        (
+            "qwen3moe.attention.head_count_kv",
+            -(10**6),
+            "qwen3moe.attention.head_count_kv is -1,000,000: it cannot be negative",
+        ),
+    ],
+)
+def test_negative_metadata_is_refused_not_priced(tmp_path, capsys, key, value, message):
+    # once "decode -0.0002 t/s, the cache helps" and "fits in VRAM: -3,999,682 of 15,360 MiB used"
+    from gguf import GGUFValueType
+
+    from moe_model.readers.gguf_writer import Scalar
+
+    path = _header_file(tmp_path, "neg.gguf", {key: Scalar(GGUFValueType.INT64, value)})
+    code, out, err = _main_exit(capsys, "predict", "--model", path, "--hardware", "t4", "--budget-mib", "100")
+    assert code == 1 and out == "" and err.strip() == f"error: {message}"
+
+
+def test_a_url_with_credentials_is_refused_without_quoting_them(capsys):
+    code, out, err = _main_exit(capsys, "plan", "http://user:s3cret@127.0.0.1:9/model.gguf", "--budget-mib", "99")
+    assert code == 1 and out == "" and "s3cret" not in err and len(err.strip().splitlines()) == 1
+    assert "user name or password" in err
+
+
+def test_parse_log_shows_a_cache_that_was_never_looked_up_without_dividing_by_zero(tmp_path, capsys):
+    log = tmp_path / "idle.log"
+    log.write_text(
+        "build: 1 (abc)\nllama_moe_cache: ubatch <= 8: hits = 0, misses = 0, hit rate = 0.00%, uploaded = 0.00 MiB\n"
+    )
+    code, text, err = _main_exit(capsys, "parse-log", str(log))
+    assert code == 0, err
+    assert "ubatch <= 8: hit rate - (0 hits, 0 misses)" in text
+    code, text, _ = _main_exit(capsys, "parse-log", str(log), "--json")
+    run = json.loads(text)["runs"][0]
+    assert code == 0 and run["stats"]["small"]["hit_rate"] is None and run["build"] == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import io
+import itertools
 import socket
 import struct
 import threading
@@ -12,13 +14,14 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import GT_HEADER, QWEN235B_SHARD1
+from conftest import GT_HEADER, QWEN235B_SHARD1, run_within
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType
 
 from moe_model.errors import GGUFError, SourceError, TruncatedHeaderError
 from moe_model.readers.gguf import SkippedArray, parse_header, read_header, read_model_headers
 from moe_model.readers.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
+from moe_model.readers.http import CREDENTIALS_REFUSED
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.sources import check_url
 
@@ -174,6 +177,60 @@ def test_negative_absurd_or_inconsistent_expert_counts_are_refused(changes, mess
         load_model(_tiny_with(**changes))
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"vocab_size": Scalar(GGUFValueType.INT64, -(10**12))}, "vocab_size is -1,000,000,000,000: it cannot be"),
+        (
+            {"qwen3moe.attention.head_count_kv": Scalar(GGUFValueType.INT64, -(10**6))},
+            "head_count_kv is -1,000,000: it",
+        ),
+        (
+            {"qwen3moe.attention.head_count_kv": TypedArray(GGUFValueType.INT32, [4, -1])},
+            "head_count_kv is -1: it cannot",
+        ),
+        ({"embedding_length": Scalar(GGUFValueType.INT32, -256)}, "embedding_length is -256: it cannot be negative"),
+        ({"qwen3moe.attention.key_length": 10**9}, "key_length is 1,000,000,000, above this tool's limit of 16,384"),
+        (
+            {"expert_feed_forward_length": Scalar(GGUFValueType.UINT64, 2**40)},
+            "expert_feed_forward_length is 1,099,511,627,776, above",
+        ),
+        ({"general.file_type": Scalar(GGUFValueType.INT32, -1)}, "general.file_type is -1: it cannot be negative"),
+        ({"vocab_size": "x" * 10**6}, "vocab_size is 'xxxx.*\\(1,000,002 characters\\), not a number$"),
+    ],
+)
+def test_every_size_in_the_metadata_is_range_checked_where_it_is_read(changes, message):
+    # vocab_size -10^12 once predicted -0.0002 t/s; head_count_kv -10^6 "fits in VRAM: -3,999,682 MiB used"
+    assert load_model(_tiny_with(vocab_size=151_936)).n_vocab == 151_936  # positive control
+    with pytest.raises(GGUFError, match=message) as info:
+        load_model(_tiny_with(**changes))
+    assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize(("dim", "size"), [(0, 0), (1, 0), (2, 0), (2, 3)])
+def test_an_expert_tensor_with_an_empty_dimension_or_other_expert_count_is_refused(dim, size):
+    tensors = [
+        (n, t, [size if i == dim else x for i, x in enumerate(sh)] if "exps" in n else sh) for n, t, sh in TINY_TENSORS
+    ]
+    with pytest.raises(GGUFError, match="expert tensor blk.0.ffn_gate_exps.weight (is not 3-D|holds 3 experts)"):
+        load_model(header_bytes(TINY_META, tensors))  # an expert of 0 bytes once divided by zero in the slot plan
+
+
+def test_a_10_mb_architecture_name_is_refused_without_being_quoted_whole():
+    arch = "a" * 10**7
+    meta = {k.replace("qwen3moe", arch): v for k, v in TINY_META.items()} | {"general.architecture": arch}
+    with pytest.raises(
+        GGUFError, match="general.architecture 'a{40}... .10,000,000 characters.' has 10,000,000"
+    ) as info:
+        load_model(header_bytes(meta, TINY_TENSORS))
+    assert len(str(info.value)) < 200
+
+
+def test_a_10_mb_model_name_is_kept_cut():
+    name = load_model(_tiny_with(**{"general.name": "n" * 10**7})).name
+    assert name.startswith("nnn") and name.endswith("... (10,000,000 characters)") and len(name) < 200
+
+
 def test_a_huge_split_count_is_refused_before_any_shard_name_is_built(tmp_path):
     path = tmp_path / "m-00001-of-00002.gguf"
     path.write_bytes(_tiny_with(**{"split.count": Scalar(GGUFValueType.UINT64, 10**12), "split.no": 0}))
@@ -206,12 +263,16 @@ def test_a_missing_shard_is_reported(tmp_path):
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves files with single-range support (http.server has none); counts the bytes sent."""
+    """Serves files with single-range support (http.server has none); counts the bytes it sends."""
 
     honour_ranges = True
     bytes_sent = 0
+    stall: tuple[str, ...] = ()  # paths answered only once `released` is set: a server that stops answering
+    released = threading.Event()
 
     def do_GET(self):  # noqa: N802 - http.server API
+        if self.path.endswith(self.stall):
+            self.released.wait()
         if self.path.startswith("/go?"):  # /go?TARGET redirects to TARGET
             self.send_response(302)
             self.send_header("Location", urllib.parse.unquote(self.path[4:]))
@@ -233,8 +294,8 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
             self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        type(self).bytes_sent += len(body)  # before writing: a client that has the bytes always sees them counted
         self.wfile.write(body)
-        type(self).bytes_sent += len(body)
 
     def log_message(self, *args):
         pass
@@ -242,11 +303,12 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture()
 def http_dir(tmp_path):
-    handler = type("Handler", (RangeHandler,), {"bytes_sent": 0})
+    handler = type("Handler", (RangeHandler,), {"bytes_sent": 0, "released": threading.Event()})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(tmp_path)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", handler
+    handler.released.set()
     server.shutdown()
 
 
@@ -400,3 +462,85 @@ def test_a_pinned_host_is_reached_at_its_checked_address_without_resolving_it_ag
     port = urllib.parse.urlsplit(url).port
     header = read_header(f"http://unresolvable.invalid:{port}/model.gguf", check_url=lambda _: ("127.0.0.1",))
     assert header.metadata["general.name"] == "tiny"
+
+
+# --- credentials, and deadlines a dripping or stalling server cannot stretch ---
+
+
+def test_a_url_with_credentials_is_refused_before_connecting_and_never_quoted(http_dir):
+    root, url, handler = http_dir
+    (root / "model.gguf").write_bytes(tiny())
+    assert read_header(f"{url}/model.gguf").metadata["general.name"] == "tiny"  # positive control
+    address = url.removeprefix("http://")
+    for target in (
+        f"http://user:s3cret@{address}/model.gguf",  # once connected to the host name "user:s3cret@127.0.0.1"
+        f"http://s3cret@{address}/model.gguf",
+        f"{url}/go?http://user:s3cret@{address}/model.gguf",  # a redirect to one
+    ):
+        with pytest.raises(GGUFError) as info:
+            read_header(target)
+        assert str(info.value) == CREDENTIALS_REFUSED
+    assert handler.bytes_sent == len(tiny())  # the file went to the positive control only
+
+
+@pytest.fixture()
+def dripping_url():
+    """A URL whose server sends one byte every 20 ms, without end: in its status line or in a 206 body."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn: socket.socket, where: str) -> None:
+        head = b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99999999/100000000\r\n"
+        head += b"Content-Length: 100000000\r\n\r\n"
+        with conn, contextlib.suppress(OSError):  # the client hangs up when it gives up
+            conn.recv(65536)
+            if where == "body":
+                conn.sendall(head)
+            for byte in head if where == "headers" else itertools.repeat(ord("G")):
+                if stop.wait(0.02):
+                    return
+                conn.sendall(bytes([byte]))
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed at the end of the test
+                return
+            where = "headers" if len(threads) % 2 == 0 else "body"
+            threads.append(threading.Thread(target=serve, args=(conn, where), daemon=True))
+            threads[-1].start()
+
+    threads: list[threading.Thread] = []
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/model.gguf"
+    stop.set()
+    listener.close()
+
+
+def test_a_server_dripping_bytes_is_abandoned_at_the_deadline_in_one_line(monkeypatch, dripping_url):
+    # each byte comes well within the read timeout: once still reading after 330 s although a read had 120 s
+    monkeypatch.setattr("moe_model.readers.http.URL_DEADLINE_S", 1.0)
+    for where in ("headers", "body"):  # the server drips its status line to the first connection, a body to the next
+        start = time.monotonic()
+        with pytest.raises(GGUFError) as info:
+            run_within(30, read_header, dripping_url)
+        assert str(info.value) == (
+            "127.0.0.1 had not sent the header by the deadline (1 s for one read): too slow, abandoned"
+        ), where
+        assert time.monotonic() - start < 15, where  # the 1 s deadline, not the 30 s read timeout
+
+
+def test_all_shards_of_a_model_share_one_deadline(http_dir, monkeypatch):
+    # a split count of 1,024 once made 1,023 sequential reads, each with a deadline of its own
+    root, url, handler = http_dir
+    monkeypatch.setattr("moe_model.readers.gguf.MODEL_DEADLINE_S", 1.0)
+    n = 20
+    for i in range(n):
+        split = {"split.count": Scalar(GGUFValueType.UINT16, n), "split.no": Scalar(GGUFValueType.UINT16, i)}
+        (root / f"m-{i + 1:05d}-of-{n:05d}.gguf").write_bytes(_tiny_with(**split))
+    first = f"{url}/m-00001-of-{n:05d}.gguf"
+    assert len(read_model_headers(first)) == n  # positive control
+    handler.stall = (f"m-00003-of-{n:05d}.gguf",)  # the third shard is never answered: each read waits
+    with pytest.raises(GGUFError, match=r"by the deadline \(1 s for all shards of one model\): too slow"):
+        run_within(30, read_model_headers, first, (2.0, 10.0))  # not the 10 s read timeout

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
 import tracemalloc
 
 import pytest
-from conftest import GROUNDTRUTH, SAMPLE
+from conftest import GROUNDTRUTH, SAMPLE, run_within
 
 from moe_model.errors import LogError
+from moe_model.limits import MAX_LOG_ALERTS, MAX_LOG_LINE_CHARS
 from moe_model.readers.logs import parse_lines, parse_log
+from moe_model.speed.hardware import preset
+from moe_model.speed.measured import log_points
+from moe_model.speed.measurements import derive, point_from_run
 
 LOGS = GROUNDTRUTH / "logs"
 NP4 = (LOGS / "server_np4_b25.log").read_text(errors="replace")
@@ -174,3 +180,116 @@ def test_a_llama_cpp_log_without_any_run_gets_one_message():
     with pytest.raises(LogError, match="holds no run") as info:
         parse_lines(["build: 1 (abc)\n", "main: llama backend init\n"] * 3)
     assert "\n" not in str(info.value)
+
+
+_COLOURS = {"I": "\x1b[32m", "W": "\x1b[35m", "E": "\x1b[31m"}
+_PREFIXED = re.compile(r"^(\d+\.\d+\.\d+\.\d+) ([IWED]) (.*)$")
+
+
+def llama_colours(text: str) -> str:
+    """A log as common/log.cpp writes it with colours to a terminal capture (CRLF): a blue timestamp, a coloured
+    level, and after a warning or error the colour reset at the start of the next line."""
+    out = []
+    for line in text.splitlines():
+        if (m := _PREFIXED.match(line)) is None:
+            out.append(f"{line}\r\n")
+            continue
+        stamp, level, msg = m.groups()
+        reset_before, reset_after = ("\x1b[0m", "") if level == "I" else ("", "\x1b[0m")
+        out.append(f"\x1b[34m{stamp}\x1b[0m {_COLOURS.get(level, '')}{level} {reset_before}{msg}\r\n{reset_after}")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("boundary", ["killed-mid-line", "build-line-before-the-clock"])
+def test_two_server_runs_appended_with_colours_crlf_and_a_refused_second_split_exactly_into_two(boundary):
+    # both once parsed as three runs, the middle one a single line: "no libllama INFO lines"
+    started = (LOGS / "server_b10.log").read_text(errors="replace")
+    refused = (LOGS / "server_minany_minus1.log").read_text(errors="replace")
+    (alone_started,), (alone_refused,) = parse_log(started.encode()), parse_log(refused.encode())
+    first_part, second_part = llama_colours(started), llama_colours(refused)
+    if boundary == "killed-mid-line":  # the first server died inside its last line; the second appends to it
+        first_part = first_part.removesuffix("\r\n")
+        expected_lines = (alone_started.n_lines - 1, alone_refused.n_lines)
+    else:  # a build line without a timestamp, then the second run's restarted clock: one boundary, not two
+        second_part = "build: 5753 (e1a7059) with cc (GCC) 13.3.0 for x86_64-linux-gnu\r\n" + second_part
+        expected_lines = (alone_started.n_lines, alone_refused.n_lines + 1)
+    first, second = parse_log((first_part + second_part).encode())
+    assert (first.n_lines, second.n_lines) == expected_lines
+    assert first.starts and first.groups == alone_started.groups and first.small == alone_started.small
+    assert not second.starts and second.errors == alone_refused.errors and second.warnings == alone_refused.warnings
+
+
+def test_the_build_number_is_read_into_each_run():
+    kv = "llama_model_loader: - kv   2:   qwen3moe.block_count u32 = 48\n"
+    lines = [
+        "build: 4524 (6171c9d2) with cc (GCC) 13.3.0 for x86_64-linux-gnu\n",
+        kv,
+        "main: build = 11549 (a1b2c3d)\n",
+        kv,
+        "0.00.107.174 I cmn  common_param: common_params_print_info: build 0 (unknown) with GNU 13.3.0\n",
+        kv,
+    ]
+    runs = parse_lines(lines)
+    assert [run.build for run in runs] == [4524, 11549, None]  # build 0: llama.cpp built without git, unknown
+    assert [run.as_dict()["build"] for run in runs] == [4524, 11549, None]
+
+
+def test_a_cache_that_was_never_looked_up_has_no_hit_rate(gt_model):
+    # hits = 0, misses = 0 once raised ZeroDivisionError in parse-log and in Logs' Calibrate
+    text = NP4.replace("hits = 33275, misses = 62914, hit rate = 34.59%", "hits = 0, misses = 0, hit rate = 0.00%")
+    assert text != NP4
+    (run,) = parse_lines(text.splitlines(keepends=True))
+    assert (run.small.hits, run.small.misses, run.small.hit_rate) == (0, 0, None)
+    assert derive(run).hit_rate_small is None and point_from_run(run, "x.log")["hit_rate_pct"] is None
+    (point,) = log_points([run], gt_model, preset("H200"), "x.log", "h200")  # what Logs' Calibrate fits on
+    assert point.name == "x.log#1"
+
+
+def test_alerts_are_capped_per_run_with_a_count_of_the_rest():
+    # 10^6 error lines once rendered ~60,000 alerts
+    error = "99.00.000.000 E llama_decode: failed to decode, ret = -3\n"
+    (run,) = parse_lines([*NP4.splitlines(keepends=True), *[error] * 100_000])
+    assert len(run.errors) == MAX_LOG_ALERTS and run.alerts_left_out == 100_000 - MAX_LOG_ALERTS
+    assert any(note.startswith(f"{100_000 - MAX_LOG_ALERTS:,} more warning or error lines") for note in run.notes())
+    assert run.small.hits == 33275  # the facts after and around the alerts are all read
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "llama_context: n_seq_max     = 1000000\n",
+            "the log's n_seq_max is 1,000,000, above this tool's limit of 256",
+        ),
+        (
+            "llama_moe_cache: ubatch <= 8: hits = 9"
+            + "9" * 5000
+            + ", misses = 1, hit rate = 1.00%, uploaded = 1 MiB\n",
+            "the log's hits has 5,001 digits, above this tool's limit",
+        ),
+        ("llama_model_loader: - kv  19:  qwen3moe.block_count u32 = 100000\n", "n_layer is 100,000, above"),
+    ],
+)
+def test_a_logged_number_beyond_its_bound_is_refused_in_one_line(line, message):
+    with pytest.raises(LogError, match=message) as info:
+        parse_lines(["build: 1 (abc)\n", line])
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+def test_a_10_mb_line_is_cut_while_reading_and_its_text_is_quoted_short(tmp_path):
+    path = tmp_path / "long.log"
+    name = "llama_model_loader: - kv   1:  general.name str = " + "n" * 10**7
+    path.write_text(f"build: 1 (abc)\n{name}\nllama_model_loader: - kv   2:   qwen3moe.block_count u32 = 48\n")
+    (run,) = parse_log(path)
+    kept = re.fullmatch(r"n{120}\.\.\. \(([\d,]+) characters\)", run.model["name"])
+    assert kept and int(kept.group(1).replace(",", "")) < MAX_LOG_LINE_CHARS  # the line was cut while reading
+    assert run.model["n_layer"] == 48  # the rest of the long line was skipped, the next line read
+
+
+def test_only_regular_files_are_read_as_logs(tmp_path):
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    with pytest.raises(LogError, match="server.log is a FIFO .named pipe., not a regular file"):
+        run_within(30, parse_log, fifo)
+    with pytest.raises(LogError, match="/dev/zero is a device, not a regular file"):
+        parse_log("/dev/zero")

@@ -73,6 +73,13 @@ def test_two_gpu_doc_example_gives_four_groups_of_916_slots(qwen30b):
     assert [d.host_bytes / MIB for d in plan.devices] == [8370.0, 8370.0]
 
 
+@pytest.mark.parametrize("split", [(float("nan"), 1.0), (1.0, float("inf")), (-1.0, 1.0)])
+def test_a_tensor_split_share_that_is_not_finite_and_non_negative_is_refused(split):
+    assert set(Placement(n_gpus=2, tensor_split=(3.0, 1.0)).layer_device(48)) == {0, 1}  # positive control
+    with pytest.raises(MoeModelError, match="tensor split needs 2 finite non-negative values"):
+        Placement(n_gpus=2, tensor_split=split)
+
+
 def test_tensor_split_assigns_layers_like_llama_cpp_upper_bound():
     devices = Placement(n_gpus=2, tensor_split=(1.0, 1.0)).layer_device(48)
     assert devices[:25] == [0] * 25 and devices[25:] == [1] * 23  # act_gpu_layers = 49 includes the output layer

@@ -113,3 +113,65 @@ def test_a_checked_url_names_the_addresses_it_checked_for_the_connection(monkeyp
     assert check_url("https://mixed.example/m.gguf", private_hosts=True) is None  # any address will do
     with pytest.raises(SourceError, match="local or private address"):
         check_url("https://mixed.example/m.gguf")
+
+
+def _resolving_to(monkeypatch, address: str) -> None:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [(family, 1, 6, "", (address, port))])
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:169.254.169.254",  # IPv4-mapped
+        "::a9fe:a9fe",  # IPv4-compatible ::169.254.169.254
+        "64:ff9b::a9fe:a9fe",  # NAT64 well-known prefix
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b:1::a00:1",  # local-use NAT64 (RFC 8215)
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+        "2002:0a00:0001::1",  # 6to4 of 10.0.0.1
+    ],
+)
+def test_a_private_ipv4_address_inside_an_ipv6_one_is_refused(monkeypatch, address):
+    _resolving_to(monkeypatch, address)
+    with pytest.raises(SourceError, match="local or private address"):
+        check_url("http://cloaked.example/m.gguf")
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:808:808::1", "2606:4700::1111", "93.184.216.34"])
+def test_public_addresses_and_public_ipv4_inside_ipv6_are_accepted(monkeypatch, address):
+    _resolving_to(monkeypatch, address)
+    assert check_url("http://public.example/m.gguf") == (address,)
+
+
+@pytest.mark.parametrize("url", ["http://user:s3cret@example.com/m.gguf", "https://s3cret@example.com/m.gguf"])
+def test_a_url_with_credentials_is_refused_without_quoting_them(url):
+    # the app once connected to such a URL past the address pin, and the CLI to the host name "user:s3cret@host"
+    for check in (check_url, lambda u: resolve_source(u, LOCAL)):
+        with pytest.raises(SourceError) as info:
+            check(url)
+        assert "user name or password" in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_every_shard_of_a_split_model_passes_the_folder_policy(tmp_path):
+    from functools import partial
+
+    from conftest import QWEN235B_SHARD1
+
+    from moe_model.readers.model_spec import load_model
+    from moe_model.readers.sources import check_path
+
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    shards = sorted(QWEN235B_SHARD1.parent.glob("Qwen3-235B*"))
+    (allowed / shards[0].name).write_bytes(shards[0].read_bytes())
+    for shard in shards[1:]:  # the other shards are links to files outside the allowed folder
+        (outside / shard.name).write_bytes(shard.read_bytes())
+        (allowed / shard.name).symlink_to(outside / shard.name)
+    policy = policy_from_env("localhost", {"MOE_EXPLORER_ALLOWED_DIRS": str(allowed)})
+    first = resolve_source(str(allowed / shards[0].name), policy)
+    with pytest.raises(SourceError, match="only files in the allowed folders"):
+        load_model(first, check_path=partial(check_path, policy=policy))
+    inside = policy_from_env("localhost", {"MOE_EXPLORER_ALLOWED_DIRS": f"{allowed}{os.pathsep}{outside}"})
+    assert load_model(first, check_path=partial(check_path, policy=inside)).n_layer == 94  # positive control

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH
+from conftest import GROUNDTRUTH, run_within
 
 from moe_model.errors import WorkloadError
 from moe_model.llama.batching import _keep_output_rows, build_workload, stream_build
@@ -130,6 +132,29 @@ def test_csv_import_equals_the_npz_and_npz_export_round_trips(tmp_path):
 def test_unreadable_trace_files_are_refused(content, message):
     with pytest.raises(WorkloadError, match=message):
         load_any(content, "x.npz")
+
+
+@pytest.fixture()
+def fifo(tmp_path):
+    """A named pipe called trace.npz; opened for writing at the end so a reader blocked on it (the old code) ends."""
+    path = tmp_path / "trace.npz"
+    os.mkfifo(path)
+    yield path
+    with contextlib.suppress(OSError):  # ENXIO: nobody is reading it
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("reader", [load_any, open_trace, load_token_trace, token_trace_from_csv])
+def test_only_regular_files_are_read_as_traces(fifo, tmp_path, reader):
+    # `--trace /dev/zero` took 7.5 GiB before a MemoryError; a FIFO hung the reader until someone wrote to it
+    with pytest.raises(WorkloadError, match=r"/dev/zero is a device, not a regular file: only regular files are read"):
+        run_within(30, reader, "/dev/zero")
+    with pytest.raises(WorkloadError, match=r"trace.npz is a FIFO \(named pipe\), not a regular file"):
+        run_within(30, reader, str(fifo))
+    with pytest.raises(WorkloadError, match="is a folder, not a regular file"):
+        run_within(30, reader, str(tmp_path))
+    with pytest.raises(WorkloadError, match="no such trace file: .*missing.npz"):
+        reader(str(tmp_path / "missing.npz"))
 
 
 def test_bad_arrays_are_refused_with_the_reason():

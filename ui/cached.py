@@ -41,7 +41,7 @@ from moe_model.limits import (
 from moe_model.llama.batching import workload_from
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
-from moe_model.readers.sources import check_url
+from moe_model.readers.sources import SourcePolicy, check_path, check_url
 from moe_model.readers.traces import load_any, read_peak_bytes, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
@@ -330,8 +330,15 @@ def wait_for_kernels() -> None:
 
 
 @app_cached("Reading the GGUF header...")
-def cached_model(source: str | bytes, private_hosts: bool = False) -> ModelSpec:
-    return load_model(source, check_url=partial(check_url, private_hosts=private_hosts))
+def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> ModelSpec:
+    """A model read under `policy` (every shard too); None for the bundled models and uploads: public URLs only."""
+    if policy is None:
+        return load_model(source, check_url=check_url)
+    return load_model(
+        source,
+        check_url=partial(check_url, private_hosts=policy.private_hosts),
+        check_path=partial(check_path, policy=policy),
+    )
 
 
 @app_cached("Generating routing...")

@@ -62,7 +62,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
         if not text:
             return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
         policy = source_policy()
-        return cached_model(resolve_source(text, policy), policy.private_hosts), text, text
+        return cached_model(resolve_source(text, policy), policy), text, text
     keep(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
 

@@ -60,10 +60,8 @@ def _mib(buffers: dict) -> str:
 
 
 def _stats(stats) -> str:
-    return (
-        f"{stats.hits:,} hits, {stats.misses:,} misses ({100 * stats.hit_rate:.1f} %), "
-        f"{stats.uploaded_mib:,.0f} MiB uploaded"
-    )
+    rate = "no lookups" if stats.hit_rate is None else f"{100 * stats.hit_rate:.1f} %"
+    return f"{stats.hits:,} hits, {stats.misses:,} misses ({rate}), {stats.uploaded_mib:,.0f} MiB uploaded"
 
 
 def run_summary(run: LogRun) -> pd.DataFrame:

@@ -24,9 +24,11 @@ from moe_model.limits import (
     MAX_CONCURRENCY,
     MAX_CTX,
     MAX_DRAFT_TOKENS,
+    MAX_GPUS,
     MAX_LAYERS,
     MAX_PROMPT_TOKENS,
     MAX_RATE_GBS,
+    MAX_SPLIT_SHARE,
     MAX_SYNTHETIC_TOKENS,
     MAX_UBATCH,
     MAX_VRAM_GIB,
@@ -93,6 +95,14 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _split(text: str) -> tuple[float, ...]:
+    """--tensor-split: at most MAX_GPUS finite shares, each in 0..MAX_SPLIT_SHARE (nan and inf are refused)."""
+    shares = tuple(_ranged(float, 0, MAX_SPLIT_SHARE)(x) for x in text.split(","))
+    if len(shares) > MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_GPUS} values (one per GPU), got {len(shares)}")
+    return shares
+
+
 def _add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--n-cpu-moe",
@@ -111,7 +121,7 @@ def _add_placement_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tensor-split",
         "-ts",
-        type=_floats,
+        type=_split,
         default=(),
         metavar="A,B,...",
         help="split of layers and budget across GPUs",
@@ -360,8 +370,9 @@ def _format_run(run: dict, check: list | None) -> str:
     ]
     for name in ("small", "large"):
         if st := run["stats"][name]:
+            rate = "-" if st["hit_rate"] is None else f"{100 * st['hit_rate']:.2f}%"
             lines.append(
-                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {100 * st['hit_rate']:.2f}% "
+                f"  ubatch {'<= 8' if name == 'small' else ' > 8'}: hit rate {rate} "
                 f"({st['hits']} hits, {st['misses']} misses), uploaded {st['uploaded_mib']:.2f} MiB"
             )
     if run["stats"]["copied"]["experts"]:
@@ -677,7 +688,7 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-share", type=_FRACTION, default=0.0)
     parser.add_argument("--ctx", type=_ranged(int, 1, MAX_CTX), default=4096)
     parser.add_argument("--n-gpu-layers", "-ngl", type=int, default=-1, metavar="N")
-    parser.add_argument("--tensor-split", "-ts", type=_floats, default=(), metavar="A,B,...")
+    parser.add_argument("--tensor-split", "-ts", type=_split, default=(), metavar="A,B,...")
     parser.add_argument("--ubatch-size", "-ub", type=_ranged(int, 1, MAX_UBATCH), default=512)
     parser.add_argument("--prompt-tokens", type=_ranged(int, 1, MAX_PROMPT_TOKENS), default=512)
     parser.add_argument(

@@ -8,6 +8,7 @@ cache everything.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field, replace
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -53,8 +54,8 @@ class Placement:
         if self.n_cpu_moe < 0:
             raise MoeModelError(f"--n-cpu-moe must be >= 0, got {self.n_cpu_moe}")
         for name, values in (("tensor split", self.tensor_split), ("free memory", self.free_mib)):
-            if values and (len(values) != self.n_gpus or any(v < 0 for v in values)):
-                raise MoeModelError(f"{name} needs {self.n_gpus} non-negative values, got {list(values)}")
+            if values and (len(values) != self.n_gpus or not all(0 <= v < math.inf for v in values)):
+                raise MoeModelError(f"{name} needs {self.n_gpus} finite non-negative values, got {list(values)}")
 
     def split_weights(self) -> tuple[float, ...]:
         """Per GPU weight of the layer and budget split: -ts, else free memory, else equal."""

@@ -22,9 +22,12 @@ from moe_model.limits import (
     MAX_KV,
     MAX_SHARDS,
     MAX_TENSORS,
+    MODEL_DEADLINE_S,
     check_at_most,
+    shown,
 )
-from moe_model.readers.http import URL_TIMEOUTS, CheckUrl, is_url, only_http, read_url_prefix
+from moe_model.readers.files import open_regular
+from moe_model.readers.http import URL_TIMEOUTS, CheckUrl, Deadline, is_url, only_http, read_url_prefix
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
@@ -54,6 +57,7 @@ _SCALARS: dict[int, struct.Struct] = {
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _SHARD_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+CheckPath = Callable[[str], str]  # vets a local path: raises, or returns the path to read
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ def _get_tensor_info(buf: memoryview, off: int) -> tuple[TensorInfo, int]:
     name, off = _get_str(buf, off)
     n_dims, off = _get_u32(buf, off)
     if not 1 <= n_dims <= MAX_DIMS:
-        raise GGUFError(f"corrupt GGUF header: tensor {name!r} has {n_dims} dimensions")
+        raise GGUFError(f"corrupt GGUF header: tensor {shown(name)!r} has {n_dims} dimensions")
     _need(buf, off, 8 * n_dims)
     shape = struct.unpack_from(f"<{n_dims}Q", buf, off)
     off += 8 * n_dims
@@ -231,12 +235,12 @@ def _get_tensor_info(buf: memoryview, off: int) -> tuple[TensorInfo, int]:
         ggml_type = GGMLQuantizationType(raw_type)
         block, _ = GGML_QUANT_SIZES[ggml_type]
     except (ValueError, KeyError):
-        raise GGUFError(f"unsupported GGUF tensor type {raw_type} for {name!r} at offset {start:,}") from None
+        raise GGUFError(f"unsupported GGUF tensor type {raw_type} for {shown(name)!r} at offset {start:,}") from None
     n_elements = 1
     for ne in shape:
         n_elements *= ne
     if n_elements >= 1 << 62 or shape[0] % block:
-        raise GGUFError(f"corrupt GGUF header: tensor {name!r} has shape {list(shape)}")
+        raise GGUFError(f"corrupt GGUF header: tensor {shown(name)!r} has shape {list(shape)}")
     return TensorInfo(name, int(ggml_type), tuple(int(x) for x in shape), offset), off
 
 
@@ -284,9 +288,9 @@ def _parse_growing(read_prefix: Callable[[int], bytes], first_bytes: int = FIRST
             want = min(MAX_HEADER_BYTES, max(2 * want, err.needed_bytes + first_bytes))
 
 
-def _read_path_prefix(path: Path) -> Callable[[int], bytes]:
+def _read_path_prefix(path: str) -> Callable[[int], bytes]:
     def read(n: int) -> bytes:
-        with path.open("rb") as f:
+        with open_regular(path, "file", GGUFError) as f:
             return f.read(n)
 
     return read
@@ -296,6 +300,8 @@ def read_header(
     source: str | Path | bytes | bytearray | BinaryIO,
     timeouts: tuple[float, float] = URL_TIMEOUTS,
     check_url: CheckUrl = only_http,
+    check_path: CheckPath = str,
+    deadline: Deadline | None = None,
 ) -> GGUFHeader:
     """Read one GGUF header from a path, an http(s) URL, bytes, or a binary file object.
 
@@ -303,18 +309,17 @@ def read_header(
     objects are taken as a prefix, and a prefix that ends inside the header raises
     TruncatedHeaderError saying how many more bytes are needed. `check_url` vets the URL and every
     redirect target (sources.check_url refuses private hosts); it raises to refuse, or returns the only
-    addresses the connection may use. `timeouts` are (connect, each read) in seconds.
+    addresses the connection may use. `check_path` vets a path the same way (sources.check_path keeps it
+    inside the allowed folders); only regular files are read. `timeouts` are (connect, each read) in
+    seconds; every URL read also ends by its own deadline, or by `deadline` if that comes sooner.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         return parse_header(source)
     if hasattr(source, "read"):
         return parse_header(source.read(MAX_HEADER_BYTES))  # type: ignore[union-attr]
     if is_url(source):
-        return _parse_growing(read_url_prefix(str(source), timeouts, check_url))
-    path = Path(source)  # type: ignore[arg-type]
-    if not path.is_file():
-        raise GGUFError(f"no such file: {path}")
-    return _parse_growing(_read_path_prefix(path))
+        return _parse_growing(read_url_prefix(str(source), timeouts, check_url, deadline))
+    return _parse_growing(_read_path_prefix(check_path(str(source))))
 
 
 def shard_sources(source: str | Path, n_shards: int) -> list[str]:
@@ -322,7 +327,7 @@ def shard_sources(source: str | Path, n_shards: int) -> list[str]:
     text = str(source)
     match = _SHARD_RE.search(text)
     if match is None:
-        raise GGUFError(f"{text} is a split model but its name has no -NNNNN-of-NNNNN.gguf suffix")
+        raise GGUFError(f"{shown(text)} is a split model but its name has no -NNNNN-of-NNNNN.gguf suffix")
     stem = text[: match.start()]
     return [f"{stem}-{i:05d}-of-{n_shards:05d}.gguf" for i in range(1, n_shards + 1)]
 
@@ -331,9 +336,12 @@ def read_model_headers(
     source: str | Path | bytes | bytearray | BinaryIO,
     timeouts: tuple[float, float] = URL_TIMEOUTS,
     check_url: CheckUrl = only_http,
+    check_path: CheckPath = str,
 ) -> list[GGUFHeader]:
-    """All headers of a model: one, or every shard's when the first shard names a split model."""
-    first = read_header(source, timeouts, check_url)
+    """All headers of a model: one, or every shard's when the first shard names a split model. Every shard passes
+    `check_url` or `check_path` like the first, and all of them are read within MODEL_DEADLINE_S together."""
+    deadline = Deadline.after(MODEL_DEADLINE_S, f"{MODEL_DEADLINE_S:.0f} s for all shards of one model")
+    first = read_header(source, timeouts, check_url, check_path, deadline)
     n_shards = _meta_count(first.metadata, "split.count", 1)
     check_at_most(n_shards, MAX_SHARDS, "split.count (shards)", GGUFError)
     if n_shards <= 1:
@@ -344,7 +352,11 @@ def read_model_headers(
         )
     if _meta_count(first.metadata, "split.no", 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
-    headers = [first] + [read_header(name, timeouts, check_url) for name in shard_sources(source, n_shards)[1:]]
+    headers = [first]
+    for name in shard_sources(source, n_shards)[1:]:
+        if deadline.left_s() <= 0:
+            raise GGUFError(f"read {len(headers)} of {n_shards} shards before the deadline ({deadline.what}): too slow")
+        headers.append(read_header(name, timeouts, check_url, check_path, deadline))
     check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)
     return headers
 
@@ -353,5 +365,5 @@ def _meta_count(meta: Mapping[str, Any], key: str, default: int) -> int:
     """An integer metadata value; anything else (a string, an array) is a corrupt header, not a crash."""
     value = meta.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise GGUFError(f"corrupt GGUF header: {key} is {value!r}, not an integer")
+        raise GGUFError(f"corrupt GGUF header: {key} is {shown(repr(value))}, not an integer")
     return value

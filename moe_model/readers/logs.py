@@ -8,6 +8,7 @@ hold several runs. The parser streams the file and keeps only the facts it extra
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,25 @@ from pathlib import Path
 from typing import BinaryIO
 
 from moe_model.errors import LogError
-from moe_model.limits import MAX_LOG_RUNS
+from moe_model.limits import (
+    MAX_ALERT_CHARS,
+    MAX_CONCURRENCY,
+    MAX_CTX,
+    MAX_EMBEDDING,
+    MAX_EXPERTS,
+    MAX_EXPERTS_USED,
+    MAX_FEED_FORWARD,
+    MAX_LAYERS,
+    MAX_LOG_ALERTS,
+    MAX_LOG_COUNT,
+    MAX_LOG_LINE_CHARS,
+    MAX_LOG_RUNS,
+    MAX_UBATCH,
+    MAX_VRAM_GIB,
+    check_at_most,
+    shown,
+)
+from moe_model.readers.files import open_regular
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ([IWEDT]) ")
@@ -28,6 +47,7 @@ _RUN_STARTS = (
     re.compile(r"llama_model_loader: loaded meta data"),
 )
 _INIT_FAILED = "failed to initialize the context: "
+_BUILD = re.compile(r"build(?::| =)? (\d{1,9}) \(")  # build: 4524 (6171c9d2), main: build = ..., build 0 (unknown)
 _KV = re.compile(r"llama_model_loader: - kv\s+\d+:\s+(\S+)\s+\S+\s+= (.*)$")
 _INFO = re.compile(
     r"print_info: (n_layer|n_expert|n_expert_used|n_ff_exp|n_embd|model params|general\.name|arch|file type|file size)"
@@ -86,6 +106,24 @@ _KV_NAMES = {
     "general.architecture": "architecture",
     "general.name": "name",
 }
+# each integer a log gives, bounded like the flag or header field it mirrors (MAX_LOG_COUNT for the others)
+_INT_LIMITS = {
+    "n_layer": MAX_LAYERS,
+    "n_expert": MAX_EXPERTS,
+    "n_expert_used": MAX_EXPERTS_USED,
+    "n_ff_exp": MAX_FEED_FORWARD,
+    "n_embd": MAX_EMBEDDING,
+    "offloaded_layers": MAX_LAYERS + 1,  # the output layer counts as one
+    "total_layers": MAX_LAYERS + 1,
+    "n_seq_max": MAX_CONCURRENCY,
+    "n_ctx": MAX_CTX,
+    "n_batch": MAX_CTX,
+    "n_ubatch": MAX_UBATCH,
+    "gpu_vram_mib": MAX_VRAM_GIB * 1024,
+    "cache group layers": MAX_LAYERS,
+    "cache group slots": MAX_LAYERS * MAX_EXPERTS,
+    "slot id": MAX_CONCURRENCY,
+}
 _INFO_NAMES = {
     "n_layer": "n_layer",
     "n_expert": "n_expert",
@@ -121,7 +159,7 @@ class LoggedStats:
 
     hits: int
     misses: int
-    hit_rate: float  # fraction, from the counts
+    hit_rate: float | None  # fraction, from the counts; None when there were none
     uploaded_mib: float
 
 
@@ -166,6 +204,8 @@ class LogRun:
     n_lines: int = 0
     n_info_lines: int = 0
     verbosity: int | None = None
+    build: int | None = None  # llama.cpp's build number (`build: 4524 (6171c9d2)`); None when unlogged or 0
+    alerts_left_out: int = 0  # warning and error lines past MAX_LOG_ALERTS of each, counted only
 
     @property
     def starts(self) -> bool:
@@ -212,6 +252,11 @@ class LogRun:
             )
         if self.has_stats and self.program == "llama-server":
             out.append("the statistics are cumulative over the server's whole life: the warm-up and every request")
+        if self.alerts_left_out:
+            out.append(
+                f"{self.alerts_left_out:,} more warning or error lines are not listed "
+                f"(the first {MAX_LOG_ALERTS} of each are)"
+            )
         return out
 
     def as_dict(self) -> dict:
@@ -225,6 +270,7 @@ class LogRun:
         return {
             "index": self.index,
             "program": self.program,
+            "build": self.build,
             "command": self.command,
             "starts": self.starts,
             "model": self.model,
@@ -250,6 +296,7 @@ class LogRun:
             ],
             "warnings": self.warnings,
             "errors": self.errors,
+            "alerts_left_out": self.alerts_left_out,
             "notes": self.notes(),
         }
 
@@ -265,6 +312,21 @@ def _clean(raw: str) -> tuple[str, str | None, float | None]:
     return line[match.end() :], match.group(5), int(minutes) * 60 + int(seconds) + int(ms) / 1e3 + int(us) / 1e6
 
 
+def _int(text: str, name: str) -> int:
+    """An integer the log gives, refused in one line beyond the bound of what it names (its digits counted
+    first: int() of thousands of digits is slow, and refused by Python beyond 4,300)."""
+    most = _INT_LIMITS.get(name, MAX_LOG_COUNT)
+    digits = len(text.lstrip("-"))
+    if digits > len(str(MAX_LOG_COUNT)):
+        raise LogError(f"the log's {name} has {digits:,} digits, above this tool's limit of {most:,}")
+    check_at_most(abs(int(text)), most, f"the log's {name}", LogError)
+    return int(text)
+
+
+def _start_rank(msg: str) -> int | None:
+    return next((i for i, marker in enumerate(_RUN_STARTS) if marker.search(msg)), None)
+
+
 class _RunParser:
     """Feeds lines into the current LogRun; one method per family of lines."""
 
@@ -275,6 +337,7 @@ class _RunParser:
         self.last_time = -1.0
         self.pending_timing: dict[tuple[int, int], dict] = {}
         self.start_rank = -1  # the latest start marker seen in the current run
+        self.has_body = False  # the current run has a line other than its start markers
 
     def _new_run(self) -> LogRun:
         if len(self.runs) >= MAX_LOG_RUNS:  # refused while streaming: every run is rendered and cross-checked
@@ -284,40 +347,49 @@ class _RunParser:
         self.runs.append(run)
         self.pending_timing = {}
         self.start_rank = -1
+        self.last_time = -1.0
+        self.has_body = False
         return run
 
     def _commit_init_error(self) -> None:
         """A context failure not followed by common_fit_params was the real load's: the run did not start."""
         if self.init_error is not None and not any(e.startswith("failed to create context") for e in self.run.errors):
-            self.run.errors.append(f"failed to create context: {self.init_error}")
+            self.run.errors.append(f"failed to create context: {shown(self.init_error, MAX_ALERT_CHARS)}")
         self.init_error = None
 
     def finish(self) -> list[LogRun]:
         self._commit_init_error()
         return [run for run in self.runs if run.n_lines]
 
+    def _opens_run(self, rank: int | None, seconds: float | None) -> bool:
+        """One boundary, one run: a start marker at or before the latest of this run, or the logger's clock going
+        back (a new process), once the run has more than start lines (a build line, then a restarted clock and
+        the server's first line, are the start of one run)."""
+        if not self.has_body:
+            return False
+        restarted = seconds is not None and seconds + 0.5 < self.last_time
+        return restarted or (rank is not None and rank <= self.start_rank)
+
     def feed(self, raw: str) -> None:
         msg, level, seconds = _clean(raw)
         if not msg:
             return
-        if seconds is not None and seconds + 0.5 < self.last_time and self.run.n_lines:
-            self.run = self._new_run()  # the logger clock restarted: a new process
+        interesting = _INTERESTING.search(msg) is not None  # most lines of a long log: nothing to extract
+        rank = _start_rank(msg) if interesting else None
+        run = self.run = self._new_run() if self._opens_run(rank, seconds) else self.run
         if seconds is not None:
             self.last_time = seconds
-        run = self.run
+        self.start_rank = max(self.start_rank, -1 if rank is None else rank)
+        self.has_body |= rank is None
         run.n_lines += 1
         if level == "I":
             run.n_info_lines += 1
-        if _INTERESTING.search(msg) is None:  # most lines of a long log: nothing to extract
+        if not interesting:
             return
         if level is None and any(m in msg for m in ("llama_model_loader", "print_info", "load_tensors")):
             run.n_info_lines += 1
-        rank = next((i for i, marker in enumerate(_RUN_STARTS) if marker.search(msg)), None)
-        if rank is not None:
-            if rank <= self.start_rank and run.n_lines > 1:
-                self.run = run = self._new_run()
-                run.n_lines = 1
-            self.start_rank = rank
+        if run.build is None and "build" in msg and (m := _BUILD.search(msg)) and int(m.group(1)):
+            run.build = int(m.group(1))  # llama.cpp prints build 0 when built without git: unknown
         if self.init_error is not None and _INIT_FAILED not in msg:
             if "common_fit_params" in msg:
                 self.init_error = None  # a -fit trial failed; the real load comes next
@@ -336,15 +408,18 @@ class _RunParser:
             key, value = m.group(1), m.group(2).strip()
             name = _KV_NAMES.get(key.split(".", 1)[-1]) if not key.startswith("general.") else _KV_NAMES.get(key)
             if name:
-                self.run.model.setdefault(name, int(value) if value.isdigit() else value)
+                self.run.model.setdefault(name, _value(value, name))
         elif "print_info:" in msg and (m := _INFO.search(msg)):
-            name, value = _INFO_NAMES[m.group(1)], m.group(2).strip()
-            self.run.model[name] = int(value) if value.isdigit() else value
+            name = _INFO_NAMES[m.group(1)]
+            self.run.model[name] = _value(m.group(2).strip(), name)
 
     def _placement(self, msg: str) -> None:
         p = self.run.placement
         if (m := _OFFLOADED.search(msg)) is not None:
-            p["offloaded_layers"], p["total_layers"] = int(m.group(1)), int(m.group(2))
+            p["offloaded_layers"], p["total_layers"] = (
+                _int(m.group(1), "offloaded_layers"),
+                _int(m.group(2), "total_layers"),
+            )
         elif (m := _MODEL_BUF.search(msg)) is not None:
             p.setdefault("model_buffers_mib", {})[m.group(1)] = float(m.group(2))
         elif (m := _KV_BUF.search(msg)) is not None:
@@ -352,15 +427,15 @@ class _RunParser:
         elif (m := _COMPUTE_BUF.search(msg)) is not None:
             p.setdefault("compute_buffers_mib", {})[m.group(1)] = float(m.group(2))
         elif (m := _CTX.search(msg)) is not None:
-            p[m.group(1)] = int(m.group(2))
+            p[m.group(1)] = _int(m.group(2), m.group(1))
         elif "CUDA" in msg and (m := _GPU.search(msg)):
-            p.setdefault("gpu", (m.group(2) or m.group(4)).strip())
+            p.setdefault("gpu", shown((m.group(2) or m.group(4)).strip()))
             if m.group(5):
-                p.setdefault("gpu_vram_mib", int(m.group(5)))
+                p.setdefault("gpu_vram_mib", _int(m.group(5), "gpu_vram_mib"))
         elif "tensor overrides to CPU are used with mmap" in msg:
             p["experts_mmap"] = True
         elif "verbosity = " in msg and (v := re.search(r"verbosity = (\d+)", msg)):
-            self.run.verbosity = int(v.group(1))
+            self.run.verbosity = _int(v.group(1), "verbosity")
 
     def _cache(self, msg: str, level: str | None) -> None:
         run = self.run
@@ -368,40 +443,49 @@ class _RunParser:
             if (m := _DEVICE.search(msg)) is not None:
                 run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3))))
             elif (m := _GROUP.search(msg)) is not None:
-                run.groups.append(GroupLine(int(m.group(1)), m.group(2), int(m.group(3)), float(m.group(4))))
+                n_layers, n_slots = _int(m.group(1), "cache group layers"), _int(m.group(3), "cache group slots")
+                run.groups.append(GroupLine(n_layers, shown(m.group(2)), n_slots, float(m.group(4))))
             elif _WARN_NOT_CACHED in msg or _WARN_NO_HOST in msg:
-                run.warnings.append(msg.split("impl: ", 1)[1])
+                self._alert(run.warnings, msg.split("impl: ", 1)[1])
         elif "llama_moe_cache:" in msg:
             if (m := _STATS.search(msg)) is not None:
-                hits, misses = int(m.group(2)), int(m.group(3))
-                stats = LoggedStats(hits, misses, hits / (hits + misses), float(m.group(5)))
+                hits, misses = _int(m.group(2), "hits"), _int(m.group(3), "misses")
+                rate = hits / (hits + misses) if hits + misses else None  # a cache that was never looked up
+                stats = LoggedStats(hits, misses, rate, float(m.group(5)))
                 if m.group(1) == "ubatch <= 8":
                     run.small = stats
                 else:
                     run.large = stats
             elif (m := _COPIED.search(msg)) is not None:
-                run.copied_experts, run.copied_mib = int(m.group(1)), float(m.group(2))
+                run.copied_experts, run.copied_mib = _int(m.group(1), "copied experts"), float(m.group(2))
         elif _INIT_FAILED in msg:
             self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
             if not any(e.startswith("failed to create context") for e in run.errors):
                 run.errors.append("failed to create context")
         elif (level == "E" or "GGML_ABORT" in msg or "error:" in msg.lower()[:40]) and "common_fit_params" not in msg:
-            run.errors.append(msg)  # fit trials report their own errors; the real load repeats them
+            self._alert(run.errors, msg)  # fit trials report their own errors; the real load repeats them
+
+    def _alert(self, alerts: list[str], msg: str) -> None:
+        """Keep a run's first MAX_LOG_ALERTS warnings (or errors), each cut to MAX_ALERT_CHARS; count the rest."""
+        if len(alerts) < MAX_LOG_ALERTS:
+            alerts.append(shown(msg, MAX_ALERT_CHARS))
+        else:
+            self.run.alerts_left_out += 1
 
     def _timings(self, msg: str) -> None:
         if "print_timing" in msg and (m := _TIMING.search(msg)):
-            key = (int(m.group(1)), int(m.group(2)))
+            key = (_int(m.group(1), "slot id"), _int(m.group(2), "task id"))
             entry = self.pending_timing.setdefault(key, {})
             kind = "prompt" if m.group(3) == "prompt eval" else "decode"
-            entry[kind] = (float(m.group(4)), int(m.group(5)))
+            entry[kind] = (float(m.group(4)), _int(m.group(5), "tokens"))
             if kind == "decode":
                 self._add_timing(key, entry)
         elif "llama_perf_context_print" in msg and (m := _PERF.search(msg)):
             self.run.program = "libllama program" if self.run.program == "unknown" else self.run.program
             entry = self.pending_timing.setdefault((0, -1), {})
             kind = "prompt" if m.group(1) == "prompt eval" else "decode"
-            entry[kind] = (float(m.group(2)), int(m.group(3)))
+            entry[kind] = (float(m.group(2)), _int(m.group(3), "tokens"))
             if kind == "decode":
                 self._add_timing((0, -1), entry)
 
@@ -413,24 +497,34 @@ class _RunParser:
 
     def _command(self, msg: str) -> None:
         if self.run.command is None and "llama-" in msg and (m := _COMMAND.search(msg)):
-            self.run.command = m.group(1).strip()
+            self.run.command = shown(m.group(1).strip(), MAX_ALERT_CHARS)
             self.run.program = m.group(1).split()[0].rsplit("/", 1)[-1]
 
 
+def _value(text: str, name: str) -> int | str:
+    """A logged model fact: an integer in its bound, or text as quoted back (cut)."""
+    return _int(text, name) if text.isdigit() else shown(text)
+
+
 def _lines(source: str | Path | bytes | BinaryIO) -> Iterator[str]:
-    """Decoded lines, streamed; non-UTF-8 bytes are replaced, never fatal."""
+    """Decoded lines, streamed; non-UTF-8 bytes are replaced, never fatal; a path must be a regular file."""
     if isinstance(source, (bytes, bytearray)):
         source = io.BytesIO(source)
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise LogError(f"no such log file: {path}")
-        if path.stat().st_size > MAX_LOG_BYTES:
-            raise LogError(f"{path.name} is larger than {MAX_LOG_BYTES // 1024**3} GiB")
-        with path.open("rb") as f:
-            yield from io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="")
+        with open_regular(source, "log file", LogError) as f:
+            if os.fstat(f.fileno()).st_size > MAX_LOG_BYTES:
+                raise LogError(f"{Path(source).name} is larger than {MAX_LOG_BYTES // 1024**3} GiB")
+            yield from _bounded_lines(io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline=""))
         return
-    yield from io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline="")
+    yield from _bounded_lines(io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline=""))
+
+
+def _bounded_lines(text: io.TextIOWrapper) -> Iterator[str]:
+    """Lines cut to MAX_LOG_LINE_CHARS: the rest of a longer line is read past, never held."""
+    while line := text.readline(MAX_LOG_LINE_CHARS):
+        yield line
+        while len(line) == MAX_LOG_LINE_CHARS and not line.endswith(("\n", "\r")):
+            line = text.readline(MAX_LOG_LINE_CHARS)
 
 
 def parse_lines(lines: Iterable[str]) -> list[LogRun]:

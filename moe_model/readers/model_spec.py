@@ -12,8 +12,22 @@ from typing import Any, BinaryIO
 from gguf import GGMLQuantizationType, LlamaFileType
 
 from moe_model.errors import GGUFError
-from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, check_at_most
-from moe_model.readers.gguf import GGUFHeader, TensorInfo, read_model_headers
+from moe_model.limits import (
+    MAX_ARCH_CHARS,
+    MAX_ECHO_CHARS,
+    MAX_EMBEDDING,
+    MAX_EXPERTS,
+    MAX_EXPERTS_USED,
+    MAX_FEED_FORWARD,
+    MAX_FILE_TYPE,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_VOCAB,
+    check_at_most,
+    shown,
+)
+from moe_model.readers.gguf import CheckPath, GGUFHeader, TensorInfo, read_model_headers
 from moe_model.readers.http import URL_TIMEOUTS, CheckUrl, only_http
 
 # llama.cpp collects a layer's experts in this order (llama_moe_cache_layer_experts).
@@ -137,25 +151,31 @@ def ggml_type_name(ggml_type: int) -> str:
     return GGMLQuantizationType(ggml_type).name.lower().replace("_k", "_K")
 
 
-def _meta_int(meta: dict[str, Any], key: str, default: int | None = None) -> int | None:
+def _meta_int(meta: dict[str, Any], key: str, most: int, default: int | None = None) -> int | None:
+    """An integer metadata value (a per-layer array: its largest item, which llama.cpp sizes by) in 0..most."""
     value = meta.get(key, default)
-    if isinstance(value, tuple):  # per-layer arrays (some archs): llama.cpp uses the max for sizing
-        value = max(value) if value else default
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise GGUFError(f"corrupt GGUF header: {key} is {value!r}, not a number")
-    return int(value)
+    values = value if isinstance(value, tuple) else (value,)
+    if not values or values == (None,):
+        return default
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+            raise GGUFError(f"corrupt GGUF header: {key} is {shown(repr(item))}, not a number")
+    check_at_most(int(min(values)), most, key, GGUFError)  # a negative size gives impossible numbers downstream
+    check_at_most(int(max(values)), most, key, GGUFError)
+    return int(max(values))
 
 
-def _expert_tensor(info: TensorInfo, kind: str) -> ExpertTensor:
-    if len(info.shape) != 3:
-        raise GGUFError(f"expert tensor {info.name} is not 3-D: shape {list(info.shape)}")
+def _expert_tensor(info: TensorInfo, kind: str, n_expert: int) -> ExpertTensor:
+    """One expert tensor [ne0, ne1, n_expert]; an empty dimension would make an expert of 0 bytes."""
+    if len(info.shape) != 3 or 0 in info.shape:
+        raise GGUFError(f"expert tensor {shown(info.name)} is not 3-D with every dimension >= 1: {list(info.shape)}")
     shape = (info.shape[0], info.shape[1], info.shape[2])
+    if shape[2] != n_expert:  # llama.cpp's create_tensor refuses this shape too
+        raise GGUFError(f"expert tensor {shown(info.name)} holds {shape[2]:,} experts, the header says {n_expert:,}")
     return ExpertTensor(info.name, kind, info.ggml_type, ggml_type_name(info.ggml_type), shape, info.stride_bytes(2))
 
 
-def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[LayerSpec, ...], int, int]:
+def _build_layers(tensors: Sequence[TensorInfo], n_layer: int, n_expert: int) -> tuple[tuple[LayerSpec, ...], int, int]:
     experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
     dense = [0] * n_layer
     dense_params = [0] * n_layer
@@ -170,7 +190,7 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
         il, rest = int(match.group(1)), match.group(2)
         kind = rest.removesuffix(".weight")
         if kind in EXPERT_TENSOR_ORDER and rest.endswith(".weight"):
-            experts[il][kind] = _expert_tensor(info, kind)
+            experts[il][kind] = _expert_tensor(info, kind, n_expert)
         else:
             dense[il] += info.nbytes
             dense_params[il] += math.prod(info.shape)
@@ -190,52 +210,56 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int) -> tuple[tuple[La
     return layers, other, inputs
 
 
-def _check_counts(arch: str, n_layer: int, n_expert: int, n_used: int) -> None:
-    """Negative, absurd or inconsistent expert counts are a corrupt header, refused with the limit they break."""
-    check_at_most(n_layer, MAX_LAYERS, f"{arch}.block_count", GGUFError)
-    check_at_most(n_expert, MAX_EXPERTS, f"{arch}.expert_count", GGUFError)
-    check_at_most(n_used, MAX_EXPERTS_USED, f"{arch}.expert_used_count", GGUFError)
-    if n_used > n_expert:
-        raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
+def _architecture(meta: dict[str, Any]) -> str:
+    """general.architecture: a short name that prefixes the model's keys (quoted in messages, so bounded)."""
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise GGUFError("the GGUF header has no general.architecture: not a llama.cpp model file")
+    if not 0 < len(arch) <= MAX_ARCH_CHARS:
+        raise GGUFError(
+            f"general.architecture {shown(arch, 40)!r} has {len(arch):,} characters: not a llama.cpp architecture"
+            f" (this tool reads names of 1..{MAX_ARCH_CHARS})"
+        )
+    return arch
 
 
 def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     """Build the ModelSpec of a model from its headers (shard 1 carries the metadata)."""
     meta = dict(headers[0].metadata)
-    arch = meta.get("general.architecture")
-    if not isinstance(arch, str):
-        raise GGUFError("the GGUF header has no general.architecture: not a llama.cpp model file")
-    n_layer = _meta_int(meta, f"{arch}.block_count")
-    n_expert = _meta_int(meta, f"{arch}.expert_count", 0)
-    n_used = _meta_int(meta, f"{arch}.expert_used_count", 0)
+    arch = _architecture(meta)
+    n_layer = _meta_int(meta, f"{arch}.block_count", MAX_LAYERS)
+    n_expert = _meta_int(meta, f"{arch}.expert_count", MAX_EXPERTS, 0)
+    n_used = _meta_int(meta, f"{arch}.expert_used_count", MAX_EXPERTS_USED, 0)
     if not n_layer or not n_expert or not n_used:
         raise GGUFError(
             f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
         )
-    _check_counts(arch, n_layer, n_expert, n_used)  # before anything is built per layer or expert
+    if n_used > n_expert:  # each count is in range already (_meta_int), before anything is built per layer
+        raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
     tensors = [t for h in headers for t in h.tensors]
-    layers, other, inputs = _build_layers(tensors, n_layer)
+    layers, other, inputs = _build_layers(tensors, n_layer, n_expert)
     if not any(layer.has_experts for layer in layers):
         raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")
-    n_embd = _meta_int(meta, f"{arch}.embedding_length", 0) or 0
-    n_head = _meta_int(meta, f"{arch}.attention.head_count", 0) or 0
+    n_embd = _meta_int(meta, f"{arch}.embedding_length", MAX_EMBEDDING, 0) or 0
+    n_head = _meta_int(meta, f"{arch}.attention.head_count", MAX_HEADS, 0) or 0
     head_dim = n_embd // n_head if n_head else 0
     first_experts = next(layer for layer in layers if layer.has_experts).experts
     tokens = meta.get("tokenizer.ggml.tokens")
     return ModelSpec(
         architecture=arch,
-        name=str(meta.get("general.name", "unnamed")),
-        file_type=_meta_int(meta, "general.file_type"),
+        name=shown(str(meta.get("general.name", "unnamed")), MAX_ECHO_CHARS),
+        file_type=_meta_int(meta, "general.file_type", MAX_FILE_TYPE),
         n_layer=n_layer,
         n_expert=n_expert,
         n_expert_used=n_used,
         n_embd=n_embd,
-        n_ff_exp=_meta_int(meta, f"{arch}.expert_feed_forward_length", first_experts[-1].shape[0]) or 0,
+        n_ff_exp=_meta_int(meta, f"{arch}.expert_feed_forward_length", MAX_FEED_FORWARD, first_experts[-1].shape[0])
+        or 0,
         n_head=n_head,
-        n_head_kv=_meta_int(meta, f"{arch}.attention.head_count_kv", n_head) or 0,
-        head_dim_k=_meta_int(meta, f"{arch}.attention.key_length", head_dim) or 0,
-        head_dim_v=_meta_int(meta, f"{arch}.attention.value_length", head_dim) or 0,
-        n_vocab=_meta_int(meta, f"{arch}.vocab_size", getattr(tokens, "count", 0)) or 0,
+        n_head_kv=_meta_int(meta, f"{arch}.attention.head_count_kv", MAX_HEADS, n_head) or 0,
+        head_dim_k=_meta_int(meta, f"{arch}.attention.key_length", MAX_HEAD_DIM, head_dim) or 0,
+        head_dim_v=_meta_int(meta, f"{arch}.attention.value_length", MAX_HEAD_DIM, head_dim) or 0,
+        n_vocab=_meta_int(meta, f"{arch}.vocab_size", MAX_VOCAB, getattr(tokens, "count", 0)) or 0,
         layers=layers,
         other_bytes=other,
         input_bytes=inputs,
@@ -246,12 +270,14 @@ def load_model(
     source: str | Path | bytes | bytearray | BinaryIO,
     timeouts: tuple[float, float] = URL_TIMEOUTS,
     check_url: CheckUrl = only_http,
+    check_path: CheckPath = str,
 ) -> ModelSpec:
     """Read a model's header(s) from a path, URL, prefix bytes or file object into a ModelSpec.
 
     `check_url` vets a URL and every redirect target (sources.check_url also refuses private hosts and pins
-    the addresses it checked); `timeouts` are (connect, each read) in seconds."""
-    return spec_from_headers(read_model_headers(source, timeouts, check_url))
+    the addresses it checked), `check_path` every shard's path (sources.check_path: the allowed folders);
+    `timeouts` are (connect, each read) in seconds."""
+    return spec_from_headers(read_model_headers(source, timeouts, check_url, check_path))
 
 
 def uniform_spec(n_layer: int, n_expert: int, n_expert_used: int, name: str = "uniform") -> ModelSpec:

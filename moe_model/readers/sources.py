@@ -20,10 +20,14 @@ from typing import Any
 
 from moe_model.errors import SourceError
 from moe_model.limits import MAX_PATH_CHARS
+from moe_model.readers.http import CREDENTIALS_REFUSED, has_credentials
 from moe_model.resources import data_path
 
 SAMPLE_DATA = data_path()
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use NAT64: a site's own translator
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d (RFC 4291)
 ENV_PATHS = "MOE_EXPLORER_PATHS"  # on/off: read server-local paths
 ENV_DIRS = "MOE_EXPLORER_ALLOWED_DIRS"  # extra folders, separated like PATH
 ENV_URLS = "MOE_EXPLORER_URLS"  # on/off: fetch http(s) URLs
@@ -96,7 +100,8 @@ def is_url_text(text: str) -> bool:
 
 
 def check_url(url: str, private_hosts: bool = False) -> tuple[str, ...] | None:
-    """Refuse anything but http(s), and, unless allowed, hosts that resolve to a non-public address.
+    """Refuse anything but http(s), credentials in the URL, and, unless allowed, hosts that resolve to a
+    non-public address (an IPv4 address inside an IPv6 one is judged as itself).
 
     Returns the addresses checked, for the connection to use and never resolve again (a second DNS answer
     could point elsewhere: DNS rebinding); None when private hosts are allowed and any address will do.
@@ -108,6 +113,8 @@ def check_url(url: str, private_hosts: bool = False) -> tuple[str, ...] | None:
         raise SourceError("not a valid URL") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise SourceError("only http:// and https:// URLs are read")
+    if has_credentials(url):
+        raise SourceError(CREDENTIALS_REFUSED)
     if private_hosts:
         return None
     try:
@@ -116,11 +123,31 @@ def check_url(url: str, private_hosts: bool = False) -> tuple[str, ...] | None:
         raise SourceError(f"cannot resolve the host {parts.hostname[:100]}") from None
     addresses = tuple(dict.fromkeys(info[4][0] for info in infos))
     for address in addresses:
-        if not ipaddress.ip_address(address.split("%", 1)[0]).is_global:
+        if not is_public(ipaddress.ip_address(address.split("%", 1)[0])):
             raise SourceError(
                 f"{parts.hostname[:100]} is a local or private address: this deployment fetches public hosts only"
             )
     return addresses
+
+
+def is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global address, and so is any IPv4 address it carries (mapped, compatible, NAT64, 6to4, Teredo)."""
+    if not ip.is_global:
+        return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return True
+    if ip in NAT64_LOCAL:
+        return False
+    return all(inner.is_global for inner in _embedded_ipv4(ip))
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address routes to (a translator or tunnel delivers to them)."""
+    last_32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    inner = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    if ip in NAT64_WELL_KNOWN or ip in IPV4_COMPATIBLE:
+        inner.append(last_32)
+    return [address for address in inner if address is not None]
 
 
 def resolve_source(text: str, policy: SourcePolicy) -> str:
@@ -132,6 +159,14 @@ def resolve_source(text: str, policy: SourcePolicy) -> str:
             raise SourceError(f"this deployment does not fetch URLs (set {ENV_URLS}=on to allow them)")
         check_url(text, policy.private_hosts)
         return text
+    return check_path(text, policy)
+
+
+def check_path(text: str, policy: SourcePolicy) -> str:
+    """The resolved path of a regular file inside an allowed folder; a missing file and one outside them get the
+    same refusal. Every shard of a split model is checked with it, like the first."""
+    if len(text) > MAX_PATH_CHARS:
+        raise SourceError(f"the path is longer than {MAX_PATH_CHARS:,} characters")
     if not policy.paths:
         raise SourceError(f"this deployment does not read server paths (set {ENV_PATHS}=on to allow them)")
     try:

@@ -11,7 +11,7 @@ import lzma
 import zipfile
 import zlib
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -32,7 +32,9 @@ from moe_model.limits import (
     SIM_CHUNK_RECORDS,
     WORKLOAD_BYTES_PER_LOOKUP,
     check_at_most,
+    shown,
 )
+from moe_model.readers.files import open_regular
 from moe_model.workload import PHASE_DECODE, RECORDED_LABEL, TokenTrace, Workload, WorkloadStream
 
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -51,11 +53,18 @@ def _npz(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
             _check_npz_total(members, MAX_NPZ_BYTES)
             return {m.filename.removesuffix(".npy"): _npz_member(archive, m) for m in members}
     except _NPZ_ERRORS as err:
-        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
 
-def _zip(source: str | Path | bytes | BinaryIO) -> zipfile.ZipFile:
-    return zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+@contextmanager
+def _zip(source: str | Path | bytes | BinaryIO) -> Iterator[zipfile.ZipFile]:
+    """The archive of bytes, a file object, or a path (a regular file only: /dev/zero never ends)."""
+    with ExitStack() as stack:
+        if isinstance(source, (str, Path)):
+            source = stack.enter_context(open_regular(source, "trace file", WorkloadError))
+        elif isinstance(source, (bytes, bytearray)):
+            source = io.BytesIO(source)
+        yield stack.enter_context(zipfile.ZipFile(source))
 
 
 def _npz_members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
@@ -82,13 +91,13 @@ def _npy_header(f: BinaryIO, member: zipfile.ZipInfo) -> tuple[tuple[int, ...], 
     """A member's .npy header (shape, Fortran order, dtype, data bytes): integers only, no more than it holds."""
     version = np.lib.format.read_magic(f)
     if version not in _NPY_HEADERS:
-        raise WorkloadError(f"`{member.filename}` is .npy version {version}; versions 1.0 and 2.0 are read")
+        raise WorkloadError(f"`{shown(member.filename)}` is .npy version {version}; versions 1.0 and 2.0 are read")
     shape, fortran, dtype = _NPY_HEADERS[version](f)
     if not np.issubdtype(dtype, np.integer):
-        raise WorkloadError(f"`{member.filename}` holds {dtype}, not integers")
+        raise WorkloadError(f"`{shown(member.filename)}` holds {dtype}, not integers")
     n_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if n_bytes > member.file_size:
-        raise WorkloadError(f"`{member.filename}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
+        raise WorkloadError(f"`{shown(member.filename)}` declares {n_bytes:,} bytes of data in {member.file_size:,}")
     return shape, fortran, dtype, n_bytes
 
 
@@ -98,7 +107,7 @@ def _npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray
         shape, fortran, dtype, n_bytes = _npy_header(f, member)
         data = np.frombuffer(f.read(n_bytes), dtype=dtype)
     if data.nbytes != n_bytes:
-        raise WorkloadError(f"`{member.filename}` is cut off")
+        raise WorkloadError(f"`{shown(member.filename)}` is cut off")
     return data.reshape(shape, order="F" if fortran else "C")
 
 
@@ -226,10 +235,13 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
     import pandas as pd  # ~0.7 s to import: only CSV traces need it
 
+    if isinstance(source, (str, Path)):
+        with open_regular(source, "trace file", WorkloadError) as f:
+            return token_trace_from_csv(f, label)
     try:
         frame = pd.read_csv(source)
     except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"not a readable CSV trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable CSV trace: {shown(one_line(err))}") from None
     expert_cols = sorted(
         (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
     )
@@ -348,7 +360,7 @@ def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_REC
             n_ids = shapes["ids"][0]
             scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records)
     except _NPZ_ERRORS as err:
-        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+        raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
     if not scan.in_order:
         return None
 
@@ -365,7 +377,7 @@ def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_REC
                     carry = {c: a[cut:] for c, a in block.items()}
                 yield _recorded_chunk(carry, ids, scan)
         except _NPZ_ERRORS as err:
-            raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+            raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
     return WorkloadStream(
         scan.n_layer,
@@ -461,7 +473,7 @@ def _record_blocks(
 def _read_values(f: BinaryIO, member: zipfile.ZipInfo, dtype: np.dtype, n: int) -> np.ndarray:
     data = np.frombuffer(f.read(n * dtype.itemsize), dtype=dtype)
     if len(data) != n:
-        raise WorkloadError(f"`{member.filename}` is cut off")
+        raise WorkloadError(f"`{shown(member.filename)}` is cut off")
     return data
 
 
