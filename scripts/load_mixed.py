@@ -77,6 +77,7 @@ async def act(kind: str, page, url: str, step: int) -> None:
 async def session(i: int, kind: str, browser, url: str, stop_at: float, timeout_s: float, out: dict) -> None:
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     page = await context.new_page()
+    page.set_default_timeout(timeout_s * 1000)  # a busy server is measured, not cut off at playwright's 30 s
     waits, errors, step = [], [], 0
     while time.monotonic() < stop_at:
         start = time.monotonic()
