@@ -47,10 +47,10 @@ def start_server(port: int) -> tuple[subprocess.Popen, float]:
     raise SystemExit("streamlit did not become healthy in 90 s")
 
 
-async def settle(page, timeout_s: float) -> None:
-    """Wait for the rerun an action started (if it shows) and then for an idle page."""
+async def settle(page, timeout_s: float, start_s: float = 1.5) -> None:
+    """Wait for the rerun an action started (if it shows within start_s) and then for an idle page."""
     with contextlib.suppress(Exception):  # a rerun faster than the poll never shows the widget
-        await page.wait_for_function(BUSY, timeout=1_500)
+        await page.wait_for_function(BUSY, timeout=start_s * 1000)
     await page.wait_for_function(IDLE, timeout=timeout_s * 1000)
 
 
