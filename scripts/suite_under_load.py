@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUMMARY = re.compile(r"^=+ (.*) in ([\d.]+)s", re.MULTILINE)
 
 
 def spin(until: float) -> None:
@@ -41,10 +39,10 @@ def one_run(pytest_args: list[str], timeout_s: float) -> tuple[bool, str, float,
     except subprocess.TimeoutExpired:
         return False, f"timed out after {timeout_s:.0f} s", time.monotonic() - start, []
     out = done.stdout + done.stderr
-    found = SUMMARY.findall(out)
-    summary = found[-1][0] if found else out.strip().splitlines()[-1:]
+    lines = [line.strip("= ") for line in done.stdout.splitlines() if line.strip()]
+    summary = lines[-1] if lines else "no output"
     failed = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
-    return done.returncode == 0, str(summary), time.monotonic() - start, failed
+    return done.returncode == 0, summary, time.monotonic() - start, failed
 
 
 def main() -> int:
