@@ -366,22 +366,35 @@ def cached_recommend(
     return recommend(model, hw, _tm.params, base, memo, command_path, _tm.rel_error, preset_for(model).spread_points)
 
 
+_MEMO_TURNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per memo: one Shopping computes at a time
+
+
 def cached_recommend_cards(
     model: ModelSpec, command_path: str, hardware: list[Hardware], tm: TimeModel, concurrency: int, n_ctx: int
 ) -> Iterator[list[Option]]:
     """Shopping: each card's options in turn (cached_recommend's); the cards not cached yet are computed
-    together (recommend_cards: the settings they share replayed once), each cached as it comes."""
+    together (recommend_cards: the settings they share replayed once), each cached as it comes. Two sessions
+    asking at once: the second waits for the first's cards instead of computing them again."""
     calls = [(model, "", command_path, hw, "", tm, repr(tm), concurrency, n_ctx) for hw in hardware]
-    missing = [hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call)]
-    if missing:
-        wait_for_kernels()
-        memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH))
+    if all(cached_recommend.is_cached(*call) for call in calls):
+        yield from (cached_recommend(*call) for call in calls)
+        return
+    wait_for_kernels()
+    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH))
+    turn = _MEMO_TURNS.setdefault(memo, threading.Lock())
+    if not turn.acquire(blocking=False):
+        with st.spinner("Another session is simulating these cards; waiting for its answers..."):
+            turn.acquire()
+    try:
+        missing = [hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call)]
         base, spread = Scenario(concurrency=concurrency, n_ctx=n_ctx), preset_for(model).spread_points
         fresh = recommend_cards(model, missing, tm.params, base, memo, command_path, tm.rel_error, spread)
-    for hw, call in zip(hardware, calls, strict=True):
-        if hw in missing:
-            cached_recommend.put(next(fresh), *call)
-        yield cached_recommend(*call)
+        for hw, call in zip(hardware, calls, strict=True):
+            if hw in missing:
+                cached_recommend.put(next(fresh), *call)
+            yield cached_recommend(*call)
+    finally:
+        turn.release()
 
 
 def cached_synthetic(
