@@ -67,8 +67,8 @@ MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy 
 
 # --- the app's caches and uploads (ui/cached.py): bounded in bytes and age, shared by every session ---
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
-APP_CACHE_BYTES = 512 * 1024**2  # every cached result together (models, workloads, curves, logs): LRU out beyond
-APP_CACHE_ENTRY_BYTES = 192 * 1024**2  # one result larger is served to its session, never kept for others
+APP_CACHE_BYTES = 384 * 1024**2  # every cached result together (models, workloads, curves, logs): LRU out beyond
+APP_CACHE_ENTRY_BYTES = 128 * 1024**2  # one result larger is served to its session, never kept for others
 APP_UPLOAD_PEAK_BYTES = 768 * 1024**2  # the estimated peak of reading one upload into arrays: refused above
 APP_UPLOADS_PEAK_BYTES = 768 * 1024**2  # uploads being read at once, together: the next one waits its turn
 APP_UPLOAD_WAIT_S = 120  # the longest an upload waits for others to be read before it is refused
