@@ -34,7 +34,8 @@ assert not at.exception, at.exception
 cards = list(at.dataframe[0].value["GPU"])
 start = time.perf_counter(); at.selectbox(key="gpu").set_value("Tesla T4").run(); back = time.perf_counter() - start
 print(f"shopping first view ({{rows}} cards): {{first:.1f}} s")
-print(f"sidebar GPU switch to {switch!r} (cards now {{len(cards)}}): {{switch:.1f}} s; back to Tesla T4: {{back:.1f}} s")
+print(f"sidebar GPU switch to {switch!r} (cards now {{len(cards)}}): {{switch:.1f}} s")
+print(f"and back to Tesla T4: {{back:.1f}} s")
 """
 
 

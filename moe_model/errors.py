@@ -34,6 +34,10 @@ class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
 
 
+class MachineFileError(MoeModelError):
+    """A machine file that `calibrate` did not write, or whose values are out of type or range."""
+
+
 def one_line(err: BaseException) -> str:
     """A foreign exception's message cut to its first line (pandas and zipfile append details)."""
     text = str(err).strip()

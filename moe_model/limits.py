@@ -51,9 +51,15 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- llama-server defaults the library's layers share (speed.scenario.Scenario declares each setting) ---
+DEFAULT_CTX = 4096  # -c: llama-server's default context
+DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
+DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
+
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
+MAX_BUDGETS = 512  # budgets of one simulate call: a curve needs tens
 MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
@@ -76,7 +82,7 @@ APP_LOG_BYTES = 32 * 1024**2  # one uploaded log: real -lv 4 logs of long runs a
 APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first compilation (a slow, busy machine)
 
 # --- hardware flags ---
-MAX_VRAM_GIB = 65_536  # --vram-gib: 64 TiB, beyond any single host's GPUs
+MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)
 MAX_RATE_GBS = 100_000  # --*-gbs: 100 TB/s, beyond any memory system or link
 MAX_GPUS = 64  # --tensor-split values: llama.cpp's CUDA backend handles at most 16 devices
 MAX_SPLIT_SHARE = 1_000_000  # one --tensor-split value: ratios, or MiB of a GPU (<= ~200,000)
@@ -91,6 +97,14 @@ MAX_LOG_ALERTS = 20  # warning lines and error lines kept per run (each); the re
 MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real lines are < 2,000 characters
 MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
 MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
+
+# --- machine files (calibrate) ---
+MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)
+MAX_RUN_REQUESTS = 1_000_000  # requests one server run timed: a busy day
+MAX_BUILD = 10**9  # a llama.cpp build number (b12569 today)
+MAX_MACHINE_FILE_BYTES = 1024 * 1024  # ~1 KiB a run: read whole, so capped
+MAX_MACHINE_TEXT_CHARS = 4096  # a name, path or reason: PATH_MAX, and nothing longer is echoed
+MAX_MACHINE_REL_ERROR = 0.99  # a prediction's relative range: at +-100 % its low end is no speed at all
 
 
 def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] = MoeModelError) -> None:

@@ -15,12 +15,15 @@ import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.limits import (
+    DEFAULT_ACCEPT_RATE,
+    DEFAULT_UBATCH,
     MAX_CONCURRENCY,
     MAX_DRAFT_TOKENS,
     MAX_PROMPT_TOKENS,
     MAX_UBATCH,
     SIM_CHUNK_RECORDS,
 )
+from moe_model.settings import setting
 
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
 RECORDED_LABEL = "recorded llama.cpp trace"
@@ -196,11 +199,15 @@ class Batching:
 
     concurrency: int = 1
     draft_tokens: int = 0
-    accept_rate: float = 0.7
-    prompt_tokens: int = 0
-    ubatch_size: int = 512
+    accept_rate: float = DEFAULT_ACCEPT_RATE
+    prompt_tokens: int = setting(
+        0, flags=("--prompt-tokens",), lo=0, hi=MAX_PROMPT_TOKENS, help="synthetic prompt per sequence (0: none)"
+    )
+    ubatch_size: int = DEFAULT_UBATCH
     warmup: bool = True
-    seed: int = 0
+    seed: int = setting(
+        0, flags=("--seed",), lo=0, hi=2**32 - 1, help="seed of the synthetic routing and the drafts accepted"
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:

@@ -33,10 +33,8 @@ from ui.cached import (
     workload_npz,
 )
 from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_placement, sidebar_serving
-from ui.state import keep, kept
-from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path
-
-SHARES = [0.0, 0.5, 0.8, 0.9, 0.95]
+from ui.state import SCENARIO, keep, kept
+from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path
 
 st.header("Explore")
 st.caption(
@@ -181,27 +179,15 @@ with friendly_errors():
     placement_name, placement = sidebar_placement(model)
     controls, charts = st.columns([1, 3])
     with controls:
-        draft = st.slider("draft tokens (speculative)", 0, 8, kept("draft", 0, int, 0, 8), key="draft")
-        accept = st.slider("draft acceptance", 0.0, 1.0, kept("accept", 0.7, float, 0.0, 1.0), 0.05, key="accept")
-        share = st.select_slider(
-            "--moe-cache-cpu-share (b12191, a modelled policy)",
-            SHARES,
-            kept("share", 0.0, float, choices=SHARES),
-            key="share",
-        )
-        prompt = st.number_input(
-            "prompt tokens per request", 1, 131072, kept("prompt", 512, int, 1, 131072), 64, key="prompt"
-        )
-        work, work_key = workload(model, model_key, concurrency, draft, accept, int(prompt))
-    base = Scenario(
-        placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=int(prompt), load_mode=load_mode
-    )
+        draft, accept = control(st, SCENARIO["draft_tokens"]), control(st, SCENARIO["accept_rate"])
+        share, prompt = control(st, SCENARIO["cpu_share"]), control(st, SCENARIO["prompt_tokens"])
+        work, work_key = workload(model, model_key, concurrency, draft, accept, prompt)
+    base = Scenario(placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=prompt, load_mode=load_mode)
     axis = budget_axis(model, hw, base)
     with controls:
         budget = budget_slider(st, axis.top_mib, step=axis.step_mib)
         if not axis.cache_fits:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    keep(prompt=int(prompt), draft=draft, accept=accept, share=share)
     keys = (model, model_key, work, work_key, hw, repr(hw), time_model, repr(time_model), base)
     spread = preset_for(model).spread_points
     view = cached_explore_curve(*keys, spread, axis)

@@ -8,9 +8,8 @@ import streamlit as st
 from moe_model.charts import measured_curves
 from moe_model.errors import MoeModelError
 from moe_model.resources import data_path
-from moe_model.speed.calibration import calibrate_machine
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import log_points
+from moe_model.speed.machine import calibrate_machine, machine_points
 from moe_model.speed.measurements import crosscheck, point_from_run
 from ui.cached import cached_log
 from ui.sidebar import sidebar_hardware, sidebar_model
@@ -62,13 +61,16 @@ with friendly_errors():
         key="log_examples",
     )
     files = [(u.name, u.getvalue()) for u in uploads or []] + [(n, EXAMPLES[n].read_bytes()) for n in picks]
-    points, all_runs = [], []
+    names = [name for name, _ in files]  # uploads of one name from two folders are told apart by position
+    files = [(f"{name} ({i + 1})" if names.count(name) > 1 else name, data) for i, (name, data) in enumerate(files)]
+    points, all_runs, parsed = [], [], []
     for name, data in files:
         try:
             runs = cached_log(data)
         except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
             st.error(f"{name}: {err}")
             continue
+        parsed.append((name, runs))
         runs = [r for r in runs if r.program != "unknown"]
         if not runs:  # e.g. a pipeline log that only mentions llama.cpp
             st.warning(f"{name}: no llama-server or llama-cli run in this file (no start-up lines): nothing to show.")
@@ -124,28 +126,26 @@ with friendly_errors():
                 else "(the sidebar's machine: the logs name none or several)."
             )
         )
-        cal_points = [
-            p
-            for name, data in files
-            for p in log_points(
-                [r for r in cached_log(data) if same_model(r, model)], model, machine, name, machine.name
-            )
-        ]
-        result = calibrate_machine(cal_points, machine, time_model.params)
+        logs = [(name, [r for r in runs if same_model(r, model)]) for name, runs in parsed]
+        points, logged = machine_points([(name, runs) for name, runs in logs if runs], model, machine)
+        result = calibrate_machine(points, machine, time_model.params, logged)
         st.table(
             pd.DataFrame(
                 {
-                    "run": list(result.fit_errors),
-                    "error in the fit %": [round(100 * e, 1) for e in result.fit_errors.values()],
-                    "error when left out %": [round(100 * result.left_out_errors[n], 1) for n in result.fit_errors],
-                    "judges the fit": [
-                        "yes" if n in result.judged else "no (alone pins a term)" for n in result.fit_errors
-                    ],
+                    "run": [r.name for r in result.runs],
+                    "streams": [r.concurrency for r in result.runs],
+                    "first request after start": ["yes" if r.first_request else "no" for r in result.runs],
+                    "error in the fit %": [round(100 * result.fit_errors[r.name], 1) for r in result.runs],
+                    "error when left out %": [round(100 * result.left_out_errors[r.name], 1) for r in result.runs],
+                    "judges the fit": ["yes" if r.name in result.judged else "no" for r in result.runs],
                 }
             ),
         )
         if result.accepted:
-            st.session_state["machine"] = (result.hardware, result.rel_error)
-            st.success(f"Fitted {', '.join(result.fitted)}: every page now uses this machine (sidebar).")
+            st.session_state["machine"] = result
+            st.success(
+                f"Fitted {', '.join(result.fitted)} ({result.reason}; load mode {result.load_mode}): every page now "
+                "uses this machine (sidebar)."
+            )
         else:
             st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")

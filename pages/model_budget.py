@@ -8,6 +8,7 @@ import streamlit as st
 
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
+from moe_model.speed.curve import slider_top
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, resolve
@@ -33,7 +34,7 @@ with friendly_errors():
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
         fits = max_budget_mib(model, hw, placement, ctx)
-        top = max(min(int(full * 1.05), fits), 1) if fits >= lowest else max(int(full * 1.05), 1)
+        top = slider_top(lowest, full, fits)
         budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
         c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")

@@ -8,8 +8,8 @@ from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware
 from ui.cached import cached_recommend_cards
 from ui.sidebar import sidebar_hardware, sidebar_model, sidebar_serving
-from ui.state import keep, kept
-from ui.widgets import friendly_errors, model_flag_path
+from ui.state import HARDWARE, keep, kept
+from ui.widgets import friendly_errors, model_flag_path, setting_input
 
 st.header("Hardware shopping")
 st.caption(
@@ -57,15 +57,9 @@ with friendly_errors():
     with st.expander("custom card"):
         use_custom = st.toggle("add a custom card", False, key="custom_on")
         cc = st.columns(5)
-        custom = Hardware(
-            "custom",
-            cc[0].number_input("VRAM GiB", 4.0, 200.0, 16.0, key="c_vram"),
-            cc[1].number_input("GB/s", 100.0, 8000.0, 500.0, key="c_bw"),
-            int(cc[2].selectbox("PCIe gen", [3, 4, 5], 1, key="c_gen")),
-            int(cc[3].selectbox("lanes", [4, 8, 16], 2, key="c_lanes")),
-            cc[4].number_input("host GB/s", 5.0, 500.0, 50.0, key="c_host"),
-            source="user",
-        )
+        starts = {"vram_gib": 16.0, "gpu_bw_gbs": 500.0, "pcie_gen": 4, "pcie_lanes": 16, "cpu_bw_gbs": 50.0}
+        fields = [setting_input(c, HARDWARE[n], v, f"c_{n}") for c, (n, v) in zip(cc, starts.items(), strict=True)]
+        custom = Hardware("custom", *fields, source="user")
     hardware = [PRESETS[name] for name in cards] + ([custom] if use_custom else [])
     hardware = [hw.with_changes(ram_gib=sidebar_hw.ram_gib) for hw in hardware]
     if not hardware:

@@ -435,3 +435,19 @@ def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
     assert list(table["run"]) == [f"{r}#1" for r in runs]  # distinct names; the T4 run is of another model
     assert table["error in the fit %"].abs().max() > 0 and not at.exception
     assert any("on H200 (the GPU the logs name)" in c.value for c in at.caption)
+
+
+def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_load_mode():
+    # issue 22: the T4's kept PCIe 3.0 edits were applied to the calibrated H200 ("implausible pinned_gbs")
+    at = open_page("pages/logs.py", gpu="Tesla T4", gen="3", lanes="16", lm="none")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = [f"real H200 run: server_{case}.log" for case in ("off", "minall", "b10", "b25", "b50", "full")]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    at.button(key="calibrate").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state["machine"].load_mode == "mmap"
+    at.switch_page("pages/model_budget.py").run()
+    assert not at.exception and not [e.value for e in at.error if "implausible" in e.value]
+    assert at.sidebar.selectbox(key="lm").value == "mmap"  # the load mode the runs were calibrated with
+    assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0

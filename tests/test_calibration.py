@@ -1,5 +1,5 @@
-"""Calibration: the stored fit is what the code computes, a fit recovers the parameters that made its data,
-and a machine calibrated from a budget sweep of its own logs predicts the runs it left out."""
+"""Calibration: the stored fit is what the code computes, a fit recovers the parameters that made its data, and
+the logged hit rate a point uses leaves out the warm-up (a machine from its own logs: tests/test_machine.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,9 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT
 
-from moe_model.errors import MoeModelError
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import (
-    calibrate_machine,
-    decode_errors,
-    default_time_model,
-    fit,
-    load_calibration,
-    load_machine,
-    save_machine,
-)
+from moe_model.speed.calibration import decode_errors, fit, load_calibration
 from moe_model.speed.hardware import preset
 from moe_model.speed.measured import decode_hit_rate, h200_points, log_points
 from moe_model.speed.time_model import TimeParams, predict
@@ -53,27 +44,6 @@ def test_a_fit_recovers_the_parameters_that_generated_its_points(run3_points):
     assert max(abs(e) for e in decode_errors(made, fitted).values()) < 0.03
 
 
-def test_a_budget_sweep_of_run3_logs_calibrates_the_machine_and_predicts_left_out_runs(run3_points, tmp_path):
-    result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
-    assert set(result.left_out_errors) == {p.name for p in run3_points}  # each run named after its log
-    assert {"token_ms", "pageable_gbs", "cpu_expert_gbs", "sync_us"} <= set(result.fitted)
-    assert result.accepted, result.reason
-    middle = [result.left_out_errors[f"{c}#1"] for c in ("b10", "b25", "b50")]
-    assert max(abs(e) for e in middle) <= 0.10  # budgets inside the sweep; its ends extrapolate (README)
-    cached = {k: v for k, v in result.left_out_errors.items() if not k.startswith(("off", "gpu"))}
-    assert max(abs(e) for e in cached.values()) <= 0.25
-    save_machine(result, tmp_path / "m.json")
-    hw, rel = load_machine(tmp_path / "m.json")
-    assert hw.pageable_gbs == result.hardware.pageable_gbs and hw.token_ms == result.hardware.token_ms
-    assert rel == result.rel_error
-
-
-def test_a_run_that_alone_pins_a_term_is_reported_but_does_not_judge_the_fit(run3_points):
-    result = calibrate_machine(run3_points, preset("h200"), default_time_model().params)
-    # only the all-GPU run shows the fixed cost, so left out it is predicted from the prior: far off, not judged
-    assert abs(result.left_out_errors["gpu#1"]) > 0.25 and result.accepted
-
-
 def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_include():
     model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
     run = parse_log(RUN3 / "logs" / "server_full.log")[0]
@@ -82,13 +52,3 @@ def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_i
     rate = decode_hit_rate(run.small, model, point.layout)
     assert rate > run.small.hit_rate
     assert run.small.hits / rate == pytest.approx(decoded, rel=0.005)  # the lookups left are the decode's
-
-
-def test_one_run_is_refused_and_a_refused_fit_cannot_be_loaded(run3_points, tmp_path):
-    with pytest.raises(MoeModelError, match="at least 2 runs"):
-        calibrate_machine(run3_points[:1], preset("h200"), default_time_model().params)
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"hardware": {"name": "x", "vram_gib": 1, "gpu_bw_gbs": 1, "pcie_gen": 4, "pcie_lanes": 16, '
-                   '"cpu_bw_gbs": 1}, "accepted": false, "reason": "too few runs", "rel_error": 1}')  # fmt: skip
-    with pytest.raises(MoeModelError, match="refused"):
-        load_machine(bad)

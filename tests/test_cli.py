@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, QWEN235B_SHARD1, ROOT, SAMPLE
 
+from moe_model.cli import build_parser
+
 
 def run_process(*args: str) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: `python -m moe_model ...` in a subprocess (the few end-to-end tests)."""
@@ -405,6 +407,57 @@ def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys
     exact = simulate(load_model(GT_HEADER), load_recorded(trace), 403)
     decode_rate = exact.layer_hits.sum() / exact.layer_lookups.sum()
     assert out["hit_rate"] == pytest.approx(decode_rate, rel=0.02) and out["routing"] == f"the trace {trace}"
+
+
+def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
+    plan = ["plan", str(QWEN30B), "--budget-mib", "2000", "--json"]
+    by_alias = _main_exit(capsys, *plan, "--n-cpu-moe", "6")
+    assert by_alias[0] == 0 and by_alias == _main_exit(capsys, *plan, "--placement", "n-cpu-moe:6")
+    assert _main_exit(capsys, *plan, "--cpu-moe") == _main_exit(capsys, *plan, "--placement", "cpu-moe")
+    sim = ["simulate", "--model", str(QWEN30B), "--synthetic", "--tokens", "300", "--budget-mib", "2000", "--json"]
+    assert _main_exit(capsys, *sim, "--n-cpu-moe", "6") == _main_exit(capsys, *sim, "--placement", "n-cpu-moe:6")
+    pred = ["predict", "--model", str(QWEN30B), "--hardware", "t4", "--budget-mib", "2000", "--hit-rate", "0.5"]
+    code, text, _ = _main_exit(capsys, *pred, "--n-cpu-moe", "6", "--json")
+    assert code == 0 and json.loads(text)["scenario"]["placement"] == "n-cpu-moe:6"  # the --placement string
+    assert (code, text) == _main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
+
+
+def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellings_are_usage_errors(capsys):
+    code, _, err = _main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "2000", "--placement", "fit")
+    assert code == 1 and err.strip().splitlines() == [
+        "error: --placement fit needs a machine: use predict or recommend with --hardware "
+        "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
+    ]
+    code, _, err = _main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "9", "--placement", "gpu", "--cpu-moe")
+    assert code == 2 and "not allowed with argument --placement" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["plan", str(QWEN30B), "--budget-mib", "403.7"],
+            "argument --budget-mib: expected a whole number, got '403.7'",
+        ),
+        (
+            ["simulate", "--model", str(QWEN30B), "--synthetic", "--budgets-mib", "403.7,15.9"],
+            "argument --budgets-mib: expected whole numbers, got 403.7 in '403.7,15.9'",
+        ),
+        (
+            ["simulate", "--model", str(QWEN30B), "--synthetic", "--budget-range", "0:100.5:3"],
+            "argument --budget-range: expected whole numbers, got 100.5 in '0,100.5,3'",
+        ),
+        (
+            ["predict", "--model", str(QWEN30B), "--hardware", "t4", "--budget-mib", "1e3.5"],
+            "argument --budget-mib: expected a number, got '1e3.5'",
+        ),
+    ],
+)
+def test_fractional_budgets_are_refused_in_one_line_not_cut_to_whole_mib(capsys, argv, message):
+    code, _, err = _main_exit(capsys, *argv)
+    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    whole = build_parser().parse_args(["simulate", "--model", "m", "--synthetic", "--budgets-mib", "403,15"])
+    assert whole.budgets_mib == (403, 15)  # positive control: whole budgets pass as they are
 
 
 def _header_file(tmp_path, name: str, extra_meta: dict | None = None, expert_shape=(256, 1024, 12)) -> str:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, GT_BUDGETS, GT_HEADER
+from conftest import GROUNDTRUTH, GT_BUDGETS, GT_HEADER, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_simulate import make_workload, random_runs, tiny_model
@@ -204,6 +205,23 @@ def test_the_learn_stepper_counts_what_the_policy_counts(policy, budget):
     last = steps(work, plan_cache(model, budget), model.n_expert, policy=policy, **knobs)[-1]
     res = run_policy(policy, model, work, [budget], **knobs)[0]
     assert (last.total_hits, last.total_misses) == (int(res.hits.sum()), int(res.uploads.sum()))
+
+
+def test_the_stepper_shows_the_list_engines_slots_and_order_on_a_hand_traced_pool():
+    # two slots, list 0 -> 1: 0 fills slot 0 (order 1, 0); 1 fills slot 1 (0, 1); 0 hits (1, 0); 2 evicts 1 from slot 1
+    model = tiny_model(1, 8, 1, mixed=False)
+    trail = steps(decode([0, 1, 0, 2]), plan_cache(model, TWO_SLOTS), model.n_expert)
+    assert [s.order[0] for s in trail] == [(1, 0), (0, 1), (1, 0), (0, 1)]
+    assert [s.slots[0].tolist() for s in trail] == [[0, -1], [0, 1], [0, 1], [0, 2]]
+    assert [(s.hits, s.fills, s.evicted) for s in trail[2:]] == [((0,), (), ()), ((), ((2, 1),), ((0, 1),))]
+
+
+def test_one_list_lru_engine_and_one_copy_rule_in_the_library():
+    sources = {p: p.read_text() for p in (ROOT / "moe_model").rglob("*.py")}
+    assert [p.name for p, text in sources.items() if re.search(r"def _?touch\(", text)] == ["lru_lists.py"]
+    bound = r"(\w+\.)?(OFFLOAD_MIN_BATCH|offload_min_batch|MAX_BATCH)\b"  # a token count compared with either
+    threshold = re.compile(rf"[<>]=?\s*{bound}|\b(OFFLOAD_MIN_BATCH|MAX_BATCH)\s*[<>]")
+    assert [p.name for p, text in sources.items() if threshold.search(text)] == ["pool_rule.py"]
 
 
 def test_the_stepper_refuses_a_policy_it_cannot_show():

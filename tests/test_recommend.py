@@ -72,3 +72,23 @@ def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone
     again = next(recommend_cards(qwen30b, cards[:1], tm.params, base, memo, "m.gguf", tm.rel_error))
     assert len(replays) == before  # a card answered before (a GPU switch back) replays nothing
     assert [o.as_dict() for o in again] == [o.as_dict() for o in alone[0]]
+
+
+def test_recommend_never_picks_a_setting_too_close_to_call_for_vram():
+    from conftest import MODELS
+
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.readers.model_spec import load_model
+    from moe_model.speed.recommend import Option
+    from moe_model.speed.time_model import predict
+    from moe_model.speed.vram import FIT_MARGIN_MIB
+
+    # on an 8 GB card a cache soon eats the 1,024 MiB llama.cpp keeps free
+    model = load_model(MODELS / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf")
+    hw, tm = preset("3060 ti"), default_time_model()
+    work = synthetic_workload(model, Scenario(), n_tokens=400)
+    options = recommend(model, hw, tm.params, Scenario(), lambda sc: work, "m.gguf", tm.rel_error)
+    assert options[0].usable and all(o.prediction.vram.free_mib >= FIT_MARGIN_MIB for o in options if o.usable)
+    tight = predict(model, hw, tm.params, Scenario(Placement(cpu_moe=False, n_cpu_moe=33), 2000), hit_rate=0.5)
+    assert tight.vram.tight and tight.usable  # a speed is shown, with the warning
+    assert not Option("ncmoe 33 + 2000 MiB", tight, "llama-server ...", "helps").usable  # but never picked

@@ -11,16 +11,16 @@ from moe_model.errors import WorkloadError
 from moe_model.llama.batching import build_workload
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import Placement
-from moe_model.readers.model_spec import load_model
+from moe_model.readers.model_spec import load_model, uniform_spec
 from moe_model.readers.traces import load_token_trace
 from moe_model.routing.synthetic import (
-    FALLBACK_SPREAD_FACTOR,
     MATCH_MODEL,
     MATCH_SHAPE,
     Knobs,
     Shape,
     TraceStats,
     coordinate_fit,
+    fallback_spread,
     generate,
     load_presets,
     preset_for,
@@ -97,7 +97,27 @@ def test_presets_say_what_they_were_fitted_to_their_shape_and_spread():
     for preset in load_presets().values():
         assert preset["fitted_to"] and set(preset["knobs"]) == {"skew", "working_set", "drift", "reuse"}
         assert set(preset["shape"]) == {"n_layer", "n_expert", "k"} and preset["models"]
-        assert 0 < preset["spread_points"] < 10
+        assert preset["rms_fit_points"] is not None and preset["rms_held_out_points"] is not None
+        assert preset["spread_points"] == max(preset["rms_fit_points"], preset["rms_held_out_points"]) > 0
+
+
+def test_every_expert_shape_with_published_hit_rates_has_a_preset_of_its_own():
+    shapes = {(p["shape"]["n_expert"], p["shape"]["k"]) for p in load_presets().values()}
+    assert shapes == {(32, 4), (128, 8), (512, 10), (256, 8)}  # gpt-oss, Qwen3-30B, Qwen3.8-Flash-Next, Qwen3.6-35B
+    qwen36 = preset_for(load_model(MODELS / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"))
+    assert (qwen36.name, qwen36.match) == ("Qwen3.6-35B-A3B", MATCH_MODEL)
+
+
+def _row_errors(entry: dict, shape: Shape, tokens: int, seed: int) -> dict[str, float]:
+    """Each published row simulated with the preset (its own header, placement, budget, streams), minus its rate."""
+    trace = generate(shape, Knobs(**entry["knobs"]), tokens, seed=seed)
+    errors = {}
+    for row in entry["rows"]:
+        placement = None if row["n_cpu_moe"] is None else Placement(cpu_moe=False, n_cpu_moe=row["n_cpu_moe"])
+        work = build_workload(trace, Batching(concurrency=row["streams"]), shape.n_expert)
+        result = simulate_budgets(load_model(MODELS / row["model"]), work, [row["budget"]], placement)[0]
+        errors[row["id"]] = 100 * result.small.hit_rate - row["target_pct"]
+    return errors
 
 
 def test_flash_next_preset_reproduces_its_published_hit_rates_within_its_spread():
@@ -108,20 +128,35 @@ def test_flash_next_preset_reproduces_its_published_hit_rates_within_its_spread(
         MATCH_MODEL,
         entry["spread_points"],
     )
-    work = build_workload(generate(Shape(48, 512, 10), preset.knobs, 3000, seed=5), Batching(), 512)
-    errors = {}
-    for row in entry["rows"]:
-        placement = None if row["n_cpu_moe"] is None else Placement(cpu_moe=False, n_cpu_moe=row["n_cpu_moe"])
-        result = simulate_budgets(load_model(MODELS / row["model"]), work, [row["budget"]], placement)[0]
-        errors[row["id"]] = 100 * result.small.hit_rate - row["target_pct"]
+    errors = _row_errors(entry, Shape(48, 512, 10), 3000, seed=5)
     fit = [e for rid, e in errors.items() if not rid.startswith("v620")]
     held_out = [e for rid, e in errors.items() if rid.startswith("v620")]
     assert len(fit) == 7 and len(held_out) == 3
     # on a new seed (1 point of slack): the fitted rows within the fit's rms, the held-out V620 rows within the
     # spread (their rms is what sets it), and no row off by more than twice the spread
-    assert np.sqrt(np.mean(np.square(fit))) <= entry["rms_points_new_seed"]["fit"] + 1.0, errors
+    assert np.sqrt(np.mean(np.square(fit))) <= entry["rms_fit_points"] + 1.0, errors
     assert np.sqrt(np.mean(np.square(held_out))) <= preset.spread_points + 1.0, errors
     assert all(abs(e) <= 2 * preset.spread_points + 1.0 for e in errors.values()), errors
+
+
+def test_the_qwen36_preset_reproduces_both_published_rates_and_reports_each_one_held_out():
+    entry = load_presets()["Qwen3.6-35B-A3B"]
+    assert [r["target_pct"] for r in entry["rows"]] == [53.0, 81.0]  # the RTX 3060 Ti eGPU rows
+    assert set(entry["held_out_errors_points"]) == {r["id"] for r in entry["rows"]}
+    held = np.sqrt(np.mean(np.square(list(entry["held_out_errors_points"].values()))))
+    assert entry["rms_held_out_points"] == pytest.approx(held, abs=0.01)
+    errors = _row_errors(entry, Shape(40, 256, 8), 2000, seed=5)  # a seed neither the fit nor its check used
+    assert np.sqrt(np.mean(np.square(list(errors.values())))) <= entry["rms_fit_points"] + 1.5, errors
+
+
+def test_a_model_with_no_preset_of_its_own_gets_the_widest_spread_and_says_so():
+    presets = load_presets()
+    widest = fallback_spread()
+    assert widest >= max(p["spread_points"] for p in presets.values())
+    odd = preset_for(uniform_spec(48, 288, 8, name="some-288x8-moe"))  # nearest shape: 256 x 8
+    assert odd.name == "Qwen3.6-35B-A3B" and odd.is_fallback and odd.spread_points == widest
+    assert odd.match.startswith("no preset of its own: nearest shape, Qwen3.6-35B-A3B (256 experts, 8 used)")
+    assert f"widest spread (±{widest:.1f} points)" in odd.match and "hit-rate points" in odd.describe()
 
 
 def test_preset_for_picks_by_name_then_expert_shape_then_nearest_shape_and_says_which():
@@ -131,15 +166,12 @@ def test_preset_for_picks_by_name_then_expert_shape_then_nearest_shape_and_says_
     big = preset_for(load_model(QWEN235B_SHARD1))  # 128 x 8 like Qwen3-30B-A3B, 94 layers
     assert (big.name, big.match) == ("Qwen3-30B-A3B", MATCH_SHAPE)
     assert big.spread_points == presets["Qwen3-30B-A3B"]["spread_points"]
-    qwen36 = preset_for(load_model(MODELS / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"))  # 256 x 8: nearest is 128 x 8
-    assert qwen36.name == "Qwen3-30B-A3B" and qwen36.is_fallback
-    assert qwen36.match == "nearest shape: used Qwen3-30B-A3B (128 experts, 8 used)"
-    assert qwen36.spread_points == pytest.approx(FALLBACK_SPREAD_FACTOR * presets["Qwen3-30B-A3B"]["spread_points"])
-    assert preset_for(load_model(MIXTRAL)).match == "nearest shape: used gpt-oss-20b (32 experts, 4 used)"
+    mixtral = preset_for(load_model(MIXTRAL))  # 8 x 2: nearest is gpt-oss's 32 x 4
+    assert mixtral.name == "gpt-oss-20b" and "nearest shape, gpt-oss-20b (32 experts, 4 used)" in mixtral.match
     assert preset_for(load_model(GPT_OSS)).match == MATCH_MODEL
-    assert "nearest shape" in qwen36.describe() and "hit-rate points" in qwen36.describe()
     unknown = preset_for("some-moe-model")  # a name only: the real-routing GPT-OSS preset, labelled a fallback
     assert unknown.name == "gpt-oss-20b" and unknown.is_fallback
+    assert unknown.spread_points == fallback_spread(shape_known=False) > fallback_spread()
     name, knobs = preset_for("Qwen3-30B-A3B")  # callers that unpack (name, knobs) keep working
     assert name == "Qwen3-30B-A3B" and knobs == Knobs(**presets["Qwen3-30B-A3B"]["knobs"])
 

@@ -10,7 +10,14 @@ from conftest import ROOT
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
-from moe_model.speed.vram import CUDA_RESERVE_MIB, breakdown, fit_host_layers, kv_cache_mib, max_budget_mib
+from moe_model.speed.vram import (
+    CUDA_RESERVE_MIB,
+    FIT_MARGIN_MIB,
+    breakdown,
+    fit_host_layers,
+    kv_cache_mib,
+    max_budget_mib,
+)
 
 
 def test_kv_cache_matches_the_logged_sizes(qwen30b, gt_model):
@@ -74,3 +81,31 @@ def test_fit_on_a_t4_moves_the_experts_of_12_layers_as_llama_cpp_does(qwen30b):
     assert (full, split) == (12, False)
     t4 = preset("t4").with_changes(vram_gib=(14992 + CUDA_RESERVE_MIB) / 1024)
     assert fit_host_layers(qwen30b, t4, 0, 4096) == 12
+
+
+def _fit_target_logged() -> int:
+    """The free-memory target llama.cpp's --fit keeps, as its own log prints it (fit-trials, no -fitt given)."""
+    text = (FIT_TRIALS / "fit-params-qwen3-30b.log").read_text()
+    return int(re.search(r"will leave \d+ >= (\d+) MiB of free device memory", text).group(1))
+
+
+def test_the_margin_is_what_llama_cpp_keeps_free_and_less_is_too_close_to_call(qwen30b):
+    assert FIT_MARGIN_MIB == _fit_target_logged() == 1024
+    hw = preset("Tesla T4")
+    budget = max_budget_mib(qwen30b, hw, Placement())
+    at_margin = breakdown(qwen30b, hw, Placement(), budget)
+    assert at_margin.fits and at_margin.free_mib >= 1024 > at_margin.free_mib - 8  # whole MiB of budget
+    tight = breakdown(qwen30b, hw, Placement(), budget + 512)
+    assert tight.tight and not tight.fits and 0 <= tight.free_mib < 1024
+    assert tight.verdict.startswith("too close to call") and "1,024 MiB" in tight.verdict
+    over = breakdown(qwen30b, hw, Placement(), budget + 4096)
+    assert not over.fits and not over.tight and over.verdict.startswith("does not fit")
+
+
+def test_a_configuration_that_ran_out_of_memory_in_the_field_is_not_predicted_to_fit():
+    # RTX 3060 Ti 8 GB, Qwen3.6-35B-A3B UD-Q4_K_M, -ngl 99 --n-cpu-moe 33 --moe-cache-mib 2000: "OOM at load"
+    # (../shared/reference/field-measurements.csv, minipc-egpu-llm); its context is not stated
+    model, hw = load_model(ROOT / "moe_model" / "data" / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"), preset("3060 ti")
+    for n_ctx in (4096, 40960):  # llama-server's default, and the model's own (-c 0)
+        vram = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=33), 2000, n_ctx)
+        assert 0 < vram.free_mib < FIT_MARGIN_MIB and not vram.fits and vram.tight, (n_ctx, vram.free_mib)

@@ -13,9 +13,9 @@ from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware, preset
-from moe_model.speed.scenario import LOAD_MODES
 from ui.cached import cached_model, content_key
-from ui.state import forget, keep, kept
+from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting
+from ui.widgets import control, setting_input
 
 MODELS = data_path("models")
 DEFAULT_MODEL = "Qwen3-30B-A3B-Q4_K_M.gguf"
@@ -67,21 +67,22 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     return cached_model(str(MODELS / kind)), kind, kind
 
 
-MACHINE_EDITS = ("vram", "bw", "gen", "lanes", "cpu", "threads", "ram", "link")
+MACHINE_EDITS = (*(s.url_key for s in HARDWARE.values() if s.url_key), "link")
 
 
-def _edit(box, label: str, key: str, default, lo, hi, gpu: str, step=None):
-    """One machine field: a number box whose value is kept across pages and in the URL."""
-    cast = type(default)
-    value = box.number_input(label, cast(lo), cast(hi), kept(key, default, cast, lo, hi), step, key=f"hw_{key}_{gpu}")
-    keep(**{key: value})
+def _edit(box, name: str, default, gpu: str):
+    """One machine field's declared widget, starting at the preset's value; kept across pages and in the URL."""
+    s = HARDWARE[name]
+    value = setting_input(box, s, kept_setting(s, start=default), f"hw_{s.url_key}_{gpu}")
+    keep(**{s.url_key: value})
     return value
 
 
-def _pick(box, label: str, key: str, default: int, options: list[int], gpu: str) -> int:
-    value = kept(key, default, int, choices=options)
-    value = box.selectbox(label, options, options.index(value), key=f"hw_{key}_{gpu}")
-    keep(**{key: value})
+def _link_edit(hw: Hardware, gpu: str) -> float:
+    """One measured host-to-device rate for both copies (0: derived from the machine), up to the link's line rate."""
+    label, top = "measured host-to-device GB/s (0: from the machine)", hw.line_gbs
+    value = st.number_input(label, 0.0, top, kept("link", 0.0, float, 0.0, top), 0.5, key=f"hw_link_{gpu}")
+    keep(link=value)
     return value
 
 
@@ -95,31 +96,36 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         forget(*MACHINE_EDITS)  # another card: its own preset figures
     keep(gpu=name)
     time_model = default_time_model()
-    calibrated = st.session_state.get("machine")
-    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated[0].name})", True):
-        hw, rel_error = calibrated
-        time_model = TimeModel(time_model.params, rel_error, "your machine, calibrated from your logs (Logs page)")
+    calibrated = st.session_state.get("machine")  # a MachineFit from the Logs page
+    if calibrated is not None and st.sidebar.toggle(f"use my calibrated machine ({calibrated.hardware.name})", True):
+        hw = calibrated.hardware
+        time_model = TimeModel(
+            time_model.params, calibrated.rel_error, "your machine, calibrated from your logs (Logs page)"
+        )
+        name = f"calibrated {hw.name}"  # its own figures: the preset's kept edits do not apply to it
     else:
         hw = preset(name)
-    ram = _edit(st.sidebar, "host RAM GiB", "ram", float(hw.ram_gib), 1.0, 16384.0, name, 8.0)
+    if st.session_state["kept"].get("machine_source", name) != name:
+        forget(*MACHINE_EDITS)
+        if calibrated is not None and name.startswith("calibrated"):
+            keep(lm=calibrated.load_mode)  # the load mode it was calibrated with, until the user picks another
+    st.session_state["kept"]["machine_source"] = name
+    ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), name)
     with st.sidebar.expander("edit this machine"):
-        link = _edit(st, "measured host-to-device GB/s (0: from the machine)", "link", 0.0, 0.0, hw.line_gbs, name, 0.5)
+        link = _link_edit(hw, name)
         hw = hw.with_changes(
             ram_gib=ram,
-            vram_gib=_edit(st, "VRAM GiB", "vram", float(hw.vram_gib), 1.0, 1024.0, name),
-            gpu_bw_gbs=_edit(st, "GPU memory GB/s", "bw", float(hw.gpu_bw_gbs), 10.0, 20000.0, name),
-            pcie_gen=_pick(st, "PCIe generation", "gen", hw.pcie_gen, [3, 4, 5], name),
-            pcie_lanes=_pick(st, "PCIe lanes", "lanes", hw.pcie_lanes, [1, 2, 4, 8, 16], name),
-            cpu_bw_gbs=_edit(st, "host memory GB/s", "cpu", float(hw.cpu_bw_gbs), 1.0, 2000.0, name),
-            cpu_threads=_edit(st, "CPU threads (-t)", "threads", int(hw.cpu_threads), 1, 1024, name),
+            vram_gib=_edit(st, "vram_gib", float(hw.vram_gib), name),
+            gpu_bw_gbs=_edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), name),
+            pcie_gen=_edit(st, "pcie_gen", hw.pcie_gen, name),
+            pcie_lanes=_edit(st, "pcie_lanes", hw.pcie_lanes, name),
+            cpu_bw_gbs=_edit(st, "cpu_bw_gbs", float(hw.cpu_bw_gbs), name),
+            cpu_threads=_edit(st, "cpu_threads", int(hw.cpu_threads), name),
         )
         hw = hw.with_changes(
             **({"pinned_gbs": min(link, hw.line_gbs), "pageable_gbs": min(link, hw.line_gbs)} if link else {})
         )
-    load_mode = st.sidebar.selectbox(
-        "host experts (--load-mode)", LOAD_MODES, LOAD_MODES.index(kept("lm", "mmap", choices=LOAD_MODES)), key="lm"
-    )
-    keep(lm=load_mode)
+    load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
         f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
@@ -137,12 +143,7 @@ def sidebar_session(note: str) -> None:
 
 def sidebar_serving() -> tuple[int, int]:
     """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
-    ctx = st.sidebar.number_input(
-        "context (-c)", 512, 1_048_576, kept("ctx", 4096, int, 512, 1_048_576), 512, key="ctx"
-    )
-    concurrency = st.sidebar.slider("concurrent streams (-np)", 1, 8, kept("np", 1, int, 1, 8), key="np")
-    keep(ctx=int(ctx), np=concurrency)
-    return int(ctx), concurrency
+    return control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]

@@ -7,6 +7,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from moe_model.settings import Setting, settings_of
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.scenario import Scenario
+
 
 def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
     """A setting from the URL's query parameters (shareable links): cast, clamped into [lo, hi] or checked
@@ -62,3 +66,18 @@ def forget(*keys: str) -> None:
     for key in keys:
         store.pop(key, None)
         st.query_params.pop(key, None)
+
+
+SCENARIO, HARDWARE = settings_of(Scenario), settings_of(Hardware)  # each setting's URL key, widget and range
+URL_SETTINGS = {s.url_key: s for s in (*SCENARIO.values(), *HARDWARE.values()) if s.url_key}
+
+
+def kept_setting(s: Setting, hi=None, start=None):
+    """A declared setting's kept value (another page's, else the URL's, else where its widget starts), within its
+    widget's range (`hi`: the page's end where the declaration leaves it open) or options."""
+    w = s.widget
+    first = next(v for v in (start, w.start, s.default) if v is not None)
+    if w.options:
+        return kept(s.url_key, first, type(first), choices=list(w.options))
+    top = w.hi if hi is None else hi
+    return kept(s.url_key, first if top is None else min(first, top), type(first), w.lo, top)

@@ -1,5 +1,5 @@
-"""In-page widgets and messages: the budget's slider and number box, the fit verdicts, library errors as
-messages (never a traceback), and how a printed command names the model."""
+"""In-page widgets and messages: each declared setting's widget (control), the budget's slider and number box,
+the fit verdicts, library errors as messages (never a traceback), and how a printed command names the model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from contextlib import contextmanager
 import streamlit as st
 
 from moe_model.errors import MoeModelError
+from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.vram import VramBreakdown
-from ui.state import keep, kept
+from ui.state import SCENARIO, keep, kept_setting
 
 
 @contextmanager
@@ -33,37 +34,61 @@ def _follow(moved: str, other: str) -> None:
 
 def _snap_to_stop(step: int, top: int) -> None:
     """A typed budget moves the slider to its nearest stop; the number box keeps the exact value."""
-    st.session_state["budget"] = min(top, round(st.session_state["budget_box"] / step) * step)
+    key = SCENARIO["budget_mib"].url_key
+    st.session_state[key] = min(top, round(st.session_state[f"{key}_box"] / step) * step)
 
 
-def budget_slider(box, top: int, default: int = 10000, step: int = 1) -> int:
+def budget_slider(box, top: int, step: int = 1) -> int:
     """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
-    `top` (the largest that fits); the box's value is the budget, kept across pages and in the URL."""
-    value = kept("budget", min(default, top), int, 0, top)
+    `top` (speed.curve.slider_top); the box's value is the budget, kept across pages and in the URL."""
+    s = SCENARIO["budget_mib"]
+    key, label, lo = s.url_key, s.widget.label, s.widget.lo
+    value = kept_setting(s, top)
     box.slider(
-        "--moe-cache-mib",
-        0,
+        label,
+        lo,
         top,
         min(top, round(value / step) * step),
         step,
-        key="budget",
+        key=key,
         on_change=_follow,
-        args=("budget", "budget_box"),
+        args=(key, f"{key}_box"),
     )
     budget = int(
         box.number_input(
-            "exact --moe-cache-mib (MiB)", 0, top, value, key="budget_box", on_change=_snap_to_stop, args=(step, top)
+            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_snap_to_stop, args=(step, top)
         )
     )
-    keep(budget=budget)
+    keep(**{key: budget})
     return budget
 
 
+def setting_input(box, s: Setting, value, key: str, hi=None):
+    """A declared setting's widget showing `value`: its label, kind, range and step, or its options."""
+    w, cast = s.widget, type(value)
+    top = w.hi if hi is None else hi
+    if w.kind == "selectbox":
+        return box.selectbox(w.label, w.options, list(w.options).index(value), key=key)
+    if w.kind == "select_slider":
+        return box.select_slider(w.label, list(w.options), value, key=key)
+    step = None if w.step is None else cast(w.step)
+    if w.kind == "number":
+        return cast(box.number_input(w.label, cast(w.lo), cast(top), value, step, key=key))
+    return cast(box.slider(w.label, cast(w.lo), cast(top), value, step, key=key))
+
+
+def control(box, s: Setting, hi=None):
+    """A declared setting's widget, its value kept across pages and in the URL under the setting's key."""
+    value = setting_input(box, s, kept_setting(s, hi), s.url_key, hi)
+    keep(**{s.url_key: value})
+    return value
+
+
 def fit_verdicts(vram: VramBreakdown, host: HostMemory) -> bool:
-    """Lead with whether the setting fits VRAM and RAM; True when both do."""
-    for fits, line in ((vram.fits, vram.verdict), (host.fits, host.verdict)):
-        (st.success if fits else st.error)(line)
-    return vram.fits and host.fits
+    """Lead with whether the setting fits VRAM and RAM; True when both do (VRAM too close to call: a warning)."""
+    (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
+    (st.success if host.fits else st.error)(host.verdict)
+    return (vram.fits or vram.tight) and host.fits
 
 
 def model_flag_path(source: str, model_key: str) -> str:

@@ -3,6 +3,11 @@
 b11549 `src/llama-moe-cache.cpp` get_slot_map(il, n_tokens, k) returns null (the layer bypasses the
 pool for this ubatch) when n_tokens == 0, n_tokens > max_batch, or min(n_tokens * k, n_expert) > n_slots
 (../shared/docs/llamacpp-moe-cache.md section 4). Every policy, the stepper and the time model use this rule.
+
+A ubatch that bypasses the pool is offloaded to the first GPU when it has at least GGML_OP_OFFLOAD_MIN_BATCH
+tokens (ggml-backend sched; b11549 sched_copy_experts then copies its cached experts from the pool device to
+device, reading the pool without touching the LRU), and computed on the CPU otherwise (same doc, section 4,
+"Bypass for larger batches"): `copies_from_pool`, used by the simulator, the stepper, VRAM and the time model.
 """
 
 from __future__ import annotations
@@ -27,3 +32,10 @@ def uses_pool(n_tokens, k: int, n_expert: int, n_slots: int):
     Works on an int or an array of token counts."""
     use = np.asarray(pool_need(n_tokens, k, n_expert)) <= n_slots
     return use if use.ndim else bool(use)
+
+
+def copies_from_pool(n_tokens, offload_min_batch: int = OFFLOAD_MIN_BATCH):
+    """True where a ubatch of n_tokens that bypasses the pool is offloaded to the GPU, which copies the experts it
+    uses (cached ones from the pool); False where it stays on the CPU. Works on an int or an array."""
+    offloaded = np.asarray(n_tokens) >= offload_min_batch
+    return offloaded if offloaded.ndim else bool(offloaded)

@@ -33,7 +33,7 @@ from moe_model.llama.lru_kernel import (
     results,
     state_bytes,
 )
-from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
+from moe_model.llama.pool_rule import NO_POOL, copies_from_pool
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
@@ -153,7 +153,7 @@ def pool_need(work: Workload) -> np.ndarray:
 def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
     """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
     cache = in_group & (need <= n_slots)
-    probe = in_group & (work.rec_ntok >= OFFLOAD_MIN_BATCH) & ~cache & copies
+    probe = in_group & copies_from_pool(work.rec_ntok) & ~cache & copies
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 

@@ -16,7 +16,9 @@ from functools import lru_cache
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_LAYERS, MAX_SPLIT_SHARE
 from moe_model.readers.model_spec import LayerSpec, ModelSpec
+from moe_model.settings import setting
 
 MIB = 1024 * 1024
 CUDA_ALIGNMENT = 128  # ggml_backend_cuda_buffer_type_get_alignment
@@ -43,9 +45,23 @@ class Placement:
 
     cpu_moe: bool = True
     n_cpu_moe: int = 0
-    n_gpu_layers: int = -1
+    n_gpu_layers: int = setting(
+        -1,
+        help="layers offloaded to the GPU(s) (default -1: all)",
+        flags=("--n-gpu-layers", "-ngl"),
+        lo=-1,
+        hi=MAX_LAYERS,
+        metavar="N",
+    )
     n_gpus: int = 1
-    tensor_split: tuple[float, ...] = ()
+    tensor_split: tuple[float, ...] = setting(
+        (),
+        help="split of layers and budget across GPUs (one share per GPU)",
+        flags=("--tensor-split", "-ts"),
+        lo=0,
+        hi=MAX_SPLIT_SHARE,
+        metavar="A,B,...",
+    )
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None
     fit: bool = False

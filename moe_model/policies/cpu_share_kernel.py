@@ -8,7 +8,8 @@ score. Before the pool is full every miss is uploaded, as in b11549.
 
 Modelled here: the CRF score is a per-(layer, expert) use count that halves every `half_life`
 records of the group (default: one pass over the group's layers for 8 tokens), ties broken by
-expert id. Everything else follows b11549's plan() (hits first, then sorted misses take the LRU slot).
+expert id. Everything else follows b11549's plan() (hits first, then sorted misses take the LRU slot):
+lru_lists' list engine, with the CPU share deciding which misses are not kept.
 """
 
 from __future__ import annotations
@@ -21,66 +22,41 @@ from numba import njit  # nogil=True: a run lets the app's other sessions (threa
 from moe_model.llama.lru_kernel import check_kernel_inputs, record_experts
 from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.slot_plan import Placement, plan_cache
+from moe_model.policies.lru_lists import fill_misses, new_lists, refresh_hits
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 
 @njit(cache=True, nogil=True)
-def _touch(s, prev, nxt, ends):
-    """Move slot s to the tail (most recently used) of the list; ends = [head, tail]."""
-    if s == ends[1]:
-        return
-    if prev[s] >= 0:
-        nxt[prev[s]] = nxt[s]
-    else:
-        ends[0] = nxt[s]
-    prev[nxt[s]] = prev[s]
-    prev[s] = ends[1]
-    nxt[s] = -1
-    nxt[ends[1]] = s
-    ends[1] = s
-
-
-@njit(cache=True, nogil=True)
 def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_slots, share, half_life):
-    """One group at one pool size, with llama.cpp's linked-list LRU, over the records that use the pool
-    (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""
+    """One group at one pool size, with llama.cpp's linked-list LRU (lru_lists), over the records that use the
+    pool (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""
     hits = np.zeros(n_layer, dtype=np.int64)
     uploads = np.zeros(n_layer, dtype=np.int64)
     cpu = np.zeros(n_layer, dtype=np.int64)
-    slot_of = np.full(n_layer * n_expert, -1, dtype=np.int64)
-    key_of = np.full(n_slots, -1, dtype=np.int64)
-    prev = np.arange(-1, n_slots - 1, dtype=np.int64)
-    nxt = np.arange(1, n_slots + 1, dtype=np.int64)
-    nxt[n_slots - 1] = -1
-    ends = np.array([0, n_slots - 1], dtype=np.int64)
+    lists = new_lists(np.array([n_slots], dtype=np.int64), n_layer * n_expert)
     score = np.zeros(n_layer * n_expert, dtype=np.float64)
     scored_at = np.zeros(n_layer * n_expert, dtype=np.int64)
     seen = np.zeros(n_expert, dtype=np.int64)
     uniq = np.empty(n_expert, dtype=np.int64)
+    hit_ids = np.empty(n_expert, dtype=np.int64)
     misses = np.empty(n_expert, dtype=np.int64)
     miss_score = np.empty(n_expert, dtype=np.float64)
+    slots = np.empty(n_expert, dtype=np.int64)
+    evicted = np.empty(n_expert, dtype=np.int64)
     clock, filled, remainder = 0, 0, 0.0
     for r in range(len(rec_layer)):
-        ntok = rec_ntok[r]
         if not use[r]:
             continue
         clock += 1
-        nu = record_experts(ids, rec_off[r], rec_off[r] + ntok * k, seen, r + 1, uniq)
+        nu = record_experts(ids, rec_off[r], rec_off[r] + rec_ntok[r] * k, seen, r + 1, uniq)
         layer = rec_layer[r]
         base = layer * n_expert
-        nm = 0
-        for u in range(nu):  # hits first, refreshed in first-appearance order
+        for u in range(nu):  # every looked-up expert's CRF score: decayed, plus this use
             key = base + uniq[u]
             score[key] = score[key] * 0.5 ** ((clock - scored_at[key]) / half_life) + 1.0
             scored_at[key] = clock
-            if slot_of[key] >= 0:
-                _touch(slot_of[key], prev, nxt, ends)
-                hits[layer] += 1
-            else:
-                misses[nm] = uniq[u]
-                nm += 1
-        misses[:nm].sort()
+        nh, nm = refresh_hits(lists, 0, base, uniq, nu, clock, hit_ids, misses)
         n_cpu = 0
         if filled == n_slots and nm > 0:  # the share applies once the pool is full
             remainder += share * nm
@@ -92,19 +68,12 @@ def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_
         order = np.argsort(miss_score[:nm], kind="mergesort")  # lowest score first, ties by expert id
         for j in range(n_cpu):
             to_cpu[order[j]] = True
-        for j in range(nm):  # the other misses, sorted, take the head (least recently used) slot
-            if to_cpu[j]:
-                cpu[layer] += 1
-                continue
-            s = ends[0]
-            if key_of[s] >= 0:
-                slot_of[key_of[s]] = -1
-            else:
-                filled += 1
-            key_of[s] = base + misses[j]
-            slot_of[base + misses[j]] = s
-            _touch(s, prev, nxt, ends)
-            uploads[layer] += 1
+        kept = fill_misses(lists, 0, base, misses, nm, to_cpu, n_slots - nh, clock, slots, evicted)
+        for j in range(nm):
+            filled += slots[j] >= 0 and evicted[j] < 0
+        hits[layer] += nh
+        uploads[layer] += kept
+        cpu[layer] += nm - kept
     return hits, uploads, cpu
 
 

@@ -1,8 +1,9 @@
 """Step through llama.cpp's cache one (layer, ubatch) at a time, keeping every slot's content.
 
-For teaching on small models: the literal b11549 plan() (linked list of slots, hits refreshed first,
-sorted misses take the head), recording what each step hit, filled and evicted. Slow by design; its
-counts equal the policy's (tests/test_policies.py). Policies it can show: STEPPABLE.
+For teaching on small models: b11549's plan() through the list engine the policies run (lru_lists: linked
+list of slots, hits refreshed first, sorted misses take the head), one record at a time, recording what each
+step hit, filled and evicted. Its counts equal the policy's (tests/test_policies.py). Policies it can show:
+STEPPABLE.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import numpy as np
 
 from moe_model.errors import MoeModelError
 from moe_model.llama.lru_kernel import check_kernel_inputs
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
+from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.llama.slot_plan import CachePlan
 from moe_model.policies import REFERENCE, get_policy
 from moe_model.policies.lazy_unload import idle_limit
+from moe_model.policies.lru_lists import HEADS, KEY_OF, NEXT, fill_misses, new_lists, refresh_hits, unload_idle
 from moe_model.workload import Workload
 
 
@@ -42,24 +44,27 @@ class Step:
 STEPPABLE = (REFERENCE, "lazy-unload")
 
 
-class _Pool:
-    def __init__(self, n_slots: int) -> None:
-        self.order = list(range(n_slots))  # head (least recently used) first
-        self.key_of = [-1] * n_slots
-        self.slot_of: dict[int, int] = {}
-        self.last_round = [0] * n_slots
+class _Pools:
+    """The groups' pools as lru_lists' list engine keeps them (one pool per group; an uncached group has none)."""
 
-    def touch(self, slot: int, round_: int) -> None:
-        self.order.remove(slot)
-        self.order.append(slot)
-        self.last_round[slot] = round_
+    def __init__(self, slots: list[int], n_layer: int, n_expert: int) -> None:
+        self.sizes = np.array(slots, dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
+        self.lists = new_lists(self.sizes, n_layer * n_expert)
+        n = max(int(self.sizes.max(initial=0)), n_expert)  # a record's experts, or a pool's keys unloaded at once
+        self.hits, self.misses, self.slots, self.evicted = (np.empty(n, dtype=np.int64) for _ in range(4))
 
-    def unload_idle(self, before: int) -> list[int]:
-        """lazy-unload: clear the keys last used before round `before` (they lead the list); returns them."""
-        gone = [self.key_of[s] for s in self.order if self.key_of[s] >= 0 and self.last_round[s] < before]
-        for key in gone:
-            self.key_of[self.slot_of.pop(key)] = -1
-        return gone
+    def contents(self, p: int) -> np.ndarray:
+        start = self.starts[p]
+        return self.lists[KEY_OF][start : start + self.sizes[p]].copy()
+
+    def order(self, p: int) -> tuple[int, ...]:
+        """Pool p's slots from the next eviction (head) to the most recently used."""
+        out, s = [], int(self.lists[HEADS][p])
+        while s >= 0:
+            out.append(s - int(self.starts[p]))
+            s = int(self.lists[NEXT][s])
+        return tuple(out)
 
 
 def steps(
@@ -71,61 +76,57 @@ def steps(
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, n_expert, work.n_layer)
     idle = idle_limit(**(dict(get_policy(policy).knobs) | knobs)) if policy == "lazy-unload" else 0
     group_of = {il: gi for gi, g in enumerate(plan.groups) if g.cached and plan.starts for il in g.layers}
-    pools = [_Pool(g.n_slots) if g.cached and plan.starts else None for g in plan.groups]
-    out, total_hits, total_misses, rounds = [], 0, 0, [-1] * len(pools)
+    cached = [g.cached and plan.starts for g in plan.groups]
+    pools = _Pools([g.n_slots if c else 0 for g, c in zip(plan.groups, cached, strict=True)], work.n_layer, n_expert)
+    out, total_hits, total_misses, rounds = [], 0, 0, [-1] * len(cached)
     for r in range(min(limit, work.n_records)):
         layer, ntok, ub = int(work.rec_layer[r]), int(work.rec_ntok[r]), int(work.rec_ubatch[r])
-        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * ntok].tolist()
+        ids = work.ids[work.rec_off[r] : work.rec_off[r] + work.k * ntok]
         gi = group_of.get(layer)
-        hits, fills, evicted, path = [], [], [], "not cached"
+        hits, fills, evicted, path = (), (), (), "not cached"
         if gi is not None and ntok > 0:
-            pool = pools[gi]
-            if uses_pool(ntok, work.k, n_expert, len(pool.key_of)):
+            if uses_pool(ntok, work.k, n_expert, int(pools.sizes[gi])):
                 path = "cache"
-                unloaded = []
+                unloaded: tuple = ()
                 if idle and rounds[gi] != ub:  # a new round for this pool: unload what sat idle
                     rounds[gi] = ub
-                    unloaded = [(key // n_expert, key % n_expert) for key in pool.unload_idle(ub - idle)]
-                hits, fills, evicted = _plan(pool, layer, list(dict.fromkeys(ids)), n_expert, ub)
+                    n = unload_idle(pools.lists, gi, ub - idle, pools.evicted)
+                    unloaded = tuple((int(key) // n_expert, int(key) % n_expert) for key in pools.evicted[:n])
+                hits, fills, evicted = _plan(pools, gi, layer, ids, n_expert, ub)
                 evicted = unloaded + evicted
                 total_hits, total_misses = total_hits + len(hits), total_misses + len(fills)
             else:
-                path = "large batch (copy)" if ntok >= OFFLOAD_MIN_BATCH else "CPU"
-        snapshot = tuple(np.array(p.key_of) if p else np.zeros(0, int) for p in pools)
+                path = "large batch (copy)" if copies_from_pool(ntok) else "CPU"
         out.append(
             Step(
                 r,
-                int(work.rec_ubatch[r]),
+                ub,
                 layer,
                 ntok,
                 gi,
                 path,
-                tuple(hits),
-                tuple(fills),
-                tuple(evicted),
-                snapshot,
+                hits,
+                fills,
+                evicted,
+                tuple(pools.contents(p) if c else np.zeros(0, int) for p, c in enumerate(cached)),
                 total_hits,
                 total_misses,
-                tuple(tuple(p.order) if p else () for p in pools),
+                tuple(pools.order(p) if c else () for p, c in enumerate(cached)),
             )
         )
     return out
 
 
-def _plan(pool: _Pool, layer: int, uniq: list[int], n_expert: int, round_: int):
-    """llama.cpp's plan(): hits go to the tail first, then sorted misses take the head slot."""
-    hits = [e for e in uniq if layer * n_expert + e in pool.slot_of]
-    for e in hits:
-        pool.touch(pool.slot_of[layer * n_expert + e], round_)
-    fills, evicted = [], []
-    for e in sorted(set(uniq) - set(hits)):
-        slot = pool.order[0]
-        old = pool.key_of[slot]
-        if old >= 0:
-            del pool.slot_of[old]
-            evicted.append((old // n_expert, old % n_expert))
-        pool.key_of[slot] = layer * n_expert + e
-        pool.slot_of[layer * n_expert + e] = slot
-        pool.touch(slot, round_)
-        fills.append((e, slot))
-    return hits, fills, evicted
+def _plan(pools: _Pools, p: int, layer: int, ids: np.ndarray, n_expert: int, round_: int):
+    """llama.cpp's plan() on pool p through the list engine: hits go to the tail first, then sorted misses take the
+    head slot. Returns the hit experts, the (expert, slot) fills and the (layer, expert) evictions."""
+    uniq = np.array(list(dict.fromkeys(ids.tolist())), dtype=np.int64)
+    base = layer * n_expert
+    nh, nm = refresh_hits(pools.lists, p, base, uniq, len(uniq), round_, pools.hits, pools.misses)
+    refuse_none = np.zeros(nm, dtype=np.bool_)
+    room = int(pools.sizes[p]) - nh
+    fill_misses(pools.lists, p, base, pools.misses, nm, refuse_none, room, round_, pools.slots, pools.evicted)
+    start = int(pools.starts[p])
+    fills = tuple((int(pools.misses[j]), int(pools.slots[j]) - start) for j in range(nm))
+    gone = tuple((int(e) // n_expert, int(e) % n_expert) for e in pools.evicted[:nm] if e >= 0)
+    return tuple(int(e) for e in pools.hits[:nh]), fills, gone

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType, Keys
 
 from moe_model.errors import GGUFError, TruncatedHeaderError
 from moe_model.limits import (
@@ -30,7 +30,6 @@ from moe_model.readers.files import open_regular
 from moe_model.readers.http import URL_TIMEOUTS, CheckUrl, Deadline, is_url, only_http, read_url_prefix
 
 GGUF_MAGIC = b"GGUF"
-DEFAULT_ALIGNMENT = 32  # gguf.GGUF_DEFAULT_ALIGNMENT
 MAX_STRING_BYTES = 256 * 1024 * 1024
 MAX_ARRAY_ITEMS = 1 << 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -113,7 +112,7 @@ class GGUFHeader:
 
     @property
     def alignment(self) -> int:
-        return int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+        return int(self.metadata.get(Keys.General.ALIGNMENT, GGUF_DEFAULT_ALIGNMENT))
 
     @property
     def data_offset(self) -> int:
@@ -342,15 +341,15 @@ def read_model_headers(
     `check_url` or `check_path` like the first, and all of them are read within MODEL_DEADLINE_S together."""
     deadline = Deadline.after(MODEL_DEADLINE_S, f"{MODEL_DEADLINE_S:.0f} s for all shards of one model")
     first = read_header(source, timeouts, check_url, check_path, deadline)
-    n_shards = _meta_count(first.metadata, "split.count", 1)
-    check_at_most(n_shards, MAX_SHARDS, "split.count (shards)", GGUFError)
+    n_shards = _meta_count(first.metadata, Keys.Split.LLM_KV_SPLIT_COUNT, 1)
+    check_at_most(n_shards, MAX_SHARDS, f"{Keys.Split.LLM_KV_SPLIT_COUNT} (shards)", GGUFError)
     if n_shards <= 1:
         return [first]
     if not isinstance(source, (str, Path)):
         raise GGUFError(
             f"this is shard 1 of a {n_shards}-shard model; give its path or URL so the other shards can be read"
         )
-    if _meta_count(first.metadata, "split.no", 0) != 0:
+    if _meta_count(first.metadata, Keys.Split.LLM_KV_SPLIT_NO, 0) != 0:
         raise GGUFError("this is not the first shard of a split model: give the -00001-of-NNNNN.gguf file")
     headers = [first]
     for name in shard_sources(source, n_shards)[1:]:

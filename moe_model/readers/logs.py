@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from gguf import Keys
+
 from moe_model.errors import LogError
 from moe_model.limits import (
     MAX_ALERT_CHARS,
@@ -97,14 +99,14 @@ _INTERESTING = re.compile(
     r"llama_perf|sched_reserve|failed|error|ERROR|GGML_ABORT|llama_server|common_params_print_info|build|llama-|"
     r"CUDA|verbosity|srv |main: "
 )
-_KV_NAMES = {
-    "block_count": "n_layer",
-    "expert_count": "n_expert",
-    "expert_used_count": "n_expert_used",
-    "expert_feed_forward_length": "n_ff_exp",
-    "embedding_length": "n_embd",
-    "general.architecture": "architecture",
-    "general.name": "name",
+_KV_NAMES = {  # GGUF keys (with their {arch} placeholder) the loader logs, and the model fields they fill
+    Keys.LLM.BLOCK_COUNT: "n_layer",
+    Keys.LLM.EXPERT_COUNT: "n_expert",
+    Keys.LLM.EXPERT_USED_COUNT: "n_expert_used",
+    Keys.LLM.EXPERT_FEED_FORWARD_LENGTH: "n_ff_exp",
+    Keys.LLM.EMBEDDING_LENGTH: "n_embd",
+    Keys.General.ARCHITECTURE: "architecture",
+    Keys.General.NAME: "name",
 }
 # each integer a log gives, bounded like the flag or header field it mirrors (MAX_LOG_COUNT for the others)
 _INT_LIMITS = {
@@ -406,7 +408,8 @@ class _RunParser:
     def _model(self, msg: str) -> None:
         if "llama_model_loader: - kv" in msg and (m := _KV.search(msg)):
             key, value = m.group(1), m.group(2).strip()
-            name = _KV_NAMES.get(key.split(".", 1)[-1]) if not key.startswith("general.") else _KV_NAMES.get(key)
+            template = key if key.startswith("general.") else "{arch}." + key.split(".", 1)[-1]
+            name = _KV_NAMES.get(template)
             if name:
                 self.run.model.setdefault(name, _value(value, name))
         elif "print_info:" in msg and (m := _INFO.search(msg)):

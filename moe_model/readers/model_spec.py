@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gguf import GGMLQuantizationType, LlamaFileType
+from gguf import GGMLQuantizationType, Keys, LlamaFileType
 
 from moe_model.errors import GGUFError
 from moe_model.limits import (
@@ -165,6 +165,11 @@ def _meta_int(meta: dict[str, Any], key: str, most: int, default: int | None = N
     return int(max(values))
 
 
+def _hparam(meta: dict[str, Any], arch: str, key: str, most: int, default: int | None = None) -> int | None:
+    """An architecture's hyperparameter: `key` a gguf.Keys name whose {arch} placeholder is `arch`, in 0..most."""
+    return _meta_int(meta, key.format(arch=arch), most, default)
+
+
 def _expert_tensor(info: TensorInfo, kind: str, n_expert: int) -> ExpertTensor:
     """One expert tensor [ne0, ne1, n_expert]; an empty dimension would make an expert of 0 bytes."""
     if len(info.shape) != 3 or 0 in info.shape:
@@ -211,14 +216,15 @@ def _build_layers(tensors: Sequence[TensorInfo], n_layer: int, n_expert: int) ->
 
 
 def _architecture(meta: dict[str, Any]) -> str:
-    """general.architecture: a short name that prefixes the model's keys (quoted in messages, so bounded)."""
-    arch = meta.get("general.architecture")
+    """The architecture (gguf.Keys.General.ARCHITECTURE): a short name that prefixes the model's keys (quoted in
+    messages, so bounded)."""
+    arch = meta.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
-        raise GGUFError("the GGUF header has no general.architecture: not a llama.cpp model file")
+        raise GGUFError(f"the GGUF header has no {Keys.General.ARCHITECTURE}: not a llama.cpp model file")
     if not 0 < len(arch) <= MAX_ARCH_CHARS:
         raise GGUFError(
-            f"general.architecture {shown(arch, 40)!r} has {len(arch):,} characters: not a llama.cpp architecture"
-            f" (this tool reads names of 1..{MAX_ARCH_CHARS})"
+            f"{Keys.General.ARCHITECTURE} {shown(arch, 40)!r} has {len(arch):,} characters: not a llama.cpp "
+            f"architecture (this tool reads names of 1..{MAX_ARCH_CHARS})"
         )
     return arch
 
@@ -227,12 +233,13 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     """Build the ModelSpec of a model from its headers (shard 1 carries the metadata)."""
     meta = dict(headers[0].metadata)
     arch = _architecture(meta)
-    n_layer = _meta_int(meta, f"{arch}.block_count", MAX_LAYERS)
-    n_expert = _meta_int(meta, f"{arch}.expert_count", MAX_EXPERTS, 0)
-    n_used = _meta_int(meta, f"{arch}.expert_used_count", MAX_EXPERTS_USED, 0)
+    n_layer = _hparam(meta, arch, Keys.LLM.BLOCK_COUNT, MAX_LAYERS)
+    n_expert = _hparam(meta, arch, Keys.LLM.EXPERT_COUNT, MAX_EXPERTS, 0)
+    n_used = _hparam(meta, arch, Keys.LLM.EXPERT_USED_COUNT, MAX_EXPERTS_USED, 0)
     if not n_layer or not n_expert or not n_used:
         raise GGUFError(
-            f"{arch} model without experts ({arch}.expert_count = {n_expert}): the MoE cache needs a MoE model"
+            f"{arch} model without experts ({Keys.LLM.EXPERT_COUNT.format(arch=arch)} = {n_expert}): "
+            "the MoE cache needs a MoE model"
         )
     if n_used > n_expert:  # each count is in range already (_meta_int), before anything is built per layer
         raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
@@ -240,26 +247,26 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     layers, other, inputs = _build_layers(tensors, n_layer, n_expert)
     if not any(layer.has_experts for layer in layers):
         raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")
-    n_embd = _meta_int(meta, f"{arch}.embedding_length", MAX_EMBEDDING, 0) or 0
-    n_head = _meta_int(meta, f"{arch}.attention.head_count", MAX_HEADS, 0) or 0
+    n_embd = _hparam(meta, arch, Keys.LLM.EMBEDDING_LENGTH, MAX_EMBEDDING, 0) or 0
+    n_head = _hparam(meta, arch, Keys.Attention.HEAD_COUNT, MAX_HEADS, 0) or 0
     head_dim = n_embd // n_head if n_head else 0
     first_experts = next(layer for layer in layers if layer.has_experts).experts
-    tokens = meta.get("tokenizer.ggml.tokens")
+    tokens = meta.get(Keys.Tokenizer.LIST)
     return ModelSpec(
         architecture=arch,
-        name=shown(str(meta.get("general.name", "unnamed")), MAX_ECHO_CHARS),
-        file_type=_meta_int(meta, "general.file_type", MAX_FILE_TYPE),
+        name=shown(str(meta.get(Keys.General.NAME, "unnamed")), MAX_ECHO_CHARS),
+        file_type=_meta_int(meta, Keys.General.FILE_TYPE, MAX_FILE_TYPE),
         n_layer=n_layer,
         n_expert=n_expert,
         n_expert_used=n_used,
         n_embd=n_embd,
-        n_ff_exp=_meta_int(meta, f"{arch}.expert_feed_forward_length", MAX_FEED_FORWARD, first_experts[-1].shape[0])
+        n_ff_exp=_hparam(meta, arch, Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, MAX_FEED_FORWARD, first_experts[-1].shape[0])
         or 0,
         n_head=n_head,
-        n_head_kv=_meta_int(meta, f"{arch}.attention.head_count_kv", MAX_HEADS, n_head) or 0,
-        head_dim_k=_meta_int(meta, f"{arch}.attention.key_length", MAX_HEAD_DIM, head_dim) or 0,
-        head_dim_v=_meta_int(meta, f"{arch}.attention.value_length", MAX_HEAD_DIM, head_dim) or 0,
-        n_vocab=_meta_int(meta, f"{arch}.vocab_size", MAX_VOCAB, getattr(tokens, "count", 0)) or 0,
+        n_head_kv=_hparam(meta, arch, Keys.Attention.HEAD_COUNT_KV, MAX_HEADS, n_head) or 0,
+        head_dim_k=_hparam(meta, arch, Keys.Attention.KEY_LENGTH, MAX_HEAD_DIM, head_dim) or 0,
+        head_dim_v=_hparam(meta, arch, Keys.Attention.VALUE_LENGTH, MAX_HEAD_DIM, head_dim) or 0,
+        n_vocab=_hparam(meta, arch, Keys.LLM.VOCAB_SIZE, MAX_VOCAB, getattr(tokens, "count", 0)) or 0,
         layers=layers,
         other_bytes=other,
         input_bytes=inputs,

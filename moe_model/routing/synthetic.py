@@ -251,24 +251,32 @@ def fit_knobs(
 
 PRESETS_PATH = data_path("synthetic_presets.json")
 FALLBACK_PRESET = "gpt-oss-20b"
-FALLBACK_SPREAD_FACTOR = 2.0  # a preset borrowed from another expert shape: its fit error doubled, a guess
 
 MATCH_MODEL = "fitted to this model"
 MATCH_SHAPE = "same expert shape"
 
 
 def load_presets(path: Path = PRESETS_PATH) -> dict[str, dict]:
-    """Fitted knob presets with what each was fitted to (written by scripts/fit_synthetic_presets.py)."""
-    return json.loads(path.read_text())
+    """Fitted knob presets, one per expert architecture, with what each was fitted to and its spread (written
+    by scripts/fit_synthetic_presets.py)."""
+    return json.loads(path.read_text())["presets"]
+
+
+def fallback_spread(path: Path = PRESETS_PATH, shape_known: bool = True) -> float:
+    """Hit-rate points a model with no preset of its own carries: the widest of every preset's spread and of the
+    nearest-shape presets measured on the architectures they were not fitted to; with no shape known, the widest
+    of every preset on every other architecture (scripts/fit_synthetic_presets.py)."""
+    fallback = json.loads(path.read_text())["fallback"]
+    return float(fallback["spread_points" if shape_known else "unknown_shape_spread_points"])
 
 
 @dataclass(frozen=True)
 class RoutingPreset:
     """The synthetic-routing preset used for a model (a model of routing, fitted to measurements).
 
-    match: MATCH_MODEL, MATCH_SHAPE or "nearest shape: used NAME (E experts, K used)".
-    spread_points: the fit's error in hit-rate points (the larger of in-fit and held-out rms), widened for a
-    preset borrowed from another shape; for prediction ranges.
+    match: MATCH_MODEL, MATCH_SHAPE or "no preset of its own: nearest shape, NAME (E experts, K used), ...".
+    spread_points: the preset's error in hit-rate points (the larger of its rms on the rows it was fitted to and
+    on held-out rows); for a model with no preset of its own, the widest spread measured (fallback_spread).
     """
 
     name: str
@@ -291,9 +299,9 @@ class RoutingPreset:
         return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs}"
 
 
-def _preset(name: str, entry: dict, match: str, factor: float = 1.0) -> RoutingPreset:
+def _preset(name: str, entry: dict, match: str, spread: float | None = None) -> RoutingPreset:
     shape = Shape(**entry["shape"]) if "shape" in entry else None
-    spread = round(factor * float(entry.get("spread_points", entry.get("rms_points", 0.0))), 2)
+    spread = round(float(entry["spread_points"] if spread is None else spread), 2)
     return RoutingPreset(name, Knobs(**entry["knobs"]), spread, entry["fitted_to"], match, shape)
 
 
@@ -301,17 +309,23 @@ def _shape_distance(n_expert: int, k: int, shape: Shape) -> float:
     return abs(np.log(n_expert / shape.n_expert)) + abs(np.log(k / shape.k))
 
 
-def preset_for(model, presets: dict[str, dict] | None = None) -> RoutingPreset:
+def _borrowed(key: str, shape: Shape | None, spread: float) -> str:
+    used = f"{key} ({shape.n_expert} experts, {shape.k} used)" if shape else f"{key} (no shape given)"
+    return f"no preset of its own: nearest shape, {used}, with the widest spread (±{spread:.1f} points)"
+
+
+def preset_for(model, presets: dict[str, dict] | None = None, fallback: float | None = None) -> RoutingPreset:
     """The routing preset for a model (a ModelSpec, or just its name), and why it was picked.
 
     1. a preset fitted to this model (its name, and its expert shape when the model's is known);
     2. else one fitted to the same (n_expert, n_expert_used), the closest layer count first;
-    3. else the nearest shape by |log expert-count ratio| + |log used-count ratio| (spread widened);
-    with only a name and no name match: the GPT-OSS-20B preset (real routing), as a nearest-shape fallback.
+    3. else the nearest shape by |log expert-count ratio| + |log used-count ratio|, with the fallback spread;
+    with only a name and no name match: the GPT-OSS-20B preset (real routing), with the fallback spread.
     """
     presets = presets or load_presets()
     name = model if isinstance(model, str) else model.name
     shape = None if isinstance(model, str) else (model.n_layer, model.n_expert, model.n_expert_used)
+    widest = fallback_spread(shape_known=shape is not None) if fallback is None else fallback
     for key, entry in presets.items():
         aliases = entry.get("models", [key])
         same = shape is None or "shape" not in entry or (entry["shape"]["n_expert"], entry["shape"]["k"]) == shape[1:]
@@ -319,17 +333,11 @@ def preset_for(model, presets: dict[str, dict] | None = None) -> RoutingPreset:
             return _preset(key, entry, MATCH_MODEL)
     shaped = {key: Shape(**entry["shape"]) for key, entry in presets.items() if "shape" in entry}
     if shape is None or not shaped:
-        fallback = presets[FALLBACK_PRESET]
-        return _preset(
-            FALLBACK_PRESET, fallback, f"nearest shape: used {FALLBACK_PRESET} (no shape given)", FALLBACK_SPREAD_FACTOR
-        )
+        return _preset(FALLBACK_PRESET, presets[FALLBACK_PRESET], _borrowed(FALLBACK_PRESET, None, widest), widest)
     n_layer, n_expert, k = shape
     same_shape = [key for key, s in shaped.items() if (s.n_expert, s.k) == (n_expert, k)]
     if same_shape:
         key = min(same_shape, key=lambda key: (abs(shaped[key].n_layer - n_layer), key))
         return _preset(key, presets[key], MATCH_SHAPE)
     key = min(shaped, key=lambda key: (_shape_distance(n_expert, k, shaped[key]), key))
-    s = shaped[key]
-    return _preset(
-        key, presets[key], f"nearest shape: used {key} ({s.n_expert} experts, {s.k} used)", FALLBACK_SPREAD_FACTOR
-    )
+    return _preset(key, presets[key], _borrowed(key, shaped[key], widest), widest)

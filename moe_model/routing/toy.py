@@ -9,6 +9,7 @@ Q6_K/Q4_K down tensors of a Q4_K_M file.
 from __future__ import annotations
 
 from gguf import GGMLQuantizationType as T
+from gguf import Keys
 
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
@@ -17,16 +18,18 @@ from moe_model.routing.synthetic import Knobs, Shape, generate
 from moe_model.workload import Batching, Workload
 
 N_LAYER, N_EXPERT, K = 4, 12, 2
+ARCH = "qwen3moe"
+TOY_UBATCH = 64  # prompts in ubatches of 64 tokens: a short prompt shows both the copy path and the pool
 
 
 def toy_model(mixed: bool = True, n_layer: int = N_LAYER, n_expert: int = N_EXPERT, k: int = K) -> ModelSpec:
     """A qwen3moe header with 3 MiB slots; `mixed` gives the odd layers their own group."""
     meta = {
-        "general.architecture": "qwen3moe",
-        "general.name": "toy",
-        "qwen3moe.block_count": n_layer,
-        "qwen3moe.expert_count": n_expert,
-        "qwen3moe.expert_used_count": k,
+        Keys.General.ARCHITECTURE: ARCH,
+        Keys.General.NAME: "toy",
+        Keys.LLM.BLOCK_COUNT.format(arch=ARCH): n_layer,
+        Keys.LLM.EXPERT_COUNT.format(arch=ARCH): n_expert,
+        Keys.LLM.EXPERT_USED_COUNT.format(arch=ARCH): k,
     }
     tensors = []
     for il in range(n_layer):
@@ -50,4 +53,5 @@ def toy_workload(
         seed=seed,
         label="toy routing",
     )
-    return build_workload(trace, Batching(concurrency, draft, 0.7, prompt_tokens, 64, True, seed), N_EXPERT)
+    batching = Batching(concurrency, draft, prompt_tokens=prompt_tokens, ubatch_size=TOY_UBATCH, seed=seed)
+    return build_workload(trace, batching, N_EXPERT)

@@ -1,9 +1,7 @@
 """Fit the time model's machine-independent parameters on every measured machine at once, and say how well
 it transfers: leave one machine out, fit on the rest, predict it through the same `predict` a user runs.
 
-Also the per-machine fit behind `python -m moe_model calibrate LOG...`: the machine's own terms (upload
-rate, CPU expert rate, cost per cached layer) from a user's own llama-server logs, with the global
-parameters held, its error on each run left out of the fit, and a refusal when the fit cannot be trusted.
+The per-machine fit behind `python -m moe_model calibrate LOG...` (a user's own logs) is moe_model.speed.machine.
 
 `scripts/calibrate.py` writes moe_model/data/calibration.json, which predictions read.
 """
@@ -17,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_model.errors import MoeModelError
 from moe_model.fitting import least_squares
 from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware
@@ -28,9 +25,7 @@ from moe_model.speed.time_model import (
     PREFILL_PARAMS,
     PRIOR_WIDTH,
     TimeParams,
-    cpu_expert_gbs,
     predict,
-    upload_gbs,
     verdict,
 )
 
@@ -193,120 +188,3 @@ def default_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
         f"fitted across {len(record['machines'])} measured machines; ±{100 * record['rel_error']:.0f} % is the "
         "68th percentile of the error on machines left out of the fit",
     )
-
-
-# --- one machine from its own logs ---
-
-MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
-MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose runs, each left out in turn, are predicted worse than this
-
-
-@dataclass(frozen=True)
-class MachineFit:
-    """A machine calibrated from its logs: the machine with its fitted terms, and each run's error."""
-
-    hardware: Hardware
-    fitted: tuple[str, ...]
-    fit_errors: dict[str, float]  # each run, predicted by the fit on all runs
-    left_out_errors: dict[str, float]  # each run, predicted by a fit on the other runs
-    judged: tuple[str, ...]  # runs whose left-out error judges the fit (the others alone pin a term)
-    rel_error: float
-    accepted: bool
-    reason: str
-
-    def as_dict(self) -> dict:
-        return {
-            "hardware": self.hardware.as_dict(),
-            "fitted": list(self.fitted),
-            "fit_errors": self.fit_errors,
-            "left_out_errors": self.left_out_errors,
-            "judged": list(self.judged),
-            "rel_error": self.rel_error,
-            "accepted": self.accepted,
-            "reason": self.reason,
-        }
-
-
-def _identifiable(points: Sequence[Point]) -> tuple[str, ...]:
-    """The machine terms the runs can pin down: CPU rate needs a host layer off the pool, uploads and the
-    per-layer cost need cached runs (two budgets to tell them apart), the fixed cost a run with every expert
-    on the GPU (else it is confounded with the CPU and per-layer costs)."""
-    terms = []
-    if any(not p.layout.host_layers for p in points):
-        terms.append("token_ms")
-    if any(not p.traffic.cached.all() and p.layout.host_layers for p in points):
-        terms.append("cpu_expert_gbs")
-    cached = {p.scenario.budget_mib for p in points if p.traffic.cached.any()}
-    if cached:
-        pinned = all(p.scenario.pinned for p in points if p.traffic.cached.any())
-        terms.append("pinned_gbs" if pinned else "pageable_gbs")
-    if len(cached) >= 2:
-        terms.append("sync_us")
-    return tuple(terms)
-
-
-def _fit_machine(points: Sequence[Point], hw: Hardware, params: TimeParams, terms: Sequence[str]) -> Hardware:
-    start = hw.with_changes(
-        cpu_expert_gbs=cpu_expert_gbs(hw, params, pinned=False),
-        sync_us=params.sync_us(hw),
-        token_ms=params.token_ms_of(hw),
-        pinned_gbs=upload_gbs(hw, params, pinned=True),
-        pageable_gbs=upload_gbs(hw, params, pinned=False),
-    )
-    bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0), "token_ms": (0.05, 50.0)}
-    bounds = {k: (lo, min(hi, hw.line_gbs)) if k.endswith("_gbs") and k != "cpu_expert_gbs" else (lo, hi)
-              for k, (lo, hi) in bounds.items()}  # fmt: skip
-    weights = {p.name: 1.0 for p in points}
-    return _fit_fields(start, tuple(terms), bounds, lambda h: decode_errors(points, params, h), weights)
-
-
-def calibrate_machine(points: Sequence[Point], hw: Hardware, params: TimeParams) -> MachineFit:
-    """Fit this machine's own terms on its runs; each run's error when it was left out; refuse if untrusted."""
-    points = [p for p in points if p.decode_tps]
-    if len(points) < 2:
-        raise MoeModelError(f"calibration needs at least 2 runs with decode timings, found {len(points)}")
-    terms = _identifiable(points)
-    if not terms:
-        raise MoeModelError("these runs cannot tell the machine's rates apart (no host layers off the cache)")
-    fitted = _fit_machine(points, hw, params, terms)
-    left_out, checkable = {}, []
-    for p in points:
-        others = [q for q in points if q is not p]
-        sub_terms = [t for t in terms if t in _identifiable(others)]
-        left_out |= decode_errors([p], params, _fit_machine(others, hw, params, sub_terms or terms))
-        if len(sub_terms) == len(terms):  # a run that alone pins a term cannot check it: reported, not judged
-            checkable.append(p.name)
-    worst = max((abs(left_out[name]) for name in checkable), default=0.0)
-    accepted = bool(len(points) >= 3 and checkable and worst <= MAX_MACHINE_ERROR)
-    if accepted:
-        reason = "accepted"
-    elif len(points) < 3:
-        reason = f"not trusted: {len(points)} runs, 3+ needed"
-    elif not checkable:
-        reason = (
-            "not trusted: each run alone pins a fitted term, so no run checks the others; add a run at another budget"
-        )
-    else:
-        reason = (
-            f"not trusted: worst left-out error {100 * worst:+.0f} % over the {len(checkable)} runs the others can "
-            f"check (at most {100 * MAX_MACHINE_ERROR:.0f} % allowed)"
-        )
-    rel = float(np.quantile(np.abs(list(left_out.values())), UNCERTAINTY_QUANTILE))
-    errors = decode_errors(points, params, fitted)
-    return MachineFit(fitted, terms, errors, left_out, tuple(checkable), rel, accepted, reason)
-
-
-def save_machine(fit_: MachineFit, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(fit_.as_dict(), indent=1) + "\n")
-
-
-def load_machine(path: str | Path) -> tuple[Hardware, float]:
-    """A machine file written by `calibrate`: the machine and the relative error its fit carries."""
-    try:
-        record = json.loads(Path(path).read_text())
-        hw = Hardware(**record["hardware"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise MoeModelError(f"{path}: not a machine file written by `calibrate` ({type(err).__name__})") from None
-    if not record.get("accepted"):
-        raise MoeModelError(f"{path}: this machine fit was refused ({record.get('reason')}); calibrate again")
-    return hw, float(record["rel_error"])

@@ -273,6 +273,12 @@ class BudgetAxis:
         return tuple(sorted({int(b) for b in np.linspace(self.lowest_mib, max(self.full_mib, self.lowest_mib), n)}))
 
 
+def slider_top(lowest_mib: int, full_mib: int, fits_mib: int) -> int:
+    """Where every page's budget slider ends: where the cache stops fitting beside everything else, at most where
+    it caches every expert; where it would cache everything when no cache fits (to show what it would take)."""
+    return max(min(full_mib, fits_mib), 1) if fits_mib >= lowest_mib else max(full_mib, 1)
+
+
 def budget_axis(
     model: ModelSpec,
     hw: Hardware,
@@ -285,7 +291,7 @@ def budget_axis(
     lowest = min_budget_mib(model, placement) or 1
     full = full_budget_mib(model, placement) or 1
     fits = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
-    top = max(min(full, fits), 1) if fits >= lowest else max(full, 1)
+    top = slider_top(lowest, full, fits)
     step = max(1, -(-top // n_stops))
     spread = np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist()
     budgets = tuple(sorted({*spread, *(b for b in range(0, top + 1, step) if b >= lowest)}))

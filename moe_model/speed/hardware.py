@@ -12,11 +12,24 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_RATE_GBS
+from moe_model.settings import Setting, Widget, setting, settings_of
 
 # PCIe line rate per lane in GB/s after encoding (PCI-SIG: 8, 16, 32 GT/s with 128b/130b)
 PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938}
 PINNED_EFFICIENCY = 0.85  # pinned cudaMemcpy reaches ~85 % of the line rate (groundtruth bw.json: 55 of 63 GB/s)
 BACKENDS = ("cuda", "hip", "vulkan")
+PCIE_LANES = (1, 2, 4, 8, 16)
+MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate would divide by zero)
+
+
+def _within(value, s: Setting) -> bool:
+    """A machine field inside its setting's range or choices (None: not measured, derived)."""
+    if value is None:
+        return True
+    if s.choices:
+        return value in s.choices
+    return s.lo <= value <= s.hi
 
 
 @dataclass(frozen=True)
@@ -30,41 +43,102 @@ class Hardware:
     """
 
     name: str
-    vram_gib: float
-    gpu_bw_gbs: float  # GPU memory bandwidth (datasheet)
-    pcie_gen: int
-    pcie_lanes: int
-    cpu_bw_gbs: float  # host memory bandwidth (channels x transfer rate x 8 bytes)
-    cpu_threads: int = 8  # threads llama.cpp computes host experts with (-t)
+    vram_gib: float = setting(
+        help="GPU memory (GiB)",
+        parse=float,
+        flags=("--vram-gib",),
+        lo=MIN_RATE,
+        hi=1024.0,
+        url_key="vram",
+        widget=Widget("VRAM GiB", "number", lo=1.0, hi=1024.0),
+    )
+    gpu_bw_gbs: float = setting(
+        help="GPU memory bandwidth (datasheet, GB/s)",
+        parse=float,
+        flags=("--gpu-bw-gbs",),
+        lo=MIN_RATE,
+        hi=20000.0,
+        url_key="bw",
+        widget=Widget("GPU memory GB/s", "number", lo=10.0, hi=20000.0),
+    )
+    pcie_gen: int = setting(
+        help="PCIe generation of the GPU's link",
+        parse=int,
+        flags=("--pcie-gen",),
+        choices=tuple(PCIE_LANE_GBS),
+        url_key="gen",
+        widget=Widget("PCIe generation", "selectbox", options=tuple(PCIE_LANE_GBS)),
+    )
+    pcie_lanes: int = setting(
+        help="PCIe lanes of the GPU's link",
+        parse=int,
+        flags=("--pcie-lanes",),
+        choices=PCIE_LANES,
+        url_key="lanes",
+        widget=Widget("PCIe lanes", "selectbox", options=PCIE_LANES),
+    )
+    cpu_bw_gbs: float = setting(
+        help="host memory bandwidth (channels x transfer rate x 8 bytes, GB/s)",
+        parse=float,
+        flags=("--cpu-bw-gbs",),
+        lo=MIN_RATE,
+        hi=2000.0,
+        url_key="cpu",
+        widget=Widget("host memory GB/s", "number", lo=1.0, hi=2000.0),
+    )
+    cpu_threads: int = setting(
+        8,
+        help="threads llama.cpp computes host experts with (-t)",
+        flags=("--threads",),
+        lo=1,
+        hi=1024,
+        url_key="threads",
+        widget=Widget("CPU threads (-t)", "number", lo=1, hi=1024),
+    )
     cpu_ghz: float = 4.5  # all-core clock of those threads (the CPU path is partly compute-bound per thread)
     backend: str = "cuda"
     gpu_tflops: float = 50.0  # dense FP16 tensor throughput (datasheet), for prompt processing
-    pinned_gbs: float | None = None
-    pageable_gbs: float | None = None
+    pinned_gbs: float | None = setting(
+        None,
+        help="measured host-to-device rate from pinned memory (GB/s)",
+        parse=float,
+        flags=("--pinned-gbs",),
+        lo=MIN_RATE,
+        hi=MAX_RATE_GBS,
+    )
+    pageable_gbs: float | None = setting(
+        None,
+        help="measured host-to-device rate from mmap'd memory (GB/s)",
+        parse=float,
+        flags=("--pageable-gbs",),
+        lo=MIN_RATE,
+        hi=MAX_RATE_GBS,
+    )
     cpu_expert_gbs: float | None = None
     sync_us: float | None = None
     token_ms: float | None = None
     cpu_vnni: bool = True  # int8 dot-product instructions (AVX-VNNI / AVX-512 VNNI) for ggml's quantized kernels
     source: str = "user"
-    ram_gib: float = 64.0  # host RAM: host experts must fit in it (pinned) or page from disk (mmap)
+    ram_gib: float = setting(
+        64.0,
+        help="host RAM (GiB): host experts must fit in it (pinned) or page from disk (mmap)",
+        flags=("--ram-gib",),
+        lo=1.0,
+        hi=16384.0,
+        url_key="ram",
+        widget=Widget("host RAM GiB", "number", lo=1.0, hi=16384.0, step=8.0),
+    )
 
     def __post_init__(self) -> None:
-        checks = {
-            "vram_gib": 0 < self.vram_gib <= 1024,
-            "gpu_bw_gbs": 0 < self.gpu_bw_gbs <= 20000,
-            "pcie_gen": self.pcie_gen in PCIE_LANE_GBS,
-            "pcie_lanes": self.pcie_lanes in (1, 2, 4, 8, 16),
-            "cpu_bw_gbs": 0 < self.cpu_bw_gbs <= 2000,
-            "cpu_threads": 1 <= self.cpu_threads <= 1024,
+        checks = {s.name: _within(getattr(self, s.name), s) for s in settings_of(Hardware).values()} | {
             "cpu_ghz": 0.5 <= self.cpu_ghz <= 7.0,
             "backend": self.backend in BACKENDS,
             "gpu_tflops": 0 < self.gpu_tflops <= 10000,
-            "pinned_gbs": self.pinned_gbs is None or 0 < self.pinned_gbs <= self.line_gbs,
-            "pageable_gbs": self.pageable_gbs is None or 0 < self.pageable_gbs <= self.line_gbs,
+            "pinned_gbs": self.pinned_gbs is None or self.pinned_gbs <= self.line_gbs,
+            "pageable_gbs": self.pageable_gbs is None or self.pageable_gbs <= self.line_gbs,
             "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
             "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
             "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
-            "ram_gib": 1 <= self.ram_gib <= 16384,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

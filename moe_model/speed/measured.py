@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.logs import LoggedStats, LogRun, parse_log
@@ -147,7 +148,7 @@ def scenario_of_run(run: LogRun, model: ModelSpec) -> Scenario:
     placement = infer_placement(run, model)
     budget = (infer_budget(run, model, placement) or 0) if run.devices else 0
     mode = "mmap" if "CPU_Mapped" in run.placement.get("model_buffers_mib", {}) else "none"
-    n_ctx = int(run.placement.get("n_ctx", 4096))
+    n_ctx = int(run.placement.get("n_ctx", DEFAULT_CTX))
     return Scenario(placement, budget, int(run.placement.get("n_seq_max", 1)), n_ctx=n_ctx, load_mode=mode)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
-from moe_model.readers.logs import LogRun
+from moe_model.readers.logs import LogRun, Timing
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.resources import data_path
 
@@ -33,15 +33,30 @@ def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     return frame[list(COLUMNS)]
 
 
+def timed_requests(run: LogRun) -> list[Timing]:
+    """The requests a run's decode speed is measured on: the first n_seq_max of several concurrent ones
+    (they ran together), else every request."""
+    timed = [t for t in run.timings if t.decode_tps]
+    if run.placement.get("n_seq_max", 1) > 1 and len(timed) > 1:
+        return timed[: run.placement["n_seq_max"]]
+    return timed
+
+
+def times_first_request(run: LogRun) -> bool:
+    """Whether the decode speed includes the server's first request after start (not steady state: with
+    mmap'd experts it pays the first touch of their pages)."""
+    timed = timed_requests(run)
+    return bool(timed) and timed[0] is run.timings[0]
+
+
 def decode_tps_of(run: LogRun) -> float | None:
     """Decode tokens/s: per request for one stream, summed over concurrent requests (aggregate)."""
-    rates = [t.decode_tps for t in run.timings if t.decode_tps]
-    if not rates:
+    timed = timed_requests(run)
+    if not timed:
         return None
-    if run.placement.get("n_seq_max", 1) > 1 and len(rates) > 1:
-        return sum(rates[: run.placement["n_seq_max"]])
-    weights = [t.decode_tokens for t in run.timings if t.decode_tps]
-    return sum(r * w for r, w in zip(rates, weights, strict=True)) / sum(weights)
+    if run.placement.get("n_seq_max", 1) > 1 and len(timed) > 1:
+        return sum(t.decode_tps for t in timed)
+    return sum(t.decode_tps * t.decode_tokens for t in timed) / sum(t.decode_tokens for t in timed)
 
 
 def _pct(x: float | None) -> float | None:

@@ -37,8 +37,8 @@ class Option:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits VRAM and RAM: only then is it picked or shown with a speed."""
-        return self.prediction.usable and (self.host is None or self.host.fits)
+        """Starts and fits VRAM (with llama.cpp's margin) and RAM: only then is it picked or shown with a speed."""
+        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.fits)
 
     def as_dict(self) -> dict:
         p = self.prediction

@@ -6,48 +6,171 @@ The placement is one typed contract for `--cpu-moe`, `--n-cpu-moe K`, `-ngl`, `-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
+    DEFAULT_ACCEPT_RATE,
+    DEFAULT_CTX,
+    DEFAULT_UBATCH,
     MAX_BUDGET_MIB,
     MAX_CONCURRENCY,
     MAX_CTX,
     MAX_DRAFT_TOKENS,
+    MAX_LAYERS,
     MAX_PROMPT_TOKENS,
     MAX_UBATCH,
+    MAX_VRAM_GIB,
     check_at_most,
 )
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.settings import Alias, Widget, setting
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.vram import FIT_MARGIN_MIB, VramBreakdown, breakdown, fit_host_layers, kv_bytes_per_elem
+from moe_model.speed.vram import (
+    DEFAULT_KV_TYPE,
+    FIT_MARGIN_MIB,
+    KV_TYPES,
+    VramBreakdown,
+    breakdown,
+    fit_host_layers,
+    kv_bytes_per_elem,
+)
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
+CPU_SHARE_STOPS = (0.0, 0.5, 0.8, 0.9, 0.95)  # the app's CPU-share choices: none, then b12191's useful range
+PLACEMENT_HELP = "where the experts go: cpu-moe | fit | n-cpu-moe:K | gpu (first K layers' experts in host memory)"
+
+
+def _placement(text: str) -> str:
+    """A --placement value, checked: cpu-moe, fit, gpu or n-cpu-moe:K."""
+    return Placement.parse(text).text
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags."""
+    """A llama-server configuration: placement, budget, concurrency, speculation, CPU share, memory flags.
 
-    placement: Placement = field(default_factory=Placement)
-    budget_mib: int = 0
-    concurrency: int = 1
-    draft_tokens: int = 0
-    accept_rate: float = 0.7
-    cpu_share: float = 0.0
-    n_ctx: int = 4096
-    prompt_tokens: int = 512
-    n_ubatch: int = 512
-    load_mode: str = "mmap"
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
-    fit_target_mib: float = FIT_MARGIN_MIB
-    offload_min_batch: int = OFFLOAD_MIN_BATCH
-    policy: str = ""  # a registered replacement policy to model instead of the one the flags select ("")
+    Each field's setting (moe_model.settings) is the one source of its default, help, CLI flags, URL key and
+    widget range."""
+
+    placement: Placement = setting(
+        factory=Placement,
+        help=PLACEMENT_HELP,
+        flags=("--placement",),
+        parse=_placement,
+        metavar="PLACEMENT",
+        aliases=(
+            Alias("--cpu-moe", "cpu-moe", "same as --placement cpu-moe (llama.cpp's flag)"),
+            Alias(
+                "--n-cpu-moe", "n-cpu-moe:{}", "same as --placement n-cpu-moe:K (llama.cpp's flag)", "K", 0, MAX_LAYERS
+            ),
+        ),
+    )
+    budget_mib: int = setting(
+        0,
+        help="--moe-cache-mib value (whole MiB)",
+        flags=("--budget-mib",),
+        lo=0,
+        hi=MAX_BUDGET_MIB,
+        url_key="budget",
+        widget=Widget("--moe-cache-mib", lo=0, step=1, start=10000),
+    )
+    concurrency: int = setting(
+        1,
+        help="sequences decoding at once (-np)",
+        flags=("--concurrency",),
+        lo=1,
+        hi=MAX_CONCURRENCY,
+        url_key="np",
+        widget=Widget("concurrent streams (-np)", lo=1, hi=8),
+    )
+    draft_tokens: int = setting(
+        0,
+        help="speculative draft tokens per verification (--draft-max)",
+        flags=("--draft",),
+        lo=0,
+        hi=MAX_DRAFT_TOKENS,
+        url_key="draft",
+        widget=Widget("draft tokens (speculative)", lo=0, hi=8),
+    )
+    accept_rate: float = setting(
+        DEFAULT_ACCEPT_RATE,
+        help="draft acceptance rate",
+        flags=("--accept",),
+        lo=0.0,
+        hi=1.0,
+        url_key="accept",
+        widget=Widget("draft acceptance", lo=0.0, hi=1.0, step=0.05),
+    )
+    cpu_share: float = setting(
+        0.0,
+        help="--moe-cache-cpu-share F (b12191, a modelled policy)",
+        flags=("--cpu-share",),
+        lo=0.0,
+        hi=1.0,
+        url_key="share",
+        widget=Widget("--moe-cache-cpu-share (b12191, a modelled policy)", "select_slider", options=CPU_SHARE_STOPS),
+    )
+    n_ctx: int = setting(
+        DEFAULT_CTX,
+        help="context size (-c)",
+        flags=("--ctx",),
+        lo=1,
+        hi=MAX_CTX,
+        url_key="ctx",
+        widget=Widget("context (-c)", "number", lo=512, hi=1_048_576, step=512),
+    )
+    prompt_tokens: int = setting(
+        512,
+        help="prompt tokens per request",
+        flags=("--prompt-tokens",),
+        lo=1,
+        hi=MAX_PROMPT_TOKENS,
+        url_key="prompt",
+        widget=Widget("prompt tokens per request", "number", lo=1, hi=131_072, step=64),
+    )
+    n_ubatch: int = setting(
+        DEFAULT_UBATCH, help="ubatch size (-ub)", flags=("--ubatch-size", "-ub"), lo=1, hi=MAX_UBATCH
+    )
+    load_mode: str = setting(
+        "mmap",
+        help="how llama.cpp loads the host experts (-lm): all but mmap pin them (CUDA_Host)",
+        flags=("--load-mode",),
+        choices=LOAD_MODES,
+        url_key="lm",
+        widget=Widget("host experts (--load-mode)", "selectbox", options=LOAD_MODES),
+        aliases=(Alias("--pinned", "none", "same as --load-mode none (pinned host experts)"),),
+    )
+    cache_type_k: str = setting(
+        DEFAULT_KV_TYPE, help="K cache type (-ctk)", flags=("--cache-type-k", "-ctk"), choices=KV_TYPES
+    )
+    cache_type_v: str = setting(
+        DEFAULT_KV_TYPE, help="V cache type (-ctv)", flags=("--cache-type-v", "-ctv"), choices=KV_TYPES
+    )
+    fit_target_mib: float = setting(
+        float(FIT_MARGIN_MIB),
+        help="--fit's free-memory target per device (-fitt, MiB)",
+        flags=("--fit-target-mib",),
+        lo=0.0,
+        hi=MAX_VRAM_GIB * 1024.0,
+    )
+    offload_min_batch: int = setting(
+        OFFLOAD_MIN_BATCH,
+        help="GGML_OP_OFFLOAD_MIN_BATCH: smaller ubatches that bypass the pool stay on the CPU",
+        flags=("--offload-min-batch",),
+        lo=1,
+        hi=MAX_UBATCH,
+    )
+    policy: str = setting(
+        "",
+        help="price another replacement policy's counts (what-if; see docs/cli.md); empty: the flags' policy",
+        flags=("--policy",),
+        metavar="NAME",
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.cpu_share <= 1.0:
@@ -62,6 +185,8 @@ class Scenario:
             raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
         for value, limit, what in (
             (self.budget_mib, MAX_BUDGET_MIB, "the budget (MiB)"),
+            (self.fit_target_mib, MAX_VRAM_GIB * 1024, "the --fit target (MiB)"),
+            (self.offload_min_batch, MAX_UBATCH, "the offload minimum batch"),
             (self.concurrency, MAX_CONCURRENCY, "concurrency"),
             (self.draft_tokens, MAX_DRAFT_TOKENS, "draft tokens"),
             (self.prompt_tokens, MAX_PROMPT_TOKENS, "prompt tokens"),
@@ -153,6 +278,15 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
     vram = breakdown(
-        model, hw, placement, sc.budget_mib, sc.n_ctx, sc.n_ubatch, sc.kv_types, sc.offload_min_batch, plan
+        model,
+        hw,
+        placement,
+        sc.budget_mib,
+        sc.n_ctx,
+        sc.n_ubatch,
+        sc.kv_types,
+        sc.offload_min_batch,
+        plan=plan,
+        margin_mib=sc.fit_target_mib,
     )
     return Layout(placement, plan, vram, host, cpu_layers)

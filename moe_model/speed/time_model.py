@@ -31,8 +31,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from moe_model.llama.pool_rule import copies_from_pool
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
@@ -43,29 +45,56 @@ GB = 1e9
 PINNED_COPY_US = 2.7  # latency of one pinned copy: groundtruth bw.json, 288 KiB in 8.1 us at 55 GB/s asymptotic
 
 
+LOG2, LOG3 = float(np.log(2)), float(np.log(3))
+LOG1_3, LOG1_5 = float(np.log(1.3)), float(np.log(1.5))
+
+
 @dataclass(frozen=True)
 class TimeParams:
-    """Machine-independent parameters, fitted across machines (calibration.py). The defaults are the priors
-    the fit is pulled towards (PRIOR_WIDTH), each a physically expected value with its reason."""
+    """Machine-independent parameters, fitted across machines (calibration.py). Each default is the prior the fit
+    is pulled towards, a physically expected value with its reason; with it the prior's log-space width (a factor
+    the data must argue for), the fit's bounds, and the fit that sets it (moe_model.settings.prior)."""
 
-    gpu_eff: float = 0.7  # share of the datasheet bandwidth decode matmuls reach (typical for quantized matvec)
-    token_ms: float = 0.5  # per ubatch: graph build and launch
-    sample_ns: float = 8.0  # per sampled token and vocabulary entry: logits copied back and sampled on the CPU
-    layer_us: float = 60.0  # per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)
-    batch_expert_us: float = 3.0  # per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)
-    staging_gbs: float = 6.5  # memcpy of mmap'd pages into the staging buffer (run3: 5.6 GB/s effective at 55 pinned)
-    pageable_copy_us: float = 15.0  # a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)
-    cpu_bw_eff: float = 0.6  # share of host bandwidth the CPU expert path reaches
-    thread_gbs_per_ghz: float = 1.2  # expert bytes one thread multiplies per second and GHz (quantized dot products)
-    pinned_cpu_factor: float = 0.7  # CPU path over CUDA_Host memory: no repacked weight layouts
-    no_vnni_factor: float = 0.5  # a CPU without VNNI multiplies int8 dot products at about half the rate
-    sync_us_cuda: float = 50.0  # per cached layer and ubatch on CUDA: ids read back, slot map uploaded
-    sync_us_other: float = 300.0  # the same on HIP and Vulkan, whose host syncs are slower
-    split_us_cuda: float = 60.0  # per layer computed on the CPU: a graph split and its two small copies
-    split_us_other: float = 300.0
-    draft_ms: float = 1.0  # per drafted token (draft model or MTP head)
-    mm_eff: float = 0.3  # share of datasheet FP16 TFLOPS prompt matmuls reach
-    prompt_ubatch_ms: float = 20.0  # fixed cost per prompt ubatch
+    gpu_eff: float = prior(
+        0.7, "share of the datasheet bandwidth decode matmuls reach (typical for quantized matvec)", LOG1_3, 0.3, 1.0
+    )
+    token_ms: float = prior(0.5, "per ubatch: graph build and launch", LOG3, 0.05, 10.0)
+    sample_ns: float = prior(
+        8.0, "per sampled token and vocabulary entry: logits copied back and sampled on the CPU", LOG3, 0.5, 100.0
+    )
+    layer_us: float = prior(
+        60.0, "per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)", LOG2, 1.0, 300.0
+    )
+    batch_expert_us: float = prior(
+        3.0, "per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)", LOG3, 0.1, 50.0
+    )
+    staging_gbs: float = prior(
+        6.5, "memcpy of mmap'd pages into the staging buffer (run3: 5.6 GB/s effective at 55 pinned)", LOG1_5, 1.0, 60.0
+    )
+    pageable_copy_us: float = prior(
+        15.0, "a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)", LOG2, 1.0, 500.0
+    )
+    cpu_bw_eff: float = prior(0.6, "share of host bandwidth the CPU expert path reaches", LOG1_5, 0.05, 1.0)
+    thread_gbs_per_ghz: float = prior(
+        1.2, "expert bytes one thread multiplies per second and GHz (quantized dot products)", LOG1_5, 0.1, 10.0
+    )
+    pinned_cpu_factor: float = prior(
+        0.7, "CPU path over CUDA_Host memory: no repacked weight layouts", LOG1_5, 0.2, 1.0
+    )
+    no_vnni_factor: float = prior(
+        0.5, "a CPU without VNNI multiplies int8 dot products at about half the rate", LOG1_5, 0.2, 1.0
+    )
+    sync_us_cuda: float = prior(
+        50.0, "per cached layer and ubatch on CUDA: ids read back, slot map uploaded", LOG3, 5.0, 3000.0
+    )
+    sync_us_other: float = prior(300.0, "the same on HIP and Vulkan, whose host syncs are slower", LOG3, 5.0, 3000.0)
+    split_us_cuda: float = prior(
+        60.0, "per layer computed on the CPU: a graph split and its two small copies", LOG3, 1.0, 3000.0
+    )
+    split_us_other: float = prior(300.0, "the same on HIP and Vulkan", LOG3, 1.0, 3000.0)
+    draft_ms: float = prior(1.0, "per drafted token (draft model or MTP head)", LOG3, 0.05, 20.0)
+    mm_eff: float = prior(0.3, "share of datasheet FP16 TFLOPS prompt matmuls reach", LOG3, 0.02, 1.0, "prefill")
+    prompt_ubatch_ms: float = prior(20.0, "fixed cost per prompt ubatch", LOG3, 1.0, 2000.0, "prefill")
 
     def sync_us(self, hw: Hardware) -> float:
         if hw.sync_us is not None:
@@ -79,64 +108,12 @@ class TimeParams:
         return self.split_us_cuda if hw.backend == "cuda" else self.split_us_other
 
 
-LOG2, LOG3 = float(np.log(2)), float(np.log(3))
-# log-space width of each prior: a factor the data must argue for (calibration.py weighs it against the errors)
-PRIOR_WIDTH = (
-    {
-        "gpu_eff": float(np.log(1.3)),
-        "staging_gbs": float(np.log(1.5)),
-        "cpu_bw_eff": float(np.log(1.5)),
-        "thread_gbs_per_ghz": float(np.log(1.5)),
-        "pinned_cpu_factor": float(np.log(1.5)),
-        "no_vnni_factor": float(np.log(1.5)),
-        "layer_us": LOG2,
-        "pageable_copy_us": LOG2,
-    }
-    | {
-        name: LOG3
-        for name in ("token_ms", "sample_ns", "batch_expert_us", "sync_us_cuda", "sync_us_other", "split_us_cuda")
-    }
-    | {name: LOG3 for name in ("split_us_other", "draft_ms", "mm_eff", "prompt_ubatch_ms")}
-)
-DECODE_PARAMS = (
-    "gpu_eff",
-    "token_ms",
-    "sample_ns",
-    "layer_us",
-    "batch_expert_us",
-    "staging_gbs",
-    "pageable_copy_us",
-    "cpu_bw_eff",
-    "thread_gbs_per_ghz",
-    "pinned_cpu_factor",
-    "no_vnni_factor",
-    "sync_us_cuda",
-    "sync_us_other",
-    "split_us_cuda",
-    "split_us_other",
-    "draft_ms",
-)
-PREFILL_PARAMS = ("mm_eff", "prompt_ubatch_ms")
-PARAM_BOUNDS = {
-    "gpu_eff": (0.3, 1.0),
-    "token_ms": (0.05, 10.0),
-    "sample_ns": (0.5, 100.0),
-    "layer_us": (1.0, 300.0),
-    "batch_expert_us": (0.1, 50.0),
-    "staging_gbs": (1.0, 60.0),
-    "pageable_copy_us": (1.0, 500.0),
-    "cpu_bw_eff": (0.05, 1.0),
-    "thread_gbs_per_ghz": (0.1, 10.0),
-    "pinned_cpu_factor": (0.2, 1.0),
-    "no_vnni_factor": (0.2, 1.0),
-    "sync_us_cuda": (5.0, 3000.0),
-    "sync_us_other": (5.0, 3000.0),
-    "split_us_cuda": (1.0, 3000.0),
-    "split_us_other": (1.0, 3000.0),
-    "draft_ms": (0.05, 20.0),
-    "mm_eff": (0.02, 1.0),
-    "prompt_ubatch_ms": (1.0, 2000.0),
-}
+# the calibration's tables, generated from the declarations above
+PARAMS = settings_of(TimeParams)
+DECODE_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "decode")
+PREFILL_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "prefill")
+PARAM_BOUNDS = {name: (p.lo, p.hi) for name, p in PARAMS.items()}
+PRIOR_WIDTH = {name: p.width for name, p in PARAMS.items()}
 
 
 def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
@@ -172,8 +149,8 @@ class Prediction:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits the GPU's memory: only then is a speed shown."""
-        return self.starts and self.vram.fits
+        """Starts and fits the GPU's memory (or is too close to call): only then is a speed shown."""
+        return self.starts and (self.vram.fits or self.vram.tight)
 
     def as_dict(self) -> dict:
         sc = asdict(self.scenario)
@@ -253,7 +230,7 @@ def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenar
     copied = uploaded = on_cpu = 0.0
     for il in layout.host_layers:
         layer_bytes = used * model.layers[il].slot_bytes
-        if n < sc.offload_min_batch:  # GGML_OP_OFFLOAD_MIN_BATCH: small batches stay on the CPU
+        if not copies_from_pool(n, sc.offload_min_batch):  # a small prompt ubatch stays on the CPU
             on_cpu += layer_bytes
             continue
         share = groups[il].n_slots / groups[il].max_slots if il in groups else 0.0
@@ -271,7 +248,7 @@ def prefill_terms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenar
 def _notes(sc: Scenario, layout: Layout) -> list[str]:
     notes = []
     if not layout.vram.fits:
-        notes.append(f"does not fit: {-layout.vram.free_mib:.0f} MiB over the GPU's memory")
+        notes.append(layout.vram.verdict)
     policy = get_policy(sc.policy_name)
     if policy.label == MODELLED:
         notes.append(f"{policy.name} is a modelled policy (our reading of {policy.source}): {policy.summary}")

@@ -5,6 +5,12 @@ buffers are an estimate (logits of a ubatch, plus attention scores without flash
 labelled as such. `fit_host_layers` mirrors what `--fit` does with a MoE model: keep the dense
 weights on the GPU and move the experts of the first layers to host memory until it fits with
 `FIT_MARGIN_MIB` free; the cache it creates counts as context memory (common/fit.cpp).
+
+The verdict keeps the same margin: llama.cpp's `--fit` is on by default and aims to leave its target
+(-fitt, 1,024 MiB) free on each device; with the user's own -cmoe/-ncmoe it only shrinks the context
+towards it (docs/llamacpp-moe-cache.md, section 6), and its own accounting sees memory ours estimates.
+A configuration with less free than the target is "too close to call": one field run with 204-924 MiB
+predicted free (the context was not stated) ran out of memory at load, others ran with 554-696.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH
+from moe_model.limits import DEFAULT_CTX, DEFAULT_UBATCH
+from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 
-FIT_MARGIN_MIB = 1024  # --fit's default free-memory target per device (common/fit.cpp, -fitt)
+FIT_MARGIN_MIB = 1024  # --fit's default free-memory target per device (common/fit.cpp, -fitt; groundtruth/fit-trials:
+# "will leave 120963 >= 1024 MiB of free device memory")
 CUDA_RESERVE_MIB = 300  # driver/context memory CUDA keeps: an assumption
 
 
@@ -34,6 +42,7 @@ class VramBreakdown:
     cache_mib: float
     reserve_mib: float
     vram_mib: float
+    margin_mib: float = FIT_MARGIN_MIB  # what llama.cpp keeps free (--fit's target): less is too close to call
 
     @property
     def used_mib(self) -> float:
@@ -45,13 +54,25 @@ class VramBreakdown:
 
     @property
     def fits(self) -> bool:
-        return self.free_mib >= 0
+        """Fits with llama.cpp's margin left free."""
+        return self.free_mib >= self.margin_mib
+
+    @property
+    def tight(self) -> bool:
+        """Fits by this estimate, but with less free than llama.cpp's margin: too close to call."""
+        return 0 <= self.free_mib < self.margin_mib
 
     @property
     def verdict(self) -> str:
         """One line a page leads with: fits or not, and what would free the memory."""
         if self.fits:
             return f"fits in VRAM: {self.used_mib:,.0f} of {self.vram_mib:,.0f} MiB used, {self.free_mib:,.0f} MiB free"
+        if self.tight:
+            return (
+                f"too close to call for VRAM: {self.free_mib:,.0f} MiB free, less than the {self.margin_mib:,.0f} MiB "
+                "llama.cpp's --fit keeps free (-fitt): it shrinks the context, or the load may run out of memory. "
+                "A smaller context (-c) or --moe-cache-mib leaves room"
+            )
         return (
             f"does not fit in VRAM: {-self.free_mib:,.0f} MiB over the GPU's {self.vram_mib:,.0f} MiB. Free it with a "
             "smaller context (-c), more layers in host memory (--n-cpu-moe K) or a smaller "
@@ -68,10 +89,13 @@ class VramBreakdown:
             "cuda_reserve_assumed": self.reserve_mib,
             "free": self.free_mib,
             "total": self.vram_mib,
+            "margin": self.margin_mib,
         }
 
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
+DEFAULT_KV_TYPE = "f16"  # -ctk / -ctv default
+DEFAULT_KV_TYPES = (DEFAULT_KV_TYPE, DEFAULT_KV_TYPE)
 
 
 def kv_bytes_per_elem(type_name: str) -> float:
@@ -82,7 +106,7 @@ def kv_bytes_per_elem(type_name: str) -> float:
     return size / block
 
 
-def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str = "f16") -> float:
+def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = DEFAULT_KV_TYPE, type_v: str = DEFAULT_KV_TYPE) -> float:
     """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
     per_cell = (
         model.kv_layers
@@ -92,7 +116,9 @@ def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = "f16", type_v: str 
     return n_ctx * per_cell / MIB
 
 
-def compute_buffer_mib(model: ModelSpec, n_ubatch: int = 512, n_ctx: int = 4096, flash_attn: bool = True) -> float:
+def compute_buffer_mib(
+    model: ModelSpec, n_ubatch: int = DEFAULT_UBATCH, n_ctx: int = DEFAULT_CTX, flash_attn: bool = True
+) -> float:
     """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
     logits = n_ubatch * model.n_vocab * 4
     scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
@@ -104,7 +130,7 @@ def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offl
     """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
     the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
     llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
-    if n_ubatch < offload_min_batch:
+    if not copies_from_pool(n_ubatch, offload_min_batch):
         return 0.0
     host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
     before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
@@ -126,14 +152,16 @@ def breakdown(
     hw: Hardware,
     placement: Placement,
     budget_mib: int,
-    n_ctx: int = 4096,
-    n_ubatch: int = 512,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    n_ctx: int = DEFAULT_CTX,
+    n_ubatch: int = DEFAULT_UBATCH,
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     offload_min_batch: int = OFFLOAD_MIN_BATCH,
     plan: CachePlan | None = None,
+    margin_mib: float = FIT_MARGIN_MIB,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked).
-    `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice)."""
+    `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice);
+    `margin_mib` per GPU is what llama.cpp keeps free (the scenario's --fit target)."""
     plan = plan or plan_cache(model, budget_mib, placement)
     compute = max(
         compute_buffer_mib(model, n_ubatch, n_ctx), offload_copy_mib(model, placement, n_ubatch, offload_min_batch)
@@ -146,6 +174,7 @@ def breakdown(
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
         hw.vram_mib * placement.n_gpus,
+        margin_mib * placement.n_gpus,
     )
 
 
@@ -153,15 +182,15 @@ def max_budget_mib(
     model: ModelSpec,
     hw: Hardware,
     placement: Placement,
-    n_ctx: int = 4096,
-    margin_mib: float = 256,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    n_ctx: int = DEFAULT_CTX,
+    margin_mib: float = FIT_MARGIN_MIB,
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
 ) -> int:
-    """The largest --moe-cache-mib whose cache still fits beside everything else (with a margin)."""
+    """The largest --moe-cache-mib whose cache still fits beside everything else, with llama.cpp's margin free."""
     lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if breakdown(model, hw, placement, mid, n_ctx, kv_types=kv_types).free_mib >= margin_mib:
+        if breakdown(model, hw, placement, mid, n_ctx, kv_types=kv_types, margin_mib=margin_mib).fits:
             lo = mid
         else:
             hi = mid - 1
@@ -172,9 +201,9 @@ def fit_host_layers(
     model: ModelSpec,
     hw: Hardware,
     budget_mib: int = 0,
-    n_ctx: int = 4096,
+    n_ctx: int = DEFAULT_CTX,
     margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = ("f16", "f16"),
+    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
     base: Placement | None = None,
 ) -> int:
     """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""

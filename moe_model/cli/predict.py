@@ -1,0 +1,324 @@
+"""`predict`, `recommend` and `calibrate`: speeds from the time model (a model, not a measurement) on a machine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import lru_cache
+
+from moe_model.cli.args import (
+    HARDWARE,
+    PLACEMENT,
+    SCENARIO,
+    add_setting,
+    add_settings,
+    number,
+    ranged,
+    scenario_from_args,
+)
+from moe_model.cli.output import to_json
+from moe_model.limits import MAX_RATE_GBS
+from moe_model.llama.batching import stream_from, workload_from
+from moe_model.readers.model_spec import ModelSpec, load_model
+from moe_model.readers.traces import load_any, open_trace
+from moe_model.speed.hardware import MIN_RATE
+from moe_model.workload import Batching, Workload, WorkloadStream
+
+
+def _named_preset(name: str):
+    """The GPU preset a typed name resolves to; what it became goes to stderr unless the name was exact."""
+    from moe_model.speed.hardware import preset_match
+
+    match = preset_match(name)
+    if match.how != "exact":
+        print(f"note: {match.describe()}", file=sys.stderr)
+    return match.hardware
+
+
+def _hardware(args: argparse.Namespace):
+    """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error.
+    Also settles the load mode: the flag's, else the one a machine file was calibrated with, else mmap."""
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import load_machine
+
+    flag_mode = args.load_mode  # None unless --load-mode or --pinned was given
+    if getattr(args, "machine", None):
+        machine = load_machine(args.machine)
+        hw, rel_error = machine.hardware, machine.rel_error_at(args.concurrency)
+        args.load_mode = flag_mode or machine.load_mode
+        args.load_mode_source = "flag" if flag_mode else f"recorded in {args.machine} (--load-mode overrides it)"
+    else:
+        hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
+        args.load_mode = flag_mode or SCENARIO["load_mode"].default
+        args.load_mode_source = "flag" if flag_mode else "default"
+    changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
+    if args.link_gbs is not None:
+        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
+    return (hw.with_changes(**changes) if changes else hw), rel_error
+
+
+def _workload_source(args: argparse.Namespace, model: ModelSpec):
+    """A function giving the workload of a scenario: the user's trace or the model's synthetic preset.
+
+    A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
+    replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
+    from moe_model.policies import REFERENCE
+    from moe_model.speed.measured import synthetic_workload
+    from moe_model.speed.scenario import Scenario
+
+    path = getattr(args, "trace", None)
+    opened = lru_cache(maxsize=1)(lambda: open_trace(path))  # opened when a replay first needs it
+
+    @lru_cache(maxsize=16)
+    def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
+        if not path:
+            return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+        batching = Batching(concurrency, draft, accept)
+        if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
+            held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
+            return workload_from(held, batching, model.n_expert)
+        return stream_from(opened(), batching, model.n_expert)
+
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.policy_name != REFERENCE)
+
+
+def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
+    """The hit-rate spread (points) a prediction carries and what routing it used."""
+    from moe_model.routing.synthetic import preset_for
+
+    if getattr(args, "trace", None):
+        return 0.0, f"the trace {args.trace}"
+    preset = preset_for(model)
+    return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.curve import curve
+    from moe_model.speed.time_model import verdict
+
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
+    workload_for = _workload_source(args, model) if args.hit_rate is None else None
+    both = curve(
+        model,
+        hw,
+        time_model.params,
+        scenario_from_args(args),
+        sorted({args.budget_mib, 0}),
+        workload_for,
+        hit_rate=args.hit_rate,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
+    pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
+    cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
+    out = pred.as_dict() | {
+        "verdict": cache_verdict,
+        "no_cache_decode_tps": baseline.decode_tps,
+        "no_cache_decode_tps_range": list(baseline.decode_tps_range),
+        "hardware": hw.as_dict(),
+        "params": vars(time_model.params),
+        "params_source": time_model.source,
+        "rel_error": rel_error,
+        "routing": routing,
+        "traffic": routing,  # the field's old name, kept for scripts
+        "hit_rate_spread_points": spread,
+        "load_mode": args.load_mode,
+        "load_mode_source": args.load_mode_source,
+    }
+    if args.json:
+        print(to_json(out))
+        return 0
+    sc = pred.scenario
+    print(
+        f"{model.name} on {hw.name} ({hw.pcie_label}, {'pinned' if sc.pinned else 'mmap (pageable)'} host experts): "
+        f"{pred.layout.placement.label}, --moe-cache-mib {sc.budget_mib}"
+    )
+    if args.load_mode_source != "default":
+        print(f"  load mode {args.load_mode}: {args.load_mode_source}")
+    if not pred.starts:
+        print(f"  does not start: {pred.error}")
+        return 0
+    if not pred.usable:
+        print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
+        return 0
+    if pred.vram.tight:
+        print(f"  {pred.vram.verdict}")
+    lo, hi = pred.decode_tps_range
+    print(
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}), prompt {pred.prefill_tps:.0f} t/s, hit rate "
+        f"{'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
+    )
+    if args.budget_mib:
+        print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
+    print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
+    print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    print(f"  time model: {time_model.source} (a model, not a measurement)")
+    for note in pred.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.fit_advice import recommend_advice
+    from moe_model.speed.recommend import recommend
+
+    model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    time_model = default_time_model()
+    spread, routing = _routing(args, model)
+    options = recommend(
+        model,
+        hw,
+        time_model.params,
+        scenario_from_args(args),
+        _workload_source(args, model),
+        args.model,
+        rel_error=rel_error,
+        spread_points=spread,
+    )
+    ranked = [o.as_dict() for o in options]
+    best = ranked[0] if ranked and ranked[0]["usable"] else None
+    margin = None
+    if best and len(ranked) > 1 and ranked[1]["decode_tps"]:
+        margin = best["decode_tps"] / ranked[1]["decode_tps"] - 1
+    advice = recommend_advice(model, hw, options)
+    if args.json:
+        out = {"best": best, "margin": margin, "options": ranked, "params_source": time_model.source}
+        out |= {"fits": advice.fits, "would_fit": [c.as_dict() for c in advice.would_fit], "summary": advice.summary}
+        mode = {"load_mode": args.load_mode, "load_mode_source": args.load_mode_source}
+        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error} | mode))
+    else:
+        if args.load_mode_source != "default":
+            print(f"load mode {args.load_mode} for --fit and --n-cpu-moe: {args.load_mode_source}")
+        _print_recommendation(ranked, best, margin, advice)
+        print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+        print(f"summary: {advice.summary}")
+    if not advice.fits:
+        print(f"error: {advice.summary}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _why_unusable(option: dict) -> str:
+    if not option["starts"]:
+        return "does not start"
+    short = [what for what, ok in (("VRAM", option["fits_vram"]), ("RAM", option["fits_ram"])) if not ok]
+    return f"does not fit {' or '.join(short)}"
+
+
+def _print_recommendation(ranked: list[dict], best: dict | None, margin: float | None, advice) -> None:
+    for o in ranked:
+        lo, hi = o["decode_tps_range"]
+        if o["usable"]:
+            print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}")
+        else:  # no speed for what cannot run, as predict shows none
+            print(f"{'-':>7} t/s  {o['label']}  ({_why_unusable(o)})")
+    if best:
+        print(
+            f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
+            + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
+        )
+        print(f"  {best['command']}")
+    if advice.would_fit:
+        print("\nwhat would fit (the smallest change of each kind):")
+        print("\n".join(f"  {c.text}" for c in advice.would_fit))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
+
+    model, hw = load_model(args.model), _named_preset(args.hardware)
+    points, runs = machine_points(parse_logs(args.logs), model, hw)
+    result = calibrate_machine(points, hw, default_time_model().params, runs)
+    if args.json:
+        print(to_json(result.as_dict()))
+    else:
+        _print_calibration(result, hw, model)
+    if not result.accepted:
+        print(f"error: calibration refused: {result.reason}", file=sys.stderr)
+        return 1
+    save_machine(result, args.output)
+    if not args.json:
+        print(f"  wrote {args.output}: use it with predict/recommend --machine {args.output}")
+    return 0
+
+
+def _print_calibration(result, hw, model) -> None:
+    built = f"build {result.build}" if result.build else "build not logged"
+    print(
+        f"{hw.name} ({result.gpu or 'GPU not logged'}), {result.model or model.name}, {built}, load mode "
+        f"{result.load_mode}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs"
+    )
+    width = max(map(len, result.fit_errors))
+    for run in result.runs:
+        notes = [f"{run.concurrency} streams"] if run.concurrency > 1 else []
+        notes += ["first request after start"] if run.first_request else []
+        notes += [] if run.name in result.judged else ["not judged"]
+        print(
+            f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
+            f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
+        )
+    print(f"  {result.reason}")
+
+
+# the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)
+SCENARIO_FLAGS = (
+    "concurrency",
+    "draft_tokens",
+    "accept_rate",
+    "cpu_share",
+    "n_ctx",
+    "prompt_tokens",
+    "n_ubatch",
+    "load_mode",
+    "cache_type_k",
+    "cache_type_v",
+    "fit_target_mib",
+    "offload_min_batch",
+)
+
+
+def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    machine = parser.add_mutually_exclusive_group(required=True)
+    machine.add_argument("--hardware", help="GPU preset as you would type it: 't4', '4090', 'rtx 4080', 'h200'")
+    machine.add_argument("--machine", help="a machine file written by `calibrate`")
+    for name in HARDWARE:  # each edits the preset's value, which it defaults to
+        add_setting(parser, HARDWARE[name], default=None)
+    parser.add_argument("--link-gbs", type=ranged(number, MIN_RATE, MAX_RATE_GBS), help="both measured rates at once")
+    add_settings(parser, SCENARIO, tuple(f for f in SCENARIO_FLAGS if f != "load_mode"))
+    add_setting(parser, SCENARIO["load_mode"], default=None, help="default: a machine file's own, else mmap")
+    add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))
+    parser.add_argument("--json", action="store_true")
+
+
+def add_parsers(sub) -> None:
+    pred = sub.add_parser("predict", help="decode and prompt tokens/s and VRAM for one configuration (a model)")
+    _add_hardware_args(pred)
+    add_setting(pred, SCENARIO["placement"], default=SCENARIO["placement"].default.text)
+    add_settings(pred, SCENARIO, ("budget_mib", "policy"))
+    source = pred.add_mutually_exclusive_group()
+    source.add_argument(
+        "--hit-rate", type=ranged(number, 0.0, 1.0), help="assume this hit rate (0..1) instead of simulating"
+    )
+    source.add_argument("--trace", help="routing trace to simulate")
+    source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    pred.set_defaults(func=cmd_predict)
+    rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")
+    _add_hardware_args(rec)
+    rec.add_argument("--trace", help="routing trace to simulate (default: the model's synthetic preset)")
+    rec.set_defaults(func=cmd_recommend)
+
+
+def add_calibrate(sub) -> None:
+    cal = sub.add_parser("calibrate", help="fit this machine's own terms from its llama-server -lv 4 logs")
+    cal.add_argument("logs", nargs="+", metavar="LOG")
+    cal.add_argument("--model", required=True, help="GGUF header of the model the logs ran")
+    cal.add_argument("--hardware", required=True, help="the GPU preset to start from")
+    cal.add_argument("-o", "--output", default="machine.json", help="machine file to write")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=cmd_calibrate)

@@ -1,0 +1,174 @@
+"""`simulate`: replay routing through llama.cpp's slot pools at one or many budgets (exact), and other policies."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from moe_model.cli.args import (
+    BATCHING,
+    SCENARIO,
+    add_placement,
+    add_setting,
+    add_settings,
+    budget_range,
+    placement_without_machine,
+    ranged,
+    whole,
+    wholes,
+)
+from moe_model.cli.output import format_policies, format_sim, to_json
+from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_SYNTHETIC_TOKENS
+from moe_model.llama.batching import stream_from, workload_from
+from moe_model.readers.model_spec import ModelSpec, load_model
+from moe_model.readers.traces import load_any, open_trace, save_npz
+from moe_model.workload import Batching, Workload, WorkloadStream
+
+if TYPE_CHECKING:
+    from moe_model.llama.simulate import SimResult
+
+
+def _budget_list(args: argparse.Namespace) -> list[int]:
+    if args.budget_mib is not None:
+        budgets = [args.budget_mib]
+    elif args.budgets_mib is not None:
+        budgets = list(args.budgets_mib)
+    else:
+        lo, hi, count = args.budget_range
+        budgets = sorted({int(round(x)) for x in np.linspace(lo, hi, int(count))})
+    if not budgets or len(budgets) > MAX_BUDGETS or min(budgets) < 0 or max(budgets) > MAX_BUDGET_MIB:
+        raise MoeModelError(f"give 1..{MAX_BUDGETS} budgets of 0..{MAX_BUDGET_MIB:,} MiB")
+    return budgets
+
+
+def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Workload | WorkloadStream:
+    """The routing to replay: streamed chunk by chunk, or held `whole` (exporting it, replaying other policies)."""
+    from moe_model.routing.synthetic import Knobs, Shape, generate, preset_for  # imported here: `plan` starts in < 1 s
+
+    batching = Batching(
+        args.concurrency,
+        args.draft_tokens,
+        args.accept_rate,
+        args.prompt_tokens,
+        args.n_ubatch,
+        not args.no_warmup,
+        args.seed,
+    )
+    if args.trace:
+        if whole:
+            return workload_from(load_any(args.trace), batching, model.n_expert)
+        return stream_from(open_trace(args.trace), batching, model.n_expert)
+    preset = preset_for(model)
+    name, knobs = preset
+    knobs = Knobs(
+        *(
+            v if v is not None else d
+            for v, d in zip(
+                (args.skew, args.working_set, args.drift, args.reuse),
+                (knobs.skew, knobs.working_set, knobs.drift, knobs.reuse),
+                strict=True,
+            )
+        )
+    )
+    shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
+    trace = generate(
+        shape, knobs, args.tokens, seed=args.seed, label=f"synthetic ({name} preset, {preset.match}) {knobs}"
+    )
+    return (workload_from if whole else stream_from)(trace, batching, model.n_expert)
+
+
+def _knobs(pairs: Sequence[str]) -> dict[str, float]:
+    knobs = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            knobs[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise MoeModelError(f"--knob expects NAME=NUMBER, got {pair!r}")
+    return knobs
+
+
+def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResult]) -> list[dict]:
+    """Each chosen policy on the same workload and budgets; the exact LRU reuses the simulation above."""
+    from moe_model.policies import POLICIES, REFERENCE, get_policy, run_policy
+    from moe_model.policies.lru import from_simulation
+
+    names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
+    knobs = _knobs(args.knob)
+    numeric = {k for n in names for k, v in POLICIES[n].knobs.items() if isinstance(v, (int, float))}
+    if set(knobs) - numeric:
+        raise MoeModelError(
+            f"no chosen policy has the knob(s) {sorted(set(knobs) - numeric)}; numeric knobs: {sorted(numeric)}"
+        )
+    out = []
+    for name in names:
+        policy = POLICIES[name]
+        mine = {k: v for k, v in knobs.items() if k in policy.knobs}
+        if name == REFERENCE:
+            runs = [from_simulation(r) for r in results]
+        else:
+            budgets = [r.budget_mib for r in results]
+            runs = run_policy(name, model, work, budgets, placement_without_machine(args), **mine)
+        item = policy.describe() | {"knobs": {k: v for k, v in ({**policy.knobs, **mine}).items() if v is not None}}
+        if name == "static-hot-set":
+            item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
+        out.append(item | {"budgets": [r.as_dict() for r in runs]})
+    return out
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from moe_model.llama.simulate import simulate_budgets  # numba: imported only by the commands that simulate
+
+    model = load_model(args.model)
+    work = _workload(args, model, whole=bool(args.export_workload or args.policy))
+    if args.export_workload:
+        save_npz(args.export_workload, work)
+    results = simulate_budgets(model, work, _budget_list(args), placement_without_machine(args))
+    policies = _run_policies(args, model, work, results) if args.policy else None
+    if args.json:
+        out = {"model": model.name, "workload": work.label, "budgets": [r.as_dict() for r in results]}
+        print(to_json(out | ({"policies": policies} if policies else {})))
+    else:
+        print(format_sim(results, work) + (format_policies(policies) if policies else ""))
+    return 0
+
+
+def add_parser(sub) -> None:
+    sim = sub.add_parser("simulate", help="replay routing through llama.cpp's slot pools at one or many budgets")
+    sim.add_argument("--model", required=True, help="GGUF path, header prefix, URL or first shard")
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="routing trace: .npz (token trace or recorded llama.cpp trace) or .csv")
+    source.add_argument("--synthetic", action="store_true", help="synthetic routing (a model; knobs below)")
+    budgets = sim.add_mutually_exclusive_group(required=True)
+    add_setting(budgets, SCENARIO["budget_mib"], default=None)
+    budgets.add_argument("--budgets-mib", type=wholes, metavar="A,B,...", help="budgets (whole MiB)")
+    budgets.add_argument("--budget-range", type=budget_range, metavar="LO:HI:COUNT", help="COUNT budgets, LO to HI MiB")
+    add_placement(sim)
+    add_settings(sim, SCENARIO, ("concurrency", "draft_tokens", "accept_rate"))
+    add_settings(sim, BATCHING, ("prompt_tokens",))
+    add_settings(sim, SCENARIO, ("n_ubatch",))
+    sim.add_argument("--no-warmup", action="store_true", help="skip llama-server's 2-token warm-up")
+    sim.add_argument(
+        "--tokens", type=ranged(whole, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
+    )
+    sim.add_argument("--skew", type=float, help="synthetic: spread of expert popularity")
+    sim.add_argument("--working-set", type=float, help="synthetic: share of a layer's experts one sequence uses")
+    sim.add_argument("--drift", type=float, help="synthetic: per-token chance the working set swaps an expert")
+    sim.add_argument("--reuse", type=float, help="synthetic: chance a previous-token expert is picked again")
+    add_settings(sim, BATCHING, ("seed",))
+    sim.add_argument(
+        "--export-workload", metavar="FILE", help="also write the batched workload as NPZ (replayable; held in memory)"
+    )
+    also = "also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md"
+    add_setting(sim, SCENARIO["policy"], help=also)
+    sim.add_argument(
+        "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
+    )
+    sim.add_argument("--json", action="store_true")
+    sim.set_defaults(func=cmd_simulate)

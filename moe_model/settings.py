@@ -1,0 +1,104 @@
+"""Each setting declared once, on its dataclass field (as vidur's config dataclasses do).
+
+A field made with `setting(...)` carries its default, help, command-line flags (the first is the flag, the
+others old or llama.cpp spellings kept as aliases), accepted range or choices, the app's URL key and widget.
+A field made with `prior(...)` is a fitted parameter: its default is the prior the fit is pulled towards,
+with the pull's log-space width, the fit's bounds and the fit that sets it. The CLI's flags (cli/args.py),
+the app's URL state and widgets (ui/state.py, ui/widgets.py) and the calibration's tables (speed/time_model.py) are
+generated from these declarations: `settings_of(cls)` lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, replace
+from functools import cache
+from typing import Any
+
+_KEY = "moe_model.setting"
+
+
+@dataclass(frozen=True)
+class Widget:
+    """The app's control of a setting: `kind` (slider, number, select_slider, selectbox), its range and step or
+    its options; `start` where the app opens elsewhere than at the library's default; `hi` None: the page's."""
+
+    label: str
+    kind: str = "slider"
+    lo: float | None = None
+    hi: float | None = None
+    step: float | None = None
+    options: tuple = ()
+    start: Any = None
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another spelling of a setting: `flag` stores `value`, or with a metavar `flag N` stores value.format(N)
+    (N a whole number in lo..hi)."""
+
+    flag: str
+    value: str
+    help: str
+    metavar: str | None = None
+    lo: int = 0
+    hi: int | None = None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one field is set from outside: on the command line, in the app's URL, by the app's widget."""
+
+    help: str
+    flags: tuple[str, ...] = ()
+    lo: float | None = None  # accepted range (the CLI refuses outside it, the dataclass too)
+    hi: float | None = None
+    choices: tuple = ()
+    url_key: str = ""
+    widget: Widget | None = None
+    metavar: str | None = None
+    aliases: tuple[Alias, ...] = ()
+    parse: Callable[[str], Any] | None = None  # the command line's text to the value (default: by the default's type)
+    name: str = ""  # the field's name and default, filled in by settings_of
+    default: Any = None
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A fitted parameter: the prior is the field's default (a physically expected value); `width` the log-space
+    width of the fit's pull towards it, (lo, hi) the fit's bounds, `fit` the fit that sets it."""
+
+    help: str
+    width: float
+    lo: float
+    hi: float
+    fit: str = "decode"  # or "prefill"
+    name: str = ""
+    default: Any = None
+
+
+def setting(default: Any = MISSING, *, factory: Any = MISSING, **spec) -> Any:
+    """A dataclass field with its Setting (keyword arguments of Setting)."""
+    return field(default=default, default_factory=factory, metadata={_KEY: Setting(**spec)})
+
+
+def prior(default: float, help: str, width: float, lo: float, hi: float, fit: str = "decode") -> Any:
+    """A fitted parameter's dataclass field: its prior (the default), the prior's log-space width and the bounds."""
+    return field(default=default, metadata={_KEY: Prior(help, width, lo, hi, fit)})
+
+
+@cache
+def settings_of(cls: type) -> dict[str, Any]:
+    """The declared settings (Setting or Prior) of a dataclass's fields, in field order, named and with defaults."""
+    out = {}
+    for f in fields(cls):
+        spec = f.metadata.get(_KEY)
+        if spec is not None:
+            default = f.default_factory() if f.default_factory is not MISSING else f.default
+            default = None if default is MISSING else default  # a required field: no default
+            out[f.name] = replace(spec, name=f.name, default=default)
+    return out

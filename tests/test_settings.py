@@ -1,0 +1,162 @@
+"""Every default in one place: the CLI flags, URL keys, widget ranges and fit tables generated from the settings
+declared on the dataclass fields (moe_model.settings), and nothing re-declared by a page or the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+import pytest
+from conftest import ROOT
+
+from moe_model.cli.main import build_parser
+from moe_model.errors import MoeModelError
+from moe_model.llama.slot_plan import Placement
+from moe_model.settings import settings_of
+from moe_model.speed.hardware import Hardware, preset
+from moe_model.speed.scenario import Scenario
+from moe_model.speed.time_model import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
+from moe_model.workload import Batching
+
+PLACEMENT_FLAGS = {"--placement", "--cpu-moe", "--n-cpu-moe", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}
+MACHINE_FLAGS = {"--vram-gib", "--gpu-bw-gbs", "--pcie-gen", "--pcie-lanes", "--cpu-bw-gbs", "--threads"}
+MACHINE_FLAGS |= {"--pinned-gbs", "--pageable-gbs", "--ram-gib"}
+SERVING_FLAGS = {"--concurrency", "--draft", "--accept", "--cpu-share", "--ctx", "--prompt-tokens", "--ubatch-size"}
+SERVING_FLAGS |= {"-ub", "--load-mode", "--pinned", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv"}
+SERVING_FLAGS |= {"--fit-target-mib", "--offload-min-batch", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}
+GENERATED_FLAGS = {  # per subcommand, the flags generated from a declared setting
+    "plan": {"--budget-mib", *PLACEMENT_FLAGS},
+    "simulate": {"--budget-mib", *PLACEMENT_FLAGS, "--concurrency", "--draft", "--accept", "--prompt-tokens"}
+    | {"--ubatch-size", "-ub", "--seed", "--policy"},
+    "predict": MACHINE_FLAGS | SERVING_FLAGS | {"--placement", "--cpu-moe", "--n-cpu-moe", "--budget-mib", "--policy"},
+    "recommend": MACHINE_FLAGS | SERVING_FLAGS,
+    "parse-log": set(),
+    "calibrate": set(),
+}
+URL_KEYS = {  # the app's URL keys of declared settings, with their widget's (lo, hi, step) or options
+    "budget": (0, None, 1),
+    "np": (1, 8, None),
+    "draft": (0, 8, None),
+    "accept": (0.0, 1.0, 0.05),
+    "share": (0.0, 0.5, 0.8, 0.9, 0.95),
+    "ctx": (512, 1_048_576, 512),
+    "prompt": (1, 131_072, 64),
+    "lm": ("mmap", "none", "mlock", "dio"),
+    "vram": (1.0, 1024.0, None),
+    "bw": (10.0, 20000.0, None),
+    "gen": (3, 4, 5),
+    "lanes": (1, 2, 4, 8, 16),
+    "cpu": (1.0, 2000.0, None),
+    "threads": (1, 1024, None),
+    "ram": (1.0, 16384.0, 8.0),
+}
+DECLARED = [settings_of(cls) for cls in (Scenario, Placement, Batching, Hardware)]
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _flags(s) -> set[str]:
+    return {*s.flags, *(alias.flag for alias in s.aliases)}
+
+
+def test_the_cli_flags_are_the_listed_ones_generated_from_the_settings_with_their_defaults():
+    for command, parser in _subcommands().items():
+        generated = [a for a in parser._actions if hasattr(a, "setting")]
+        assert {f for a in generated for f in a.option_strings} == GENERATED_FLAGS[command], command
+        for action in generated:
+            s = action.setting
+            if action.option_strings[0] in s.flags and action.default is not None and s.name != "placement":
+                assert action.default == s.default, (command, s.name)
+    defaults = vars(_subcommands()["predict"].parse_args(["--model", "m", "--hardware", "t4"]))
+    assert defaults["placement"] == "cpu-moe" and defaults["accept_rate"] == Scenario().accept_rate == 0.7
+    assert (defaults["n_ctx"], defaults["n_ubatch"], defaults["offload_min_batch"]) == (4096, 512, 32)
+
+
+def test_no_cli_flag_that_a_setting_declares_is_added_by_hand():
+    declared = {flag for settings in DECLARED for s in settings.values() for flag in _flags(s)}
+    for command, parser in _subcommands().items():
+        by_hand = [a.option_strings for a in parser._actions if not hasattr(a, "setting")]
+        assert not [flags for flags in by_hand if set(flags) & declared], command
+
+
+def test_url_keys_and_widget_ranges_are_the_listed_ones_generated_from_the_settings():
+    from ui.sidebar import MACHINE_EDITS
+    from ui.state import URL_SETTINGS
+
+    table = {key: s.widget.options or (s.widget.lo, s.widget.hi, s.widget.step) for key, s in URL_SETTINGS.items()}
+    assert table == URL_KEYS
+    assert set(MACHINE_EDITS) == {"vram", "bw", "gen", "lanes", "cpu", "threads", "ram", "link"}
+    for s in URL_SETTINGS.values():  # a widget never offers what the library refuses
+        w = s.widget
+        for value in w.options or [v for v in (w.lo, w.hi) if v is not None]:
+            assert (s.lo is None or s.lo <= value) and (s.hi is None or value <= s.hi), s.name
+            assert not s.choices or value in s.choices, s.name
+
+
+SETTING_KEY = "|".join(sorted(URL_KEYS))
+REDECLARED_IN_PAGES = re.compile(
+    rf'(kept|url_value)\(\s*"({SETTING_KEY})"|key="({SETTING_KEY})"|(keep|remember)\([^)]*\b({SETTING_KEY})='
+)
+DECLARED_FLAGS = "|".join(
+    re.escape(flag) for settings in DECLARED for s in settings.values() for flag in sorted(_flags(s))
+)
+REDECLARED_IN_CLI = re.compile(rf'add_argument\(\s*"({DECLARED_FLAGS})"')
+
+
+def test_the_redeclaration_patterns_catch_a_hand_written_widget_and_flag():
+    assert REDECLARED_IN_PAGES.search('st.slider("draft", 0, 8, kept("draft", 0, int, 0, 8), key="draft")')
+    assert REDECLARED_IN_PAGES.search("keep(prompt=int(prompt), share=share)")
+    assert REDECLARED_IN_CLI.search('sim.add_argument("--accept", type=_FRACTION, default=0.7)')
+    assert not REDECLARED_IN_PAGES.search('kept("workload", kinds[0])') and not REDECLARED_IN_CLI.search(
+        'sim.add_argument("--tokens", default=20_000)'
+    )
+
+
+def test_no_page_or_cli_module_redeclares_a_setting():
+    pages = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]
+    assert [p.name for p in pages if REDECLARED_IN_PAGES.search(p.read_text())] == []
+    cli = (ROOT / "moe_model" / "cli").glob("*.py")
+    assert [p.name for p in cli if REDECLARED_IN_CLI.search(p.read_text())] == []
+
+
+def _beyond(value, step: float):
+    return type(value)(value + step)
+
+
+@pytest.mark.parametrize("name", [n for n, s in settings_of(Scenario).items() if s.hi is not None])
+def test_a_scenario_accepts_exactly_the_range_its_flag_accepts(name):
+    s = settings_of(Scenario)[name]
+    step = 1 if isinstance(s.default, int) else 0.01
+    for edge in (s.lo, s.hi):
+        Scenario(**{name: type(s.default)(edge)})  # positive control: both ends are accepted
+    for outside in (_beyond(s.lo, -step), _beyond(s.hi, step)):
+        with pytest.raises(MoeModelError):
+            Scenario(**{name: outside})
+
+
+@pytest.mark.parametrize("name", ["vram_gib", "gpu_bw_gbs", "cpu_bw_gbs", "cpu_threads", "ram_gib", "pcie_lanes"])
+def test_a_machine_accepts_exactly_the_range_its_flag_and_widget_take(name):
+    s, t4 = settings_of(Hardware)[name], preset("t4")
+    inside = s.choices or (s.lo, s.hi)
+    outside = (3,) if s.choices else (s.lo / 2 if isinstance(s.lo, float) else s.lo - 1, s.hi * 2)
+    for value in inside:
+        t4.with_changes(**{name: value})  # positive control
+    for value in outside:
+        with pytest.raises(MoeModelError, match=f"implausible {name}"):
+            t4.with_changes(**{name: value})
+
+
+def test_the_fit_tables_list_every_time_parameter_from_its_prior():
+    assert (
+        *("gpu_eff", "token_ms", "sample_ns", "layer_us", "batch_expert_us", "staging_gbs", "pageable_copy_us"),
+        *("cpu_bw_eff", "thread_gbs_per_ghz", "pinned_cpu_factor", "no_vnni_factor", "sync_us_cuda"),
+        *("sync_us_other", "split_us_cuda", "split_us_other", "draft_ms"),
+    ) == DECODE_PARAMS
+    assert PREFILL_PARAMS == ("mm_eff", "prompt_ubatch_ms")
+    assert list(PARAM_BOUNDS) == list(PRIOR_WIDTH) == [*DECODE_PARAMS, *PREFILL_PARAMS] == list(vars(TimeParams()))
+    for name, (lo, hi) in PARAM_BOUNDS.items():  # each prior inside its bounds, pulled with a positive width
+        assert lo < getattr(TimeParams(), name) < hi and PRIOR_WIDTH[name] >= math.log(1.3), name
