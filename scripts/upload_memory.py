@@ -60,7 +60,7 @@ async def upload(browser, url: str, path: Path, timeout_s: float) -> str:
         await page.get_by_text("upload a trace", exact=True).click()
         await settle(page, timeout_s)
         await page.locator("input[type=file]").first.set_input_files(str(path))
-        await settle(page, timeout_s, start_s=10)  # a busy server starts the upload's rerun late
+        await settle(page, timeout_s, start_s=30)  # a busy server starts the upload's rerun late
         alerts = page.locator("[data-testid='stAlert'], [data-testid='stException']")
         return " | ".join([t.strip() for t in await alerts.all_inner_texts()][:2])
     except Exception as err:  # noqa: BLE001 - reported, the run goes on
