@@ -51,7 +51,7 @@ from moe_model.speed.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve,
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.policy_compare import Comparison, compare_priced, policy_workload
-from moe_model.speed.recommend import Option, recommend, recommend_cards
+from moe_model.speed.recommend import Option, recommend, replay_shared
 from moe_model.speed.scenario import Scenario
 from moe_model.warmup import is_compiled
 from moe_model.workload import Batching, Workload
@@ -366,35 +366,26 @@ def cached_recommend(
     return recommend(model, hw, _tm.params, base, memo, command_path, _tm.rel_error, preset_for(model).spread_points)
 
 
-_MEMO_TURNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per memo: one Shopping computes at a time
+@app_cached("Replaying what these cards share...", kernels=True)
+def _shared_replays(model: ModelSpec, hardware: tuple[Hardware, ...], concurrency: int, n_ctx: int) -> bool:
+    """The settings the cards share, replayed once into the recommender's memo (recommend.replay_shared); kept
+    as a key so that a second session asking for the same cards waits for the first instead of replaying."""
+    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH))
+    replay_shared(model, hardware, Scenario(concurrency=concurrency, n_ctx=n_ctx), memo)
+    return True
 
 
 def cached_recommend_cards(
     model: ModelSpec, command_path: str, hardware: list[Hardware], tm: TimeModel, concurrency: int, n_ctx: int
 ) -> Iterator[list[Option]]:
-    """Shopping: each card's options in turn (cached_recommend's); the cards not cached yet are computed
-    together (recommend_cards: the settings they share replayed once), each cached as it comes. Two sessions
-    asking at once: the second waits for the first's cards instead of computing them again."""
+    """Shopping: each card's options in turn (cached_recommend's, computed once per key whichever sessions ask);
+    the settings the cards not cached yet share are replayed first, once."""
     calls = [(model, "", command_path, hw, "", tm, repr(tm), concurrency, n_ctx) for hw in hardware]
-    if all(cached_recommend.is_cached(*call) for call in calls):
-        yield from (cached_recommend(*call) for call in calls)
-        return
-    wait_for_kernels()
-    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH))
-    turn = _MEMO_TURNS.setdefault(memo, threading.Lock())
-    if not turn.acquire(blocking=False):
-        with st.spinner("Another session is simulating these cards; waiting for its answers..."):
-            turn.acquire()
-    try:
-        missing = [hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call)]
-        base, spread = Scenario(concurrency=concurrency, n_ctx=n_ctx), preset_for(model).spread_points
-        fresh = recommend_cards(model, missing, tm.params, base, memo, command_path, tm.rel_error, spread)
-        for hw, call in zip(hardware, calls, strict=True):
-            if hw in missing:
-                cached_recommend.put(next(fresh), *call)
-            yield cached_recommend(*call)
-    finally:
-        turn.release()
+    missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))
+    if len(missing) > 1:
+        _shared_replays(model, missing, concurrency, n_ctx)
+    for call in calls:
+        yield cached_recommend(*call)
 
 
 def cached_synthetic(

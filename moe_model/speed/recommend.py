@@ -165,9 +165,16 @@ def recommend_cards(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
 ) -> Iterator[list[Option]]:
-    """recommend() for each card, lazily, card by card (Shopping): the exact-LRU settings several cards share
-    (the same placement) are replayed first at the union of their budgets in one pass each, then each card
-    reuses them from the memo and replays only its own."""
+    """recommend() for each card, lazily, card by card (Shopping): what the cards share is replayed first
+    (replay_shared), then each card reuses it from the memo and replays only its own settings."""
+    replay_shared(model, hardware, base, memo)
+    for hw in hardware:
+        yield recommend(model, hw, params, base, memo, model_path, rel_error, spread_points)
+
+
+def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
+    """Into the memo: the exact-LRU settings several cards share (the same placement), at the union of their
+    budgets, in one pass each (the counts do not depend on the card)."""
     shared: dict[Scenario, set[int]] = {}
     users: dict[Scenario, int] = {}
     for hw in hardware:
@@ -178,8 +185,6 @@ def recommend_cards(
     for group, budgets in shared.items():
         if users[group] > 1:
             replay(model, hardware[0], group, sorted(budgets), memo)
-    for hw in hardware:
-        yield recommend(model, hw, params, base, memo, model_path, rel_error, spread_points)
 
 
 def _groups(scenarios: Sequence[Scenario]) -> dict[Scenario, list[int]]:
