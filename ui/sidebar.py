@@ -108,7 +108,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     if st.session_state["kept"].get("machine_source", name) != name:
         forget(*MACHINE_EDITS)
         if calibrated is not None and name.startswith("calibrated"):
-            keep(lm=calibrated.load_mode)  # the load mode it was calibrated with, until the user picks another
+            keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # until the user picks another
     st.session_state["kept"]["machine_source"] = name
     ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), name)
     with st.sidebar.expander("edit this machine"):
