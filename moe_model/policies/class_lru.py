@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.llama.slot_plan import GroupPlan, Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
@@ -22,7 +22,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _priorities(order, key, clock, half_life, n_classes):
     """Per entry: its key's class after this use, plus this use's clock in half lives."""
     prio = np.empty(len(key), dtype=np.float64)
