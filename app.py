@@ -21,5 +21,5 @@ PAGES = [
 
 st.sidebar.title("MoE Cache Explorer")
 st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
+warm_kernels_in_background()  # a fresh install compiles in a subprocess: no session waits on its GIL
 st.navigation(PAGES).run()
-warm_kernels_in_background()  # compiles the kernels a few seconds after the first page, not during it

@@ -69,12 +69,20 @@ WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k)
 CURVE_SPREAD_BUDGETS = 24  # budgets spread from the smallest that starts to the one that caches every expert
 CURVE_SLIDER_STOPS = 40  # a budget slider's stops, each on the curve: a drag needs no new run
 POLICY_BUDGETS = 8  # budgets each policy of a comparison replays (a run per budget for all but the exact LRU)
+REPLAY_MEMO_ENTRIES = 2048  # budgets one workload's replay memo keeps: a few KiB each (per-layer counts, a plan)
 MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy and budget on the real GPT-OSS trace
 
-# --- the app's caches (ui/cached.py): 15-25 MiB an entry, bounded in count and age ---
+# --- the app's caches and uploads (ui/cached.py): bounded in bytes and age, shared by every session ---
 APP_CACHE_TTL_S = 3600  # an hour: a visitor's session, not the server's life
 MAX_SESSION_UPLOAD_BYTES = 96 * 1024 * 1024  # a session's kept uploads together: a 16 MiB header, logs, a trace
 MAX_SESSION_LOG_ROUTINGS = 4  # log sets whose fitted routing a session keeps (~20 s each to fit)
+APP_CACHE_BYTES = 384 * 1024**2  # every cached result together (models, workloads, curves, logs): LRU out beyond
+APP_CACHE_ENTRY_BYTES = 128 * 1024**2  # one result larger is served to its session, never kept for others
+APP_UPLOAD_PEAK_BYTES = 768 * 1024**2  # the estimated peak of reading one upload into arrays: refused above
+APP_UPLOADS_PEAK_BYTES = 768 * 1024**2  # uploads being read at once, together: the next one waits its turn
+APP_UPLOAD_WAIT_S = 120  # the longest an upload waits for others to be read before it is refused
+APP_LOG_BYTES = 32 * 1024**2  # one uploaded log: real -lv 4 logs of long runs are a few MiB
+APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first compilation (a slow, busy machine)
 
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)

@@ -1,14 +1,40 @@
 """Compile every numba kernel once per install: `python -m moe_model.warmup` (the README's install step).
 
 numba caches compiled kernels (cache=True) under NUMBA_CACHE_DIR, which moe_model points at a user
-cache folder; after this step no command or page pays the ~14 s of compilation again.
+cache folder; after this step no command or page pays the ~14 s of compilation again. A stamp named after
+the kernels' sources says whether this install has compiled them, so a first run can say it is compiling.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
+
+PACKAGE = Path(__file__).resolve().parent
+KERNEL_FOLDERS = ("llama", "policies")  # every @njit kernel lives in these folders
+
+
+def stamp_path() -> Path:
+    """The stamp of this install's compiled kernels: named after their sources, their path and numba's version
+    (numba's own cache is keyed by source file and path too)."""
+    digest = hashlib.sha1(f"{PACKAGE}|{version('numba')}|{sys.version}".encode())
+    for folder in KERNEL_FOLDERS:
+        for source in sorted((PACKAGE / folder).glob("*.py")):
+            digest.update(source.read_bytes())
+    cache = Path(os.environ.get("NUMBA_CACHE_DIR") or PACKAGE / "__pycache__")
+    return cache / f"moe-model-kernels-{digest.hexdigest()[:16]}.compiled"
+
+
+def is_compiled() -> bool:
+    """Whether this install has compiled the kernels (its stamp exists)."""
+    return stamp_path().is_file()
 
 
 def warm_up() -> float:
@@ -28,12 +54,28 @@ def warm_up() -> float:
     simulate_budgets(model, work, [3, 5, 9])
     for name in POLICIES:
         run_policy(name, model, work, [5, 9])
+    _write_stamp()
     return time.perf_counter() - start
 
 
-def main() -> int:
-    import os
+def _write_stamp() -> None:
+    try:
+        stamp = stamp_path()
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(f"{time.time():.0f}\n")
+    except OSError:
+        return  # an unwritable cache: every run says it compiles, which numba then skips from its own cache
 
+
+def ensure_compiled(say: Callable[[str], None]) -> None:
+    """On the first run after install, compile the kernels here, saying so and how long it took."""
+    if is_compiled():
+        return
+    say("compiling the simulation kernels once for this install (15-60 s; `python -m moe_model.warmup` does it ahead)")
+    say(f"compiled the kernels in {warm_up():.1f} s")
+
+
+def main() -> int:
     print(f"compiled the kernels in {warm_up():.1f} s into {os.environ.get('NUMBA_CACHE_DIR', 'the package folder')}")
     return 0
 

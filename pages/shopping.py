@@ -8,7 +8,7 @@ from moe_model.speed.calibration import default_time_model
 from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.scenario import Scenario
-from ui.cached import cached_recommend
+from ui.cached import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
@@ -72,13 +72,16 @@ with friendly_errors():
         custom = Hardware("custom", *fields, host=mine.host, source="user")
     others = [PRESETS[name] for name in cards if name != mine.name] + ([custom] if use_custom else [])
     machines = [(mine, my_tm, True)] + [(in_host(card, mine), default_time_model(), False) for card in others]
+    hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
-    rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
-    for i, (hw, tm, is_mine) in enumerate(machines):
-        options = cached_recommend(model, model_key, path, hw, repr(hw), tm, repr(tm), concurrency, ctx, routing, build)
+    rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
+    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build)
+    for (hw, _, is_mine), options in zip(machines, each, strict=True):
         rows.append(row(hw, options, is_mine, model))
-        bar.progress((i + 1) / len(machines))
+        bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
+        so_far.dataframe(pd.DataFrame(rows).drop(columns="command"), hide_index=True, width="stretch")
     bar.empty()
+    so_far.empty()
     frame = pd.DataFrame(rows)
     if not frame["command"].any():
         st.error("Nothing fits on any of these cards in your host: see what would fit, per card, in the table.")

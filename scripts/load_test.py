@@ -25,11 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"  # loopback only: a load test must not be pointed at someone else's server
-IDLE = (
-    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-    " && document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0"
+RUNNING = (  # a run shown, a placeholder, a spinner or an element the run has not redrawn yet (data-stale)
+    'document.querySelectorAll(\'[data-testid="stStatusWidget"], [data-testid="stSkeleton"],'
+    ' [data-testid="stSpinner"], [data-stale="true"]\').length'
 )
-BUSY = "() => !!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+IDLE = f"() => {RUNNING} === 0"
+BUSY = f"() => {RUNNING} > 0"
 
 
 def free_port() -> int:

@@ -54,6 +54,13 @@ def qwen30b():
     return load_model(QWEN30B)
 
 
+def pytest_sessionstart(session) -> None:
+    """Compile the kernels before any test (silently): a CLI test then never sees the first-run notice."""
+    from moe_model.warmup import ensure_compiled
+
+    ensure_compiled(lambda line: None)
+
+
 def run_within(seconds: float, fn, *args):
     """fn(*args) on a thread: its result, or its exception raised here; a failure if it is still running after
     `seconds` (a hang fails the test instead of holding the suite; the thread is left to the caller's cleanup)."""

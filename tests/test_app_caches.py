@@ -1,26 +1,27 @@
-"""The app's caches: bounded in entries and age, keyed by the content of every input (issue 12)."""
+"""The app's caches (ui/cached.py): one store shared by every session, bounded in bytes and age, keyed by the
+content of every input; uploads checked from their declared sizes before any array is built (issues 12, 22)."""
 
 from __future__ import annotations
+
+import inspect
+import io
+import threading
+import tracemalloc
+import zipfile
 
 import numpy as np
 import pytest
 from conftest import QWEN30B
 from gguf import GGMLQuantizationType as T
-from streamlit.runtime.caching.cache_data_api import _data_caches
 
-from moe_model.limits import APP_CACHE_TTL_S
+from moe_model.errors import WorkloadError
+from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, APP_UPLOAD_PEAK_BYTES
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
-from moe_model.readers.traces import make_token_trace
+from moe_model.readers.traces import make_token_trace, read_peak_bytes, save_npz
 from ui import cached
-
-
-def entries(function) -> int:
-    """Entries held now by one cached function's in-memory store."""
-    name = f"{function.__module__}.{function.__qualname__}"
-    caches = [c for per_session in _data_caches._function_caches.values() for c in per_session.values()]
-    return sum(len(c.storage._mem_cache) for c in caches if c.display_name == name)
+from ui.cached import ByteBudgetCache, nbytes_of
 
 
 def upload(i: int) -> bytes:
@@ -37,20 +38,126 @@ def upload(i: int) -> bytes:
     return header_bytes(meta, tensors)
 
 
-def test_every_app_cache_is_bounded_in_entries_and_age():
-    functions = [getattr(cached, name) for name in dir(cached) if hasattr(getattr(cached, name), "clear")]
-    functions = [f for f in functions if hasattr(f, "_info")]
-    assert len(functions) >= 9
-    for function in functions:
-        assert function._info.max_entries is not None, function
-        assert function._info.ttl == APP_CACHE_TTL_S, function
+def test_no_page_cache_bypasses_the_byte_bounded_store():
+    source = inspect.getsource(cached)
+    assert "@st.cache_data" not in source and "@st.cache_resource" not in source
+    functions = [getattr(cached, name) for name in dir(cached) if hasattr(getattr(cached, name), "is_cached")]
+    assert len(functions) >= 12
+    assert cached.STORE.max_bytes == APP_CACHE_BYTES and cached.STORE.ttl_s == APP_CACHE_TTL_S
 
 
-def test_thirty_distinct_uploads_keep_the_model_cache_bounded():
+def test_distinct_results_stay_within_the_byte_budget_least_recently_used_out():
+    store = ByteBudgetCache(max_bytes=8 * 2**20, entry_bytes=4 * 2**20, ttl_s=3600)
+    for i in range(30):  # thirty visitors' distinct 1 MiB results
+        store.get_or_compute(("upload", i), lambda: np.zeros(2**20, np.uint8))
+    assert store.nbytes <= 8 * 2**20 and len(store) == 8
+    assert store.lookup(("upload", 29))[0] and not store.lookup(("upload", 0))[0]
+
+
+def test_a_result_larger_than_an_entry_is_served_but_not_kept():
+    store = ByteBudgetCache(max_bytes=8 * 2**20, entry_bytes=2**20, ttl_s=3600)
+    value, kept = store.get_or_compute(("big",), lambda: np.zeros(2 * 2**20, np.uint8))
+    assert value.nbytes == 2 * 2**20 and not kept and len(store) == 0 and store.nbytes == 0
+
+
+def test_an_expired_result_is_computed_again():
+    store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=-1.0)  # everything is already too old
+    calls = []
+    for _ in range(2):
+        store.get_or_compute(("k",), lambda: calls.append(1) or b"x")
+    assert len(calls) == 2
+
+
+def test_concurrent_callers_of_one_key_share_one_computation():
+    store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
+    release, calls, got = threading.Event(), [], []
+
+    def compute():
+        calls.append(1)
+        release.wait(30)
+        return object()
+
+    threads = [threading.Thread(target=lambda: got.append(store.get_or_compute(("k",), compute)[0])) for _ in range(3)]
+    for t in threads:
+        t.start()
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert len(calls) == 1 and len({id(v) for v in got}) == 1
+
+
+def test_a_failing_computation_fails_each_caller_with_its_own_error():
+    store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
+    errors = []
+    for _ in range(2):
+        with pytest.raises(WorkloadError) as err:
+            store.get_or_compute(("bad",), lambda: (_ for _ in ()).throw(WorkloadError("refused")))
+        errors.append(str(err.value))
+    assert errors == ["refused", "refused"] and len(store) == 0
+
+
+def test_a_workload_is_measured_by_its_arrays():
+    work = build_workload(make_token_trace(np.zeros((1000, 4, 2), np.int16) + [0, 1]))
+    arrays = sum(
+        getattr(work, f).nbytes for f in ("rec_ubatch", "rec_layer", "rec_ntok", "rec_off", "rec_phase", "ids")
+    )
+    assert arrays <= nbytes_of(work) < arrays + 4096
+
+
+def test_thirty_distinct_model_uploads_keep_the_store_bounded():
     cached.cached_model.clear()
     names = {cached.cached_model(upload(i)).name for i in range(30)}
-    assert len(names) == 30
-    assert entries(cached.cached_model) == cached.cached_model._info.max_entries
+    assert len(names) == 30 and cached.STORE.nbytes <= APP_CACHE_BYTES
+
+
+def bomb(n_tokens: int) -> bytes:
+    """A token-trace NPZ of zeros, deflated: ~0.1 % of its size on the wire."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive, archive.open("experts.npy", "w") as f:
+        header = {"descr": "<i2", "fortran_order": False, "shape": (n_tokens, 48, 8)}
+        np.lib.format.write_array_header_1_0(f, header)
+        chunk = bytes(48 * 8 * 2 * 4096)
+        for _ in range(n_tokens // 4096):
+            f.write(chunk)
+    return buf.getvalue()
+
+
+def test_three_concurrent_uploads_of_one_npz_bomb_get_the_same_refusal_before_any_array_is_built():
+    data = bomb(4096 * 40)  # 126 MiB of ids, 126 KiB on the wire: ~4.5 GiB once batched
+    assert len(data) < 2**20 and read_peak_bytes(data, "bomb.npz") > APP_UPLOAD_PEAK_BYTES
+    errors: list[str] = []
+
+    def visit():
+        try:
+            cached.cached_trace(data, "bomb.npz", 128, 1, 0, 0.7)
+        except WorkloadError as err:
+            errors.append(str(err))
+
+    tracemalloc.start()
+    threads = [threading.Thread(target=visit) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(errors) == 3 and len(set(errors)) == 1 and "\n" not in errors[0]
+    assert "above the app's limit" in errors[0]
+    assert peak < 16 * 2**20  # nothing was inflated (the bomb is 126 MiB inside)
+
+
+def test_an_upload_within_the_limit_is_read_and_shared(tmp_path):
+    trace = make_token_trace(np.random.default_rng(0).integers(0, 8, (300, 2, 2)) + [0, 8])
+    buf = io.BytesIO()
+    save_npz(buf, trace)
+    first = cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7)
+    assert cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7) is first  # shared, not a copy
+    assert cached.UPLOADS_READING.used == 0  # its reservation released
+
+
+def test_a_log_above_the_app_limit_is_refused_before_parsing():
+    with pytest.raises(WorkloadError, match="above the app's limit"):
+        cached.cached_log(b"x" * (APP_LOG_BYTES + 1))
 
 
 def test_a_changed_workload_under_the_same_hand_built_name_misses_the_cache():

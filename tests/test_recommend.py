@@ -50,6 +50,30 @@ def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(q
     assert not options[0].usable and options[0].as_dict()["fits_ram"] is False
 
 
+def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):
+    from moe_model.policies import REFERENCE
+    from moe_model.speed import curve
+    from moe_model.speed.curve import ReplayMemo
+    from moe_model.speed.recommend import recommend_cards
+
+    tm, base = default_time_model(), Scenario()
+    work = synthetic_workload(qwen30b, base, n_tokens=400)
+    cards = [preset(name).with_changes(ram_gib=64) for name in ("t4", "rtx 4090", "rtx 5090")]
+    alone = [recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error) for hw in cards]
+    replays = []
+    real = curve.replay_counts
+    monkeypatch.setattr(curve, "replay_counts", lambda *a: replays.append((a[2].policy_name, a[4])) or real(*a))
+    memo = ReplayMemo(work)
+    shared = list(recommend_cards(qwen30b, cards, tm.params, base, memo, "m.gguf", tm.rel_error))
+    assert [[o.as_dict() for o in opts] for opts in shared] == [[o.as_dict() for o in opts] for opts in alone]
+    lru_cpu_moe = [p for name, p in replays if p.cpu_moe and name == REFERENCE]
+    assert len(lru_cpu_moe) == 1  # the --cpu-moe budgets of all three cards in one pass
+    before = len(replays)
+    again = next(recommend_cards(qwen30b, cards[:1], tm.params, base, memo, "m.gguf", tm.rel_error))
+    assert len(replays) == before  # a card answered before (a GPU switch back) replays nothing
+    assert [o.as_dict() for o in again] == [o.as_dict() for o in alone[0]]
+
+
 def test_recommend_never_picks_a_setting_too_close_to_call_for_vram():
     from conftest import MODELS
 

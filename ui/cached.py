@@ -1,36 +1,61 @@
 """The library calls the pages make, cached on their real inputs: a content digest of every model, workload
-and machine (never a hand-built name), bounded in entries and age (moe_model.limits.APP_CACHE_TTL_S)."""
+and machine (never a hand-built name). One store for every session, bounded in bytes and age
+(moe_model.limits.APP_CACHE_*): a result is shared, not copied per session as st.cache_data does, computed once
+while others asking for it wait, and one too large for the store stays in its session's own state (released with
+the session). Uploads are size-checked from their declared sizes before any array is built."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
+import inspect
 import io
+import subprocess
+import sys
 import threading
+import time
 import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields, is_dataclass
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from moe_model.limits import APP_CACHE_TTL_S
+from moe_model.errors import WorkloadError
+from moe_model.limits import (
+    APP_CACHE_BYTES,
+    APP_CACHE_ENTRY_BYTES,
+    APP_CACHE_TTL_S,
+    APP_COMPILE_WAIT_S,
+    APP_LOG_BYTES,
+    APP_UPLOAD_PEAK_BYTES,
+    APP_UPLOAD_WAIT_S,
+    APP_UPLOADS_PEAK_BYTES,
+)
 from moe_model.llama.batching import workload_from
 from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.sources import SourcePolicy, check_path, check_url
-from moe_model.readers.traces import load_any, save_npz
+from moe_model.readers.traces import load_any, read_peak_bytes, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
 from moe_model.speed.calibration import TimeModel
-from moe_model.speed.curve import BudgetAxis, CurvePoint
+from moe_model.speed.curve import BudgetAxis, CurvePoint, ReplayMemo
 from moe_model.speed.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.policy_compare import Comparison, compare_priced, policy_workload
-from moe_model.speed.recommend import Option, recommend
+from moe_model.speed.recommend import Option, recommend, replay_shared
 from moe_model.speed.scenario import Scenario
+from moe_model.warmup import is_compiled
 from moe_model.workload import Batching, Workload
 
 
@@ -67,10 +92,254 @@ def routing_key(routing: LogRouting) -> str:
     return content_key(repr(routing).encode())
 
 
-HASH_FUNCS = {ModelSpec: fingerprint, Workload: fingerprint, Hardware: fingerprint, LogRouting: routing_key}
+def key_part(value) -> str:
+    """One argument in a cache key: models, workloads and machines by content, routings fitted to logs by
+    routing_key, bytes by digest, the rest by repr."""
+    if isinstance(value, (ModelSpec, Workload, Hardware)):
+        return fingerprint(value)
+    if isinstance(value, LogRouting):
+        return "routing:" + routing_key(value)
+    if isinstance(value, (bytes, bytearray)):
+        return "bytes:" + hashlib.sha1(value).hexdigest()
+    return repr(value)
 
 
-@st.cache_data(show_spinner="Reading the GGUF header...", max_entries=16, ttl=APP_CACHE_TTL_S)
+def nbytes_of(obj) -> int:
+    """The bytes an object holds: arrays (a view's base once) and bytes by size, containers, dataclasses and
+    other objects by their parts."""
+    total, seen, stack = 0, set(), [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            while isinstance(item.base, np.ndarray):
+                item = item.base
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, np.ndarray):
+            total += item.nbytes
+        elif isinstance(item, (bytes, bytearray, str)):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack += list(item)
+        elif is_dataclass(item) and not isinstance(item, type):
+            stack += [getattr(item, f.name) for f in fields(item)]
+        elif hasattr(item, "memory_usage"):  # a pandas frame
+            total += int(item.memory_usage(index=True).sum())
+        else:
+            total += sys.getsizeof(item)
+            stack += list(getattr(item, "__dict__", {}).values())
+    return total
+
+
+def _release_freed_memory() -> None:
+    """Hand freed heap pages back to the system (glibc keeps them otherwise: a server's memory never falls)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return  # not glibc: its allocator returns memory its own way
+
+
+class ByteBudgetCache:
+    """Results by key, least recently used out beyond max_bytes, none older than ttl_s; a result larger than
+    entry_bytes is returned, not kept. The lock guards the dictionary only, never a computation; a key being
+    computed is computed once, while other callers wait for it (a failure makes each compute it, and fail, alone)."""
+
+    def __init__(self, max_bytes: int, entry_bytes: int, ttl_s: float) -> None:
+        self.max_bytes, self.entry_bytes, self.ttl_s = max_bytes, entry_bytes, ttl_s
+        self._entries: OrderedDict[tuple, tuple[object, int, float]] = OrderedDict()
+        self._pending: dict[tuple, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, key: tuple) -> tuple[bool, object]:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None or time.monotonic() - found[2] > self.ttl_s:
+                return False, None
+            self._entries.move_to_end(key)
+            return True, found[0]
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], object]) -> tuple[object, bool]:
+        """The value, and whether it is kept here (False: too large for this store)."""
+        while True:
+            hit, value = self.lookup(key)
+            if hit:
+                return value, True
+            with self._lock:
+                waiting = self._pending.get(key)
+                if waiting is None:
+                    self._pending[key] = threading.Event()
+                    break
+            waiting.wait()
+            hit, value = self.lookup(key)
+            if hit:
+                return value, True
+            with self._lock:
+                if key not in self._pending:  # computed but not kept, or failed: compute it here
+                    self._pending[key] = threading.Event()
+                    break
+        try:
+            value = compute()
+            return value, self._keep(key, value)
+        finally:
+            with self._lock:
+                self._pending.pop(key).set()
+
+    def _keep(self, key: tuple, value) -> bool:
+        size = nbytes_of(value)
+        if size > self.entry_bytes:
+            return False
+        with self._lock:
+            self._drop(key)
+            self._entries[key] = (value, size, time.monotonic())
+            self.nbytes += size
+            now, evicted = time.monotonic(), False
+            for old in [k for k, (_, _, at) in self._entries.items() if now - at > self.ttl_s]:
+                evicted = self._drop(old) or evicted
+            while self.nbytes > self.max_bytes:
+                evicted = self._drop(next(iter(self._entries))) or evicted
+        if evicted:
+            _release_freed_memory()
+        return True
+
+    def _drop(self, key: tuple) -> bool:
+        if key not in self._entries:
+            return False
+        self.nbytes -= self._entries.pop(key)[1]
+        return True
+
+    def clear(self, prefix: str | None = None) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if prefix is None or k[0] == prefix]:
+                self._drop(key)
+        _release_freed_memory()
+
+
+STORE = ByteBudgetCache(APP_CACHE_BYTES, APP_CACHE_ENTRY_BYTES, APP_CACHE_TTL_S)
+SESSION_KEY = "_large_results"  # per session: the last result of each function too large for the shared store
+
+
+def app_cached(spinner: str | None = None, *, kernels: bool = False):
+    """Cache a function's results in the shared byte-bounded STORE, keyed by its name and every argument whose
+    name does not start with _ (key_part). kernels: wait for the kernels' first compilation before computing."""
+
+    def wrap(function):
+        signature, name = inspect.signature(function), function.__qualname__
+
+        @functools.wraps(function)
+        def cached_call(*args, **kwargs):
+            key = key_of(*args, **kwargs)
+            large = _session_results()
+            if large is not None and large.get(name, (None,))[0] == key:
+                return large[name][1]
+
+            def compute():
+                if kernels:
+                    wait_for_kernels()
+                if spinner is None:
+                    return function(*args, **kwargs)
+                with st.spinner(spinner):
+                    return function(*args, **kwargs)
+
+            value, kept = STORE.get_or_compute(key, compute)
+            if not kept and large is not None:
+                large[name] = (key, value)
+            return value
+
+        def key_of(*args, **kwargs) -> tuple:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return (name, *(key_part(v) for k, v in bound.arguments.items() if not k.startswith("_")))
+
+        cached_call.clear = partial(STORE.clear, name)
+        cached_call.is_cached = lambda *args, **kwargs: STORE.lookup(key_of(*args, **kwargs))[0]
+        cached_call.put = lambda value, *args, **kwargs: STORE.get_or_compute(key_of(*args, **kwargs), lambda: value)
+        return cached_call
+
+    return wrap
+
+
+def _session_results() -> dict | None:
+    """This session's own large results (None outside a script run: nothing to keep them in)."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return None
+    return st.session_state.setdefault(SESSION_KEY, {})
+
+
+class _UploadsReading:
+    """The bytes uploads being read take at most together; a reader waits its turn, bounded in time."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self._turn = threading.Condition()
+
+    @contextmanager
+    def reserve(self, peak: int) -> Iterator[None]:
+        with self._turn:
+            if not self._turn.wait_for(lambda: self.used + peak <= self.limit, timeout=APP_UPLOAD_WAIT_S):
+                raise WorkloadError("the server is reading other uploads: try again in a minute")
+            self.used += peak
+        try:
+            yield
+        finally:
+            with self._turn:
+                self.used -= peak
+                self._turn.notify_all()
+            _release_freed_memory()
+
+
+UPLOADS_READING = _UploadsReading(APP_UPLOADS_PEAK_BYTES)
+
+
+def check_upload_peak(data: bytes, name: str) -> int:
+    """An uploaded trace's estimated peak bytes, from its declared sizes, before any array is built; one line
+    refusing it above the app's limit (the CLI streams what the app refuses)."""
+    peak = read_peak_bytes(data, name)
+    if peak > APP_UPLOAD_PEAK_BYTES:
+        raise WorkloadError(
+            f"reading this trace would take about {peak / 2**20:,.0f} MiB of server memory, above the app's limit "
+            f"of {APP_UPLOAD_PEAK_BYTES / 2**20:,.0f} MiB per upload: `python -m moe_model simulate --trace` "
+            "reads it on your machine"
+        )
+    return peak
+
+
+_COMPILER: dict[str, object] = {}  # the one warm-up subprocess of this server and when it started
+_COMPILER_LOCK = threading.Lock()
+
+
+def warm_kernels_in_background() -> None:
+    """Compile the numba kernels once per install in a subprocess (the compiler holds the GIL for seconds: in
+    the server it would hold every session); numba caches them on disk for this process to load."""
+    with _COMPILER_LOCK:
+        if "process" in _COMPILER or is_compiled():
+            return
+        command = [sys.executable, "-m", "moe_model.warmup"]
+        _COMPILER["process"] = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _COMPILER["started"] = time.monotonic()
+
+
+def wait_for_kernels() -> None:
+    """Before a simulation on a fresh install: wait for the warm-up subprocess, saying so and for how long."""
+    process = _COMPILER.get("process")
+    if process is None or process.poll() is not None:
+        return
+    started = _COMPILER["started"]
+    with st.spinner("Compiling the simulation kernels, once after install (15-60 s)..."):
+        try:
+            process.wait(timeout=APP_COMPILE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return  # a stuck compiler: this process compiles what it needs itself
+    st.toast(f"Compiled the simulation kernels in {time.monotonic() - started:.0f} s (once per install).")
+
+
+@app_cached("Reading the GGUF header...")
 def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> ModelSpec:
     """A model read under `policy` (every shard too); None for the bundled models and uploads: public URLs only."""
     if policy is None:
@@ -82,24 +351,20 @@ def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> Mod
     )
 
 
-@st.cache_data(show_spinner="Generating routing...", max_entries=16, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
-def cached_recommend_work(
-    model: ModelSpec,
-    _model_key: str,
-    concurrency: int,
-    draft: int,
-    accept: float,
-    presets_key: str,
-    routing: LogRouting | None = None,
-) -> Workload:
-    """The recommender's workload: the synthetic preset `python -m moe_model recommend` uses, or the routing
-    fitted to the session's logs (the same workload Explore replays)."""
+@app_cached("Generating routing...")
+def recommend_memo(
+    model: ModelSpec, _model_key: str, concurrency: int, presets_key: str, routing: LogRouting | None = None
+) -> ReplayMemo:
+    """The recommender's workload (the synthetic preset `python -m moe_model recommend` uses, or the routing
+    fitted to the session's logs: the same workload Explore replays) with the counts replayed on it so far: every
+    card, context and page that recommends for it shares them."""
+    base = Scenario(concurrency=concurrency)
     if routing is not None:
-        return routing.workload(model, Batching(concurrency, draft, accept))
-    return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
+        return ReplayMemo(routing.workload(model, Batching(concurrency, base.draft_tokens, base.accept_rate)))
+    return ReplayMemo(synthetic_workload(model, base))
 
 
-@st.cache_data(show_spinner="Ranking every setting...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+@app_cached("Ranking every setting...", kernels=True)
 def cached_recommend(
     model: ModelSpec,
     _model_key: str,
@@ -115,17 +380,51 @@ def cached_recommend(
 ) -> list[Option]:
     """The one recommender with the inputs every page and the CLI share: concurrency, context and build; the routing
     fitted to the session's logs where there is one."""
-    presets = file_key(PRESETS_PATH)
-    return recommend(
-        model,
-        hw,
-        _tm.params,
-        Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build),
-        lambda sc: cached_recommend_work(model, "", sc.concurrency, sc.draft_tokens, sc.accept_rate, presets, routing),
-        command_path,
-        _tm.rel_error,
-        preset_for(model).spread_points if routing is None else routing.spread_points,
-    )
+    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH), routing)
+    base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build)
+    spread = preset_for(model).spread_points if routing is None else routing.spread_points
+    return recommend(model, hw, _tm.params, base, memo, command_path, _tm.rel_error, spread)
+
+
+@app_cached("Replaying what these cards share...", kernels=True)
+def _shared_replays(
+    model: ModelSpec,
+    hardware: tuple[Hardware, ...],
+    concurrency: int,
+    n_ctx: int,
+    routing: LogRouting | None = None,
+    build: int = MAINLINE_BUILD,
+) -> bool:
+    """The settings the cards share, replayed once into the recommender's memo (recommend.replay_shared); kept
+    as a key so that a second session asking for the same cards waits for the first instead of replaying."""
+    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH), routing)
+    replay_shared(model, hardware, Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build), memo)
+    return True
+
+
+def cached_recommend_cards(
+    model: ModelSpec,
+    command_path: str,
+    hardware: list[Hardware],
+    tm: TimeModel | list[TimeModel],
+    concurrency: int,
+    n_ctx: int,
+    routing: LogRouting | None = None,
+    build: int = MAINLINE_BUILD,
+) -> Iterator[list[Option]]:
+    """Shopping: each card's options in turn (cached_recommend's, computed once per key whichever sessions ask);
+    the settings the cards not cached yet share are replayed first, once (the counts do not depend on the time
+    model: `tm` may be one per card, the user's own machine with its own)."""
+    tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
+    calls = [
+        (model, "", command_path, hw, "", t, repr(t), concurrency, n_ctx, routing, build)
+        for hw, t in zip(hardware, tms, strict=True)
+    ]
+    missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))
+    if len(missing) > 1:
+        _shared_replays(model, missing, concurrency, n_ctx, routing, build)
+    for call in calls:
+        yield cached_recommend(*call)
 
 
 def cached_synthetic(
@@ -140,7 +439,7 @@ def cached_synthetic(
     return _cached_synthetic(model, concurrency, draft, accept, prompt_tokens, n_tokens, file_key(PRESETS_PATH))
 
 
-@st.cache_data(show_spinner="Generating routing...", max_entries=8, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+@app_cached("Generating routing...")
 def _cached_synthetic(
     model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int, n_tokens: int, presets_key: str
 ) -> Workload:
@@ -148,41 +447,43 @@ def _cached_synthetic(
     return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
 
 
-@st.cache_data(show_spinner="Generating routing...", max_entries=8, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+@app_cached("Generating routing...")
 def cached_log_workload(model: ModelSpec, routing: LogRouting, concurrency: int, draft: int, accept: float) -> Workload:
     """A run like the session's logs with the routing fitted to them, batched."""
     return routing.workload(model, Batching(concurrency, draft, accept))
 
 
-@st.cache_data(show_spinner="Parsing the log...", max_entries=16, ttl=APP_CACHE_TTL_S)
 def cached_log(data: bytes) -> list[LogRun]:
-    """Parsed runs of an uploaded or bundled log, keyed by its bytes."""
+    """Parsed runs of an uploaded or bundled log, keyed by its bytes (its size checked first)."""
+    if len(data) > APP_LOG_BYTES:
+        raise WorkloadError(
+            f"the log is {len(data) / 2**20:,.1f} MiB, above the app's limit of {APP_LOG_BYTES / 2**20:,.0f} MiB: "
+            "`python -m moe_model parse-log` reads it on your machine"
+        )
+    return _cached_log(data)
+
+
+@app_cached("Parsing the log...")
+def _cached_log(data: bytes) -> list[LogRun]:
     return parse_log(data)
 
 
-@st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
+    """An uploaded trace as a workload: its peak checked from declared sizes first (the same refusal for every
+    session), then read while the uploads being read together stay within their byte budget."""
+    peak = check_upload_peak(data, name)
+    return _cached_trace(data, name, n_expert, concurrency, draft, accept, peak)
 
 
-WARM_UP_DELAY_S = 5.0  # after the first page has been drawn: the compiler would hold the GIL while it is
+@app_cached("Reading the trace...")
+def _cached_trace(
+    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _peak: int
+) -> Workload:
+    with UPLOADS_READING.reserve(_peak):
+        return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
 
 
-@st.cache_resource(show_spinner=False, max_entries=1, ttl=APP_CACHE_TTL_S)  # once per process and hour: cheap
-def warm_kernels_in_background() -> threading.Thread:
-    """Compile the numba kernels once per server process while the first page is read: a fresh install would
-    otherwise pay ~14 s inside the first simulation (numba caches them per install, moe_model.numba_cache)."""
-    from moe_model.warmup import warm_up
-
-    timer = threading.Timer(WARM_UP_DELAY_S, warm_up)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-@st.cache_data(
-    show_spinner="Simulating the cache at every budget...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS
-)
+@app_cached("Simulating the cache at every budget...", kernels=True)
 def cached_explore_curve(
     model: ModelSpec,
     _model_key: str,
@@ -203,9 +504,7 @@ def cached_explore_curve(
     return explore_curve(model, hw, params, base, work, axis, rel_error=rel_error, spread_points=spread_points)
 
 
-@st.cache_data(
-    show_spinner="Simulating the cache at this budget...", max_entries=32, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS
-)
+@app_cached("Simulating the cache at this budget...", kernels=True)
 def cached_explore_point(
     model: ModelSpec,
     _model_key: str,
@@ -224,12 +523,7 @@ def cached_explore_point(
     return explore_point(model, hw, params, base, work, budget_mib, rel_error=rel_error, spread_points=spread_points)
 
 
-@st.cache_data(
-    show_spinner="Replaying the workload with every policy...",
-    max_entries=8,
-    ttl=APP_CACHE_TTL_S,
-    hash_funcs=HASH_FUNCS,
-)
+@app_cached("Replaying the workload with every policy...", kernels=True)
 def cached_policy_comparison(
     model: ModelSpec,
     _model_key: str,
@@ -258,7 +552,7 @@ BUNDLED_TRACES = {
 }
 
 
-@st.cache_data(max_entries=32, ttl=APP_CACHE_TTL_S)
+@app_cached()
 def _trace_shape(path: str, content_digest: str) -> tuple[int, int, int]:
     item = load_any(path)
     return item.n_layer, item.n_expert, item.k
@@ -278,14 +572,14 @@ def cached_bundled_trace(path: Path, n_expert: int, concurrency: int, draft: int
     return _cached_bundled_trace(str(path), file_key(path), n_expert, concurrency, draft, accept)
 
 
-@st.cache_data(show_spinner="Reading the trace...", max_entries=8, ttl=APP_CACHE_TTL_S)
+@app_cached("Reading the trace...")
 def _cached_bundled_trace(
     path: str, trace_key: str, n_expert: int, concurrency: int, draft: int, accept: float
 ) -> Workload:
     return workload_from(load_any(path), Batching(concurrency, draft, accept), n_expert)
 
 
-@st.cache_data(show_spinner=False, max_entries=4, ttl=APP_CACHE_TTL_S, hash_funcs=HASH_FUNCS)
+@app_cached()
 def workload_npz(work: Workload, _work_key: str) -> bytes:
     buf = io.BytesIO()
     save_npz(buf, work)

@@ -30,10 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SIMULATING_COMMANDS = ("simulate", "predict", "recommend", "calibrate")  # the commands that run numba kernels
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        if args.command in SIMULATING_COMMANDS:
+            from moe_model.warmup import ensure_compiled
+
+            ensure_compiled(lambda line: print(line, file=sys.stderr, flush=True))
         return func(args)
     except MoeModelError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -18,14 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.errors import WorkloadError
 
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def record_experts(ids, start, stop, seen, stamp, out) -> int:
     """A record's distinct experts into `out`, in first-appearance order (llama.cpp's per-ubatch unique ids);
     `seen[e] == stamp` marks the ones taken. Returns how many."""
@@ -61,7 +61,7 @@ def check_kernel_inputs(
         raise WorkloadError("records that reach outside the workload's expert ids")
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_above(lut: np.ndarray, x: np.int64) -> np.int64:
     """Index of the first pool size greater than x (pool sizes sorted ascending)."""
     if x >= len(lut):
@@ -69,7 +69,7 @@ def _first_above(lut: np.ndarray, x: np.int64) -> np.int64:
     return lut[x]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _prefix(fen: np.ndarray, i: np.int64) -> np.int64:
     s = 0
     i += 1
@@ -79,7 +79,7 @@ def _prefix(fen: np.ndarray, i: np.int64) -> np.int64:
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
     i += 1
     n = len(fen)
@@ -88,13 +88,13 @@ def _add(fen: np.ndarray, i: np.int64, v: np.int64) -> None:
         i += i & -i
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bit(words, j):
     """Pool size j's bit in a row of 64-bit words."""
     return (words[j >> 6] >> np.uint64(j & 63)) & np.uint64(1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _set_from(words, j):
     """Set every bit from j on, clear the bits below."""
     for w in range(len(words)):
@@ -107,7 +107,7 @@ def _set_from(words, j):
             words[w] = np.uint64(0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _status(
     key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert, out
 ):
@@ -241,7 +241,7 @@ def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert
     return results(state)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask):
     """Drop records and entries no key points at, in order; the counts and the Fenwick tree are rebuilt."""
     n_rec = scalars[_N_REC]
@@ -273,7 +273,7 @@ def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, 
     scalars[_N_REC], scalars[_N_ENT] = kept, n_ent
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _feed(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, caps, lut, scalars,
     last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, stamp,
@@ -337,7 +337,7 @@ def _feed(
     scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP] = n_seen, t, e_ptr, tick
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count(mask, j_lo, j_hi, hist, direct, n_pools):
     """Add one lookup: pools from j_hi on all hit (counted once, summed later), the window bit by bit."""
     hist[j_hi] += 1

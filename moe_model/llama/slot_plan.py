@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
@@ -286,7 +288,8 @@ def _slots_for_budget(group: GroupPlan, budget_bytes: int) -> int:
     return lo
 
 
-def _eligible_groups(model: ModelSpec, placement: Placement) -> list[GroupPlan]:
+@lru_cache(maxsize=256)  # a curve or a recommendation plans many budgets of few placements
+def _eligible_groups(model: ModelSpec, placement: Placement) -> tuple[GroupPlan, ...]:
     """Cacheable layers grouped by (device, identical expert layout), in increasing layer order."""
     devices = placement.layer_device(model.n_layer)
     keys: list[tuple[int, tuple]] = []
@@ -300,7 +303,7 @@ def _eligible_groups(model: ModelSpec, placement: Placement) -> list[GroupPlan]:
             keys.append(key)
             members.append([])
         members[keys.index(key)].append(layer)
-    return [_new_group(device, layers) for (device, _), layers in zip(keys, members, strict=True)]
+    return tuple(_new_group(device, layers) for (device, _), layers in zip(keys, members, strict=True))
 
 
 def _new_group(device: int, layers: list[LayerSpec]) -> GroupPlan:
@@ -318,7 +321,7 @@ def _new_group(device: int, layers: list[LayerSpec]) -> GroupPlan:
     )
 
 
-def _device_splits(groups: list[GroupPlan], placement: Placement) -> dict[int, tuple[int, float]]:
+def _device_splits(groups: Sequence[GroupPlan], placement: Placement) -> dict[int, tuple[int, float]]:
     """Per device with host experts: (host bytes, split weight), as the ctor computes them."""
     host: dict[int, int] = {}
     for g in groups:

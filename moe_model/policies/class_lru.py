@@ -172,7 +172,7 @@ def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return s.hits.copy(), s.distinct.copy(), s.probe.copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
     n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, rec_now, distinct,
@@ -225,7 +225,7 @@ _T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class <<
 _POS_MASK, _CLS_SHIFT, _KEY_SHIFT = (1 << 32) - 1, 32, 38
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _compact(c, meta, queues, seg, head, tail, heads):
     """Move class c's live entries to the front of its queue, in order (rare: not inlined in the hot loop)."""
     n = 0
@@ -285,7 +285,7 @@ def _best(scores, ties_high):
     return best
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
     group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.llama.lru_kernel import check_kernel_inputs, record_experts
 from moe_model.llama.pool_rule import uses_pool
@@ -27,7 +27,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_slots, share, half_life):
     """One group at one pool size, with llama.cpp's linked-list LRU (lru_lists), over the records that use the
     pool (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
@@ -54,7 +54,7 @@ class PoolEntries:
         return np.append(starts, len(self.rec))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dedupe(rec_ntok, rec_off, rec_layer, ids, k, n_expert):
     """(record, key) of each record's distinct experts, keys ascending within a record."""
     total = 0

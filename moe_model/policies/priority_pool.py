@@ -10,15 +10,15 @@ best victim's is served without being kept (computed on the CPU): the offline op
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _less(prio, seq, a, b):
     return prio[a] < prio[b] or (prio[a] == prio[b] and seq[a] < seq[b])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push(prio, seq, key, size, p, s, k):
     i = size
     prio[i], seq[i], key[i] = p, s, k
@@ -33,7 +33,7 @@ def _push(prio, seq, key, size, p, s, k):
     return size + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pop(prio, seq, key, size):
     """Remove the root; returns the new size."""
     size -= 1
@@ -53,7 +53,7 @@ def _pop(prio, seq, key, size):
         i = smallest
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def priority_pass(bounds, ent_key, ent_prio, n_keys, n_layer, n_expert, n_slots, bypass):
     """Replay one group's entries (records bounds[i]:bounds[i+1]) through a pool of n_slots slots.
 
@@ -122,7 +122,7 @@ def priority_pass(bounds, ent_key, ent_prio, n_keys, n_layer, n_expert, n_slots,
     return hits, uploads, cpu
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _best_victim(h_prio, h_seq, h_key, size, resident, cur_seq, in_record, r, held):
     """Leave the lowest-priority valid key outside record r at the root; returns (size, key or -1).
     Stale entries (key evicted or used again since) are dropped on the way."""

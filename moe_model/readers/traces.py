@@ -30,6 +30,7 @@ from moe_model.limits import (
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
     SIM_CHUNK_RECORDS,
+    WORKLOAD_BYTES_PER_LOOKUP,
     check_at_most,
     shown,
 )
@@ -288,6 +289,24 @@ def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrac
     return make_token_trace(
         data.get("experts", np.zeros(0)), data.get("seq_offsets"), data.get("ubatch"), Path(name).name
     )
+
+
+def read_peak_bytes(source: bytes, name: str = "") -> int:
+    """The estimated peak memory of load_any and batching this trace, from declared sizes only (the NPZ's
+    directory and each member's .npy header; a CSV's length): a server checks it before any array is built."""
+    if name.lower().endswith(".csv"):
+        return len(source) // 2 * WORKLOAD_BYTES_PER_LOOKUP  # an id takes at least a digit and a comma
+    try:
+        with _zip(source) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in _npz_members(archive)}
+            inflated = sum(m.file_size for m in members.values())
+            if "experts" not in members or "rec_layer" in members:
+                return 2 * inflated  # a recorded trace is its arrays, read once and checked once
+            with archive.open(members["experts"]) as f:
+                shape = _npy_header(f, members["experts"])[0]
+    except _NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+    return inflated + int(np.prod(shape, dtype=object)) * WORKLOAD_BYTES_PER_LOOKUP
 
 
 _ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of int32

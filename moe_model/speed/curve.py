@@ -8,12 +8,14 @@ placement in one pass, another policy per budget); the traffic they make; and it
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS
+from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS, REPLAY_MEMO_ENTRIES
 from moe_model.llama.simulate import SimResult, simulate_plans
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
@@ -26,6 +28,48 @@ from moe_model.speed.vram import max_budget_mib
 from moe_model.workload import Workload, WorkloadStream
 
 WorkloadFor = Callable[[Scenario], Workload | WorkloadStream]  # the routing a scenario's server would see
+
+
+class ReplayMemo:
+    """One workload and the counts already replayed on it, shared by every curve that differs only in the card,
+    the load mode or the budgets it asks for: a budget's counts depend on the workload, the policy, the resolved
+    placement and the budget, never on the GPU. Pass it where a WorkloadFor goes (it returns its workload).
+    Bounded in entries (limits.REPLAY_MEMO_ENTRIES, each a few per-layer arrays); safe to share between threads
+    (the lock guards the dictionary only, never a replay)."""
+
+    def __init__(self, work: Workload, max_entries: int = REPLAY_MEMO_ENTRIES) -> None:
+        self.work = work
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple, tuple[PolicyResult, SimResult | None]] = OrderedDict()
+        self._decode: tuple[int, np.ndarray] | None = None
+        self._lock = threading.Lock()
+        self.replayed_budgets = 0  # budgets this memo had to replay (the rest were reused)
+
+    def __call__(self, sc: Scenario) -> Workload:
+        return self.work
+
+    @staticmethod
+    def key(sc: Scenario, placement: Placement, budget_mib: int) -> tuple:
+        return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), budget_mib
+
+    def get(self, key: tuple) -> tuple[PolicyResult, SimResult | None] | None:
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+            return self._entries.get(key)
+
+    def put(self, key: tuple, counts: PolicyResult, simulated: SimResult | None) -> None:
+        with self._lock:
+            self._entries[key] = (counts, simulated)
+            self.replayed_budgets += 1
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def decode_counts(self) -> tuple[int, np.ndarray]:
+        """The workload's decode ubatches and distinct experts per layer (traffic.decode_counts), counted once."""
+        if self._decode is None:
+            self._decode = decode_counts(self.work)
+        return self._decode
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,9 +161,10 @@ def replay(
     traffic: dict[int, Traffic] = {}
     if workload_for is not None and (any(need) or with_lru):
         work = workload_for(base)
-        counts, simulated = _replay_groups(model, work, base, layouts, need, with_lru)
+        memo = workload_for if isinstance(workload_for, ReplayMemo) else None
+        counts, simulated = _replay_groups(model, work, base, layouts, need, with_lru, memo)
         if counts:
-            n_ub, distinct = decode_counts(work)
+            n_ub, distinct = memo.decode_counts() if memo else decode_counts(work)
             label = replay_label(base, work)
             traffic = {
                 i: from_counts(model, layouts[i], scenarios[i], c, n_ub, distinct, label) for i, c in counts.items()
@@ -137,17 +182,27 @@ def _replay_groups(
     layouts: Sequence[Layout],
     need: Sequence[bool],
     with_lru: bool,
+    memo: ReplayMemo | None = None,
 ) -> tuple[dict[int, PolicyResult], dict[int, SimResult]]:
-    """Per resolved placement: the policy's counts where needed, and the build's cache statistics (with_lru: at
-    every budget; a replay of the build's own policy brings them along)."""
+    """Per resolved placement: the policy's counts where needed (from the memo where it has them), and the build's
+    cache statistics (with_lru: at every budget; a replay of the build's own policy brings them along)."""
     counts: dict[int, PolicyResult] = {}
     simulated: dict[int, SimResult] = {}
     for placement, members in _by_placement(layouts).items():
         counted = [i for i in members if need[i]]
-        if counted:
-            results, sims = replay_counts(model, work, base, [layouts[i].plan for i in counted], placement)
-            counts |= dict(zip(counted, results, strict=True))
-            simulated |= dict(zip(counted, sims, strict=True)) if sims else {}
+        for i in counted:
+            known = memo.get(memo.key(base, placement, layouts[i].plan.budget_mib)) if memo else None
+            if known is not None:
+                counts[i] = known[0]
+                simulated |= {i: known[1]} if known[1] is not None else {}
+        todo = [i for i in counted if i not in counts]
+        if todo:
+            results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
+            for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
+                counts[i] = result
+                simulated |= {i: sim} if sim is not None else {}
+                if memo:
+                    memo.put(memo.key(base, placement, layouts[i].plan.budget_mib), result, sim)
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
             sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base))

@@ -7,16 +7,16 @@ Options that do not start or do not fit the GPU's memory or the host's RAM are n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, min_budget_mib
-from moe_model.policies import EXACT, get_policy
+from moe_model.policies import EXACT, REFERENCE, get_policy
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.curve import price, replay
+from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.scenario import Scenario
@@ -134,7 +134,8 @@ def recommend(
     spread_points: float = 0.0,
     progress=None,
 ) -> list[Option]:
-    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM)."""
+    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM).
+    `workload_for` may be a ReplayMemo: budgets it has already replayed (for another card) are reused."""
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, spread_points, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
@@ -152,6 +153,46 @@ def recommend(
             )
         )
     return rank(options, rel_error)
+
+
+def recommend_cards(
+    model: ModelSpec,
+    hardware: Sequence[Hardware],
+    params: TimeParams,
+    base: Scenario,
+    memo: ReplayMemo,
+    model_path: str,
+    rel_error: float = 0.0,
+    spread_points: float = 0.0,
+) -> Iterator[list[Option]]:
+    """recommend() for each card, lazily, card by card (Shopping): what the cards share is replayed first
+    (replay_shared), then each card reuses it from the memo and replays only its own settings."""
+    replay_shared(model, hardware, base, memo)
+    for hw in hardware:
+        yield recommend(model, hw, params, base, memo, model_path, rel_error, spread_points)
+
+
+def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
+    """Into the memo: the exact-LRU settings several cards share (the same placement), at the union of their
+    budgets, in one pass each (the counts do not depend on the card)."""
+    shared: dict[Scenario, set[int]] = {}
+    users: dict[Scenario, int] = {}
+    for hw in hardware:
+        for group, budgets in _groups(candidates(model, hw, base)).items():
+            if not group.placement.fit and group.policy_name == REFERENCE:  # --fit moves with the card's VRAM
+                shared.setdefault(group, set()).update(budgets)
+                users[group] = users.get(group, 0) + 1
+    for group, budgets in shared.items():
+        if users[group] > 1:
+            replay(model, hardware[0], group, sorted(budgets), memo)
+
+
+def _groups(scenarios: Sequence[Scenario]) -> dict[Scenario, list[int]]:
+    """Candidates that differ only in budget and load mode (their counts do not depend on the load mode)."""
+    groups: dict[Scenario, list[int]] = {}
+    for sc in scenarios:
+        groups.setdefault(replace(sc, budget_mib=0, load_mode="mmap"), []).append(sc.budget_mib)
+    return groups
 
 
 def _predictions(

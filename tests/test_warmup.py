@@ -1,0 +1,47 @@
+"""The kernels' first compilation: a first run says it is compiling and how long it took, later runs say nothing;
+every kernel releases the GIL, so one session's simulation does not hold the app's other sessions."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from numba.core.registry import CPUDispatcher
+
+import moe_model.llama
+import moe_model.policies
+from moe_model import warmup
+
+
+def test_the_first_run_after_install_says_it_compiles_and_how_long_later_runs_say_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the stamp lives there: a fresh install
+    said: list[str] = []
+    warmup.ensure_compiled(said.append)
+    assert len(said) == 2 and said[0].startswith("compiling the simulation kernels once")
+    assert said[1].startswith("compiled the kernels in ") and said[1].endswith(" s")
+    warmup.ensure_compiled(said.append)
+    assert len(said) == 2 and warmup.is_compiled()
+
+
+def test_an_edited_kernel_source_needs_a_new_compilation(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    before = warmup.stamp_path()
+    monkeypatch.setattr(warmup, "KERNEL_FOLDERS", ("llama",))  # other sources: another stamp
+    assert warmup.stamp_path() != before
+
+
+def kernels() -> list[CPUDispatcher]:
+    found = []
+    for package in (moe_model.llama, moe_model.policies):
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            found += [
+                v for v in vars(module).values() if isinstance(v, CPUDispatcher) and v.__module__ == module.__name__
+            ]
+    return found
+
+
+def test_every_kernel_releases_the_gil():
+    found = kernels()
+    assert len(found) >= 20  # every @njit of llama/ and policies/
+    assert [k.py_func.__qualname__ for k in found if not k.targetoptions.get("nogil")] == []
