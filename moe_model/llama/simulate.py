@@ -9,7 +9,10 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,12 +225,13 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
     return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
 
 
-def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
-    """One chunk of records through every pass (the same records, masked per group and class)."""
+def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: int, pool: Executor | None) -> None:
+    """One chunk of records through every pass (the same records, masked per group and class); the passes are
+    independent, so they run on the pool's threads at once (the kernel releases the GIL)."""
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
-    need = pool_need(work)
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
     in_group: dict[int, np.ndarray] = {}
+    jobs = []
     for ps in passes:
         if ps.group not in in_group:
             in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
@@ -235,19 +239,37 @@ def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int) -> None:
         keep = modes != MODE_SKIP
         if keep.any():
             args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
-            feed(ps.state, *args, work.k, work.n_expert)
+            jobs.append((ps.state, *args, work.k, work.n_expert))
+    if pool is None or len(jobs) < 2:
+        for job in jobs:
+            feed(*job)
+    else:
+        for done in [pool.submit(feed, *job) for job in jobs]:
+            done.result()
 
 
-def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
-    """Ubatches in which at least one cached layer took the large-batch or CPU path."""
-    if not plan.starts:
-        return 0
-    slots = np.zeros(work.n_layer, dtype=np.int64)
-    for g in plan.groups:
-        slots[list(g.layers)] = g.n_slots
-    layer_slots = slots[work.rec_layer]
-    bypass = (layer_slots > 0) & (work.rec_ntok > 0) & (need > layer_slots)
-    return len(np.unique(work.rec_ubatch[bypass]))
+def _group_slots(plans: list[CachePlan], n_layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each layer, -1 if none; slots of each group at each budget [n_budgets, n_groups], 0 where the
+    plan does not start)."""
+    groups = plans[0].groups
+    group_of_layer = np.full(n_layer, -1, dtype=np.int64)
+    for gi, g in enumerate(groups):
+        group_of_layer[list(g.layers)] = gi
+    slots = np.array([[g.n_slots if p.starts else 0 for g in p.groups] for p in plans], dtype=np.int64)
+    return group_of_layer, slots.reshape(len(plans), len(groups))
+
+
+def _bypassed_ubatches(work: Workload, need: np.ndarray, group_of_layer: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Per budget, the ubatches in which at least one cached layer took the large-batch or CPU path: a ubatch
+    bypasses where the most slots any of a group's records needs exceeds that group's (nonzero) slots."""
+    group = group_of_layer[work.rec_layer]
+    rows = (group >= 0) & (work.rec_ntok > 0)
+    ubatches, which = np.unique(work.rec_ubatch[rows], return_inverse=True)
+    most = np.zeros((len(ubatches), slots.shape[1]), dtype=np.int64)
+    np.maximum.at(most, (which, group[rows]), need[rows])
+    kinds, n = np.unique(most, axis=0, return_counts=True)  # few distinct rows: one per mix of ubatch sizes
+    over = (slots[:, None, :] > 0) & (kinds[None, :, :] > slots[:, None, :])
+    return over.any(axis=2).astype(np.int64) @ n
 
 
 def simulate_budgets(
@@ -279,12 +301,14 @@ def simulate_budgets(
         )
         for gi, n_slots, copies, b in layout
     ]
+    group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
-    for chunk in stream.chunks():
-        chunk = chunk.for_model(model.n_expert)
-        _feed_chunk(chunk, passes, model.n_expert_used)
-        need = pool_need(chunk)
-        bypassed += [_bypassed_ubatches(chunk, need, plan) for plan in plans]
+    with ThreadPoolExecutor(min(len(passes), _cores())) if len(passes) > 1 and _cores() > 1 else nullcontext() as pool:
+        for chunk in stream.chunks():
+            chunk = chunk.for_model(model.n_expert)
+            need = pool_need(chunk)
+            _feed_chunk(chunk, need, passes, model.n_expert_used, pool)
+            bypassed += _bypassed_ubatches(chunk, need, group_of_layer, slots)
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens)
 
 
@@ -327,6 +351,11 @@ def _results(
             )
         )
     return out
+
+
+def _cores() -> int:
+    """CPU cores this process may run on: the passes of a chunk run on that many threads at most."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def simulate(model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None) -> SimResult:
