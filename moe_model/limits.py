@@ -6,6 +6,8 @@ largest accepted input fits a 24 GiB machine shared by several users.
 
 from __future__ import annotations
 
+import os
+
 from moe_model.errors import MoeModelError
 
 # --- GGUF headers ---
@@ -66,6 +68,11 @@ def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] 
         raise error(f"{what} is {value:,}: it cannot be negative")
     if value > limit:
         raise error(f"{what} is {value:,}, above this tool's limit of {limit:,}")
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on: independent kernel passes run on that many threads at most."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def available_memory_bytes() -> int | None:

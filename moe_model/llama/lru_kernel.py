@@ -156,6 +156,7 @@ class LruState:
     ent_lo: np.ndarray
     ent_hi: np.ndarray
     ent_mask: np.ndarray
+    last_round: np.ndarray  # per key, the round (ubatch) of its last use, kept only when unloading idle keys
     stamp: np.ndarray
     hist: np.ndarray
     direct: np.ndarray
@@ -168,7 +169,7 @@ def state_bytes(n_layer: int, n_expert: int, n_pools: int) -> int:
     """Bytes of one LruState (the arrays `new_state` allocates)."""
     n_keys, n_words = n_layer * n_expert, -(-n_pools // 64)
     entries = (20 + 8 * n_words) * (2 * n_keys + n_expert)
-    return 16 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
+    return 24 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
 
 
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
@@ -192,6 +193,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
         np.empty(n_ent, dtype=np.int32),
         np.empty(n_ent, dtype=np.int32),
         np.empty((n_ent, -(-n_pools // 64)), dtype=np.uint64),
+        np.zeros(n_keys, dtype=np.int64),
         np.zeros(n_expert, dtype=np.int64),
         np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64),
         np.zeros((n_layer, 2, n_pools), dtype=np.int64),
@@ -201,14 +203,22 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
     )
 
 
-def feed(state: LruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
+def feed(
+    state: LruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int,
+    rec_round: np.ndarray | None = None, idle: int = 0,
+) -> None:  # fmt: skip
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing `state`.
-    Runs without the GIL: passes of different states may be fed from different threads at once."""
+    Runs without the GIL: passes of different states may be fed from different threads at once.
+
+    idle > 0 models lazy unloading (policies.lazy_unload): a key not looked up in the last `idle` rounds
+    (rec_round: each record's ubatch) was unloaded, so it misses in every pool and is placed with the misses;
+    the cache is then the LRU's minus its idle keys, which sit at the head of its list."""
     s = state
+    rounds = np.zeros(0, dtype=np.int64) if rec_round is None else rec_round
     _feed(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.caps, s.lut, s.scalars,
         s.last_rec, s.last_ent, s.fen, s.cnt, s.ent_start, s.ent_nu, s.ent_key, s.ent_fa, s.ent_lo, s.ent_hi,
-        s.ent_mask, s.stamp, s.hist, s.direct, s.distinct, s.probe_hist, s.probe_direct,
+        s.ent_mask, s.stamp, s.hist, s.direct, s.distinct, s.probe_hist, s.probe_direct, rounds, idle, s.last_round,
     )  # fmt: skip
 
 
@@ -270,7 +280,7 @@ def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, 
 def _feed(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, caps, lut, scalars,
     last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask, stamp,
-    hist, direct, distinct, probe_hist, probe_direct,
+    hist, direct, distinct, probe_hist, probe_direct, rec_round, idle, last_round,
 ):  # fmt: skip
     n_pools = len(caps)
     uniq = np.empty(n_expert, dtype=np.int64)
@@ -295,7 +305,7 @@ def _feed(
         n_open = 0
         for u in range(nu):  # the fast pass: the pools below j_lo miss, from j_hi on they hit
             p = last_rec[base + uniq[u]]
-            if p < 0:
+            if p < 0 or (idle > 0 and rec_round[r] - last_round[base + uniq[u]] > idle):
                 lows[u] = highs[u] = n_pools
                 continue
             d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
@@ -336,6 +346,8 @@ def _feed(
                 n_seen += 1
             last_rec[key] = t
             last_ent[key] = e_ptr
+            if idle > 0:
+                last_round[key] = rec_round[r]
             ent_key[e_ptr] = key
             ent_fa[e_ptr] = u
             ent_lo[e_ptr], ent_hi[e_ptr] = lows[u], highs[u]

@@ -27,3 +27,10 @@ def uses_pool(n_tokens, k: int, n_expert: int, n_slots: int):
     Works on an int or an array of token counts."""
     use = np.asarray(pool_need(n_tokens, k, n_expert)) <= n_slots
     return use if use.ndim else bool(use)
+
+
+def pool_classes(thresholds: np.ndarray, n_slots: np.ndarray) -> list[np.ndarray]:
+    """Indices of the pool sizes (n_slots > 0) that admit the same records, one array per class: the rule above
+    depends on the slots only through which of the records' needs (`thresholds`, ascending) they reach."""
+    cls = np.searchsorted(thresholds, n_slots, side="right")
+    return [np.flatnonzero((cls == c) & (n_slots > 0)) for c in np.unique(cls[n_slots > 0])]

@@ -9,10 +9,8 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import nullcontext
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,10 +34,11 @@ from moe_model.llama.lru_kernel import (
     results,
     state_bytes,
 )
-from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH
+from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH, pool_classes
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.threads import run_all, worker_pool
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
@@ -160,12 +159,6 @@ def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slot
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 
-def _pool_classes(thresholds: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
-    """Budget indices that see the same records in the pool (the bypass threshold depends on slots)."""
-    cls = np.searchsorted(thresholds, caps, side="right")
-    return [np.flatnonzero((cls == c) & (caps > 0)) for c in np.unique(cls[caps > 0])]
-
-
 @dataclass(frozen=True, eq=False)
 class _Pass:
     """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
@@ -184,7 +177,7 @@ def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int
     out = []
     for gi, group in enumerate(plans[0].groups):
         caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
-        for members in _pool_classes(thresholds, caps):
+        for members in pool_classes(thresholds, caps):
             order = members[np.argsort(caps[members], kind="stable")]  # every budget of a class in one pass
             out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, order))
     return out
@@ -240,12 +233,7 @@ def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: in
         if keep.any():
             args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
             jobs.append((ps.state, *args, work.k, work.n_expert))
-    if pool is None or len(jobs) < 2:
-        for job in jobs:
-            feed(*job)
-    else:
-        for done in [pool.submit(feed, *job) for job in jobs]:
-            done.result()
+    run_all(pool, feed, jobs)
 
 
 def _group_slots(plans: list[CachePlan], n_layer: int) -> tuple[np.ndarray, np.ndarray]:
@@ -303,7 +291,7 @@ def simulate_budgets(
     ]
     group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
-    with ThreadPoolExecutor(min(len(passes), _cores())) if len(passes) > 1 and _cores() > 1 else nullcontext() as pool:
+    with worker_pool(len(passes)) as pool:
         for chunk in stream.chunks():
             chunk = chunk.for_model(model.n_expert)
             need = pool_need(chunk)
@@ -351,11 +339,6 @@ def _results(
             )
         )
     return out
-
-
-def _cores() -> int:
-    """CPU cores this process may run on: the passes of a chunk run on that many threads at most."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def simulate(model: ModelSpec, work: Workload, budget_mib: int, placement: Placement | None = None) -> SimResult:

@@ -31,7 +31,7 @@ def _touch(s, p, prev, nxt, heads, tails):
     tails[p] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lru_lists_pass(rec_layer, rec_ntok, rec_off, rec_ubatch, use, ids, k, n_expert, pool_of_layer, pool_slots, idle):
     """Replay the records with use[r] through the pools; returns per layer (hits, uploads, not kept)."""
     n_layer = len(pool_of_layer)
