@@ -32,7 +32,8 @@ MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as i
 MAX_TRACE_RECORDS = 50_000_000  # (ubatch, layer) records: ~1M ubatches of 48 layers
 MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before decompressing
 MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
-MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a recorded trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
+MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
+TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once: ~100 KiB per decoding sequence
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs
