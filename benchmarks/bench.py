@@ -1,18 +1,33 @@
-"""Benchmarks (a script, not timed tests): the numbers quoted in the README come from this.
+"""Benchmarks (a script, not timed tests): the numbers in docs/benchmarks.md come from this.
 
-    python -m benchmarks.bench            (from the repository root; pip install -r requirements-bench.txt)
+    python -m benchmarks.bench                             (repository root; pip install -r requirements-bench.txt)
+    python -m benchmarks.bench --write docs/benchmarks.md  (also writes the table, with the date and the machine)
 
-1. A 64-budget hit-rate curve over a 20,000-token Qwen3-30B-A3B-shaped trace (48 layers x 8 of
-   128 experts) with the simulator, against libCacheSim's C LRU computing the same 64 pool sizes.
-2. The numba kernel against the same kernel run as plain Python (on a shorter trace).
-3. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader.
+Every ratio is between timings of the same run (the machine is shared: absolute times move between runs).
+
+1. A 64-budget hit-rate curve over a 20,000-token Qwen3-30B-A3B-shaped trace (48 layers x 8 of 128 experts,
+   7.68 M lookups per budget) with the simulator, against libCacheSim's C LRU computing the same 64 pool
+   sizes (one pool over both groups) and against one numpy pass over the same keys (np.bincount); the same
+   with one budget, on one thread, and with 1,024 budgets.
+2. Belady per pool size against libCacheSim's Belady on the same keys (4 sizes).
+3. `simulate --policy all` on 4 budgets against plain `simulate` (each a fresh process: time and peak RSS).
+4. The numba kernel against the same kernel run as plain Python (on a shorter trace).
+5. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader; a 200 MB log.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import platform
+import resource
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -20,6 +35,7 @@ from moe_model.llama import lru_kernel
 from moe_model.llama.batching import build_workload
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
+from moe_model.policies import run_policy
 from moe_model.readers.gguf import read_header
 from moe_model.readers.gguf_writer import StringArray, header_bytes
 from moe_model.readers.model_spec import load_model
@@ -28,6 +44,12 @@ from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN = ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+ROWS: list[tuple[str, str]] = []  # (what, result) of this run, in order
+
+
+def report(what: str, result: str) -> None:
+    ROWS.append((what, result))
+    print(f"{what}: {result}", flush=True)
 
 
 def timed(fn, repeat: int = 3):
@@ -48,21 +70,29 @@ def access_stream(work) -> np.ndarray:
     return np.concatenate(keys)
 
 
-def libcachesim_curve(keys: np.ndarray, sizes: list[int]) -> tuple[float, list[float]]:
+def oracle_trace(keys: np.ndarray, path: Path) -> None:
+    """libCacheSim's oracleGeneral binary trace: (time, id, size, next access time or -1) per request."""
+    n = len(keys)
+    order = np.lexsort((np.arange(n), keys))
+    following = np.full(n, -1, dtype=np.int64)
+    same = keys[order[1:]] == keys[order[:-1]]
+    following[order[:-1][same]] = order[1:][same]
+    rec = np.zeros(n, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    rec["t"], rec["id"], rec["size"], rec["next"] = np.arange(n), keys + 1, 1, following
+    path.write_bytes(rec.tobytes())
+
+
+def libcachesim_run(path: Path, policy: str, sizes: list[int]) -> tuple[float, list[float]]:
+    """Seconds to replay the trace once per size (reading it each time), and the hit rates."""
     import libcachesim as lcs
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.oracleGeneral"
-        rec = np.zeros(len(keys), dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-        rec["t"], rec["id"], rec["size"], rec["next"] = np.arange(len(keys)), keys + 1, 1, -1
-        path.write_bytes(rec.tobytes())
-        start = time.perf_counter()
-        hit = []
-        for size in sizes:
-            reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
-            miss_ratio, _ = lcs.LRU(size).process_trace(reader)
-            hit.append(1 - miss_ratio)
-        return time.perf_counter() - start, hit
+    start = time.perf_counter()
+    hit = []
+    for size in sizes:
+        reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
+        miss_ratio, _ = getattr(lcs, policy)(size).process_trace(reader)
+        hit.append(1 - miss_ratio)
+    return time.perf_counter() - start, hit
 
 
 def bench_curve() -> None:
@@ -72,22 +102,69 @@ def bench_curve() -> None:
     budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
     simulate_budgets(model, work, budgets[:2])  # compile
     ours, results = timed(lambda: simulate_budgets(model, work, budgets))
-    n_access = int(results[0].small.lookups)
-    print(f"simulator: 64 budgets, {n_access:,} lookups per budget: {ours:.2f} s")
+    one, _ = timed(lambda: simulate_budgets(model, work, budgets[32:33]))
+    with mock.patch("moe_model.threads.available_cores", lambda: 1):
+        single, _ = timed(lambda: simulate_budgets(model, work, budgets))
+    many = np.linspace(min_budget_mib(model), full_budget_mib(model), 1024).astype(int).tolist()
+    wide, _ = timed(lambda: simulate_budgets(model, work, many), repeat=1)
+    keys = access_stream(work)
+    numpy_pass, _ = timed(lambda: np.bincount(keys, minlength=48 * 128))
+    n_lookups = int(results[0].small.lookups)
+    report(
+        f"64-budget curve, 20,000-token Qwen3-30B-A3B-shaped trace ({n_lookups / 1e6:.2f} M lookups per budget)",
+        f"**{ours:.2f} s** (one thread: {single:.2f} s, {single / ours:.1f}x)",
+    )
+    report(
+        "one numpy pass over the same keys (np.bincount)",
+        f"{numpy_pass:.3f} s: the curve takes {ours / numpy_pass:.0f}x",
+    )
+    report("1 budget / 1,024 budgets", f"{one:.2f} s / {wide:.2f} s")
+    sizes = [sum(g.n_slots for g in r.plan.groups) for r in results]
     try:
-        keys = access_stream(work)
-        sizes = [sum(g.n_slots for g in r.plan.groups) for r in results]
-        theirs, hit = libcachesim_curve(keys, sizes)
-        print(
-            f"libCacheSim C LRU, same 64 pool sizes (one pool over both groups): {theirs:.2f} s -> {theirs / ours:.1f}x"
-        )
-        ours_hit = [r.hit_rate for r in results]
-        print(
-            f"  hit rate at the middle budget: ours {ours_hit[32]:.4f} (2 groups, llama.cpp order), "
-            f"libCacheSim {hit[32]:.4f}"
-        )
+        import libcachesim  # noqa: F401
     except ImportError:
-        print("libCacheSim not installed: pip install -r requirements-bench.txt")
+        report("libCacheSim", "not installed: pip install -r requirements-bench.txt")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.oracleGeneral"
+        oracle_trace(keys, path)
+        theirs, hit = libcachesim_run(path, "LRU", sizes)
+        theirs_one, _ = libcachesim_run(path, "LRU", sizes[32:33])
+        bel_budgets = budgets[8::16]
+        ours_bel, _ = timed(lambda: run_policy("belady", model, work, bel_budgets), repeat=1)
+        theirs_bel, _ = libcachesim_run(path, "Belady", [sizes[i] for i in range(8, 64, 16)])
+    report(
+        "libCacheSim's C LRU (GPL, benchmark only), the same 64 pool sizes",
+        f"{theirs:.2f} s: the curve is **{theirs / ours:.1f}x** faster; one size {theirs_one:.2f} s "
+        f"({theirs_one / one:.1f}x ours)",
+    )
+    report(
+        "  hit rate at the middle budget",
+        f"ours {results[32].hit_rate:.4f} (2 groups, llama.cpp order), libCacheSim {hit[32]:.4f} (one pool)",
+    )
+    report(
+        "Belady per pool size (4 sizes), ours (2 groups, bypass, records) vs libCacheSim's Belady",
+        f"{ours_bel / 4:.2f} s vs {theirs_bel / 4:.2f} s per size ({theirs_bel / ours_bel:.1f}x)",
+    )
+
+
+def bench_policy_all() -> None:
+    """`simulate --policy all` and plain `simulate`, 4 budgets, the default 20,000-token synthetic workload."""
+    argv = [sys.executable, "-m", "moe_model", "simulate", "--model", str(QWEN), "--synthetic"]
+    argv += ["--budgets-mib", "2000,6000,10000,14000"]
+    runs = {}
+    for name, extra in (("plain", []), ("all", ["--policy", "all"])):
+        subprocess.run([*argv, *extra], check=True, capture_output=True, cwd=ROOT)  # compile (or load the cache)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        start = time.perf_counter()
+        subprocess.run([*argv, *extra], check=True, capture_output=True, cwd=ROOT)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        runs[name] = (time.perf_counter() - start, peak if peak > before else None)
+    rss = {n: "" if p is None else f", peak RSS {p / 1024:.0f} MiB" for n, (_, p) in runs.items()}
+    report(
+        "`simulate --synthetic` on 4 budgets: with `--policy all` / without (fresh processes, warm numba cache)",
+        f"**{runs['all'][0]:.1f} s**{rss['all']} / {runs['plain'][0]:.1f} s{rss['plain']}",
+    )
 
 
 def bench_kernel() -> None:
@@ -97,7 +174,7 @@ def bench_kernel() -> None:
     budgets = [2000, 6000, 10000]
     simulate_budgets(model, work, budgets)
     jit, _ = timed(lambda: simulate_budgets(model, work, budgets))
-    names = ["_feed", "_compact", "_status", "_prefix", "_add", "_count", "_first_above"]
+    names = ["_feed", "_compact", "_resolve", "_cached_in", "_prefix", "_add", "_count", "_first_above", "_bit"]
     compiled = {n: getattr(lru_kernel, n) for n in names}
     try:
         for n in names:  # lru_kernel.feed looks _feed up at call time: the plain Python kernel runs
@@ -106,9 +183,9 @@ def bench_kernel() -> None:
     finally:
         for n in names:
             setattr(lru_kernel, n, compiled[n])
-    print(
-        f"kernel, 400 tokens x 3 budgets: numba {jit * 1000:.1f} ms, "
-        f"plain Python {plain * 1000:.0f} ms -> {plain / jit:.0f}x"
+    report(
+        "the LRU pass compiled with numba vs the same code as plain Python (400 tokens x 3 budgets)",
+        f"{jit * 1000:.1f} ms vs {plain * 1000:,.0f} ms ({plain / jit:.0f}x)",
     )
 
 
@@ -126,7 +203,7 @@ def bench_header() -> None:
         import gguf
 
         theirs, _ = timed(lambda: gguf.GGUFReader(path), repeat=1)
-    print(f"header of {len(data) / 1e6:.1f} MB: ours {ours * 1000:.0f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms")
+    report(f"GGUF header of {len(data) / 1e6:.1f} MB", f"{ours * 1000:.0f} ms, gguf.GGUFReader {theirs * 1000:,.0f} ms")
 
 
 def bench_log() -> None:
@@ -152,14 +229,43 @@ def bench_log() -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert run.small is not None
-    print(
-        f"log of {size / 1e6:.0f} MB: {elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), "
-        f"peak traced memory {peak / 2**20:.2f} MiB"
+    report(
+        f"log of {size / 1e6:.0f} MB (streamed)",
+        f"{elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), peak traced memory {peak / 2**20:.2f} MiB",
     )
 
 
-if __name__ == "__main__":
+def write_markdown(path: Path, started: datetime, load: tuple[float, float, float]) -> None:
+    after = os.getloadavg()
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Latest run: {started:%Y-%m-%d %H:%M} UTC, `python -m benchmarks.bench --write {path.as_posix()}` on "
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), a machine shared with other "
+        f"work: load average {load[0]:.1f} at the start, {after[0]:.1f} at the end. Ratios compare timings of "
+        "this one run; absolute times move with the load. The script overwrites this file.",
+        "",
+        "| what | result |",
+        "|---|---|",
+        *(f"| {what} | {result} |" for what, result in ROWS),
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", metavar="MD", help="also write the table of this run (e.g. docs/benchmarks.md)")
+    args = parser.parse_args()
+    started, load = datetime.now(timezone.utc), os.getloadavg()
+    bench_curve()
+    bench_policy_all()
+    bench_kernel()
     bench_header()
     bench_log()
-    bench_kernel()
-    bench_curve()
+    if args.write:
+        write_markdown(Path(args.write), started, load)
+
+
+if __name__ == "__main__":
+    main()

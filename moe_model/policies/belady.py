@@ -16,6 +16,7 @@ import numpy as np
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import EXACT, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
+from moe_model.policies.next_use_pool import next_records, next_use_pass
 from moe_model.policies.priority_pool import priority_pass
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.threads import on_threads
@@ -33,14 +34,15 @@ def _pass(entries: PoolEntries, bounds, layer, n_layer: int, n_slots: int, prio:
 
 
 def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None) -> list[PolicyResult]:
-    """Next uses are found once per group and class of budgets; each pool size is its own pass, on threads."""
+    """Next uses are found once per group and class of budgets (a backward scan); each pool size is its own
+    pass over buckets of next use (next_use_pool), on threads."""
     entries = PoolEntries.build(work.for_model(model.n_expert))
 
     def sizes(w: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
         sel = entries.select(layers, int(slots[0]))  # every size of a class admits the same records
-        prio = -sel.next_use().astype(np.float64)
-        shared = (sel, sel.record_bounds(), sel.layer.astype(np.int32), w.n_layer)
-        return np.array(on_threads(_pass, [(*shared, int(s), prio, True) for s in slots]))
+        bounds, n_keys = sel.record_bounds(), w.n_layer * w.n_expert
+        shared = (bounds, sel.key, sel.layer.astype(np.int32), next_records(bounds, sel.key, n_keys), n_keys)
+        return np.array(on_threads(next_use_pass, [(*shared, w.n_layer, w.n_expert, int(s)) for s in slots]))
 
     return per_class(model, work, budgets_mib, placement, sizes)
 

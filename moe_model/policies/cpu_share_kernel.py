@@ -41,7 +41,7 @@ def _touch(s, prev, nxt, ends):
     ends[1] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_slots, share, half_life):
     """One group at one pool size, with llama.cpp's linked-list LRU, over the records that use the pool
     (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""

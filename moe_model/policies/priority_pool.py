@@ -15,13 +15,13 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _before(hp, hs, a, b):
     """Heap slot a's key is evicted before heap slot b's."""
     return hp[a] < hp[b] or (hp[a] == hp[b] and hs[a] < hs[b])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sift_up(heap, hp, hs, pos, i):
     key, p, s = heap[i], hp[i], hs[i]
     while i > 0:
@@ -35,7 +35,7 @@ def _sift_up(heap, hp, hs, pos, i):
     pos[key] = i
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sift_down(heap, hp, hs, pos, i, size):
     key, p, s = heap[i], hp[i], hs[i]
     while True:
@@ -53,7 +53,7 @@ def _sift_down(heap, hp, hs, pos, i, size):
     pos[key] = i
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remove(heap, hp, hs, pos, key, size):
     """Take `key` out of the heap of `size` keys; returns the new size."""
     i = pos[key]
@@ -70,7 +70,7 @@ def _remove(heap, hp, hs, pos, key, size):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _update(heap, hp, hs, pos, key, p, s, size):
     """Give `key` the priority (p, s) and restore the heap order around it."""
     i = pos[key]
@@ -81,7 +81,7 @@ def _update(heap, hp, hs, pos, key, p, s, size):
         _sift_down(heap, hp, hs, pos, i, size)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _push(heap, hp, hs, pos, key, p, s, size):
     heap[size], hp[size], hs[size] = key, p, s
     pos[key] = size
@@ -89,7 +89,7 @@ def _push(heap, hp, hs, pos, key, p, s, size):
     return size + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sorted_by_priority(stash, n, ent_prio):
     """stash[:n] (entry indices) by priority, highest first, ties in their order (a stable insertion sort)."""
     for a in range(1, n):
