@@ -47,6 +47,7 @@ MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted tr
 
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
+LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
 MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use

@@ -10,13 +10,13 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.limits import (
+    LANE_QUEUE_JOBS,
     MAX_SIM_SECONDS,
     SIM_CHUNK_RECORDS,
     SIM_MEMORY_SHARE,
@@ -38,7 +38,7 @@ from moe_model.llama.pool_rule import NO_POOL, OFFLOAD_MIN_BATCH, pool_classes
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.threads import run_all, worker_pool
+from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
@@ -194,7 +194,7 @@ class RunEstimate:
 
 def estimate_run(stream: WorkloadStream, pools_per_pass: list[int], n_expert: int, chunk_records: int) -> RunEstimate:
     states = sum(state_bytes(stream.n_layer, n_expert, n_pools) for n_pools in pools_per_pass)
-    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
+    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD * (1 + LANE_QUEUE_JOBS)  # queued ones too
     seconds = stream.n_lookups * len(pools_per_pass) * SIM_NS_PER_LOOKUP_PASS * 1e-9
     return RunEstimate(len(pools_per_pass), states + chunk, seconds)
 
@@ -218,22 +218,20 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
     return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
 
 
-def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: int, pool: Executor | None) -> None:
-    """One chunk of records through every pass (the same records, masked per group and class); the passes are
-    independent, so they run on the pool's threads at once (the kernel releases the GIL)."""
+def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: int, lanes: Lanes) -> None:
+    """One chunk of records to every pass (the same records, masked per group and class); the passes are
+    independent, so each runs on its own lane (thread: the kernel releases the GIL) at its own pace."""
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
     in_group: dict[int, np.ndarray] = {}
-    jobs = []
-    for ps in passes:
+    for lane, ps in enumerate(passes):
         if ps.group not in in_group:
             in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
         modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
         keep = modes != MODE_SKIP
         if keep.any():
             args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
-            jobs.append((ps.state, *args, work.k, work.n_expert))
-    run_all(pool, feed, jobs)
+            lanes.put(lane, (ps.state, *args, work.k, work.n_expert))
 
 
 def _group_slots(plans: list[CachePlan], n_layer: int) -> tuple[np.ndarray, np.ndarray]:
@@ -291,12 +289,15 @@ def simulate_budgets(
     ]
     group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
-    with worker_pool(len(passes)) as pool:
+    lanes = Lanes(len(passes), feed)
+    try:
         for chunk in stream.chunks():
             chunk = chunk.for_model(model.n_expert)
             need = pool_need(chunk)
-            _feed_chunk(chunk, need, passes, model.n_expert_used, pool)
+            _feed_chunk(chunk, need, passes, model.n_expert_used, lanes)
             bypassed += _bypassed_ubatches(chunk, need, group_of_layer, slots)
+    finally:
+        lanes.close()
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens)
 
 
