@@ -64,7 +64,12 @@ def budgets_for(model, count: int) -> list[int]:
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak RSS since it started: VmHWM (ru_maxrss also counts a parent's RSS at fork time)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def write_token_trace(path: Path, shape: Shape, n_tokens: int, unique_tokens: int) -> None:
