@@ -27,7 +27,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _share_pass(rec_layer, rec_ntok, rec_off, use, ids, k, n_expert, n_layer, n_slots, share, half_life):
     """One group at one pool size, with llama.cpp's linked-list LRU (lru_lists), over the records that use the
     pool (`use`). Returns per layer: hits, uploaded misses, misses computed on the CPU."""

@@ -19,7 +19,7 @@ from moe_model.llama.lru_kernel import record_experts
 PREV, NEXT, HEADS, TAILS, KEY_OF, SLOT_OF, LAST_ROUND = range(7)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def new_lists(pool_slots, n_keys):
     """Every pool's list in slot order, all empty, as llama.cpp builds it: (prev, next, heads, tails, key of each
     slot, slot of each key, round of each slot's last use). Pool p owns the slots after those of pools < p."""
@@ -42,7 +42,7 @@ def new_lists(pool_slots, n_keys):
     return prev, nxt, heads, tails, key_of, slot_of, np.zeros(total, dtype=np.int64)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touch(lists, s, p, round_):
     """Move slot s to the tail (most recently used) of pool p's list."""
     prev, nxt, heads, tails = lists[PREV], lists[NEXT], lists[HEADS], lists[TAILS]
@@ -60,7 +60,7 @@ def _touch(lists, s, p, round_):
     tails[p] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def refresh_hits(lists, p, base, uniq, nu, round_, hits, misses):
     """plan() step 2: the record's cached experts (keys base + e) go to the tail in first-appearance order, into
     `hits`; its other experts into `misses`, sorted (the order they are filled in). Returns (n hits, n misses)."""
@@ -79,7 +79,7 @@ def refresh_hits(lists, p, base, uniq, nu, round_, hits, misses):
     return nh, nm
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fill_misses(lists, p, base, misses, nm, not_kept, room, round_, slots, evicted):
     """plan() step 3: each sorted miss, unless `not_kept[j]` or the pool has no `room` left for this record, takes
     the head slot. Writes per miss its slot (-1: not kept, computed on the CPU) and the key it evicted (-1: none).
@@ -102,7 +102,7 @@ def fill_misses(lists, p, base, misses, nm, not_kept, room, round_, slots, evict
     return kept
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unload_idle(lists, p, before, gone):
     """Clear the slots of pool p last used before round `before` (they lead the list, after the empty ones);
     their keys into `gone`, in list order. Returns how many."""
@@ -121,7 +121,7 @@ def unload_idle(lists, p, before, gone):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lru_lists_pass(rec_layer, rec_ntok, rec_off, rec_ubatch, use, ids, k, n_expert, pool_of_layer, pool_slots, idle):
     """Replay the records with use[r] through the pools; returns per layer (hits, uploads, not kept).
 
