@@ -1,20 +1,34 @@
-"""Benchmarks (a script, not timed tests): the numbers quoted in the README come from this.
+"""Benchmarks (a script, not timed tests): the numbers in docs/benchmarks.md come from this.
 
-    python -m benchmarks.bench            (from the repository root; pip install -r requirements-bench.txt)
+    python -m benchmarks.bench                             (repository root; pip install -r requirements-bench.txt)
+    python -m benchmarks.bench --write docs/benchmarks-latest.md  (also writes the table, with the date and the machine)
 
-1. A 64-budget hit-rate curve over a 20,000-token Qwen3-30B-A3B-shaped trace (48 layers x 8 of
-   128 experts) with the simulator, against libCacheSim's C LRU computing the same 64 pool sizes.
-2. The numba kernel against the same kernel run as plain Python (on a shorter trace).
-3. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader.
-4. The ClassLRU curve (b12170+) on the same 64 budgets and trace as 1, against the exact LRU's: every core numba
+Every ratio is between timings of the same run (the machine is shared: absolute times move between runs).
+
+1. A 64-budget hit-rate curve over a 20,000-token Qwen3-30B-A3B-shaped trace (48 layers x 8 of 128 experts,
+   7.68 M lookups per budget) with the simulator, against libCacheSim's C LRU computing the same 64 pool
+   sizes (one pool over both groups) and against one numpy pass over the same keys (np.bincount); the same
+   with one budget, on one thread, and with 1,024 budgets.
+2. Belady per pool size against libCacheSim's Belady on the same keys (4 sizes).
+3. `simulate --policy all` on 4 budgets against plain `simulate` (each a fresh process: time and peak RSS).
+4. The numba kernel against the same kernel run as plain Python (on a shorter trace).
+5. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader; a 200 MB log.
+6. The ClassLRU curve (b12170+) on the same 64 budgets and trace as 1, against the exact LRU's: every core numba
    has, and one core.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import platform
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -22,6 +36,7 @@ from moe_model.llama import lru_kernel
 from moe_model.llama.batching import build_workload
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
+from moe_model.policies import run_policy
 from moe_model.readers.gguf import read_header
 from moe_model.readers.gguf_writer import StringArray, header_bytes
 from moe_model.readers.model_spec import load_model
@@ -30,15 +45,24 @@ from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN = ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+ROWS: list[tuple[str, str]] = []  # (what, result) of this run, in order
 
 
-def timed(fn, repeat: int = 3):
-    best, out = float("inf"), None
+def report(what: str, result: str) -> None:
+    ROWS.append((what, result))
+    print(f"{what}: {result}", flush=True)
+
+
+def timed(fn, repeat: int = 3) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of every thread, result) of the fastest of `repeat` runs."""
+    best, best_cpu, out = float("inf"), 0.0, None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
+        wall = time.perf_counter() - start
+        if wall < best:
+            best, best_cpu = wall, time.process_time() - cpu
+    return best, best_cpu, out
 
 
 def access_stream(work) -> np.ndarray:
@@ -50,21 +74,29 @@ def access_stream(work) -> np.ndarray:
     return np.concatenate(keys)
 
 
-def libcachesim_curve(keys: np.ndarray, sizes: list[int]) -> tuple[float, list[float]]:
+def oracle_trace(keys: np.ndarray, path: Path) -> None:
+    """libCacheSim's oracleGeneral binary trace: (time, id, size, next access time or -1) per request."""
+    n = len(keys)
+    order = np.lexsort((np.arange(n), keys))
+    following = np.full(n, -1, dtype=np.int64)
+    same = keys[order[1:]] == keys[order[:-1]]
+    following[order[:-1][same]] = order[1:][same]
+    rec = np.zeros(n, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    rec["t"], rec["id"], rec["size"], rec["next"] = np.arange(n), keys + 1, 1, following
+    path.write_bytes(rec.tobytes())
+
+
+def libcachesim_run(path: Path, policy: str, sizes: list[int]) -> tuple[float, list[float]]:
+    """Seconds to replay the trace once per size (reading it each time), and the hit rates."""
     import libcachesim as lcs
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.oracleGeneral"
-        rec = np.zeros(len(keys), dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-        rec["t"], rec["id"], rec["size"], rec["next"] = np.arange(len(keys)), keys + 1, 1, -1
-        path.write_bytes(rec.tobytes())
-        start = time.perf_counter()
-        hit = []
-        for size in sizes:
-            reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
-            miss_ratio, _ = lcs.LRU(size).process_trace(reader)
-            hit.append(1 - miss_ratio)
-        return time.perf_counter() - start, hit
+    start = time.perf_counter()
+    hit = []
+    for size in sizes:
+        reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
+        miss_ratio, _ = getattr(lcs, policy)(size).process_trace(reader)
+        hit.append(1 - miss_ratio)
+    return time.perf_counter() - start, hit
 
 
 def bench_curve() -> None:
@@ -73,23 +105,71 @@ def bench_curve() -> None:
     work = build_workload(trace, Batching(warmup=False), 128)
     budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
     simulate_budgets(model, work, budgets[:2])  # compile
-    ours, results = timed(lambda: simulate_budgets(model, work, budgets))
-    n_access = int(results[0].small.lookups)
-    print(f"simulator: 64 budgets, {n_access:,} lookups per budget: {ours:.2f} s")
+    ours, ours_cpu, results = timed(lambda: simulate_budgets(model, work, budgets))
+    one, _, _ = timed(lambda: simulate_budgets(model, work, budgets[32:33]))
+    with mock.patch("moe_model.threads.available_cores", lambda: 1):
+        single, _, _ = timed(lambda: simulate_budgets(model, work, budgets))
+    many = np.linspace(min_budget_mib(model), full_budget_mib(model), 1024).astype(int).tolist()
+    wide, _, _ = timed(lambda: simulate_budgets(model, work, many), repeat=1)
+    keys = access_stream(work)
+    numpy_pass, numpy_cpu, _ = timed(lambda: np.bincount(keys, minlength=48 * 128), repeat=10)
+    n_lookups = int(results[0].small.lookups)
+    report(
+        f"64-budget curve, 20,000-token Qwen3-30B-A3B-shaped trace ({n_lookups / 1e6:.2f} M lookups per budget)",
+        f"**{ours:.2f} s** wall, {ours_cpu:.2f} s CPU (its two groups on two threads; on one: {single:.2f} s)",
+    )
+    report(
+        "one numpy pass over the same keys (np.bincount)",
+        f"{numpy_pass:.3f} s wall, {numpy_cpu:.3f} s CPU: the curve takes **{ours / numpy_pass:.0f}x** "
+        f"(CPU {ours_cpu / numpy_cpu:.0f}x)",
+    )
+    report("1 budget / 1,024 budgets", f"{one:.2f} s / {wide:.2f} s")
+    sizes = [sum(g.n_slots for g in r.plan.groups) for r in results]
     try:
-        keys = access_stream(work)
-        sizes = [sum(g.n_slots for g in r.plan.groups) for r in results]
-        theirs, hit = libcachesim_curve(keys, sizes)
-        print(
-            f"libCacheSim C LRU, same 64 pool sizes (one pool over both groups): {theirs:.2f} s -> {theirs / ours:.1f}x"
-        )
-        ours_hit = [r.hit_rate for r in results]
-        print(
-            f"  hit rate at the middle budget: ours {ours_hit[32]:.4f} (2 groups, llama.cpp order), "
-            f"libCacheSim {hit[32]:.4f}"
-        )
+        import libcachesim  # noqa: F401
     except ImportError:
-        print("libCacheSim not installed: pip install -r requirements-bench.txt")
+        report("libCacheSim", "not installed: pip install -r requirements-bench.txt")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.oracleGeneral"
+        oracle_trace(keys, path)
+        theirs, hit = libcachesim_run(path, "LRU", sizes)
+        theirs_one, _ = libcachesim_run(path, "LRU", sizes[32:33])
+        bel_budgets = budgets[8::16]
+        ours_bel, _, _ = timed(lambda: run_policy("belady", model, work, bel_budgets), repeat=1)
+        theirs_bel, _ = libcachesim_run(path, "Belady", [sizes[i] for i in range(8, 64, 16)])
+    report(
+        "libCacheSim's C LRU (GPL, benchmark only), the same 64 pool sizes",
+        f"{theirs:.2f} s: the curve is **{theirs / ours:.1f}x** faster; one size {theirs_one:.2f} s "
+        f"({theirs_one / one:.1f}x ours)",
+    )
+    report(
+        "  hit rate at the middle budget",
+        f"ours {results[32].hit_rate:.4f} (2 groups, llama.cpp order), libCacheSim {hit[32]:.4f} (one pool)",
+    )
+    report(
+        "Belady per pool size (4 sizes), ours (2 groups, bypass, records) vs libCacheSim's Belady",
+        f"{ours_bel / 4:.2f} s vs {theirs_bel / 4:.2f} s per size (ours **{theirs_bel / ours_bel:.1f}x** faster)",
+    )
+
+
+def bench_policy_all() -> None:
+    """`simulate --policy all` and plain `simulate`, 4 budgets, the default 20,000-token synthetic workload;
+    each a fresh process under /usr/bin/time (wall seconds and peak RSS), after one run that fills the caches."""
+    argv = [sys.executable, "-m", "moe_model", "simulate", "--model", str(QWEN), "--synthetic"]
+    argv += ["--budgets-mib", "2000,6000,10000,14000"]
+    runs = {}
+    for name, extra in (("plain", []), ("all", ["--policy", "all"])):
+        subprocess.run([*argv, *extra], check=True, capture_output=True, cwd=ROOT)  # compile (or load the cache)
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "%e %M", *argv, *extra], check=True, capture_output=True, text=True, cwd=ROOT
+        )
+        seconds, kib = done.stderr.strip().splitlines()[-1].split()
+        runs[name] = f"{float(seconds):.1f} s, peak RSS {int(kib) / 1024:.0f} MiB"
+    report(
+        "`simulate --synthetic` on 4 budgets, with `--policy all` / without (fresh processes, warm numba cache)",
+        f"**{runs['all']}** / {runs['plain']}",
+    )
 
 
 def bench_kernel() -> None:
@@ -98,19 +178,19 @@ def bench_kernel() -> None:
     work = build_workload(trace, Batching(warmup=False), 128)
     budgets = [2000, 6000, 10000]
     simulate_budgets(model, work, budgets)
-    jit, _ = timed(lambda: simulate_budgets(model, work, budgets))
-    names = ["_feed", "_compact", "_status", "_prefix", "_add", "_count", "_first_above"]
+    jit, _, _ = timed(lambda: simulate_budgets(model, work, budgets))
+    names = ["_feed", "_compact", "_resolve", "_cached_in", "_prefix", "_add", "_count", "_first_above", "_bit"]
     compiled = {n: getattr(lru_kernel, n) for n in names}
     try:
         for n in names:  # lru_kernel.feed looks _feed up at call time: the plain Python kernel runs
             setattr(lru_kernel, n, compiled[n].py_func)
-        plain, _ = timed(lambda: simulate_budgets(model, work, budgets), repeat=1)
+        plain, _, _ = timed(lambda: simulate_budgets(model, work, budgets), repeat=1)
     finally:
         for n in names:
             setattr(lru_kernel, n, compiled[n])
-    print(
-        f"kernel, 400 tokens x 3 budgets: numba {jit * 1000:.1f} ms, "
-        f"plain Python {plain * 1000:.0f} ms -> {plain / jit:.0f}x"
+    report(
+        "the LRU pass compiled with numba vs the same code as plain Python (400 tokens x 3 budgets)",
+        f"{jit * 1000:.1f} ms vs {plain * 1000:,.0f} ms ({plain / jit:.0f}x)",
     )
 
 
@@ -124,11 +204,11 @@ def bench_header() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "h.gguf"
         path.write_bytes(data + b"\0" * (1 << 20))  # GGUFReader maps the tensor data too
-        ours, _ = timed(lambda: read_header(path))
+        ours, _, _ = timed(lambda: read_header(path))
         import gguf
 
-        theirs, _ = timed(lambda: gguf.GGUFReader(path), repeat=1)
-    print(f"header of {len(data) / 1e6:.1f} MB: ours {ours * 1000:.0f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms")
+        theirs, _, _ = timed(lambda: gguf.GGUFReader(path), repeat=1)
+    report(f"GGUF header of {len(data) / 1e6:.1f} MB", f"{ours * 1000:.0f} ms, gguf.GGUFReader {theirs * 1000:,.0f} ms")
 
 
 def bench_log() -> None:
@@ -154,9 +234,9 @@ def bench_log() -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert run.small is not None
-    print(
-        f"log of {size / 1e6:.0f} MB: {elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), "
-        f"peak traced memory {peak / 2**20:.2f} MiB"
+    report(
+        f"log of {size / 1e6:.0f} MB (streamed)",
+        f"{elapsed:.1f} s ({size / 1e6 / elapsed:.0f} MB/s), peak traced memory {peak / 2**20:.2f} MiB",
     )
 
 
@@ -171,23 +251,53 @@ def bench_class_lru() -> None:
     budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
     kernel = class_lru.kernel()
     simulate_budgets(model, work, budgets[:2], kernel=kernel)  # compile
-    lru, _ = timed(lambda: simulate_budgets(model, work, budgets))
-    ours, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
+    lru, _, _ = timed(lambda: simulate_budgets(model, work, budgets))
+    ours, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        one, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
+        one, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
     finally:
         numba.set_num_threads(threads)
-    print(
-        f"ClassLRU curve, 64 budgets: {ours:.2f} s on {threads} threads ({ours / lru:.1f}x the exact LRU's "
-        f"{lru:.2f} s), {one:.2f} s on one ({one / lru:.1f}x)"
+    report(
+        "ClassLRU curve (b12170+), 64 budgets",
+        f"{ours:.2f} s on {threads} threads ({ours / lru:.1f}x the exact LRU's {lru:.2f} s), "
+        f"{one:.2f} s on one ({one / lru:.1f}x)",
     )
 
 
-if __name__ == "__main__":
+def write_markdown(path: Path, started: datetime, load: tuple[float, float, float]) -> None:
+    after = os.getloadavg()
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Latest run: {started:%Y-%m-%d %H:%M} UTC, `python -m benchmarks.bench --write {path.as_posix()}` on "
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), a machine shared with other "
+        f"work: load average {load[0]:.1f} at the start, {after[0]:.1f} at the end. Ratios compare timings of "
+        "this one run; absolute times move with the load. The script overwrites this file.",
+        "",
+        "| what | result |",
+        "|---|---|",
+        *(f"| {what} | {result} |" for what, result in ROWS),
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", metavar="MD", help="also write the table of this run (docs/benchmarks-latest.md)")
+    args = parser.parse_args()
+    started, load = datetime.now(timezone.utc), os.getloadavg()
+    bench_curve()
+    bench_policy_all()
+    bench_kernel()
     bench_header()
     bench_log()
-    bench_kernel()
-    bench_curve()
     bench_class_lru()
+    if args.write:
+        write_markdown(Path(args.write), started, load)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,8 @@ largest accepted input fits a 24 GiB machine shared by several users.
 
 from __future__ import annotations
 
+import os
+
 from moe_model.errors import MoeModelError
 
 # --- GGUF headers ---
@@ -39,7 +41,8 @@ MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as i
 MAX_TRACE_RECORDS = 50_000_000  # (ubatch, layer) records: ~1M ubatches of 48 layers
 MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before decompressing
 MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
-MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a recorded trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
+MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
+TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once: ~100 KiB per decoding sequence
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs
@@ -58,6 +61,7 @@ DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well
 
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
+LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 10  # per (lookup x budget) of a ClassLRU pass: benchmarks/bench.py
 MAX_BUDGETS = 512  # budgets of one simulate call: a curve needs tens
@@ -121,6 +125,11 @@ def check_at_most(value: int, limit: int, what: str, error: type[MoeModelError] 
 def shown(text: str, limit: int = MAX_ECHO_CHARS) -> str:
     """`text` as quoted back to a user: cut to `limit` characters, saying how long it was."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on: independent kernel passes run on that many threads at most."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def available_memory_bytes() -> int | None:

@@ -1,15 +1,17 @@
 """What the server feeds the cache: per (ubatch, layer) records of routed experts, and the types around it.
 
-A `TokenTrace` holds per-token routing (which k experts each layer picked); a `Workload` holds one record
-per (ubatch, layer) with that layer's own token count, in execution order; a `WorkloadStream` hands a
-workload out in chunks; `Batching` holds the server settings that turn one into the other
-(`llama.batching`). Readers live in `readers.traces`.
+A `TokenTrace` holds per-token routing (which k experts each layer picked); a `StreamedTokens` is one read
+forward from its file instead; a `Workload` holds one record per (ubatch, layer) with that layer's own token
+count, in execution order; a `WorkloadStream` hands a workload out in chunks; `Batching` holds the server
+settings that turn one into the other (`llama.batching`). Readers live in `readers.traces`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -180,6 +182,37 @@ class TokenTrace:
     @property
     def n_expert(self) -> int:
         return int(self.experts.max()) + 1 if self.experts.size else 0
+
+    @property
+    def n_seq(self) -> int:
+        return len(self.seq_offsets) - 1
+
+
+class RowCursor(Protocol):
+    def take(self, n: int) -> np.ndarray:
+        """The next n token rows [n, n_layer, k] (int16)."""
+
+
+class RowReader(Protocol):
+    def cursor(self, row: int) -> RowCursor:
+        """A cursor at token row `row`; rows are asked for in rising order of their first row."""
+
+
+@dataclass(frozen=True, eq=False)
+class StreamedTokens:
+    """A token trace read forward from its file, never held whole (readers.traces.stream_token_trace): its
+    shape, sequences and per-layer expert counts come from one checking pass; `open_reader()` gives a fresh
+    reader (one per pass over the trace) whose cursors read token rows forward."""
+
+    n_tokens: int
+    n_layer: int
+    k: int
+    n_expert: int  # every id is below this
+    seq_offsets: np.ndarray
+    ubatch: np.ndarray | None
+    expert_counts: np.ndarray  # [n_layer, n_expert]: how often each layer picked each expert
+    open_reader: Callable[[], AbstractContextManager[RowReader]]
+    label: str = ""
 
     @property
     def n_seq(self) -> int:

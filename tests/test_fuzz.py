@@ -37,13 +37,15 @@ def _seeds() -> dict[str, bytes]:
         "trace": _npz_bytes(trace),
         "recorded": _npz_bytes(build_workload(trace)),
         "streamed": _npz_bytes(build_workload(trace)),
+        "streamed_tokens": _npz_bytes(trace),
         "csv": (SAMPLE / "traces" / "gpt-oss-20b" / "sequences.csv").read_bytes()[:4000],
         "log": log[:20_000],
     }
 
 
 SEEDS = _seeds()
-TARGET_OF = {"gguf": "gguf", "trace": "trace", "recorded": "trace", "streamed": "stream", "csv": "csv", "log": "log"}
+TARGET_OF = {"gguf": "gguf", "trace": "trace", "recorded": "trace", "streamed": "stream", "streamed_tokens": "stream"}
+TARGET_OF |= {"csv": "csv", "log": "log"}
 
 
 @st.composite

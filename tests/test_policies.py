@@ -374,3 +374,112 @@ def test_a_scenarios_build_selects_its_policy_and_refuses_flags_it_lacks():
         Scenario(build=11479, budget_mib=100)
     with pytest.raises(MoeModelError, match="release number"):
         Scenario(build=0)
+
+
+# --- the shared passes equal a plain replay of each budget alone ---
+
+
+def list_replay(work, model, budget, pools_of, idle=0):
+    """Per layer (hits, uploads, CPU) of the list LRU at one budget; pools_of(group) -> (pool of each layer, slots)."""
+    plan = plan_cache(model, budget)
+    out = np.zeros((3, model.n_layer), dtype=np.int64)
+    for g in plan.groups if plan.starts else ():
+        if g.cached:
+            rec = (work.rec_layer, work.rec_ntok, work.rec_off, work.rec_ubatch, group_records(work, g, model.n_expert))
+            out += np.array(lru_lists_pass(*rec, work.ids, work.k, model.n_expert, *pools_of(g), idle))
+    return out
+
+
+def plain_priority_pool(entries, prio, n_slots, n_layer, bypass):
+    """The priority pool of policies.priority_pool written plainly: the victim is the resident key outside the
+    record with the lowest (priority, sequence of its last use); misses are placed highest priority first."""
+    out = np.zeros((3, n_layer), dtype=np.int64)
+    resident, seq = {}, 0
+    bounds = entries.record_bounds()
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        record, misses = set(entries.key[lo:hi].tolist()), []
+        for i in range(lo, hi):
+            key = int(entries.key[i])
+            if key in resident:
+                out[0, key // entries.n_expert] += 1
+                resident[key], seq = (prio[i], seq), seq + 1
+            else:
+                misses.append(i)
+        for i in sorted(misses, key=lambda i: -prio[i]):
+            key = int(entries.key[i])
+            if len(resident) >= n_slots:
+                others = [k for k in resident if k not in record]
+                victim = min(others, key=lambda k: resident[k]) if others else None
+                if victim is None or (bypass and resident[victim][0] >= prio[i]):
+                    out[2, key // entries.n_expert] += 1
+                    continue
+                del resident[victim]
+            resident[key], seq = (prio[i], seq), seq + 1
+            out[1, key // entries.n_expert] += 1
+    return out
+
+
+SHARED = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@SHARED
+@given(random_runs(), st.lists(st.integers(1, 60), min_size=1, max_size=5), st.integers(1, 4))
+def test_lazy_unload_in_one_kernel_pass_equals_the_list_replay_of_each_budget(run, budgets, idle):
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    knobs = {"idle_rounds": idle, "cooldown_ms": 0.0}
+
+    def one_pool(g):
+        pool_of = np.where(np.isin(np.arange(n_layer), g.layers), 0, -1)
+        return pool_of, np.array([g.n_slots])
+
+    for res, budget in zip(run_policy("lazy-unload", model, work, budgets, **knobs), budgets, strict=True):
+        assert np.array_equal(
+            np.array([res.hits, res.uploads, res.cpu]), list_replay(work, model, budget, one_pool, idle)
+        )
+
+
+@SHARED
+@given(random_runs(), st.lists(st.integers(1, 60), min_size=1, max_size=5))
+def test_per_layer_pools_in_kernel_passes_equal_the_list_replay_of_each_budget(run, budgets):
+    from moe_model.policies.per_layer import layer_pools
+
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    for res, budget in zip(run_policy("per-layer-lru", model, work, budgets), budgets, strict=True):
+        expected = list_replay(work, model, budget, lambda g: layer_pools(g.layers, g.n_slots, n_layer))
+        assert np.array_equal(np.array([res.hits, res.uploads, res.cpu]), expected)
+
+
+@SHARED
+@given(random_runs(), st.lists(st.integers(1, 60), min_size=1, max_size=5))
+def test_belady_and_the_static_set_equal_their_plain_definitions_at_each_budget(run, budgets):
+    from moe_model.policies.entries import PoolEntries
+
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    entries = PoolEntries.build(work)
+    belady, static = run_policy("belady", model, work, budgets), run_policy("static-hot-set", model, work, budgets)
+    for b, budget in enumerate(budgets):
+        plan = plan_cache(model, budget)
+        best, pinned_counts = np.zeros((3, n_layer), dtype=np.int64), np.zeros((3, n_layer), dtype=np.int64)
+        for g in plan.groups if plan.starts else ():
+            if g.cached:
+                sel = entries.select(g.layers, g.n_slots)
+                best += plain_priority_pool(sel, -sel.next_use().astype(float), g.n_slots, n_layer, True)
+                uses = np.bincount(sel.key, minlength=n_layer * n_expert)
+                hot = sorted(np.flatnonzero(uses), key=lambda key: (-uses[key], key))[: g.n_slots]
+                for key in hot:  # a pinned key: uploaded once, then hits; the others run on the CPU
+                    pinned_counts[:2, key // n_expert] += (uses[key] - 1, 1)
+                for key in set(np.flatnonzero(uses)) - set(hot):
+                    pinned_counts[2, key // n_expert] += uses[key]
+        assert np.array_equal(np.array([belady[b].hits, belady[b].uploads, belady[b].cpu]), best)
+        assert np.array_equal(np.array([static[b].hits, static[b].uploads, static[b].cpu]), pinned_counts)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from reference_lru import reference_counts
 
 from moe_model.errors import WorkloadError
+from moe_model.llama.pool_rule import pool_need
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import MIB, plan_cache
 from moe_model.readers.traces import load_recorded
@@ -111,6 +112,19 @@ def test_simulator_equals_the_plain_reference_for_random_traces_and_budgets(run,
         assert res.copied_experts == ref["copied"]
         uploaded = sum(m * g.slot_bytes for m, g in zip(ref["misses_by_group"], plan.groups, strict=True))
         assert res.uploaded_bytes == uploaded
+        assert res.bypassed_ubatches == plain_bypassed(records, plan, k, n_expert)
+
+
+def plain_bypassed(records, plan, k, n_expert):
+    """Ubatches with a record of a cached layer that has tokens and needs more slots than its group has."""
+    slots = {il: g.n_slots for g in plan.groups for il in g.layers}
+    return len(
+        {
+            ub
+            for ub, il, ntok, _ in records
+            if slots.get(il, 0) > 0 and ntok > 0 and pool_need(ntok, k, n_expert) > slots[il]
+        }
+    )
 
 
 def test_a_budget_cut_inside_a_record_uses_that_budgets_inner_order():

@@ -385,3 +385,70 @@ def test_a_streamed_recorded_trace_is_refused_with_the_message_of_a_loaded_one(t
     with pytest.raises(WorkloadError) as streamed:
         open_trace(str(tmp_path / "bad.npz"))
     assert str(streamed.value) == str(loaded.value)
+
+
+# --- token traces read forward from their NPZ: the records of the whole trace, never held whole ---
+
+
+@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize(
+    "batching",
+    [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(concurrency=9)],
+)
+def test_a_token_trace_read_forward_from_its_npz_replays_to_the_counts_of_the_whole_trace(
+    gt_model, tmp_path, monkeypatch, stored, batching
+):
+    import moe_model.llama.batching as batching_module
+    import moe_model.readers.traces as traces
+    from moe_model.routing.synthetic import Knobs, Shape, generate
+    from moe_model.workload import StreamedTokens
+
+    monkeypatch.setattr(batching_module, "TRACE_READ_AHEAD_ROWS", 2)  # windows refilled every other ubatch
+    monkeypatch.setattr(traces, "_INFLATE_BLOCK", 7)  # cursors read the deflated bytes 7 at a time
+    trace = generate(Shape(14, 128, 8), Knobs(), 300, seq_len=40)
+    path = tmp_path / "t.npz"
+    (np.savez if stored else np.savez_compressed)(path, experts=trace.experts, seq_offsets=trace.seq_offsets)
+    opened = open_trace(str(path))
+    assert isinstance(opened, StreamedTokens) and not hasattr(opened, "experts")
+    whole = build_workload(trace, batching, 128)
+    stream = stream_build(opened, batching, 128, max_records=50)
+    chunks = list(stream.chunks())
+    assert len(chunks) > 10 and np.array_equal(np.concatenate([c.ids for c in chunks]), whole.ids)
+    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
+        whole.n_records,
+        len(whole.ids),
+        whole.decode_tokens,
+    )
+    assert _counts(gt_model, stream) == _counts(gt_model, whole)
+
+
+def test_a_token_trace_beyond_the_in_memory_limits_is_streamed_not_refused(tmp_path, monkeypatch):
+    import moe_model.readers.traces as traces
+    from moe_model.workload import StreamedTokens
+
+    path = tmp_path / "t.npz"
+    save_npz(path, labelled_trace([5, 7]))  # 12 tokens x 3 layers x 2: 72 ids
+    monkeypatch.setattr(traces, "MAX_TRACE_IDS", 50)
+    with pytest.raises(WorkloadError, match="expert ids in the trace is 72, above this tool's limit of 50"):
+        load_any(str(path))
+    opened = open_trace(str(path))
+    assert isinstance(opened, StreamedTokens) and (opened.n_tokens, opened.n_seq, opened.n_expert) == (12, 2, 112)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"experts": np.full((4, 2, 2), 40_000)}, r"expert ids must be in 0\.\.4,095"),
+        ({"experts": np.zeros((4, 2, 2, 1), dtype=np.int16)}, "must be a non-empty integer array"),
+        ({"experts": np.zeros((4, 2, 2), dtype=np.int16), "seq_offsets": [0, 5]}, "must rise from 0 to n_tokens"),
+        ({"experts": np.zeros((4, 2, 2), dtype=np.int16), "ubatch": [0, 1, 0, 1]}, "non-decreasing index"),
+        ({"experts": np.zeros((4, 2, 2), dtype=np.float32)}, "holds float32, not integers"),
+    ],
+)
+def test_a_streamed_token_trace_is_refused_with_the_message_of_a_loaded_one(tmp_path, arrays, message):
+    np.savez_compressed(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(WorkloadError, match=message) as loaded:
+        load_any(str(tmp_path / "bad.npz"))
+    with pytest.raises(WorkloadError) as streamed:
+        open_trace(str(tmp_path / "bad.npz"))
+    assert str(streamed.value) == str(loaded.value)

@@ -1,44 +1,60 @@
 """How llama-server batches a token trace into the (ubatch, layer) records the cache sees.
 
-`build_workload` turns a `TokenTrace` into the ubatches llama-server would run: c sequences decoding in
+`build_workload` turns a token trace into the ubatches llama-server would run: c sequences decoding in
 lockstep, speculative verification batches, prompt ubatches (the last layer keeps only the output rows)
-and the start-up warm-up, in execution order; `stream_build` hands the same records out in chunks.
+and the start-up warm-up, in execution order; `stream_build` hands the same records out in chunks. The
+ubatches come from one generator (`_ubatches`) either way; a trace read from its file (`StreamedTokens`)
+is read forward, one cursor per decoding sequence, so neither the trace nor the workload is held.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from typing import NamedTuple
 
 import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.limits import (
     MAX_ROUTING_DRAWS,
+    MAX_TRACE_IDS,
     SIM_CHUNK_RECORDS,
     SIM_MEMORY_SHARE,
+    TRACE_READ_AHEAD_ROWS,
     WORKLOAD_BYTES_PER_LOOKUP,
     available_memory_bytes,
+    check_at_most,
 )
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
     PHASE_WARMUP,
     Batching,
+    RowCursor,
+    RowReader,
+    StreamedTokens,
     TokenTrace,
     Workload,
     WorkloadStream,
     stream_of,
 )
 
+DRAWN = -1  # the "sequence" of rows drawn from the trace's popularity (warm-up and prompts)
 
-@dataclass
-class _Ubatches:
-    """Ubatches under construction: token rows (into an experts array) and per-ubatch facts."""
 
-    tokens: list[np.ndarray] = field(default_factory=list)
-    phase: list[int] = field(default_factory=list)
-    last_layer_ntok: list[int] = field(default_factory=list)  # -1: all layers see every token
+class _Ubatch(NamedTuple):
+    """One ubatch: rows (sequence, first, end) of its sequences (DRAWN: rows of the drawn block), in order."""
+
+    phase: int
+    last_layer_ntok: int  # -1: all layers see every token
+    parts: tuple[tuple[int, int, int], ...]
+    finished: tuple[int, ...] = ()  # sequences whose last rows this ubatch read
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(end - first for _, first, end in self.parts)
 
 
 def _accepted_drafts(rng: np.random.Generator, draft_tokens: int, accept_rate: float) -> int:
@@ -49,38 +65,58 @@ def _accepted_drafts(rng: np.random.Generator, draft_tokens: int, accept_rate: f
     return draft_tokens if ok.all() else int(np.argmin(ok))
 
 
-def _schedule(trace: TokenTrace, batching: Batching, rng: np.random.Generator) -> list[tuple[str, object]]:
-    """Events in server order: ("prompt", seq) when a stream takes a sequence, ("decode", rows) per step.
-
-    c streams decode in lockstep, one verification of up to d+1 tokens each; a finished stream
-    takes the next sequence.
-    """
+def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.random.Generator) -> Iterator[_Ubatch]:
+    """Every ubatch in server order: the warm-up, then c streams decoding in lockstep (one verification of up
+    to d+1 tokens each; a finished stream takes the next sequence, whose prompt ubatches come first)."""
+    drawn = 0
+    if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
+        yield _Ubatch(PHASE_WARMUP, 1, ((DRAWN, 0, 2),))
+        drawn = 2
+    if trace.ubatch is not None:
+        yield from _given_ubatches(trace.ubatch)
+        return
     starts, ends = trace.seq_offsets[:-1], trace.seq_offsets[1:]
-    queue = [s for s in range(trace.n_seq) if ends[s] > starts[s]][::-1]
-    streams: list[list[int]] = []  # [next token row, end row]
-    events: list[tuple[str, object]] = []
+    waiting = (s for s in range(trace.n_seq) if ends[s] > starts[s])
     width = batching.draft_tokens + 1
-    while queue or streams:
-        while queue and len(streams) < batching.concurrency:
-            s = queue.pop()
-            streams.append([int(starts[s]), int(ends[s])])
-            events.append(("prompt", s))
-        rows = []
+    streams: list[list[int]] = []  # [sequence, next row, end row]
+    following = next(waiting, None)
+    while following is not None or streams:
+        while following is not None and len(streams) < batching.concurrency:
+            streams.append([following, int(starts[following]), int(ends[following])])
+            for first in range(0, batching.prompt_tokens, batching.ubatch_size):
+                end = min(first + batching.ubatch_size, batching.prompt_tokens)
+                last = 1 if end == batching.prompt_tokens else 0  # only the last prompt ubatch has an output
+                yield _Ubatch(PHASE_PROMPT, last, ((DRAWN, drawn + first, drawn + end),))
+            drawn += batching.prompt_tokens
+            following = next(waiting, None)
+        parts = []
         for stream in streams:
-            pos, end = stream
-            rows.append(np.arange(pos, min(pos + width, end)))
-            stream[0] = pos + 1 + _accepted_drafts(rng, batching.draft_tokens, batching.accept_rate)
-        events.append(("decode", np.concatenate(rows)))
-        streams = [st for st in streams if st[0] < st[1]]
-    return events
+            seq, pos, end = stream
+            parts.append((seq, pos, min(pos + width, end)))
+            stream[1] = pos + 1 + _accepted_drafts(rng, batching.draft_tokens, batching.accept_rate)
+        done = tuple(st[0] for st in streams if st[1] >= st[2])
+        yield _Ubatch(PHASE_DECODE, -1, tuple(parts), done)
+        streams = [st for st in streams if st[1] < st[2]]
+
+
+def _given_ubatches(ubatch: np.ndarray) -> Iterator[_Ubatch]:
+    """A trace's own ubatch index: runs of equal values, rows in order (one stream)."""
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(ubatch)) + 1, [len(ubatch)]])
+    for first, end in zip(bounds[:-1], bounds[1:], strict=True):
+        yield _Ubatch(PHASE_DECODE, -1, ((0, int(first), int(end)),))
 
 
 def layer_popularity(experts: np.ndarray, n_expert: int) -> np.ndarray:
     """Per layer selection frequency of each expert (add-one smoothed): [n_layer, n_expert]."""
     n_layer = experts.shape[1]
     flat = (np.arange(n_layer)[None, :, None] * n_expert + experts.astype(np.int64)).ravel()
-    counts = np.bincount(flat, minlength=n_layer * n_expert).reshape(n_layer, n_expert) + 1.0
-    return counts / counts.sum(axis=1, keepdims=True)
+    return popularity_from_counts(np.bincount(flat, minlength=n_layer * n_expert).reshape(n_layer, n_expert))
+
+
+def popularity_from_counts(counts: np.ndarray) -> np.ndarray:
+    """Per layer selection frequency (add-one smoothed) from each layer's selection counts [n_layer, n_expert]."""
+    smoothed = counts + 1.0
+    return smoothed / smoothed.sum(axis=1, keepdims=True)
 
 
 def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random.Generator) -> np.ndarray:
@@ -96,16 +132,7 @@ def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random
     return out
 
 
-def _prompt_ubatches(first_row: int, n_tokens: int, ubatch_size: int) -> list[tuple[np.ndarray, int]]:
-    """Rows of each prompt ubatch; only the last one has an output token (its last layer sees 1)."""
-    out = []
-    for start in range(0, n_tokens, ubatch_size):
-        end = min(start + ubatch_size, n_tokens)
-        out.append((np.arange(first_row + start, first_row + end), 1 if end == n_tokens else 0))
-    return out
-
-
-def _synthetic_rows(trace: TokenTrace, batching: Batching, n_expert: int) -> int:
+def _synthetic_rows(trace: TokenTrace | StreamedTokens, batching: Batching, n_expert: int) -> int:
     """Tokens of warm-up and prompt routing to draw, refused beyond MAX_ROUTING_DRAWS before drawing."""
     needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
     if needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:
@@ -116,37 +143,22 @@ def _synthetic_rows(trace: TokenTrace, batching: Batching, n_expert: int) -> int
     return needed
 
 
-def _collect_ubatches(trace: TokenTrace, batching: Batching, rng: np.random.Generator, n_expert: int, synthetic: int):
-    """All ubatches in order, and the drawn routing of the rows past the trace's own (warm-up, prompts)."""
-    ub = _Ubatches()
-    extra = trace.experts[:0]
-    if synthetic:  # warm-up and prompts are not in per-token traces: drawn from the trace's popularity
-        extra = sample_routing(layer_popularity(trace.experts, n_expert), trace.k, synthetic, rng)
-    next_extra = trace.n_tokens
-    if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
-        ub.tokens.append(np.arange(next_extra, next_extra + 2))
-        ub.phase.append(PHASE_WARMUP)
-        ub.last_layer_ntok.append(1)
-        next_extra += 2
-    if trace.ubatch is not None:
-        bounds = np.flatnonzero(np.diff(trace.ubatch)) + 1
-        for rows in np.split(np.arange(trace.n_tokens), bounds):
-            ub.tokens.append(rows)
-            ub.phase.append(PHASE_DECODE)
-            ub.last_layer_ntok.append(-1)
-        return ub, extra
-    for kind, value in _schedule(trace, batching, rng):
-        if kind == "prompt":
-            for rows, last in _prompt_ubatches(next_extra, batching.prompt_tokens, batching.ubatch_size):
-                ub.tokens.append(rows)
-                ub.phase.append(PHASE_PROMPT)
-                ub.last_layer_ntok.append(last)
-            next_extra += batching.prompt_tokens
-        else:
-            ub.tokens.append(value)
-            ub.phase.append(PHASE_DECODE)
-            ub.last_layer_ntok.append(-1)
-    return ub, extra
+def _drawn_rows(
+    trace: TokenTrace | StreamedTokens, batching: Batching, n_expert: int
+) -> tuple[np.ndarray, np.random.Generator]:
+    """The warm-up and prompt rows, drawn from the trace's per-layer popularity (they are not in per-token
+    traces), and the random generator the schedule goes on with."""
+    synthetic = _synthetic_rows(trace, batching, n_expert)
+    rng = np.random.default_rng(batching.seed)
+    if not synthetic:
+        return np.zeros((0, trace.n_layer, trace.k), dtype=np.int16), rng
+    if isinstance(trace, StreamedTokens):
+        counts = np.zeros((trace.n_layer, n_expert), dtype=np.int64)
+        counts[:, : trace.expert_counts.shape[1]] = trace.expert_counts
+        popularity = popularity_from_counts(counts)
+    else:
+        popularity = layer_popularity(trace.experts, n_expert)
+    return sample_routing(popularity, trace.k, synthetic, rng), rng
 
 
 def check_build_memory(n_lookups: int, available: int | None = None) -> None:
@@ -160,7 +172,67 @@ def check_build_memory(n_lookups: int, available: int | None = None) -> None:
         )
 
 
-def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert: int | None = None) -> Workload:
+class _HeldRows:
+    """Token rows of a held trace: every ubatch's rows gathered at once (one fancy index per chunk)."""
+
+    def __init__(self, experts: np.ndarray, drawn: np.ndarray) -> None:
+        self.experts, self.drawn = experts, drawn
+
+    def of(self, ubatches: list[_Ubatch]) -> np.ndarray:
+        n = len(self.experts)
+        rows = [np.arange(a, b) + (n if seq == DRAWN else 0) for ub in ubatches for seq, a, b in ub.parts]
+        rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        out = np.empty((len(rows), *self.experts.shape[1:]), dtype=np.int16)
+        own = rows < n
+        out[own] = self.experts[rows[own]]
+        out[~own] = self.drawn[rows[~own] - n]
+        return out
+
+
+class _Window:
+    """One decoding sequence's rows, read forward with read-ahead: a verification reads rows [pos, pos + d + 1)
+    and the next one starts at most d + 1 rows later, so only rows from pos on are kept."""
+
+    def __init__(self, cursor: RowCursor, first: int, n_tokens: int) -> None:
+        self.cursor, self.first, self.read_to, self.n_tokens = cursor, first, first, n_tokens
+        self.buf: np.ndarray | None = None
+
+    def rows(self, first: int, end: int) -> np.ndarray:
+        buf = self.buf[first - self.first :] if self.buf is not None else None
+        if end > self.read_to:
+            n = min(max(end - self.read_to, TRACE_READ_AHEAD_ROWS), self.n_tokens - self.read_to)
+            more = self.cursor.take(n)
+            buf = more if buf is None or not len(buf) else np.concatenate([buf, more])
+            self.read_to += n
+        self.buf, self.first = buf, first
+        return buf[: end - first]
+
+
+class _StreamedRows:
+    """Token rows of a trace read forward: one window per decoding sequence, dropped when it finishes."""
+
+    def __init__(self, reader: RowReader, drawn: np.ndarray, n_tokens: int) -> None:
+        self.reader, self.drawn, self.n_tokens = reader, drawn, n_tokens
+        self.windows: dict[int, _Window] = {}
+
+    def of(self, ubatches: list[_Ubatch]) -> np.ndarray:
+        pieces = []
+        for ub in ubatches:
+            for seq, a, b in ub.parts:
+                if seq == DRAWN:
+                    pieces.append(self.drawn[a:b])
+                    continue
+                if seq not in self.windows:
+                    self.windows[seq] = _Window(self.reader.cursor(a), a, self.n_tokens)
+                pieces.append(self.windows[seq].rows(a, b))
+            for seq in ub.finished:
+                self.windows.pop(seq, None)
+        return np.concatenate(pieces) if pieces else self.drawn[:0]
+
+
+def build_workload(
+    trace: TokenTrace | StreamedTokens, batching: Batching | None = None, n_expert: int | None = None
+) -> Workload:
     """The records llama-server would feed the cache for this trace and batching.
 
     Prompt and warm-up routing is not in per-token traces: it is drawn from each layer's expert
@@ -169,50 +241,50 @@ def build_workload(trace: TokenTrace, batching: Batching | None = None, n_expert
     batching = batching or Batching()
     n_expert = max(n_expert or 0, trace.n_expert)
     synthetic = _synthetic_rows(trace, batching, n_expert)
-    check_build_memory((trace.n_tokens + synthetic) * trace.n_layer * trace.k)  # before anything is drawn
-    ub, extra = _collect_ubatches(trace, batching, np.random.default_rng(batching.seed), n_expert, synthetic)
-    return _ubatch_records(trace, ub, extra, n_expert, 0, len(ub.tokens))
+    n_lookups = (trace.n_tokens + synthetic) * trace.n_layer * trace.k
+    if isinstance(trace, StreamedTokens):  # held whole here: the in-memory limit of a loaded trace applies
+        check_at_most(n_lookups, MAX_TRACE_IDS, "expert ids in the trace and its drawn rows", WorkloadError)
+    check_build_memory(n_lookups)  # before anything is drawn
+    drawn, rng = _drawn_rows(trace, batching, n_expert)
+    ubatches = list(_ubatches(trace, batching, rng))
+    if isinstance(trace, StreamedTokens):
+        with trace.open_reader() as reader:
+            rows = _StreamedRows(reader, drawn, trace.n_tokens).of(ubatches)
+    else:
+        rows = _HeldRows(trace.experts, drawn).of(ubatches)
+    return _ubatch_records(rows, ubatches, 0, trace.n_layer, trace.k, n_expert, trace.label)
 
 
-def _ubatch_records(trace: TokenTrace, ub: _Ubatches, extra: np.ndarray, n_expert: int, lo: int, hi: int) -> Workload:
-    """The records of ubatches lo..hi-1 (ubatch indices kept, offsets into this slice's own ids)."""
-    n_layer, k = trace.n_layer, trace.k
-    sizes = np.array([len(t) for t in ub.tokens[lo:hi]], dtype=np.int64)
+def _ubatch_records(
+    rows: np.ndarray, ubatches: list[_Ubatch], lo: int, n_layer: int, k: int, n_expert: int, label: str
+) -> Workload:
+    """The records of `ubatches` (numbered from lo; offsets into their own ids) from their token rows."""
+    sizes = np.array([ub.n_tokens for ub in ubatches], dtype=np.int64)
     rec_ntok = np.repeat(sizes, n_layer).reshape(-1, n_layer)
-    last = np.array(ub.last_layer_ntok[lo:hi])
+    last = np.array([ub.last_layer_ntok for ub in ubatches], dtype=np.int64)
     rec_ntok[last >= 0, -1] = last[last >= 0]
-    rows = np.concatenate(ub.tokens[lo:hi])
     token_ub = np.repeat(np.arange(len(sizes)), sizes)
     # records are (ubatch, layer); inside one, the ubatch's tokens in order (a stable sort by key)
     order = np.argsort((token_ub[:, None] * n_layer + np.arange(n_layer)[None, :]).ravel(), kind="stable")
-    per_layer_ids = _rows(trace.experts, extra, rows).reshape(len(rows) * n_layer, k)[order]
+    per_layer_ids = rows.reshape(len(rows) * n_layer, k)[order]
     keep = _keep_output_rows(sizes, rec_ntok, n_layer)
     ids = per_layer_ids[keep].ravel().astype(np.int32)
     rec_ntok = rec_ntok.ravel().astype(np.int32)
     rec_off = np.concatenate([[0], np.cumsum(rec_ntok.astype(np.int64) * k)[:-1]])
-    phases = np.array(ub.phase[lo:hi], dtype=np.int8)
+    phases = np.array([ub.phase for ub in ubatches], dtype=np.int8)
     return Workload(
         n_layer,
         n_expert,
         k,
-        np.repeat(np.arange(lo, hi), n_layer),
+        np.repeat(np.arange(lo, lo + len(sizes)), n_layer),
         np.tile(np.arange(n_layer, dtype=np.int32), len(sizes)),
         rec_ntok,
         rec_off,
         np.repeat(phases, n_layer),
         ids,
         int(sizes[phases == PHASE_DECODE].sum()),
-        trace.label,
+        label,
     )
-
-
-def _rows(experts: np.ndarray, extra: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """experts[rows] of the trace followed by the drawn rows, without concatenating the two."""
-    out = np.empty((len(rows), *experts.shape[1:]), dtype=experts.dtype)
-    own = rows < len(experts)
-    out[own] = experts[rows[own]]
-    out[~own] = extra[rows[~own] - len(experts)]
-    return out
 
 
 def _keep_output_rows(sizes: np.ndarray, rec_ntok: np.ndarray, n_layer: int) -> np.ndarray:
@@ -224,12 +296,14 @@ def _keep_output_rows(sizes: np.ndarray, rec_ntok: np.ndarray, n_layer: int) -> 
     return pos >= np.repeat(n_rows - seen, n_rows)
 
 
-def workload_from(item: TokenTrace | Workload, batching: Batching, n_expert: int) -> Workload:
+def workload_from(item: TokenTrace | StreamedTokens | Workload, batching: Batching, n_expert: int) -> Workload:
     """Recorded workloads replay as recorded; token traces are batched."""
     return item if isinstance(item, Workload) else build_workload(item, batching, n_expert)
 
 
-def stream_from(item: TokenTrace | Workload | WorkloadStream, batching: Batching, n_expert: int) -> WorkloadStream:
+def stream_from(
+    item: TokenTrace | StreamedTokens | Workload | WorkloadStream, batching: Batching, n_expert: int
+) -> WorkloadStream:
     """Any trace as a stream: recorded workloads as recorded, token traces batched chunk by chunk."""
     if isinstance(item, WorkloadStream):
         return item
@@ -238,43 +312,67 @@ def stream_from(item: TokenTrace | Workload | WorkloadStream, batching: Batching
     return stream_build(item, batching, n_expert)
 
 
+class _Totals(NamedTuple):
+    n_ubatches: int
+    ntok_values: np.ndarray
+    n_lookups: int
+    decode_tokens: int
+
+
+def _totals(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.random.Generator) -> _Totals:
+    """What a stream needs up front, from one pass over the schedule (no rows read)."""
+    n_layer, n_ub, lookups, decode = trace.n_layer, 0, 0, 0
+    values: set[int] = set()
+    for ub in _ubatches(trace, batching, rng):
+        size = ub.n_tokens
+        last = size if ub.last_layer_ntok < 0 else ub.last_layer_ntok  # the last layer may see only the output
+        values.update((size, last) if n_layer > 1 else (last,))
+        lookups += ((n_layer - 1) * size + last) * trace.k
+        decode += size if ub.phase == PHASE_DECODE else 0
+        n_ub += 1
+    return _Totals(n_ub, np.array(sorted(values), dtype=np.int64), lookups, decode)
+
+
 def stream_build(
-    trace: TokenTrace,
+    trace: TokenTrace | StreamedTokens,
     batching: Batching | None = None,
     n_expert: int | None = None,
     max_records: int = SIM_CHUNK_RECORDS,
 ) -> WorkloadStream:
     """build_workload's records, built chunk by chunk of whole ubatches: the same records, never all at once.
 
-    Only the trace (2 bytes per lookup as int16) and its drawn warm-up and prompt rows are held, not the
-    workload (36 bytes per lookup). The trace itself is held, not streamed from its file: c streams decode
-    in lockstep, so one ubatch takes tokens of c sequences from far-apart places in the `experts` array,
-    which a forward-only read of a deflated NPZ member cannot serve.
+    Neither the workload (36 bytes per lookup) nor the schedule is held: it is generated again for each pass,
+    from the same random state. A held trace is indexed; a `StreamedTokens` is read forward from its file, one
+    cursor (with a few rows of read-ahead) per decoding sequence, so memory does not grow with its length.
     """
     batching = batching or Batching()
     n_expert = max(n_expert or 0, trace.n_expert)
-    synthetic = _synthetic_rows(trace, batching, n_expert)
-    ub, extra = _collect_ubatches(trace, batching, np.random.default_rng(batching.seed), n_expert, synthetic)
-    n_layer, n_ub = trace.n_layer, len(ub.tokens)
-    sizes = np.array([len(t) for t in ub.tokens], dtype=np.int64)
-    last = np.array(ub.last_layer_ntok, dtype=np.int64)
-    last_layer = np.where(last >= 0, last, sizes)  # the last layer may see only the output token
-    other_layers = sizes if n_layer > 1 else sizes[:0]
-    per_chunk = max(1, max_records // n_layer)
+    drawn, rng = _drawn_rows(trace, batching, n_expert)
+    totals = _totals(trace, batching, copy.deepcopy(rng))
+    per_chunk = max(1, max_records // trace.n_layer)
 
     def chunks() -> Iterator[Workload]:
-        for lo in range(0, n_ub, per_chunk):
-            yield _ubatch_records(trace, ub, extra, n_expert, lo, min(lo + per_chunk, n_ub))
+        with trace.open_reader() if isinstance(trace, StreamedTokens) else nullcontext() as reader:
+            source = _HeldRows(trace.experts, drawn) if reader is None else _StreamedRows(reader, drawn, trace.n_tokens)
+            batch: list[_Ubatch] = []
+            lo = 0
+            for ub in _ubatches(trace, batching, copy.deepcopy(rng)):
+                batch.append(ub)
+                if len(batch) == per_chunk:
+                    yield _ubatch_records(source.of(batch), batch, lo, trace.n_layer, trace.k, n_expert, trace.label)
+                    lo, batch = lo + len(batch), []
+            if batch:
+                yield _ubatch_records(source.of(batch), batch, lo, trace.n_layer, trace.k, n_expert, trace.label)
 
     return WorkloadStream(
-        n_layer,
+        trace.n_layer,
         n_expert,
         trace.k,
-        np.unique(np.concatenate([other_layers, last_layer])),
-        n_ub * n_layer,
-        int(((n_layer - 1) * sizes + last_layer).sum()) * trace.k,
-        int(sizes[np.array(ub.phase) == PHASE_DECODE].sum()),
-        n_ub,
+        totals.ntok_values,
+        totals.n_ubatches * trace.n_layer,
+        totals.n_lookups,
+        totals.decode_tokens,
+        totals.n_ubatches,
         chunks,
         trace.label,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
+from numba import njit
 
 from moe_model.errors import WorkloadError
 
@@ -95,56 +95,38 @@ def _bit(words, j):
 
 
 @njit(cache=True, nogil=True)
-def _set_from(words, j):
-    """Set every bit from j on, clear the bits below."""
-    for w in range(len(words)):
-        lo = w * 64
-        if j <= lo:
-            words[w] = ~np.uint64(0)
-        elif j < lo + 64:
-            words[w] = ~np.uint64(0) << np.uint64(j - lo)
-        else:
-            words[w] = np.uint64(0)
+def _cached_in(q, j, ent_lo, ent_hi, ent_mask) -> bool:
+    """Whether entry q's key was a hit in pool j: every pool from ent_hi on, the window's bits below."""
+    return j >= ent_hi[q] or (j >= ent_lo[q] and _bit(ent_mask[q], j) != 0)
 
 
 @njit(cache=True, nogil=True)
-def _status(
-    key, n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, caps, lut, n_expert, out
-):
-    """Writes into `out` the bits of the pool sizes in which `key` is cached now; returns (j_lo, j_hi):
-    every pool from j_hi on holds it, pools below j_lo do not, the bits between were decided one by one."""
-    p = last_rec[key]
-    n_pools = len(caps)
-    if p < 0:
-        out[:] = 0
-        return n_pools, n_pools
-    d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
-    mates = cnt[p] - 1
-    j_lo = _first_above(lut, d)
-    j_hi = _first_above(lut, d + mates)
-    _set_from(out, j_hi)
-    if j_lo >= j_hi:
-        return j_hi, j_hi
+def _resolve(key, p, d, j_lo, j_hi, last_rec, last_ent, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask,
+             caps, n_expert, out):  # fmt: skip
+    """The rare pools whose cut falls inside `key`'s last record p (d keys used since): its rank there depends
+    on which of the record's keys were hits in that pool. Writes bits j_lo..j_hi-1 of `out`."""
     me = last_ent[key]
     fa_e = ent_fa[me]
     expert = key % n_expert
-    for j in range(j_lo, min(j_hi, n_pools)):
-        hit_e = _bit(ent_mask[me], j) != 0
+    for j in range(j_lo, j_hi):
+        hit_e = _cached_in(me, j, ent_lo, ent_hi, ent_mask)
         newer = 0
         for q in range(ent_start[p], ent_start[p] + ent_nu[p]):
             f = ent_key[q]
             if f == key or last_rec[f] != p:
                 continue
-            hit_f = _bit(ent_mask[q], j) != 0
+            hit_f = _cached_in(q, j, ent_lo, ent_hi, ent_mask)
             if hit_e and hit_f:
                 newer += ent_fa[q] > fa_e  # hits are refreshed in first-appearance order
             elif hit_e:
                 newer += 1  # misses are filled after every hit
             elif not hit_f:
                 newer += f % n_expert > expert  # misses are filled in expert-id order
+        bit = np.uint64(1) << np.uint64(j & 63)
         if d + newer < caps[j]:
-            out[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
-    return j_lo, j_hi
+            out[j >> 6] |= bit
+        else:
+            out[j >> 6] &= ~bit
 
 
 # slots of LruState.scalars
@@ -156,7 +138,8 @@ class LruState:
     """One pass's state between chunks of records, sized by the model (keys), never by the trace.
 
     Only a key's last use matters, so the records and entries no key still points at are dropped
-    whenever the arrays fill (`_compact`): at most n_layer x n_expert of each survive.
+    whenever the arrays fill (`_compact`): at most n_layer x n_expert of each survive. An entry's hits are
+    every pool from ent_hi on, plus, between ent_lo and ent_hi, the bits of its mask words.
     """
 
     caps: np.ndarray
@@ -170,7 +153,10 @@ class LruState:
     ent_nu: np.ndarray
     ent_key: np.ndarray
     ent_fa: np.ndarray
+    ent_lo: np.ndarray
+    ent_hi: np.ndarray
     ent_mask: np.ndarray
+    last_round: np.ndarray  # per key, the round (ubatch) of its last use, kept only when unloading idle keys
     stamp: np.ndarray
     hist: np.ndarray
     direct: np.ndarray
@@ -182,8 +168,8 @@ class LruState:
 def state_bytes(n_layer: int, n_expert: int, n_pools: int) -> int:
     """Bytes of one LruState (the arrays `new_state` allocates)."""
     n_keys, n_words = n_layer * n_expert, -(-n_pools // 64)
-    entries = (12 + 8 * n_words) * (2 * n_keys + n_expert)
-    return 16 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
+    entries = (20 + 8 * n_words) * (2 * n_keys + n_expert)
+    return 24 * n_keys + 32 * (2 * n_keys + 16) + entries + 24 * n_layer * 2 * (n_pools + 1)
 
 
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
@@ -204,7 +190,10 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
         np.zeros(n_rec, dtype=np.int64),
         np.empty(n_ent, dtype=np.int64),
         np.empty(n_ent, dtype=np.int32),
+        np.empty(n_ent, dtype=np.int32),
+        np.empty(n_ent, dtype=np.int32),
         np.empty((n_ent, -(-n_pools // 64)), dtype=np.uint64),
+        np.zeros(n_keys, dtype=np.int64),
         np.zeros(n_expert, dtype=np.int64),
         np.zeros((n_layer, 2, n_pools + 1), dtype=np.int64),
         np.zeros((n_layer, 2, n_pools), dtype=np.int64),
@@ -214,13 +203,22 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int) -> LruState:
     )
 
 
-def feed(state: LruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
-    """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing `state`."""
+def feed(
+    state: LruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int,
+    rec_round: np.ndarray | None = None, idle: int = 0,
+) -> None:  # fmt: skip
+    """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing `state`.
+    Runs without the GIL: passes of different states may be fed from different threads at once.
+
+    idle > 0 models lazy unloading (policies.lazy_unload): a key not looked up in the last `idle` rounds
+    (rec_round: each record's ubatch) was unloaded, so it misses in every pool and is placed with the misses;
+    the cache is then the LRU's minus its idle keys, which sit at the head of its list."""
     s = state
+    rounds = np.zeros(0, dtype=np.int64) if rec_round is None else rec_round
     _feed(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.caps, s.lut, s.scalars,
-        s.last_rec, s.last_ent, s.fen, s.cnt, s.ent_start, s.ent_nu, s.ent_key, s.ent_fa, s.ent_mask, s.stamp,
-        s.hist, s.direct, s.distinct, s.probe_hist, s.probe_direct,
+        s.last_rec, s.last_ent, s.fen, s.cnt, s.ent_start, s.ent_nu, s.ent_key, s.ent_fa, s.ent_lo, s.ent_hi,
+        s.ent_mask, s.stamp, s.hist, s.direct, s.distinct, s.probe_hist, s.probe_direct, rounds, idle, s.last_round,
     )  # fmt: skip
 
 
@@ -242,7 +240,7 @@ def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert
 
 
 @njit(cache=True, nogil=True)
-def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask):
+def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask):
     """Drop records and entries no key points at, in order; the counts and the Fenwick tree are rebuilt."""
     n_rec = scalars[_N_REC]
     new_id = np.full(n_rec, -1, dtype=np.int64)
@@ -257,7 +255,9 @@ def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, 
             f = ent_key[q]
             if last_rec[f] == p and last_ent[f] == q:
                 ent_key[n_ent], ent_fa[n_ent] = f, ent_fa[q]
-                ent_mask[n_ent, :] = ent_mask[q, :]
+                ent_lo[n_ent], ent_hi[n_ent] = ent_lo[q], ent_hi[q]
+                if ent_lo[q] < ent_hi[q]:
+                    ent_mask[n_ent, :] = ent_mask[q, :]
                 last_ent[f] = n_ent
                 n_ent += 1
         ent_nu[kept] = n_ent - ent_start[kept]
@@ -268,20 +268,24 @@ def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, 
             last_rec[key] = new_id[last_rec[key]]
     cnt[kept:] = 0
     fen[:] = 0
-    for p in range(kept):
-        _add(fen, p, cnt[p])
+    fen[1 : kept + 1] = cnt[:kept]
+    for i in range(1, len(fen)):  # the Fenwick tree of the counts, built in linear time
+        parent = i + (i & -i)
+        if parent < len(fen):
+            fen[parent] += fen[i]
     scalars[_N_REC], scalars[_N_ENT] = kept, n_ent
 
 
 @njit(cache=True, nogil=True)
 def _feed(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, caps, lut, scalars,
-    last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask, stamp,
-    hist, direct, distinct, probe_hist, probe_direct,
+    last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask, stamp,
+    hist, direct, distinct, probe_hist, probe_direct, rec_round, idle, last_round,
 ):  # fmt: skip
     n_pools = len(caps)
     uniq = np.empty(n_expert, dtype=np.int64)
-    masks = np.empty((n_expert, ent_mask.shape[1]), dtype=np.uint64)
+    window = np.empty((n_expert, ent_mask.shape[1]), dtype=np.uint64)
+    dist = np.empty(n_expert, dtype=np.int64)
     lows = np.empty(n_expert, dtype=np.int64)
     highs = np.empty(n_expert, dtype=np.int64)
     n_seen, t, e_ptr, tick = scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP]
@@ -298,22 +302,37 @@ def _feed(
                 uniq[nu] = e
                 nu += 1
         base = rec_layer[r] * n_expert
-        for u in range(nu):
-            lows[u], highs[u] = _status(
-                base + uniq[u], n_seen, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask,
-                caps, lut, n_expert, masks[u],
-            )  # fmt: skip
+        n_open = 0
+        for u in range(nu):  # the fast pass: the pools below j_lo miss, from j_hi on they hit
+            p = last_rec[base + uniq[u]]
+            if p < 0 or (idle > 0 and rec_round[r] - last_round[base + uniq[u]] > idle):
+                lows[u] = highs[u] = n_pools
+                continue
+            d = n_seen - _prefix(fen, p)  # keys whose last use came after record p
+            dist[u] = d
+            lows[u] = _first_above(lut, d)
+            highs[u] = _first_above(lut, d + cnt[p] - 1)
+            n_open += lows[u] < highs[u]
+        for u in range(nu if n_open else 0):  # then the rare pools cut inside a last record
+            if lows[u] < highs[u]:
+                key = base + uniq[u]
+                _resolve(
+                    key, last_rec[key], dist[u], lows[u], highs[u], last_rec, last_ent, ent_start, ent_nu, ent_key,
+                    ent_fa, ent_lo, ent_hi, ent_mask, caps, n_expert, window[u],
+                )  # fmt: skip
         if mode == MODE_PROBE:
             for u in range(nu):
-                _count(masks[u], lows[u], highs[u], probe_hist, probe_direct, n_pools)
+                _count(window[u], lows[u], highs[u], probe_hist, probe_direct)
             continue
         layer, cls = rec_layer[r], rec_large[r]
         distinct[layer, cls] += nu
         for u in range(nu):
-            _count(masks[u], lows[u], highs[u], hist[layer, cls], direct[layer, cls], n_pools)
+            _count(window[u], lows[u], highs[u], hist[layer, cls], direct[layer, cls])
         if t == len(cnt) or e_ptr + nu > len(ent_key):
             scalars[_N_REC], scalars[_N_ENT] = t, e_ptr
-            _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_mask)
+            _compact(
+                scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask
+            )
             t, e_ptr = scalars[_N_REC], scalars[_N_ENT]
         ent_start[t] = e_ptr
         ent_nu[t] = nu
@@ -325,22 +344,26 @@ def _feed(
                 cnt[p] -= 1
             else:
                 n_seen += 1
-            _add(fen, t, 1)
-            cnt[t] += 1
             last_rec[key] = t
             last_ent[key] = e_ptr
+            if idle > 0:
+                last_round[key] = rec_round[r]
             ent_key[e_ptr] = key
             ent_fa[e_ptr] = u
-            ent_mask[e_ptr, :] = masks[u, :]
+            ent_lo[e_ptr], ent_hi[e_ptr] = lows[u], highs[u]
+            if lows[u] < highs[u]:
+                ent_mask[e_ptr, :] = window[u, :]
             e_ptr += 1
+        _add(fen, t, nu)  # the record's keys all have their last use here now
+        cnt[t] = nu
         t += 1
     scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP] = n_seen, t, e_ptr, tick
 
 
 @njit(cache=True, nogil=True)
-def _count(mask, j_lo, j_hi, hist, direct, n_pools):
+def _count(window, j_lo, j_hi, hist, direct):
     """Add one lookup: pools from j_hi on all hit (counted once, summed later), the window bit by bit."""
     hist[j_hi] += 1
-    for j in range(j_lo, min(j_hi, n_pools)):
-        if _bit(mask, j):
+    for j in range(j_lo, j_hi):
+        if _bit(window, j):
             direct[j] += 1

@@ -39,3 +39,10 @@ def copies_from_pool(n_tokens, offload_min_batch: int = OFFLOAD_MIN_BATCH):
     uses (cached ones from the pool); False where it stays on the CPU. Works on an int or an array."""
     offloaded = np.asarray(n_tokens) >= offload_min_batch
     return offloaded if offloaded.ndim else bool(offloaded)
+
+
+def pool_classes(thresholds: np.ndarray, n_slots: np.ndarray) -> list[np.ndarray]:
+    """Indices of the pool sizes (n_slots > 0) that admit the same records, one array per class: the rule above
+    depends on the slots only through which of the records' needs (`thresholds`, ascending) they reach."""
+    cls = np.searchsorted(thresholds, n_slots, side="right")
+    return [np.flatnonzero((cls == c) & (n_slots > 0)) for c in np.unique(cls[n_slots > 0])]

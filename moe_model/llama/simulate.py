@@ -16,6 +16,7 @@ import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.limits import (
+    LANE_QUEUE_JOBS,
     MAX_SIM_SECONDS,
     SIM_CHUNK_RECORDS,
     SIM_MEMORY_SHARE,
@@ -24,10 +25,11 @@ from moe_model.limits import (
 )
 from moe_model.llama import lru_kernel
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP, check_kernel_inputs
-from moe_model.llama.pool_rule import NO_POOL, copies_from_pool
+from moe_model.llama.pool_rule import NO_POOL, copies_from_pool, pool_classes
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
@@ -49,6 +51,7 @@ class Kernel:
     results: Callable[[object], tuple[np.ndarray, np.ndarray, np.ndarray]]
     state_bytes: Callable[[int, int, np.ndarray], int]  # (n_layer, n_expert, caps)
     ns_per_lookup: Callable[[int], float]  # kernel time per lookup of a pass over n pool sizes
+    lanes: bool = True  # passes may run at once on threads (feed releases the GIL and starts no threads itself)
 
 
 LRU_KERNEL = Kernel(
@@ -175,12 +178,6 @@ def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slot
     return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
 
 
-def _pool_classes(thresholds: np.ndarray, caps: np.ndarray) -> list[np.ndarray]:
-    """Budget indices that see the same records in the pool (the bypass threshold depends on slots)."""
-    cls = np.searchsorted(thresholds, caps, side="right")
-    return [np.flatnonzero((cls == c) & (caps > 0)) for c in np.unique(cls[caps > 0])]
-
-
 @dataclass(frozen=True, eq=False)
 class _Pass:
     """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
@@ -199,7 +196,7 @@ def _pass_plan(plans: list[CachePlan], thresholds: np.ndarray) -> list[tuple[int
     out = []
     for gi, group in enumerate(plans[0].groups):
         caps = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
-        for members in _pool_classes(thresholds, caps):
+        for members in pool_classes(thresholds, caps):
             order = members[np.argsort(caps[members], kind="stable")]  # every budget of a class in one pass
             out.append((gi, int(caps[members[0]]), group.device == OFFLOAD_DEVICE, order))
     return out
@@ -222,7 +219,7 @@ def estimate_run(
     kernel: Kernel = LRU_KERNEL,
 ) -> RunEstimate:
     states = sum(kernel.state_bytes(stream.n_layer, n_expert, np.asarray(caps)) for caps in caps_per_pass)
-    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD
+    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD * (1 + LANE_QUEUE_JOBS)  # queued ones too
     seconds = stream.n_lookups * sum(kernel.ns_per_lookup(len(caps)) for caps in caps_per_pass) * 1e-9
     return RunEstimate(len(caps_per_pass), states + chunk, seconds)
 
@@ -246,32 +243,44 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
     return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
 
 
-def _feed_chunk(work: Workload, passes: list[_Pass], k_max: int, kernel: Kernel) -> None:
-    """One chunk of records through every pass (the same records, masked per group and class)."""
+def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: int, lanes: Lanes) -> None:
+    """One chunk of records to every pass (the same records, masked per group and class); the passes are
+    independent, so each runs on its own lane (thread: the kernel releases the GIL) at its own pace."""
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
-    need = pool_need(work)
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
     in_group: dict[int, np.ndarray] = {}
-    for ps in passes:
+    for lane, ps in enumerate(passes):
         if ps.group not in in_group:
             in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
         modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
         keep = modes != MODE_SKIP
         if keep.any():
             args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
-            kernel.feed(ps.state, *args, work.k, work.n_expert)
+            lanes.put(lane, (ps.state, *args, work.k, work.n_expert))
 
 
-def _bypassed_ubatches(work: Workload, need: np.ndarray, plan: CachePlan) -> int:
-    """Ubatches in which at least one cached layer took the large-batch or CPU path."""
-    if not plan.starts:
-        return 0
-    slots = np.zeros(work.n_layer, dtype=np.int64)
-    for g in plan.groups:
-        slots[list(g.layers)] = g.n_slots
-    layer_slots = slots[work.rec_layer]
-    bypass = (layer_slots > 0) & (work.rec_ntok > 0) & (need > layer_slots)
-    return len(np.unique(work.rec_ubatch[bypass]))
+def _group_slots(plans: list[CachePlan], n_layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each layer, -1 if none; slots of each group at each budget [n_budgets, n_groups], 0 where the
+    plan does not start)."""
+    groups = plans[0].groups
+    group_of_layer = np.full(n_layer, -1, dtype=np.int64)
+    for gi, g in enumerate(groups):
+        group_of_layer[list(g.layers)] = gi
+    slots = np.array([[g.n_slots if p.starts else 0 for g in p.groups] for p in plans], dtype=np.int64)
+    return group_of_layer, slots.reshape(len(plans), len(groups))
+
+
+def _bypassed_ubatches(work: Workload, need: np.ndarray, group_of_layer: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Per budget, the ubatches in which at least one cached layer took the large-batch or CPU path: a ubatch
+    bypasses where the most slots any of a group's records needs exceeds that group's (nonzero) slots."""
+    group = group_of_layer[work.rec_layer]
+    rows = (group >= 0) & (work.rec_ntok > 0)
+    ubatches, which = np.unique(work.rec_ubatch[rows], return_inverse=True)
+    most = np.zeros((len(ubatches), slots.shape[1]), dtype=np.int64)
+    np.maximum.at(most, (which, group[rows]), need[rows])
+    kinds, n = np.unique(most, axis=0, return_counts=True)  # few distinct rows: one per mix of ubatch sizes
+    over = (slots[:, None, :] > 0) & (kinds[None, :, :] > slots[:, None, :])
+    return over.any(axis=2).astype(np.int64) @ n
 
 
 def simulate_budgets(
@@ -307,12 +316,17 @@ def simulate_plans(
         _Pass(gi, np.array(plans[0].groups[gi].layers), n_slots, copies, b, kernel.new_state(c, n_layer, n_expert))
         for (gi, n_slots, copies, b), c in zip(layout, caps, strict=True)
     ]
+    group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
-    for chunk in stream.chunks():
-        chunk = chunk.for_model(model.n_expert)
-        _feed_chunk(chunk, passes, model.n_expert_used, kernel)
-        need = pool_need(chunk)
-        bypassed += [_bypassed_ubatches(chunk, need, plan) for plan in plans]
+    lanes = Lanes(len(passes) if kernel.lanes else 1, kernel.feed)  # one lane: each pass fed inline, in turn
+    try:
+        for chunk in stream.chunks():
+            chunk = chunk.for_model(model.n_expert)
+            need = pool_need(chunk)
+            _feed_chunk(chunk, need, passes, model.n_expert_used, lanes)
+            bypassed += _bypassed_ubatches(chunk, need, group_of_layer, slots)
+    finally:
+        lanes.close()
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens, kernel)
 
 

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from moe_model.llama.pool_rule import uses_pool
+from moe_model.llama.lru_kernel import check_kernel_inputs
+from moe_model.llama.pool_rule import NO_POOL, pool_classes, pool_need, uses_pool
 from moe_model.llama.slot_plan import GroupPlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.threads import on_threads
 from moe_model.workload import Workload
 
 EXACT, MODELLED = "exact", "modelled"
@@ -84,11 +86,12 @@ def group_records(work: Workload, group: GroupPlan, n_expert: int) -> np.ndarray
 def per_budget(
     model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None, group_pass: GroupPass
 ) -> list[PolicyResult]:
-    """Run `group_pass(work, group, use)` for each cached group at each budget and add up the layers."""
+    """Run `group_pass(work, group, use)` for each cached group at each budget and add up the layers; the
+    budgets run on threads at once (what group_pass compiles without the GIL runs on every core)."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     work = work.for_model(model.n_expert)
-    out = []
-    for budget in budgets_mib:
+
+    def one(budget: int) -> PolicyResult:
         plan = plan_cache(model, int(budget), placement)
         counts = [np.zeros(model.n_layer, dtype=np.int64) for _ in range(3)]
         for group in plan.groups if plan.starts else ():
@@ -96,5 +99,30 @@ def per_budget(
                 parts = group_pass(work, group, group_records(work, group, model.n_expert))
                 for total, part in zip(counts, parts, strict=True):
                     total += part
-        out.append(PolicyResult(plan.budget_mib, plan.starts, *counts))
-    return out
+        return PolicyResult(plan.budget_mib, plan.starts, *counts)
+
+    return on_threads(one, [(b,) for b in budgets_mib])
+
+
+ClassPass = Callable[[Workload, tuple[int, ...], np.ndarray, np.ndarray], np.ndarray]
+
+
+def per_class(
+    model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None, class_pass: ClassPass
+) -> list[PolicyResult]:
+    """Like per_budget, but each group's budgets whose pools admit the same records (pool_rule.pool_classes) go
+    to `class_pass(work, layers, use, slots)` together: `use` marks those records, `slots` are the pool sizes;
+    it returns [len(slots), 3, n_layer] counts (hits, uploads, CPU), sharing its preparation or its pass."""
+    work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
+    work = work.for_model(model.n_expert)
+    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
+    plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
+    counts = np.zeros((len(plans), 3, model.n_layer), dtype=np.int64)
+    needs = np.unique(pool_need(work.rec_ntok, work.k, model.n_expert))
+    for gi, group in enumerate(plans[0].groups if plans else ()):
+        slots = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
+        in_group = np.isin(work.rec_layer, np.array(group.layers))
+        for members in pool_classes(needs[needs < NO_POOL], slots):
+            use = in_group & uses_pool(work.rec_ntok, work.k, model.n_expert, int(slots[members[0]]))
+            counts[members] += class_pass(work, group.layers, use, slots[members])
+    return [PolicyResult(p.budget_mib, p.starts, *counts[b]) for b, p in enumerate(plans)]

@@ -13,28 +13,38 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.llama.slot_plan import GroupPlan, Placement
-from moe_model.policies.base import EXACT, Policy, PolicyResult, per_budget
+from moe_model.llama.slot_plan import Placement
+from moe_model.policies.base import EXACT, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
+from moe_model.policies.next_use_pool import next_records, next_use_pass
 from moe_model.policies.priority_pool import priority_pass
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.threads import on_threads
 from moe_model.workload import Workload
 
 
 def group_counts(entries: PoolEntries, n_layer: int, n_slots: int, prio: np.ndarray, bypass: bool):
-    keys = n_layer * entries.n_expert
-    args = (entries.record_bounds(), entries.key, prio, keys, n_layer, entries.n_expert, n_slots, bypass)
+    """(hits, uploads, CPU) per layer of one group's entries through a pool of n_slots, victims by `prio`."""
+    return _pass(entries, entries.record_bounds(), entries.layer.astype(np.int32), n_layer, n_slots, prio, bypass)
+
+
+def _pass(entries: PoolEntries, bounds, layer, n_layer: int, n_slots: int, prio: np.ndarray, bypass: bool):
+    args = (bounds, entries.key, layer, prio, n_layer * entries.n_expert, n_layer, entries.n_expert, n_slots, bypass)
     return priority_pass(*args)
 
 
 def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None) -> list[PolicyResult]:
+    """Next uses are found once per group and class of budgets (a backward scan); each pool size is its own
+    pass over buckets of next use (next_use_pool), on threads."""
     entries = PoolEntries.build(work.for_model(model.n_expert))
 
-    def group(w: Workload, g: GroupPlan, use: np.ndarray):
-        sel = entries.select(g.layers, g.n_slots)
-        return group_counts(sel, w.n_layer, g.n_slots, -sel.next_use().astype(np.float64), True)
+    def sizes(w: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        sel = entries.select(layers, int(slots[0]))  # every size of a class admits the same records
+        bounds, n_keys = sel.record_bounds(), w.n_layer * w.n_expert
+        shared = (bounds, sel.key, sel.layer.astype(np.int32), next_records(bounds, sel.key, n_keys), n_keys)
+        return np.array(on_threads(next_use_pass, [(*shared, w.n_layer, w.n_expert, int(s)) for s in slots]))
 
-    return per_budget(model, work, budgets_mib, placement, group)
+    return per_class(model, work, budgets_mib, placement, sizes)
 
 
 POLICY = Policy(

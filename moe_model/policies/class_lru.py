@@ -239,7 +239,7 @@ def _compact(c, meta, queues, seg, head, tail, heads):
     heads[c, 0] = -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _push(s, c, key, meta, queues, base, size, head, tail, heads):
     """Append slot s (now holding `key`) to class c's queue; its previous entry is marked dead (-1), so stale
     entries are skipped without reading their slot. A full queue is compacted first (positions change)."""
@@ -254,7 +254,7 @@ def _push(s, c, key, meta, queues, base, size, head, tail, heads):
     tail[c] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _head_score(c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv):
     """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() of `layer` used
     its head (then it holds only slots this plan used). `heads` keeps each list's head (position, slot, last use,
@@ -275,7 +275,7 @@ def _head_score(c, meta, queues, base, size, head, tail, heads, layer, now, cloc
     return (clock[owner] - last) * inv[c]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _best(scores, ties_high):
     """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
     best, best_score = -1, -1.0
@@ -285,7 +285,7 @@ def _best(scores, ties_high):
     return best
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
     group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,
@@ -374,6 +374,7 @@ def _kernel(items: tuple) -> Kernel:
         results,
         state_bytes,
         ns_per_lookup,
+        lanes=False,  # its feed runs the pool sizes on numba's threads (prange): one pass at a time
     )
 
 

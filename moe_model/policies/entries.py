@@ -6,35 +6,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
+from numba import njit
 
 from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
 
 NEVER = np.iinfo(np.int64).max  # next use of a key that is not looked up again
+_NEED_CAP = np.iinfo(np.int32).max  # a need stored as int32: NO_POOL and every need above any pool's slots
 
 
 @dataclass(frozen=True, eq=False)
 class PoolEntries:
     """Distinct (record, layer * n_expert + expert) pairs of the records that can use a pool, sorted by record
-    then key, with the slots each record needs (get_slot_map's min(tokens * k, n_expert))."""
+    then key, with the slots each record needs (get_slot_map's min(tokens * k, n_expert)). Stored as int32
+    (records and keys are bounded by limits.py far below 2^31): 12 bytes per lookup."""
 
     rec: np.ndarray
     key: np.ndarray
     need: np.ndarray  # per entry: the slots its record needs
     n_expert: int
+    n_layer: int
 
     @classmethod
     def build(cls, work: Workload) -> PoolEntries:
         need = pool_need(work.rec_ntok, work.k, work.n_expert)
         ntok = np.where(need < NO_POOL, work.rec_ntok, 0).astype(np.int64)
         rec, key = _dedupe(ntok, work.rec_off, work.rec_layer, work.ids, work.k, work.n_expert)
-        return cls(rec, key, need[rec], work.n_expert)
+        return cls(rec, key, np.minimum(need, _NEED_CAP).astype(np.int32)[rec], work.n_expert, work.n_layer)
 
     def select(self, layers: tuple[int, ...], n_slots: int) -> PoolEntries:
         """The entries of `layers` whose record uses a pool of n_slots slots."""
-        keep = np.isin(self.key // self.n_expert, np.array(layers)) & (self.need <= n_slots)
-        return PoolEntries(self.rec[keep], self.key[keep], self.need[keep], self.n_expert)
+        wanted = np.zeros(self.n_layer, dtype=bool)
+        wanted[list(layers)] = True
+        keep = wanted[self.layer] & (self.need <= n_slots)
+        return PoolEntries(self.rec[keep], self.key[keep], self.need[keep], self.n_expert, self.n_layer)
 
     @property
     def layer(self) -> np.ndarray:
@@ -42,11 +47,7 @@ class PoolEntries:
 
     def next_use(self) -> np.ndarray:
         """Per entry, the record of the same key's next lookup (NEVER if none): Belady's priority."""
-        order = np.lexsort((self.rec, self.key))
-        nxt = np.full(len(order), NEVER, dtype=np.int64)
-        same = self.key[order[1:]] == self.key[order[:-1]]
-        nxt[order[:-1][same]] = self.rec[order[1:]][same]
-        return nxt
+        return _next_use(self.rec, self.key, self.n_layer * self.n_expert)
 
     def record_bounds(self) -> np.ndarray:
         """Start of each record's entries, plus the end: entries bounds[i]:bounds[i+1] share a record."""
@@ -55,13 +56,24 @@ class PoolEntries:
 
 
 @njit(cache=True, nogil=True)
+def _next_use(rec, key, n_keys):
+    """One backward scan: each entry takes the record where its key was last seen (entries in record order)."""
+    nxt = np.empty(len(key), dtype=np.int64)
+    seen_at = np.full(n_keys, NEVER, dtype=np.int64)
+    for i in range(len(key) - 1, -1, -1):
+        nxt[i] = seen_at[key[i]]
+        seen_at[key[i]] = rec[i]
+    return nxt
+
+
+@njit(cache=True, nogil=True)
 def _dedupe(rec_ntok, rec_off, rec_layer, ids, k, n_expert):
     """(record, key) of each record's distinct experts, keys ascending within a record."""
     total = 0
     for r in range(len(rec_ntok)):
         total += min(rec_ntok[r] * k, n_expert)
-    rec = np.empty(total, dtype=np.int64)
-    key = np.empty(total, dtype=np.int64)
+    rec = np.empty(total, dtype=np.int32)
+    key = np.empty(total, dtype=np.int32)
     seen = np.zeros(n_expert, dtype=np.int64)
     n = 0
     for r in range(len(rec_ntok)):

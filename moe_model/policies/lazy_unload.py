@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.llama.slot_plan import GroupPlan, Placement
-from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
-from moe_model.policies.lru_lists import lru_lists_pass
+from moe_model.llama.slot_plan import Placement
+from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
+from moe_model.policies.lru import lru_sizes
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
@@ -29,16 +29,16 @@ def run(
     cooldown_ms: float = 500.0,
     ms_per_round: float = 50.0,
 ) -> list[PolicyResult]:
-    """Unloading frees VRAM; on a fixed pool it can only lose hits against the LRU it starts from."""
-    limit = idle_limit(idle_rounds, cooldown_ms, ms_per_round)
+    """Unloading frees VRAM; on a fixed pool it can only lose hits against the LRU it starts from. The pool
+    then holds the LRU's keys minus the idle ones (they lead its list), so every budget of a class is one pass
+    of the exact kernel with idle keys counted as misses (lru_kernel.feed)."""
+    limit = max(idle_limit(idle_rounds, cooldown_ms, ms_per_round), 1)
 
-    def group(w: Workload, g: GroupPlan, use: np.ndarray):
-        pool_of = np.full(w.n_layer, -1, dtype=np.int64)
-        pool_of[list(g.layers)] = 0
-        args = (w.rec_layer, w.rec_ntok, w.rec_off, w.rec_ubatch, use, w.ids, w.k, w.n_expert)
-        return lru_lists_pass(*args, pool_of, np.array([g.n_slots], dtype=np.int64), max(limit, 1))
+    def sizes(w: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        hits, lookups = lru_sizes(w, use, slots, limit)
+        return np.stack([hits, lookups - hits, np.zeros_like(hits)], axis=1)
 
-    return per_budget(model, work, budgets_mib, placement, group)
+    return per_class(model, work, budgets_mib, placement, sizes)
 
 
 POLICY = Policy(

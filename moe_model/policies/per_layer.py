@@ -7,31 +7,58 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from moe_model.llama.slot_plan import GroupPlan, Placement
-from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
+from moe_model.llama.pool_rule import pool_need
+from moe_model.llama.slot_plan import Placement
+from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
+from moe_model.policies.lru import lru_sizes
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.threads import run_all, worker_pool
 from moe_model.workload import Workload
 
 
-def layer_pools(group: GroupPlan, n_layer: int) -> tuple[np.ndarray, np.ndarray]:
+def layer_pools(layers: tuple[int, ...], n_slots: int, n_layer: int) -> tuple[np.ndarray, np.ndarray]:
     """(pool of each layer, -1 outside the group; slots of each pool): n_slots // n_layers each, the
     remainder to the first layers, so the group keeps its total."""
     pool_of = np.full(n_layer, -1, dtype=np.int64)
-    pool_of[list(group.layers)] = np.arange(group.n_layers)
-    slots = np.full(group.n_layers, group.n_slots // group.n_layers, dtype=np.int64)
-    slots[: group.n_slots % group.n_layers] += 1
+    pool_of[list(layers)] = np.arange(len(layers))
+    slots = np.full(len(layers), n_slots // len(layers), dtype=np.int64)
+    slots[: n_slots % len(layers)] += 1
     return pool_of, slots
 
 
-def _group(work: Workload, group: GroupPlan, use: np.ndarray):
-    pool_of, slots = layer_pools(group, work.n_layer)
-    args = (work.rec_layer, work.rec_ntok, work.rec_off, work.rec_ubatch, use, work.ids, work.k, work.n_expert)
-    return lru_lists_pass(*args, pool_of, slots, 0)
+def _sizes(work: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Each layer's pool is its own: where it holds the layer's largest record, one exact-kernel pass serves
+    every such budget at once (nothing runs on the CPU); a smaller pool replays the list (lru_lists)."""
+    pools = np.array([layer_pools(layers, int(s), work.n_layer)[1] for s in slots])
+    need = np.where(use, pool_need(work.rec_ntok, work.k, work.n_expert), 0)
+    largest = np.zeros(work.n_layer, dtype=np.int64)
+    np.maximum.at(largest, work.rec_layer, need)
+    args = (work.rec_layer, work.rec_ntok, work.rec_off, work.rec_ubatch)
+    kernel, lists = [], []
+    for i, layer in enumerate(layers):
+        mine = use & (work.rec_layer == layer)
+        fits = pools[:, i] >= largest[layer]
+        kernel += [(np.flatnonzero(fits), (work, mine, pools[fits, i]))] if fits.any() else []
+        only = np.where(np.arange(work.n_layer) == layer, 0, -1)
+        lists += [
+            (b, (*args, mine, work.ids, work.k, work.n_expert, only, pools[b, i : i + 1], 0))
+            for b in np.flatnonzero(~fits)
+        ]
+    out = np.zeros((len(slots), 3, work.n_layer), dtype=np.int64)
+    with worker_pool(len(kernel) + len(lists)) as pool:
+        for (rows, _), (hits, lookups) in zip(
+            kernel, run_all(pool, lru_sizes, [job for _, job in kernel]), strict=True
+        ):
+            out[rows, 0] += hits
+            out[rows, 1] += lookups - hits
+        for (b, _), counts in zip(lists, run_all(pool, lru_lists_pass, [job for _, job in lists]), strict=True):
+            out[b] += np.array(counts)
+    return out
 
 
 def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None) -> list[PolicyResult]:
-    return per_budget(model, work, budgets_mib, placement, _group)
+    return per_class(model, work, budgets_mib, placement, _sizes)
 
 
 POLICY = Policy(

@@ -1,60 +1,108 @@
 """One pool whose victim is the resident key of lowest priority, for policies whose priority of a key
 depends only on its own lookups (Belady: the next use; CRF: the decayed use count), so it can be computed
-per lookup beforehand. A binary heap with stale entries skipped keeps each eviction O(log n).
+per lookup beforehand. An indexed binary heap holds the resident keys, ordered by (priority, sequence of
+their last use), each key's priority inline: a lookup costs O(log n_slots), with no stale entries.
 
 As in llama.cpp's plan(), keys of the current record are never evicted for another key of that record
-(all of a record's experts are resident at once). With `bypass`, a miss whose priority is not above the
-best victim's is served without being kept (computed on the CPU): the offline optimum may do that.
+(all of a record's experts are resident at once): its hits met at the root are set aside until it ends, its
+misses enter the heap when it ends. With `bypass`, a miss whose priority is not above the best victim's is
+served without being kept (computed on the CPU): the offline optimum may do that.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
+from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def _less(prio, seq, a, b):
-    return prio[a] < prio[b] or (prio[a] == prio[b] and seq[a] < seq[b])
+@njit(cache=True, nogil=True, inline="always")
+def _before(hp, hs, a, b):
+    """Heap slot a's key is evicted before heap slot b's."""
+    return hp[a] < hp[b] or (hp[a] == hp[b] and hs[a] < hs[b])
 
 
-@njit(cache=True, nogil=True)
-def _push(prio, seq, key, size, p, s, k):
-    i = size
-    prio[i], seq[i], key[i] = p, s, k
+@njit(cache=True, nogil=True, inline="always")
+def _sift_up(heap, hp, hs, pos, i):
+    key, p, s = heap[i], hp[i], hs[i]
     while i > 0:
         parent = (i - 1) // 2
-        if not _less(prio, seq, i, parent):
+        if not (p < hp[parent] or (p == hp[parent] and s < hs[parent])):
             break
-        prio[i], prio[parent] = prio[parent], prio[i]
-        seq[i], seq[parent] = seq[parent], seq[i]
-        key[i], key[parent] = key[parent], key[i]
+        heap[i], hp[i], hs[i] = heap[parent], hp[parent], hs[parent]
+        pos[heap[i]] = i
         i = parent
+    heap[i], hp[i], hs[i] = key, p, s
+    pos[key] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sift_down(heap, hp, hs, pos, i, size):
+    key, p, s = heap[i], hp[i], hs[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _before(hp, hs, child + 1, child):
+            child += 1
+        if not (hp[child] < p or (hp[child] == p and hs[child] < s)):
+            break
+        heap[i], hp[i], hs[i] = heap[child], hp[child], hs[child]
+        pos[heap[i]] = i
+        i = child
+    heap[i], hp[i], hs[i] = key, p, s
+    pos[key] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _remove(heap, hp, hs, pos, key, size):
+    """Take `key` out of the heap of `size` keys; returns the new size."""
+    i = pos[key]
+    pos[key] = -1
+    size -= 1
+    if i == size:
+        return size
+    heap[i], hp[i], hs[i] = heap[size], hp[size], hs[size]
+    pos[heap[i]] = i
+    if i > 0 and _before(hp, hs, i, (i - 1) // 2):
+        _sift_up(heap, hp, hs, pos, i)
+    else:
+        _sift_down(heap, hp, hs, pos, i, size)
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _update(heap, hp, hs, pos, key, p, s, size):
+    """Give `key` the priority (p, s) and restore the heap order around it."""
+    i = pos[key]
+    hp[i], hs[i] = p, s
+    if i > 0 and _before(hp, hs, i, (i - 1) // 2):
+        _sift_up(heap, hp, hs, pos, i)
+    else:
+        _sift_down(heap, hp, hs, pos, i, size)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _push(heap, hp, hs, pos, key, p, s, size):
+    heap[size], hp[size], hs[size] = key, p, s
+    pos[key] = size
+    _sift_up(heap, hp, hs, pos, size)
     return size + 1
 
 
-@njit(cache=True, nogil=True)
-def _pop(prio, seq, key, size):
-    """Remove the root; returns the new size."""
-    size -= 1
-    prio[0], seq[0], key[0] = prio[size], seq[size], key[size]
-    i = 0
-    while True:
-        left, smallest = 2 * i + 1, i
-        if left < size and _less(prio, seq, left, smallest):
-            smallest = left
-        if left + 1 < size and _less(prio, seq, left + 1, smallest):
-            smallest = left + 1
-        if smallest == i:
-            return size
-        prio[i], prio[smallest] = prio[smallest], prio[i]
-        seq[i], seq[smallest] = seq[smallest], seq[i]
-        key[i], key[smallest] = key[smallest], key[i]
-        i = smallest
+@njit(cache=True, nogil=True, inline="always")
+def _sorted_by_priority(stash, n, ent_prio):
+    """stash[:n] (entry indices) by priority, highest first, ties in their order (a stable insertion sort)."""
+    for a in range(1, n):
+        i = stash[a]
+        b = a
+        while b > 0 and ent_prio[stash[b - 1]] < ent_prio[i]:
+            stash[b] = stash[b - 1]
+            b -= 1
+        stash[b] = i
 
 
 @njit(cache=True, nogil=True)
-def priority_pass(bounds, ent_key, ent_prio, n_keys, n_layer, n_expert, n_slots, bypass):
+def priority_pass(bounds, ent_key, ent_layer, ent_prio, n_keys, n_layer, n_expert, n_slots, bypass):
     """Replay one group's entries (records bounds[i]:bounds[i+1]) through a pool of n_slots slots.
 
     Returns per layer: hits, misses uploaded into the pool, misses served without being kept.
@@ -63,78 +111,53 @@ def priority_pass(bounds, ent_key, ent_prio, n_keys, n_layer, n_expert, n_slots,
     uploads = np.zeros(n_layer, dtype=np.int64)
     cpu = np.zeros(n_layer, dtype=np.int64)
     resident = np.zeros(n_keys, dtype=np.bool_)
-    cur_seq = np.full(n_keys, -1, dtype=np.int64)
-    cur_prio = np.zeros(n_keys, dtype=np.float64)
     in_record = np.full(n_keys, -1, dtype=np.int64)
-    slot_keys = np.full(n_slots, -1, dtype=np.int64)
-    slot_of = np.full(n_keys, -1, dtype=np.int64)
-    cap = 2 * n_slots + 4 * n_expert + 16
-    h_prio = np.empty(cap, dtype=np.float64)
-    h_seq = np.empty(cap, dtype=np.int64)
-    h_key = np.empty(cap, dtype=np.int64)
+    prio = np.zeros(n_keys, dtype=np.float64)  # of each resident key's last use
+    seq = np.zeros(n_keys, dtype=np.int64)
+    pos = np.full(n_keys, -1, dtype=np.int64)
+    cap = max(n_slots, 1)
+    heap, hp, hs = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.int64)
     stash = np.empty(n_expert, dtype=np.int64)
     held = np.empty(n_expert, dtype=np.int64)
-    size, n_res, seq = 0, 0, 0
+    size, n_res, tick = 0, 0, 0
     for r in range(len(bounds) - 1):
-        lo, hi = bounds[r], bounds[r + 1]
-        if size + 2 * (hi - lo) + 2 >= cap:  # drop stale entries: rebuild from the residents
-            size = 0
-            for s in range(n_slots):
-                if slot_keys[s] >= 0:
-                    kk = slot_keys[s]
-                    size = _push(h_prio, h_seq, h_key, size, cur_prio[kk], cur_seq[kk], kk)
-        n_miss = 0
-        for i in range(lo, hi):
+        n_miss, n_held = 0, 0
+        for i in range(bounds[r], bounds[r + 1]):
             kk = ent_key[i]
             in_record[kk] = r
             if resident[kk]:
-                hits[kk // n_expert] += 1
-                cur_prio[kk], cur_seq[kk] = ent_prio[i], seq
-                size = _push(h_prio, h_seq, h_key, size, ent_prio[i], seq, kk)
-                seq += 1
+                hits[ent_layer[i]] += 1
+                prio[kk], seq[kk] = ent_prio[i], tick
+                _update(heap, hp, hs, pos, kk, ent_prio[i], tick, size)
+                tick += 1
             else:
                 stash[n_miss] = i
                 n_miss += 1
-        order = np.argsort(-ent_prio[stash[:n_miss]], kind="mergesort")  # most valuable miss first
+        if n_miss > 1:
+            _sorted_by_priority(stash, n_miss, ent_prio)  # most valuable miss first
         for j in range(n_miss):
-            i = stash[order[j]]
-            kk, layer = ent_key[i], ent_key[i] // n_expert
-            slot = -1
+            i = stash[j]
+            kk, layer = ent_key[i], ent_layer[i]
             if n_res < n_slots:
-                slot = n_res
                 n_res += 1
             else:
-                size, victim, n_held = _best_victim(h_prio, h_seq, h_key, size, resident, cur_seq, in_record, r, held)
-                for j2 in range(n_held):
-                    kh = held[j2]
-                    size = _push(h_prio, h_seq, h_key, size, cur_prio[kh], cur_seq[kh], kh)
-                if victim < 0 or (bypass and cur_prio[victim] >= ent_prio[i]):
+                while size > 0 and in_record[heap[0]] == r:  # a key of this record: set aside, put back below
+                    held[n_held] = heap[0]
+                    n_held += 1
+                    size = _remove(heap, hp, hs, pos, heap[0], size)
+                if size == 0 or (bypass and hp[0] >= ent_prio[i]):  # no victim outside this record, or none worse
                     cpu[layer] += 1
                     continue
-                resident[victim] = False  # its heap entry is now stale and is dropped when reached
-                slot = slot_of[victim]
+                victim = heap[0]
+                size = _remove(heap, hp, hs, pos, victim, size)
+                resident[victim] = False
             resident[kk] = True
-            slot_keys[slot], slot_of[kk] = kk, slot
-            cur_prio[kk], cur_seq[kk] = ent_prio[i], seq
-            size = _push(h_prio, h_seq, h_key, size, ent_prio[i], seq, kk)
-            seq += 1
-            uploads[layer] += 1
-    return hits, uploads, cpu
-
-
-@njit(cache=True, nogil=True)
-def _best_victim(h_prio, h_seq, h_key, size, resident, cur_seq, in_record, r, held):
-    """Leave the lowest-priority valid key outside record r at the root; returns (size, key or -1).
-    Stale entries (key evicted or used again since) are dropped on the way."""
-    n_held = 0
-    victim = -1
-    while size > 0:
-        kk, s = h_key[0], h_seq[0]
-        if resident[kk] and cur_seq[kk] == s and in_record[kk] != r:
-            victim = kk
-            break
-        if resident[kk] and cur_seq[kk] == s:  # a key of the current record: set aside, put back below
+            prio[kk], seq[kk] = ent_prio[i], tick
+            tick += 1
             held[n_held] = kk
             n_held += 1
-        size = _pop(h_prio, h_seq, h_key, size)
-    return size, victim, n_held
+            uploads[layer] += 1
+        for j in range(n_held):  # the record is done: its keys may be evicted again
+            kk = held[j]
+            size = _push(heap, hp, hs, pos, kk, prio[kk], seq[kk], size)
+    return hits, uploads, cpu

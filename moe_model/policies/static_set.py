@@ -13,28 +13,29 @@ from dataclasses import replace
 
 import numpy as np
 
-from moe_model.llama.slot_plan import GroupPlan, Placement
-from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_budget
+from moe_model.llama.slot_plan import Placement
+from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import PHASE_DECODE, Workload
 
 
-def hot_set(profile: PoolEntries, n_slots: int) -> np.ndarray:
-    """The n_slots keys looked up in most profile records (ties: lower key)."""
-    counts = np.bincount(profile.key)
+def hot_ranks(profile: PoolEntries, n_keys: int) -> np.ndarray:
+    """Per key, its place among the keys looked up in most profile records (ties: lower key first); keys the
+    profile never looks up come last. A pool of n slots pins the keys of rank < n."""
+    counts = np.bincount(profile.key, minlength=n_keys)[:n_keys]  # a profile of more layers: only these count
     keys = np.flatnonzero(counts)
-    return keys[np.argsort(-counts[keys], kind="stable")[:n_slots]]
+    rank = np.full(n_keys, n_keys, dtype=np.int64)
+    rank[keys[np.argsort(-counts[keys], kind="stable")]] = np.arange(len(keys))
+    return rank
 
 
-def replay(entries: PoolEntries, pinned: np.ndarray, n_layer: int):
-    """Per layer: hits (pinned, already uploaded), uploads (first lookup of a pinned key), CPU (not pinned)."""
-    is_pinned = np.isin(entries.key, pinned)
-    first = np.zeros(len(entries.key), dtype=bool)
-    first[np.flatnonzero(is_pinned)[np.unique(entries.key[is_pinned], return_index=True)[1]]] = True
-    layer = entries.layer
-    count = [np.bincount(layer[m], minlength=n_layer) for m in (is_pinned & ~first, first, ~is_pinned)]
-    return tuple(c.astype(np.int64) for c in count)
+def replay(uses: np.ndarray, rank: np.ndarray, n_slots: int, n_layer: int) -> np.ndarray:
+    """Per layer: hits (pinned, already uploaded), uploads (first lookup of a pinned key), CPU (not pinned),
+    from each key's number of lookups `uses` (a pinned key looked up n times: 1 upload, n - 1 hits)."""
+    pinned = rank < n_slots
+    per_key = np.stack([np.where(pinned, np.maximum(uses - 1, 0), 0), pinned & (uses > 0), np.where(pinned, 0, uses)])
+    return per_key.reshape(3, n_layer, -1).sum(axis=2)
 
 
 def split_workload(work: Workload, share: float) -> tuple[Workload, Workload]:
@@ -71,15 +72,18 @@ def run(
     placement: Placement | None = None,
     profile: Workload | None = None,
 ) -> list[PolicyResult]:
-    """profile: the workload the hot set is chosen from (default: `work` itself, in-sample)."""
+    """profile: the workload the hot set is chosen from (default: `work` itself, in-sample). Each group's
+    lookups are counted per key once per class of budgets; each budget then pins its top keys."""
     entries = PoolEntries.build(work.for_model(model.n_expert))
     prof = entries if profile is None else PoolEntries.build(profile.for_model(model.n_expert))
+    n_keys = model.n_layer * model.n_expert
 
-    def group(w: Workload, g: GroupPlan, use: np.ndarray):
-        pinned = hot_set(prof.select(g.layers, g.n_slots), g.n_slots)
-        return replay(entries.select(g.layers, g.n_slots), pinned, w.n_layer)
+    def sizes(w: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        uses = np.bincount(entries.select(layers, int(slots[0])).key, minlength=n_keys)
+        rank = hot_ranks(prof.select(layers, int(slots[0])), n_keys)
+        return np.array([replay(uses, rank, int(s), w.n_layer) for s in slots])
 
-    return per_budget(model, work, budgets_mib, placement, group)
+    return per_class(model, work, budgets_mib, placement, sizes)
 
 
 POLICY = Policy(

@@ -35,7 +35,7 @@ from moe_model.limits import (
     shown,
 )
 from moe_model.readers.files import open_regular
-from moe_model.workload import PHASE_DECODE, RECORDED_LABEL, TokenTrace, Workload, WorkloadStream
+from moe_model.workload import PHASE_DECODE, RECORDED_LABEL, StreamedTokens, TokenTrace, Workload, WorkloadStream
 
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
@@ -206,14 +206,26 @@ def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> 
 def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: str = "") -> TokenTrace:
     """Validate the arrays of a token trace and wrap them; ids are range-checked before the int16 cast."""
     experts = np.asarray(experts)
-    if experts.ndim != 3 or 0 in experts.shape or not np.issubdtype(experts.dtype, np.integer):
-        raise WorkloadError(f"`experts` must be a non-empty integer array [n_tokens, n_layers, k], got {experts.shape}")
-    n, n_layer, k = experts.shape
+    n = _check_token_shape(experts.shape, experts.dtype)
+    check_at_most(experts.size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
+    _check_ids(experts, MAX_EXPERTS, "expert ids")
+    offsets, ubatch = _check_sequences(n, seq_offsets, ubatch)
+    return TokenTrace(experts.astype(np.int16), offsets, ubatch, label)
+
+
+def _check_token_shape(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The checks on an `experts` array's shape and type, before any of it is read; returns n_tokens."""
+    if len(shape) != 3 or 0 in shape or not np.issubdtype(dtype, np.integer):
+        raise WorkloadError(f"`experts` must be a non-empty integer array [n_tokens, n_layers, k], got {shape}")
+    n, n_layer, k = shape
     check_at_most(n, MAX_TRACE_TOKENS, "tokens in the trace", WorkloadError)
     check_at_most(n_layer, MAX_LAYERS, "layers in the trace", WorkloadError)
     check_at_most(k, MAX_EXPERTS_USED, "experts per token in the trace", WorkloadError)
-    check_at_most(experts.size, MAX_TRACE_IDS, "expert ids in the trace", WorkloadError)
-    _check_ids(experts, MAX_EXPERTS, "expert ids")
+    return n
+
+
+def _check_sequences(n: int, seq_offsets, ubatch) -> tuple[np.ndarray, np.ndarray | None]:
+    """`seq_offsets` (default: one sequence) and the optional per-token `ubatch`, checked against n tokens."""
     offsets = np.array([0, n]) if seq_offsets is None else np.asarray(seq_offsets)
     if offsets.ndim != 1 or not 2 <= len(offsets) <= n + 1 or not np.issubdtype(offsets.dtype, np.integer):
         raise WorkloadError(f"`seq_offsets` must be 2..{n + 1} integers rising from 0 to n_tokens ({n})")
@@ -228,7 +240,7 @@ def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: 
         ubatch = ubatch.astype(np.int64)
         if np.any(np.diff(ubatch) < 0):
             raise WorkloadError("`ubatch` must be a non-decreasing index per token")
-    return TokenTrace(experts.astype(np.int16), offsets, ubatch, label)
+    return offsets, ubatch
 
 
 def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
@@ -312,15 +324,179 @@ def read_peak_bytes(source: bytes, name: str = "") -> int:
 _ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of int32
 
 
-def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | Workload | WorkloadStream:
-    """load_any, except that a recorded NPZ whose records are in stream order is streamed: read chunk by chunk,
-    never held whole, so it may expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES."""
+def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
+    """load_any, except that an NPZ is streamed where it can be, read forward and never held whole, so it may
+    expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES: a recorded trace whose records are in stream
+    order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace)."""
     name = name or str(source if isinstance(source, (str, Path)) else "")
     if not name.lower().endswith(".csv"):
         stream = stream_recorded(source)
         if stream is not None:
             return stream
+        tokens = stream_token_trace(source, Path(name).name)
+        if tokens is not None:
+            return tokens
     return load_any(source, name)
+
+
+def stream_token_trace(source: str | Path | bytes, label: str = "") -> StreamedTokens | None:
+    """A token-trace NPZ read forward after one checking pass over its `experts` (the checks and messages of
+    make_token_trace, and each layer's expert counts for the drawn prompt rows); None for an NPZ that is not a
+    token trace, or whose `experts` are in Fortran order (a forward read of rows cannot serve it)."""
+    try:
+        with _zip(source) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in _npz_members(archive)}
+            if "experts" not in members or "rec_layer" in members:
+                return None
+            _check_npz_total(list(members.values()), MAX_STREAMED_NPZ_BYTES)
+            member = members["experts"]
+            with archive.open(member) as f:
+                shape, fortran, dtype, _ = _npy_header(f, member)
+                data_at = f.tell()
+            n = _check_token_shape(shape, dtype)
+            if fortran:
+                return None
+            small = {c: _small_member(archive, members[c], n) for c in ("seq_offsets", "ubatch") if c in members}
+            offsets, ubatch = _check_sequences(n, small.get("seq_offsets"), small.get("ubatch"))
+            counts = _expert_counts(archive, member, shape, dtype)
+    except _NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+    rows = _MemberRows(source, member, data_at, shape[1:], dtype)
+    return StreamedTokens(n, shape[1], shape[2], counts.shape[1], offsets, ubatch, counts, rows.reader, label)
+
+
+def _small_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, n_tokens: int) -> np.ndarray:
+    """`seq_offsets` or `ubatch`: at most one value per token (plus one), read whole once its size is checked."""
+    if member.file_size > 8 * (n_tokens + 1) + 65_536:  # int64 values and a .npy header
+        raise WorkloadError(f"`{member.filename}` holds more than one value per token of the trace")
+    return _npz_member(archive, member)
+
+
+def _expert_counts(archive: zipfile.ZipFile, member: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype):
+    """Every id range-checked, and how often each layer picked each expert [n_layer, max id + 1], block by block."""
+    n, n_layer, k = shape
+    counts = np.zeros(n_layer * MAX_EXPERTS, dtype=np.int64)
+    base = (np.arange(n_layer, dtype=np.int64) * MAX_EXPERTS)[None, :, None]
+    block = max(1, _ID_BLOCK // (n_layer * k))
+    with archive.open(member) as f:
+        _npy_header(f, member)
+        for start in range(0, n, block):
+            rows = min(block, n - start)
+            ids = _read_values(f, member, dtype, rows * n_layer * k).reshape(rows, n_layer, k)
+            _check_ids(ids, MAX_EXPERTS, "expert ids")
+            counts += np.bincount((base + ids.astype(np.int64)).ravel(), minlength=len(counts))
+        f.read()  # to the end: the member's CRC is checked there
+    counts = counts.reshape(n_layer, MAX_EXPERTS)
+    return counts[:, : int(np.flatnonzero(counts.any(axis=0))[-1]) + 1]
+
+
+_INFLATE_BLOCK = 1 << 16  # compressed bytes a cursor reads from the file at a time
+
+
+class _MemberRows:
+    """Token rows of an NPZ member, read forward by any number of cursors over one file handle. A stored member
+    is read in place; a deflated one by inflaters cloned from one that runs ahead to each cursor's first row
+    (zlib state is ~40 KiB): every byte is inflated twice, whatever the number of cursors."""
+
+    def __init__(self, source: str | Path | bytes, member: zipfile.ZipInfo, data_at: int, row_shape, dtype) -> None:
+        self.source, self.member, self.data_at = source, member, data_at
+        self.row_shape, self.dtype = tuple(row_shape), dtype
+        self.row_bytes = int(np.prod(row_shape)) * dtype.itemsize
+
+    @contextmanager
+    def reader(self) -> Iterator[_RowReader]:
+        with (
+            open_regular(self.source, "trace file", WorkloadError)
+            if isinstance(self.source, (str, Path))
+            else io.BytesIO(self.source)
+        ) as raw:
+            yield _RowReader(self, raw)
+
+
+class _RowReader:
+    def __init__(self, rows: _MemberRows, raw: BinaryIO) -> None:
+        self.rows, self.raw = rows, raw
+        raw.seek(rows.member.header_offset)
+        head = raw.read(30)
+        if len(head) != 30 or head[:4] != b"PK\x03\x04":
+            raise WorkloadError("not a readable NPZ trace: a member's local header is damaged")
+        self.start = rows.member.header_offset + 30 + int.from_bytes(head[26:28], "little")
+        self.start += int.from_bytes(head[28:30], "little")
+        self.ahead: _Inflater | None = None
+        self.ahead_row = 0
+
+    def cursor(self, row: int) -> _RowCursor:
+        rows = self.rows
+        if rows.member.compress_type == zipfile.ZIP_STORED:
+            at = self.start + rows.data_at + row * rows.row_bytes
+            return _RowCursor(_Stored(self.raw, at, self.start + rows.member.compress_size), rows)
+        if self.ahead is None or row < self.ahead_row:  # from the start (rows are asked for in rising order)
+            self.ahead, self.ahead_row = _Inflater(self.raw, self.start, rows.member.compress_size), 0
+            self.ahead.skip(rows.data_at)
+        self.ahead.skip((row - self.ahead_row) * rows.row_bytes)
+        self.ahead_row = row
+        return _RowCursor(self.ahead.copy(), rows)
+
+
+class _RowCursor:
+    def __init__(self, source: _Stored | _Inflater, rows: _MemberRows) -> None:
+        self.source, self.rows = source, rows
+
+    def take(self, n: int) -> np.ndarray:
+        data = np.frombuffer(self.source.read(n * self.rows.row_bytes), dtype=self.rows.dtype)
+        return data.reshape(n, *self.rows.row_shape).astype(np.int16)  # ids were checked below MAX_EXPERTS
+
+
+class _Stored:
+    """A stored member's bytes from `at` on, read in place."""
+
+    def __init__(self, raw: BinaryIO, at: int, end: int) -> None:
+        self.raw, self.at, self.end = raw, at, end
+
+    def read(self, n: int) -> bytes:
+        self.raw.seek(self.at)
+        data = self.raw.read(min(n, self.end - self.at))
+        if len(data) != n:
+            raise WorkloadError("not a readable NPZ trace: `experts` is cut off")
+        self.at += n
+        return data
+
+
+class _Inflater:
+    """A deflated member inflated forward from its compressed bytes at `at` (`left` of them not read yet)."""
+
+    def __init__(self, raw: BinaryIO, at: int, left: int) -> None:
+        self.raw, self.at, self.left = raw, at, left
+        self.z, self.pending = zlib.decompressobj(-zlib.MAX_WBITS), b""
+
+    def copy(self) -> _Inflater:
+        twin = _Inflater(self.raw, self.at, self.left)
+        twin.z, twin.pending = self.z.copy(), self.pending
+        return twin
+
+    def read(self, n: int) -> bytes:
+        out, have = [], 0
+        while have < n:
+            if not self.pending and self.left:
+                self.raw.seek(self.at)
+                self.pending = self.raw.read(min(_INFLATE_BLOCK, self.left))
+                self.at, self.left = self.at + len(self.pending), self.left - len(self.pending)
+            try:
+                piece = self.z.decompress(self.pending, n - have)
+            except zlib.error as err:
+                raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
+            self.pending = self.z.unconsumed_tail
+            if not piece and not self.pending and (not self.left or self.z.eof):
+                raise WorkloadError("not a readable NPZ trace: `experts` is cut off")
+            out.append(piece)
+            have += len(piece)
+        return b"".join(out)
+
+    def skip(self, n: int) -> None:
+        while n > 0:
+            step = min(n, _ID_BLOCK)
+            self.read(step)
+            n -= step
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""Independent compiled passes on every core: the kernels release the GIL (numba nogil), so threads run
+them at once (the groups of a model, the budgets of a policy). One core, or one job: run inline."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import contextmanager
+
+from moe_model.limits import LANE_QUEUE_JOBS, available_cores
+
+
+@contextmanager
+def worker_pool(n_jobs: int) -> Iterator[Executor | None]:
+    """A pool of min(n_jobs, cores) threads, or None where that is one."""
+    n = min(n_jobs, available_cores())
+    if n < 2:
+        yield None
+        return
+    with ThreadPoolExecutor(n) as pool:
+        yield pool
+
+
+def run_all(pool: Executor | None, fn: Callable, jobs: Sequence[tuple]) -> list:
+    """fn(*job) for every job, on the pool's threads when there is one; results in the jobs' order."""
+    if pool is None or len(jobs) < 2:
+        return [fn(*job) for job in jobs]
+    return [f.result() for f in [pool.submit(fn, *job) for job in jobs]]
+
+
+def on_threads(fn: Callable, jobs: Sequence[tuple]) -> list:
+    """run_all on a pool made for these jobs alone."""
+    with worker_pool(len(jobs)) as pool:
+        return run_all(pool, fn, jobs)
+
+
+class Lanes:
+    """One thread per lane running fn(*job) on the jobs put to that lane, in order, each lane at its own pace:
+    a lane holds at most LANE_QUEUE_JOBS jobs (put waits), so the producer runs ahead by that much and no lane
+    waits for another (independent kernel passes fed the same chunks). With one lane or one core, put runs
+    the job at once. `close()` waits for every lane and raises the first error a job raised."""
+
+    def __init__(self, n_lanes: int, fn: Callable) -> None:
+        self.fn, self.errors = fn, []
+        threaded = n_lanes > 1 and available_cores() > 1
+        self.queues = [queue.Queue(LANE_QUEUE_JOBS) for _ in range(n_lanes)] if threaded else []
+        self.threads = [threading.Thread(target=self._run, args=(q,), daemon=True) for q in self.queues]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, jobs: queue.Queue) -> None:
+        while (job := jobs.get()) is not None:
+            if not self.errors:  # after an error the rest is drained, not run
+                try:
+                    self.fn(*job)
+                except BaseException as err:  # noqa: BLE001 - handed to the producer by close()
+                    self.errors.append(err)
+
+    def put(self, lane: int, job: tuple) -> None:
+        if self.errors:
+            self.close()
+        if self.queues:
+            self.queues[lane].put(job)
+        else:
+            self.fn(*job)
+
+    def close(self) -> None:
+        for q in self.queues:
+            q.put(None)
+        for t in self.threads:
+            t.join()
+        self.queues, self.threads = [], []
+        if self.errors:
+            raise self.errors[0]
