@@ -51,12 +51,11 @@ def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(q
 
 
 def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):
-    from moe_model.policies import REFERENCE
     from moe_model.speed import curve
     from moe_model.speed.curve import ReplayMemo
     from moe_model.speed.recommend import recommend_cards
 
-    tm, base = default_time_model(), Scenario()
+    tm, base = default_time_model(), Scenario(build=11549)  # the exact LRU: every budget of a placement in one pass
     work = synthetic_workload(qwen30b, base, n_tokens=400)
     cards = [preset(name).with_changes(ram_gib=64) for name in ("t4", "rtx 4090", "rtx 5090")]
     alone = [recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error) for hw in cards]
@@ -66,8 +65,8 @@ def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone
     memo = ReplayMemo(work)
     shared = list(recommend_cards(qwen30b, cards, tm.params, base, memo, "m.gguf", tm.rel_error))
     assert [[o.as_dict() for o in opts] for opts in shared] == [[o.as_dict() for o in opts] for opts in alone]
-    lru_cpu_moe = [p for name, p in replays if p.cpu_moe and name == REFERENCE]
-    assert len(lru_cpu_moe) == 1  # the --cpu-moe budgets of all three cards in one pass
+    cpu_moe = [p for name, p in replays if p.cpu_moe and name == base.policy_name]  # the build's own policy
+    assert len(cpu_moe) == 1  # the --cpu-moe budgets of all three cards in one pass
     before = len(replays)
     again = next(recommend_cards(qwen30b, cards[:1], tm.params, base, memo, "m.gguf", tm.rel_error))
     assert len(replays) == before  # a card answered before (a GPU switch back) replays nothing
