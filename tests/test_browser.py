@@ -365,7 +365,8 @@ def assert_chosen(page, model: str, title: str) -> None:
 
 
 @pytest.mark.xfail(
-    reason="open (issue 21): after calibrating, Explore's headline for the exact 50 MiB budget is not drawn within 120 s "
+    reason="open (issue 21): after calibrating, Explore's headline for the exact 50 MiB budget is not drawn "
+    "within 120 s "
     "in this story; the same prediction through the CLI and the library is computed (tests/test_log_routing.py)",
     strict=False,
 )
