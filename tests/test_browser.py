@@ -365,9 +365,8 @@ def assert_chosen(page, model: str, title: str) -> None:
 
 
 @pytest.mark.xfail(
-    reason="open (issue 21): after calibrating, Explore's headline for the exact 50 MiB budget is not drawn "
-    "within 120 s "
-    "in this story; the same prediction through the CLI and the library is computed (tests/test_log_routing.py)",
+    reason="open (issue 21): after the merges, Explore's prediction at run3's b50 budget came out 29.0 t/s against "
+    "the logged 36.1 (outside the calibration's 12.5 %) in one run, and its 50 MiB headline timed out in another",
     strict=False,
 )
 def test_story_4_my_own_header_and_logs_on_every_page(server, browser):

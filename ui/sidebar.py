@@ -187,6 +187,8 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         hw, base_id = preset(name), name
     if _switch_base(base_id, use_calibrated) and use_calibrated:
         keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # the logs' load mode, until the user picks
+        if calibrated.build:  # and the logs' build: its policy produced the hit rates the machine was fitted on
+            keep(**{SCENARIO["build"].url_key: calibrated.build})
     ram = _edit(st.sidebar, "ram_gib", float(hw.ram_gib), base_id)
     with st.sidebar.expander("edit this machine"):
         link = _link_edit(hw, base_id)
