@@ -61,6 +61,7 @@ DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well
 
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
+SIM_CHUNK_LOOKUPS = 1 << 20  # and expert ids per chunk (4 MiB as int32): large ubatches make fewer records a chunk
 LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 10  # per (lookup x budget) of a ClassLRU pass: benchmarks/bench.py

@@ -23,6 +23,7 @@ from moe_model.limits import (
     MAX_DRAFT_TOKENS,
     MAX_PROMPT_TOKENS,
     MAX_UBATCH,
+    SIM_CHUNK_LOOKUPS,
     SIM_CHUNK_RECORDS,
 )
 from moe_model.settings import setting
@@ -129,17 +130,20 @@ def _chunk(work: Workload, a: int, b: int) -> Workload:
     )
 
 
-def stream_of(work: Workload, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream:
-    """An in-memory workload as a stream of slices, cut only between ubatches."""
+def stream_of(
+    work: Workload, max_records: int = SIM_CHUNK_RECORDS, max_lookups: int = SIM_CHUNK_LOOKUPS
+) -> WorkloadStream:
+    """An in-memory workload as a stream of slices, cut only between ubatches, each of at most max_records
+    records and max_lookups ids (or one ubatch, when a single one is larger)."""
     starts = np.flatnonzero(np.diff(work.rec_ubatch)) + 1  # where a new ubatch begins
     if np.any(np.diff(work.rec_ubatch) < 0):
         starts = starts[:0]  # ubatch ids out of order: one chunk keeps per-ubatch counts exact
-    first_after = np.searchsorted(starts, np.arange(max_records, work.n_records, max_records))
-    cuts = np.unique(starts[first_after[first_after < len(starts)]])
+    lookups = np.concatenate([[0], np.cumsum(work.rec_ntok.astype(np.int64) * work.k)])  # ids before each record
+    cuts = _chunk_cuts(starts, lookups, max_records, max_lookups)
     n_expert = max(work.n_expert, int(work.ids.max()) + 1 if len(work.ids) else 0)
 
     def chunks() -> Iterator[Workload]:
-        bounds = [0, *cuts.tolist(), work.n_records]
+        bounds = [0, *cuts, work.n_records]
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             if b > a:
                 yield _chunk(work, a, b)
@@ -156,6 +160,21 @@ def stream_of(work: Workload, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadS
         chunks,
         work.label,
     )
+
+
+def _chunk_cuts(starts: np.ndarray, lookups: np.ndarray, max_records: int, max_lookups: int) -> list[int]:
+    """Chunk ends among the ubatch starts: each chunk takes the most whole ubatches within both limits, at least one."""
+    n, cuts, a = len(lookups) - 1, [], 0
+    while True:
+        end = min(a + max_records, int(np.searchsorted(lookups, lookups[a] + max_lookups, side="right")) - 1)
+        if end >= n:
+            return cuts
+        i = int(np.searchsorted(starts, end, side="right"))  # starts[:i] <= end
+        later = int(np.searchsorted(starts, a, side="right"))  # starts[later:] > a
+        if later >= len(starts):
+            return cuts
+        a = int(starts[i - 1]) if i > later else int(starts[later])
+        cuts.append(a)
 
 
 @dataclass(frozen=True, eq=False)

@@ -483,3 +483,15 @@ def test_belady_and_the_static_set_equal_their_plain_definitions_at_each_budget(
                     pinned_counts[2, key // n_expert] += uses[key]
         assert np.array_equal(np.array([belady[b].hits, belady[b].uploads, belady[b].cpu]), best)
         assert np.array_equal(np.array([static[b].hits, static[b].uploads, static[b].cpu]), pinned_counts)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_policy_refuses_expert_ids_outside_the_model_before_its_compiled_pass(name):
+    from dataclasses import replace
+
+    model, work = tiny_model(1, 8, 1, mixed=False), decode([0, 1, 0, 2])
+    assert run_policy(name, model, work, [TWO_SLOTS])[0].lookups.sum() == 4  # positive control
+    bad = replace(work, ids=np.array([0, 1, -3, 2], dtype=np.int32))  # check_fits sees only the largest id
+    with pytest.raises(MoeModelError, match="outside 0..7") as info:
+        run_policy(name, model, bad, [TWO_SLOTS])
+    assert "\n" not in str(info.value)

@@ -452,3 +452,19 @@ def test_a_streamed_token_trace_is_refused_with_the_message_of_a_loaded_one(tmp_
     with pytest.raises(WorkloadError) as streamed:
         open_trace(str(tmp_path / "bad.npz"))
     assert str(streamed.value) == str(loaded.value)
+
+
+def test_chunks_are_bounded_in_ids_too_so_large_ubatches_make_fewer_records_a_chunk(gt_model):
+    from moe_model.routing.synthetic import Knobs, Shape, generate
+    from moe_model.workload import stream_of
+
+    trace = generate(Shape(14, 128, 8), Knobs(), 400, seq_len=50)
+    batching = Batching(concurrency=8, prompt_tokens=30, ubatch_size=16)  # decode ubatches of 8 x 14 x 8 ids
+    whole = build_workload(trace, batching, 128)
+    for stream in (stream_build(trace, batching, 128, max_lookups=2000), stream_of(whole, max_lookups=2000)):
+        chunks = list(stream.chunks())
+        one_ubatch = [len(np.unique(c.rec_ubatch)) == 1 for c in chunks]
+        assert all(len(c.ids) <= 2000 or single for c, single in zip(chunks, one_ubatch, strict=True))
+        assert len(chunks) > 20 and not all(one_ubatch)
+        assert np.array_equal(np.concatenate([c.ids for c in chunks]), whole.ids)
+        assert _counts(gt_model, stream) == _counts(gt_model, whole)

@@ -20,6 +20,7 @@ from moe_model.errors import WorkloadError
 from moe_model.limits import (
     MAX_ROUTING_DRAWS,
     MAX_TRACE_IDS,
+    SIM_CHUNK_LOOKUPS,
     SIM_CHUNK_RECORDS,
     SIM_MEMORY_SHARE,
     TRACE_READ_AHEAD_ROWS,
@@ -338,8 +339,10 @@ def stream_build(
     batching: Batching | None = None,
     n_expert: int | None = None,
     max_records: int = SIM_CHUNK_RECORDS,
+    max_lookups: int = SIM_CHUNK_LOOKUPS,
 ) -> WorkloadStream:
-    """build_workload's records, built chunk by chunk of whole ubatches: the same records, never all at once.
+    """build_workload's records, built chunk by chunk of whole ubatches (at most max_records records and
+    max_lookups ids each, or one ubatch): the same records, never all at once.
 
     Neither the workload (36 bytes per lookup) nor the schedule is held: it is generated again for each pass,
     from the same random state. A held trace is indexed; a `StreamedTokens` is read forward from its file, one
@@ -355,12 +358,14 @@ def stream_build(
         with trace.open_reader() if isinstance(trace, StreamedTokens) else nullcontext() as reader:
             source = _HeldRows(trace.experts, drawn) if reader is None else _StreamedRows(reader, drawn, trace.n_tokens)
             batch: list[_Ubatch] = []
-            lo = 0
+            lo = lookups = 0
             for ub in _ubatches(trace, batching, copy.deepcopy(rng)):
-                batch.append(ub)
-                if len(batch) == per_chunk:
+                size = ub.n_tokens * trace.n_layer * trace.k  # at most: the last layer may see fewer
+                if batch and (len(batch) == per_chunk or lookups + size > max_lookups):
                     yield _ubatch_records(source.of(batch), batch, lo, trace.n_layer, trace.k, n_expert, trace.label)
-                    lo, batch = lo + len(batch), []
+                    lo, batch, lookups = lo + len(batch), [], 0
+                batch.append(ub)
+                lookups += size
             if batch:
                 yield _ubatch_records(source.of(batch), batch, lo, trace.n_layer, trace.k, n_expert, trace.label)
 

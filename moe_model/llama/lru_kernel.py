@@ -102,26 +102,30 @@ def _cached_in(q, j, ent_lo, ent_hi, ent_mask) -> bool:
 
 @njit(cache=True, nogil=True)
 def _resolve(key, p, d, j_lo, j_hi, last_rec, last_ent, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask,
-             caps, n_expert, out):  # fmt: skip
+             caps, n_expert, out, mates):  # fmt: skip
     """The rare pools whose cut falls inside `key`'s last record p (d keys used since): its rank there depends
     on which of the record's keys were hits in that pool. Writes bits j_lo..j_hi-1 of `out`."""
     me = last_ent[key]
     fa_e = ent_fa[me]
     expert = key % n_expert
+    n = 0
+    for q in range(ent_start[p], ent_start[p] + ent_nu[p]):  # the record's other keys not used since
+        f = ent_key[q]
+        if f != key and last_rec[f] == p:
+            mates[n] = q
+            n += 1
     for j in range(j_lo, j_hi):
         hit_e = _cached_in(me, j, ent_lo, ent_hi, ent_mask)
         newer = 0
-        for q in range(ent_start[p], ent_start[p] + ent_nu[p]):
-            f = ent_key[q]
-            if f == key or last_rec[f] != p:
-                continue
+        for m in range(n):
+            q = mates[m]
             hit_f = _cached_in(q, j, ent_lo, ent_hi, ent_mask)
             if hit_e and hit_f:
                 newer += ent_fa[q] > fa_e  # hits are refreshed in first-appearance order
             elif hit_e:
                 newer += 1  # misses are filled after every hit
             elif not hit_f:
-                newer += f % n_expert > expert  # misses are filled in expert-id order
+                newer += ent_key[q] % n_expert > expert  # misses are filled in expert-id order
         bit = np.uint64(1) << np.uint64(j & 63)
         if d + newer < caps[j]:
             out[j >> 6] |= bit
@@ -288,6 +292,7 @@ def _feed(
     dist = np.empty(n_expert, dtype=np.int64)
     lows = np.empty(n_expert, dtype=np.int64)
     highs = np.empty(n_expert, dtype=np.int64)
+    mates = np.empty(n_expert, dtype=np.int64)
     n_seen, t, e_ptr, tick = scalars[_N_SEEN], scalars[_N_REC], scalars[_N_ENT], scalars[_STAMP]
     for r in range(len(rec_mode)):
         mode = rec_mode[r]
@@ -318,7 +323,7 @@ def _feed(
                 key = base + uniq[u]
                 _resolve(
                     key, last_rec[key], dist[u], lows[u], highs[u], last_rec, last_ent, ent_start, ent_nu, ent_key,
-                    ent_fa, ent_lo, ent_hi, ent_mask, caps, n_expert, window[u],
+                    ent_fa, ent_lo, ent_hi, ent_mask, caps, n_expert, window[u], mates,
                 )  # fmt: skip
         if mode == MODE_PROBE:
             for u in range(nu):

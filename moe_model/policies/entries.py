@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
 
@@ -29,6 +30,7 @@ class PoolEntries:
 
     @classmethod
     def build(cls, work: Workload) -> PoolEntries:
+        check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
         need = pool_need(work.rec_ntok, work.k, work.n_expert)
         ntok = np.where(need < NO_POOL, work.rec_ntok, 0).astype(np.int64)
         rec, key = _dedupe(ntok, work.rec_off, work.rec_layer, work.ids, work.k, work.n_expert)
