@@ -48,6 +48,8 @@ class Option:
             "decode_tps": p.decode_tps,
             "decode_tps_range": list(p.decode_tps_range),
             "prefill_tps": p.prefill_tps,
+            "ttft_s": p.ttft_s,
+            "depth": p.scenario.context_depth,
             "hit_rate": p.hit_rate,
             "starts": p.starts,
             "fits_vram": p.vram.fits,
