@@ -250,7 +250,7 @@ def sidebar_serving(prompt: bool = False) -> dict:
     predicts; `prompt`: the prompt's length too (pages that show prompt speed). Returns them as Scenario fields,
     the context raised where it cannot hold every stream at that depth (said here): the VRAM verdict counts it."""
     chosen, concurrency = control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
-    depth = control(st.sidebar, SCENARIO["depth"])
+    depth = control(st.sidebar, SCENARIO["depth"], SCENARIO["n_ctx"].widget.hi // concurrency)  # -c can hold it
     n_ctx = context_for_depth(chosen, depth, concurrency)
     if n_ctx > chosen:
         st.sidebar.caption(
