@@ -200,8 +200,8 @@ class TimeModel:
 
 
 def prefill_relative_error(record: dict) -> float:
-    """The prompt speed's uncertainty: the decode range's quantile of |error| over every left-out prompt point of a
-    calibration record (0.0 when it holds none)."""
+    """The prompt speed's uncertainty: the decode range's quantile (UNCERTAINTY_QUANTILE) of |error| over every
+    left-out prompt point of a calibration record (0.0 when it holds none)."""
     reports = record.get("leave_one_machine_out", {}).values()
     errors = np.abs([e for r in reports for e in r.get("prefill_errors", {}).values()])
     return float(np.quantile(errors, UNCERTAINTY_QUANTILE)) if len(errors) else 0.0
