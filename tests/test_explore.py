@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from moe_model.limits import MAX_CTX, MAX_ROUTING_DRAWS
+from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.curve import curve
@@ -126,12 +126,6 @@ def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_ge
 def _at_depth(depth: int, concurrency: int = 1) -> Scenario:
     """The scenario Explore's sidebar builds for a context depth: -c 4,096 raised to hold every stream."""
     return Scenario(concurrency=concurrency, n_ctx=context_for_depth(4096, depth, concurrency), depth=depth)
-
-
-def test_the_context_is_raised_to_hold_every_stream_at_the_depth_and_kept_where_it_does():
-    assert context_for_depth(4096, 512, 1) == 4096  # llama.cpp allocates -c cells: a shallower depth keeps it
-    assert context_for_depth(4096, 8192, 1) == 8192 and context_for_depth(4096, 8192, 2) == 16384
-    assert context_for_depth(4096, MAX_CTX, 4) == MAX_CTX  # never beyond what the library accepts
 
 
 def test_a_deeper_context_decodes_slower_and_its_kv_cache_is_in_the_vram_verdict(setting):

@@ -275,9 +275,10 @@ class Scenario:
         if self.n_predict < 1:
             raise MoeModelError(f"a request generates at least 1 token, got {self.n_predict}")
         check_at_most(self.context_depth, MAX_CTX, "the depth")
-        if self.depth is not None and self.depth > self.n_ctx * self.concurrency:
+        if self.depth is not None and context_cells(self.depth, self.concurrency) > self.n_ctx:
             raise MoeModelError(
-                f"the depth ({self.context_depth:,} tokens) does not fit the context (-c {self.n_ctx:,}): raise --ctx"
+                f"the depth ({self.depth:,} tokens x {self.concurrency} stream(s)) does not fit the context "
+                f"(-c {self.n_ctx:,}): raise --ctx to {context_cells(self.depth, self.concurrency):,}"
             )
 
     @property
@@ -376,10 +377,16 @@ class Layout:
         return mask
 
 
+def context_cells(depth: int, concurrency: int) -> int:
+    """The KV cells `concurrency` streams `depth` tokens deep hold: the context (-c) they need (llama.cpp allocates
+    the KV cache for -c cells, which the -np streams share)."""
+    return depth * concurrency
+
+
 def context_for_depth(n_ctx: int, depth: int, concurrency: int) -> int:
     """The context (-c) a server needs to decode `concurrency` streams `depth` tokens deep: the one chosen, raised
-    where it cannot hold them (llama.cpp allocates the KV cache for -c cells, which the -np streams share)."""
-    return min(max(n_ctx, depth * concurrency), MAX_CTX)
+    where it cannot hold them (up to the largest the library takes)."""
+    return min(max(n_ctx, context_cells(depth, concurrency)), MAX_CTX)
 
 
 def cache_room_mib(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placement) -> int:
