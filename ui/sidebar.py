@@ -258,7 +258,15 @@ def sidebar_serving(prompt: bool = False) -> dict:
             "(its KV cache is in the VRAM verdict and the commands)."
         )
     fields = {"n_ctx": n_ctx, "concurrency": concurrency, "depth": depth}
-    return fields | ({"prompt_tokens": control(st.sidebar, SCENARIO["prompt_tokens"])} if prompt else {})
+    if not prompt:
+        return fields
+    prompt_tokens = control(st.sidebar, SCENARIO["prompt_tokens"])
+    if depth < prompt_tokens:
+        st.sidebar.caption(
+            f"The depth is below the prompt: decoding right after a {prompt_tokens:,}-token prompt reads at least "
+            f"{prompt_tokens:,} tokens (a shorter depth models a shorter context than this prompt makes)."
+        )
+    return fields | {"prompt_tokens": prompt_tokens}
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
