@@ -125,3 +125,27 @@ def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_cu
         assert axis.top_mib <= max(axis.fits_mib, axis.full_mib) and len(stops) <= 41
         assert set(axis.policy_budgets()) <= set(range(axis.lowest_mib, axis.full_mib + 1))
     assert not budget_axis(qwen30b, preset("t4").with_changes(vram_gib=1.0), Scenario()).cache_fits
+
+
+def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_its_own_budget(qwen30b, monkeypatch):
+    from moe_model.llama.slot_plan import full_budget_mib
+    from moe_model.speed.curve import ReplayMemo, replay
+    from moe_model.speed.measured import synthetic_workload
+
+    base, hw = Scenario(build=11549), preset("rtx 5090")
+    work = synthetic_workload(qwen30b, base, n_tokens=200)
+    full = full_budget_mib(qwen30b, base.placement)
+    budgets = [full // 3, full, full + 500, 2 * full]  # the last three cache every expert: the same pools
+    asked = []
+    real = curve_module.replay_counts
+    monkeypatch.setattr(
+        curve_module, "replay_counts", lambda *a: asked.append([p.budget_mib for p in a[3]]) or real(*a)
+    )
+    memo = ReplayMemo(work)
+    shared = replay(qwen30b, hw, base, budgets, memo)
+    assert asked == [[full // 3, full]] and memo.replayed_budgets == 2
+    alone = [replay(qwen30b, hw, base, [b], lambda sc: work)[0] for b in budgets]
+    for one, other, budget in zip(shared, alone, budgets, strict=True):
+        assert one.counts.budget_mib == budget and one.simulated.budget_mib == budget
+        assert one.counts.as_dict() == other.counts.as_dict()
+        assert one.simulated.plan == other.simulated.plan and one.simulated.hit_rate == other.simulated.hit_rate

@@ -17,7 +17,7 @@ import numpy as np
 
 from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS, REPLAY_MEMO_ENTRIES
 from moe_model.llama.simulate import SimResult, simulate_plans
-from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -49,8 +49,10 @@ class ReplayMemo:
         return self.work
 
     @staticmethod
-    def key(sc: Scenario, placement: Placement, budget_mib: int) -> tuple:
-        return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), budget_mib
+    def key(sc: Scenario, placement: Placement, plan: CachePlan) -> tuple:
+        """What a budget's counts depend on: the policy, the placement and the pools its plan gives (two budgets
+        with the same slots in every group, such as any two above the one that caches every expert, count alike)."""
+        return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), pools(plan)
 
     def get(self, key: tuple) -> tuple[PolicyResult, SimResult | None] | None:
         with self._lock:
@@ -70,6 +72,20 @@ class ReplayMemo:
         if self._decode is None:
             self._decode = decode_counts(self.work)
         return self._decode
+
+
+def pools(plan: CachePlan) -> tuple:
+    """What of a plan a replay reads (whether it starts; each group's device, layers and slots), not its budget."""
+    return plan.starts, tuple((g.device, g.layers, g.n_slots) for g in plan.groups)
+
+
+def at_budget(known: tuple[PolicyResult, SimResult | None], plan: CachePlan) -> tuple[PolicyResult, SimResult | None]:
+    """A memo entry replayed at another budget with the same pools, as counted at this plan's budget."""
+    counts, sim = known
+    if counts.budget_mib == plan.budget_mib:
+        return counts, sim
+    sim = None if sim is None else replace(sim, budget_mib=plan.budget_mib, plan=plan)
+    return replace(counts, budget_mib=plan.budget_mib), sim
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,18 +207,26 @@ def _replay_groups(
     for placement, members in _by_placement(layouts).items():
         counted = [i for i in members if need[i]]
         for i in counted:
-            known = memo.get(memo.key(base, placement, layouts[i].plan.budget_mib)) if memo else None
+            known = memo.get(memo.key(base, placement, layouts[i].plan)) if memo else None
             if known is not None:
-                counts[i] = known[0]
-                simulated |= {i: known[1]} if known[1] is not None else {}
+                counts[i], sim = at_budget(known, layouts[i].plan)
+                simulated |= {i: sim} if sim is not None else {}
         todo = [i for i in counted if i not in counts]
+        if todo and memo:  # budgets with the same pools replayed once (the first asked), the others as it
+            first: dict[tuple, int] = {}
+            for i in todo:
+                first.setdefault(memo.key(base, placement, layouts[i].plan), i)
+            todo = list(first.values())
         if todo:
             results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
             for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
                 counts[i] = result
                 simulated |= {i: sim} if sim is not None else {}
                 if memo:
-                    memo.put(memo.key(base, placement, layouts[i].plan.budget_mib), result, sim)
+                    memo.put(memo.key(base, placement, layouts[i].plan), result, sim)
+        for i in (i for i in counted if i not in counts):  # a twin of a budget just replayed
+            counts[i], sim = at_budget(memo.get(memo.key(base, placement, layouts[i].plan)), layouts[i].plan)
+            simulated |= {i: sim} if sim is not None else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
             sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base))
