@@ -149,3 +149,43 @@ def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_i
         assert one.counts.budget_mib == budget and one.simulated.budget_mib == budget
         assert one.counts.as_dict() == other.counts.as_dict()
         assert one.simulated.plan == other.simulated.plan and one.simulated.hit_rate == other.simulated.hit_rate
+
+
+def test_two_threads_asking_a_memo_for_the_same_budgets_replay_them_once(qwen30b, monkeypatch):
+    import threading
+
+    from moe_model.speed.curve import ReplayMemo, replay
+    from moe_model.speed.measured import synthetic_workload
+
+    base, hw = Scenario(build=11549), preset("t4")
+    work = synthetic_workload(qwen30b, base, n_tokens=200)
+    calls, started, release, second_asks = [], threading.Event(), threading.Event(), threading.Event()
+    real = curve_module.replay_counts
+
+    def held(*args):  # the first replay holds until the second thread has asked for the same budgets
+        calls.append([p.budget_mib for p in args[3]])
+        if len(calls) == 1:
+            started.set()
+            release.wait(60)
+        return real(*args)
+
+    class Memo(ReplayMemo):
+        def claim(self, keys):
+            if threading.current_thread().name == "second":
+                second_asks.set()
+            return super().claim(keys)
+
+    monkeypatch.setattr(curve_module, "replay_counts", held)
+    memo, out = Memo(work), {}
+    budgets = [300, 900, 2000]
+    first = threading.Thread(target=lambda: out.update(a=replay(qwen30b, hw, base, budgets, memo)))
+    second = threading.Thread(target=lambda: out.update(b=replay(qwen30b, hw, base, budgets, memo)), name="second")
+    first.start()
+    assert started.wait(60)
+    second.start()
+    assert second_asks.wait(60)
+    release.set()
+    first.join(120)
+    second.join(120)
+    assert calls == [budgets] and memo.replayed_budgets == 3  # the second waited for the first's replay
+    assert [r.counts.as_dict() for r in out["a"]] == [r.counts.as_dict() for r in out["b"]]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,8 +35,9 @@ class ReplayMemo:
     """One workload and the counts already replayed on it, shared by every curve that differs only in the card,
     the load mode or the budgets it asks for: a budget's counts depend on the workload, the policy, the resolved
     placement and the budget, never on the GPU. Pass it where a WorkloadFor goes (it returns its workload).
-    Bounded in entries (limits.REPLAY_MEMO_ENTRIES, each a few per-layer arrays); safe to share between threads
-    (the lock guards the dictionary only, never a replay)."""
+    Bounded in entries (limits.REPLAY_MEMO_ENTRIES, each a few per-layer arrays); safe to share between threads:
+    the lock guards the dictionary only, never a replay, and a budget another thread is replaying is waited for,
+    not replayed twice (a thread waits only while it claims nothing: no two wait on each other)."""
 
     def __init__(self, work: Workload, max_entries: int = REPLAY_MEMO_ENTRIES) -> None:
         self.work = work
@@ -43,6 +45,8 @@ class ReplayMemo:
         self._entries: OrderedDict[tuple, tuple[PolicyResult, SimResult | None]] = OrderedDict()
         self._decode: tuple[int, np.ndarray] | None = None
         self._lock = threading.Lock()
+        self._replaying: set[tuple] = set()  # keys some thread has claimed and is replaying
+        self._replayed = threading.Condition(self._lock)
         self.replayed_budgets = 0  # budgets this memo had to replay (the rest were reused)
 
     def __call__(self, sc: Scenario) -> Workload:
@@ -54,11 +58,23 @@ class ReplayMemo:
         with the same slots in every group, such as any two above the one that caches every expert, count alike)."""
         return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), pools(plan)
 
-    def get(self, key: tuple) -> tuple[PolicyResult, SimResult | None] | None:
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-            return self._entries.get(key)
+    @contextmanager
+    def claim(self, keys: set[tuple]) -> Iterator[tuple[dict[tuple, tuple], set[tuple]]]:
+        """(the entries the memo has for `keys`, the keys this thread must replay and put), once no other thread
+        is replaying any of them; the claim ends with the block (put or not)."""
+        with self._replayed:
+            self._replayed.wait_for(lambda: not keys & self._replaying)
+            known = {k: self._entries[k] for k in keys if k in self._entries}
+            for k in known:
+                self._entries.move_to_end(k)
+            mine = keys - known.keys()
+            self._replaying |= mine
+        try:
+            yield known, mine
+        finally:
+            with self._replayed:
+                self._replaying -= mine
+                self._replayed.notify_all()
 
     def put(self, key: tuple, counts: PolicyResult, simulated: SimResult | None) -> None:
         with self._lock:
@@ -206,26 +222,21 @@ def _replay_groups(
     simulated: dict[int, SimResult] = {}
     for placement, members in _by_placement(layouts).items():
         counted = [i for i in members if need[i]]
-        for i in counted:
-            known = memo.get(memo.key(base, placement, layouts[i].plan)) if memo else None
-            if known is not None:
-                counts[i], sim = at_budget(known, layouts[i].plan)
-                simulated |= {i: sim} if sim is not None else {}
-        todo = [i for i in counted if i not in counts]
-        if todo and memo:  # budgets with the same pools replayed once (the first asked), the others as it
-            first: dict[tuple, int] = {}
-            for i in todo:
-                first.setdefault(memo.key(base, placement, layouts[i].plan), i)
+        keys = {i: ReplayMemo.key(base, placement, layouts[i].plan) for i in counted}
+        with memo.claim(set(keys.values())) if memo else nullcontext(({}, set(keys.values()))) as (known, mine):
+            first: dict[tuple, int] = {}  # budgets with the same pools replayed once, the first asked
+            for i in counted:
+                if keys[i] in mine:
+                    first.setdefault(keys[i], i)
             todo = list(first.values())
-        if todo:
-            results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
-            for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
-                counts[i] = result
-                simulated |= {i: sim} if sim is not None else {}
-                if memo:
-                    memo.put(memo.key(base, placement, layouts[i].plan), result, sim)
-        for i in (i for i in counted if i not in counts):  # a twin of a budget just replayed
-            counts[i], sim = at_budget(memo.get(memo.key(base, placement, layouts[i].plan)), layouts[i].plan)
+            if todo:
+                results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
+                for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
+                    known[keys[i]] = (result, sim)
+                    if memo:
+                        memo.put(keys[i], result, sim)
+        for i in counted:
+            counts[i], sim = at_budget(known[keys[i]], layouts[i].plan)
             simulated |= {i: sim} if sim is not None else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
