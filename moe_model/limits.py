@@ -43,6 +43,8 @@ MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before
 MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
 MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
 TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once: ~100 KiB per decoding sequence
+CSV_BLOCK_BYTES = 1 << 20  # CSV text a streamed CSV trace parses at a time (its checking pass, each cursor)
+MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is read whole
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs

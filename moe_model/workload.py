@@ -139,7 +139,7 @@ def stream_of(
     if np.any(np.diff(work.rec_ubatch) < 0):
         starts = starts[:0]  # ubatch ids out of order: one chunk keeps per-ubatch counts exact
     lookups = np.concatenate([[0], np.cumsum(work.rec_ntok.astype(np.int64) * work.k)])  # ids before each record
-    cuts = _chunk_cuts(starts, lookups, max_records, max_lookups)
+    cuts = chunk_cuts(starts, lookups, max_records, max_lookups)
     n_expert = max(work.n_expert, int(work.ids.max()) + 1 if len(work.ids) else 0)
 
     def chunks() -> Iterator[Workload]:
@@ -162,7 +162,7 @@ def stream_of(
     )
 
 
-def _chunk_cuts(starts: np.ndarray, lookups: np.ndarray, max_records: int, max_lookups: int) -> list[int]:
+def chunk_cuts(starts: np.ndarray, lookups: np.ndarray, max_records: int, max_lookups: int) -> list[int]:
     """Chunk ends among the ubatch starts: each chunk takes the most whole ubatches within both limits, at least one."""
     n, cuts, a = len(lookups) - 1, [], 0
     while True:

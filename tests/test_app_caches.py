@@ -19,7 +19,7 @@ from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, AP
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
-from moe_model.readers.traces import make_token_trace, read_peak_bytes, save_npz
+from moe_model.readers.traces import load_any, make_token_trace, read_peak_bytes, save_npz
 from ui import cached
 from ui.cached import ByteBudgetCache, nbytes_of
 
@@ -161,13 +161,23 @@ def test_a_log_above_the_app_limit_is_refused_before_parsing():
 
 
 def test_a_changed_workload_under_the_same_hand_built_name_misses_the_cache():
-    cached.workload_npz.clear()
+    cached._workload_npz.clear()
     rng = np.random.default_rng(0)
     hot = build_workload(make_token_trace(np.tile(np.array([[0, 1], [0, 1]], dtype=np.int16), (200, 1, 1))))
     spread = build_workload(make_token_trace(np.argsort(rng.random((200, 2, 8)), axis=2)[:, :, :2]))
-    first, second = cached.workload_npz(hot, "same key"), cached.workload_npz(spread, "same key")
+    first, second = cached.workload_npz(hot, "same key")(), cached.workload_npz(spread, "same key")()
     assert first != second  # keyed by content: the stale workload is not served
-    assert cached.workload_npz(hot, "another key") == first
+    assert cached.workload_npz(hot, "another key")() == first
+
+
+def test_the_workload_download_is_compressed_when_clicked_not_when_the_page_is_drawn(monkeypatch):
+    cached._workload_npz.clear()
+    saved = []
+    monkeypatch.setattr(cached, "save_npz", lambda buf, work: saved.append(work) or save_npz(buf, work))
+    work = build_workload(make_token_trace(np.tile(np.array([[0, 1], [0, 1]], dtype=np.int16), (50, 1, 1))))
+    data = cached.workload_npz(work, "key")  # what the page hands st.download_button
+    assert callable(data) and saved == []
+    assert load_any(data(), "w.npz").n_records == work.n_records and len(saved) == 1
 
 
 def test_an_edited_preset_file_misses_the_synthetic_cache(tmp_path, monkeypatch):

@@ -125,3 +125,67 @@ def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_cu
         assert axis.top_mib <= max(axis.fits_mib, axis.full_mib) and len(stops) <= 41
         assert set(axis.policy_budgets()) <= set(range(axis.lowest_mib, axis.full_mib + 1))
     assert not budget_axis(qwen30b, preset("t4").with_changes(vram_gib=1.0), Scenario()).cache_fits
+
+
+def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_its_own_budget(qwen30b, monkeypatch):
+    from moe_model.llama.slot_plan import full_budget_mib
+    from moe_model.speed.curve import ReplayMemo, replay
+    from moe_model.speed.measured import synthetic_workload
+
+    base, hw = Scenario(build=11549), preset("rtx 5090")
+    work = synthetic_workload(qwen30b, base, n_tokens=200)
+    full = full_budget_mib(qwen30b, base.placement)
+    budgets = [full // 3, full, full + 500, 2 * full]  # the last three cache every expert: the same pools
+    asked = []
+    real = curve_module.replay_counts
+    monkeypatch.setattr(
+        curve_module, "replay_counts", lambda *a: asked.append([p.budget_mib for p in a[3]]) or real(*a)
+    )
+    memo = ReplayMemo(work)
+    shared = replay(qwen30b, hw, base, budgets, memo)
+    assert asked == [[full // 3, full]] and memo.replayed_budgets == 2
+    alone = [replay(qwen30b, hw, base, [b], lambda sc: work)[0] for b in budgets]
+    for one, other, budget in zip(shared, alone, budgets, strict=True):
+        assert one.counts.budget_mib == budget and one.simulated.budget_mib == budget
+        assert one.counts.as_dict() == other.counts.as_dict()
+        assert one.simulated.plan == other.simulated.plan and one.simulated.hit_rate == other.simulated.hit_rate
+
+
+def test_two_threads_asking_a_memo_for_the_same_budgets_replay_them_once(qwen30b, monkeypatch):
+    import threading
+
+    from moe_model.speed.curve import ReplayMemo, replay
+    from moe_model.speed.measured import synthetic_workload
+
+    base, hw = Scenario(build=11549), preset("t4")
+    work = synthetic_workload(qwen30b, base, n_tokens=200)
+    calls, started, release, second_asks = [], threading.Event(), threading.Event(), threading.Event()
+    real = curve_module.replay_counts
+
+    def held(*args):  # the first replay holds until the second thread has asked for the same budgets
+        calls.append([p.budget_mib for p in args[3]])
+        if len(calls) == 1:
+            started.set()
+            release.wait(60)
+        return real(*args)
+
+    class Memo(ReplayMemo):
+        def claim(self, keys):
+            if threading.current_thread().name == "second":
+                second_asks.set()
+            return super().claim(keys)
+
+    monkeypatch.setattr(curve_module, "replay_counts", held)
+    memo, out = Memo(work), {}
+    budgets = [300, 900, 2000]
+    first = threading.Thread(target=lambda: out.update(a=replay(qwen30b, hw, base, budgets, memo)))
+    second = threading.Thread(target=lambda: out.update(b=replay(qwen30b, hw, base, budgets, memo)), name="second")
+    first.start()
+    assert started.wait(60)
+    second.start()
+    assert second_asks.wait(60)
+    release.set()
+    first.join(120)
+    second.join(120)
+    assert calls == [budgets] and memo.replayed_budgets == 3  # the second waited for the first's replay
+    assert [r.counts.as_dict() for r in out["a"]] == [r.counts.as_dict() for r in out["b"]]

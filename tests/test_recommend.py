@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from moe_model.llama.slot_plan import Placement
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.measured import synthetic_workload
@@ -125,3 +126,27 @@ def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budget
         if p.usable and q.usable:
             assert q.decode_tps < p.decode_tps and q.vram.kv_mib == kv_cache_mib(qwen30b, 32768) > p.vram.kv_mib
         assert f"-c {q.scenario.n_ctx}" in deep[label].command  # the command starts the context the depth needs
+
+
+def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays_them_in_one_pass(qwen30b, monkeypatch):
+    from moe_model.speed import curve
+    from moe_model.speed.curve import ReplayMemo
+    from moe_model.speed.recommend import budget_grid, candidates, recommend_cards
+
+    tm, base = default_time_model(), Scenario()  # the default build: ClassLRU, its budgets of a class in one pass
+    assert base.policy_name.startswith("class-lru")
+    cards = [preset(name).with_changes(ram_gib=64) for name in ("t4", "rtx 3060 12gb", "rtx 4080 16gb")]
+    grid = budget_grid(qwen30b, Scenario(placement=Placement(cpu_moe=True)).placement)
+    for hw in cards:
+        own = {
+            sc.budget_mib
+            for sc in candidates(qwen30b, hw, base)
+            if sc.placement.cpu_moe and sc.budget_mib and not sc.cpu_share
+        }
+        assert len(own - set(grid)) == 1 and own & set(grid) == {b for b in grid if b < max(own)}
+    replays = []
+    real = curve.replay_counts
+    monkeypatch.setattr(curve, "replay_counts", lambda *a: replays.append((a[2].policy_name, a[4])) or real(*a))
+    work = synthetic_workload(qwen30b, base, n_tokens=300)
+    list(recommend_cards(qwen30b, cards, tm.params, base, ReplayMemo(work), "m.gguf", tm.rel_error))
+    assert [p for name, p in replays if p.cpu_moe and name == base.policy_name] == [Placement(cpu_moe=True)]

@@ -468,3 +468,125 @@ def test_chunks_are_bounded_in_ids_too_so_large_ubatches_make_fewer_records_a_ch
         assert len(chunks) > 20 and not all(one_ubatch)
         assert np.array_equal(np.concatenate([c.ids for c in chunks]), whole.ids)
         assert _counts(gt_model, stream) == _counts(gt_model, whole)
+
+
+def _csv_text(trace, order=None) -> bytes:
+    """A token trace as CSV rows (seq, token, layer, e0..), in (seq, token, layer) order or the rows given."""
+    seq = np.repeat(np.arange(trace.n_seq), np.diff(trace.seq_offsets))
+    rows = [
+        (s, t, layer, *trace.experts[t, layer].tolist())
+        for t, s in enumerate(seq.tolist())
+        for layer in range(trace.n_layer)
+    ]
+    rows = rows if order is None else [rows[i] for i in order]
+    header = "seq,token,layer," + ",".join(f"e{j}" for j in range(trace.k))
+    return "\n".join([header, *(",".join(map(str, r)) for r in rows)]).encode()
+
+
+@pytest.mark.parametrize(
+    "batching",
+    [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(concurrency=9)],
+)
+def test_a_csv_token_trace_read_forward_replays_to_the_counts_of_the_whole_trace(
+    gt_model, tmp_path, monkeypatch, batching
+):
+    import moe_model.llama.batching as batching_module
+    import moe_model.readers.traces as traces
+    from moe_model.routing.synthetic import Knobs, Shape, generate
+    from moe_model.workload import StreamedTokens
+
+    monkeypatch.setattr(batching_module, "TRACE_READ_AHEAD_ROWS", 2)  # windows refilled every other ubatch
+    monkeypatch.setattr(traces, "CSV_BLOCK_BYTES", 997)  # many blocks: cursors start inside them, lines cut across
+    trace = generate(Shape(14, 128, 8), Knobs(), 300, seq_len=40)
+    path = tmp_path / "t.csv"
+    path.write_bytes(_csv_text(trace))
+    opened = open_trace(str(path))
+    assert isinstance(opened, StreamedTokens) and not hasattr(opened, "experts")
+    whole = token_trace_from_csv(str(path))
+    assert np.array_equal(opened.seq_offsets, whole.seq_offsets) and opened.n_expert == whole.n_expert
+    assert np.array_equal(opened.expert_counts.sum(axis=1), np.full(14, 300 * 8))
+    built = build_workload(whole, batching, 128)
+    stream = stream_build(opened, batching, 128, max_records=50)
+    chunks = list(stream.chunks())
+    assert len(chunks) > 10 and np.array_equal(np.concatenate([c.ids for c in chunks]), built.ids)
+    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
+        built.n_records,
+        len(built.ids),
+        built.decode_tokens,
+    )
+    assert _counts(gt_model, stream) == _counts(gt_model, built)
+
+
+@pytest.mark.parametrize(
+    "order",
+    ["shuffled", "a token's layers apart", "a float id", "an id out of range"],
+)
+def test_a_csv_trace_that_cannot_be_read_forward_is_loaded_whole_with_its_answer_or_message(tmp_path, order):
+    from moe_model.workload import StreamedTokens, TokenTrace
+
+    trace = labelled_trace([3, 4], n_layer=3)
+    text = _csv_text(trace)
+    assert isinstance(open_trace(text, "t.csv"), StreamedTokens)  # positive control
+    if order == "shuffled":
+        text = _csv_text(trace, np.random.default_rng(0).permutation(21))
+    elif order == "a token's layers apart":
+        text = _csv_text(trace, [0, 1, 3, 2, *range(4, 21)])
+    elif order == "a float id":
+        text = text.replace(b"\n0,1,0,1,101", b"\n0,1,0,1.5,101")
+    else:
+        text = text.replace(b"\n0,1,0,1,101", b"\n0,1,0,5000,101")
+    if order in ("shuffled", "a token's layers apart"):
+        opened = open_trace(text, "t.csv")
+        assert isinstance(opened, TokenTrace) and np.array_equal(opened.experts, load_any(text, "t.csv").experts)
+        return
+    with pytest.raises(WorkloadError) as streamed:
+        open_trace(text, "t.csv")
+    with pytest.raises(WorkloadError) as loaded:
+        load_any(text, "t.csv")
+    assert str(streamed.value) == str(loaded.value)
+
+
+def test_a_long_csv_trace_streams_in_memory_that_does_not_grow_with_its_length(gt_model, tmp_path, monkeypatch):
+    import tracemalloc
+
+    import moe_model.readers.traces as traces
+    from moe_model.llama.simulate import simulate_budgets
+    from moe_model.routing.synthetic import Knobs, Shape, generate
+
+    monkeypatch.setattr(traces, "CSV_BLOCK_BYTES", 1 << 16)  # blocks and chunks far shorter than either trace
+
+    def peaks(n_tokens: int) -> tuple[int, int]:
+        """Peak bytes allocated while replaying the CSV streamed, then loaded whole (the same counts)."""
+        path = tmp_path / f"t{n_tokens}.csv"
+        path.write_bytes(_csv_text(generate(Shape(14, 128, 8), Knobs(), n_tokens, seq_len=500)))
+        out = []
+        for whole in (False, True):
+            tracemalloc.start()
+            opened = load_any(str(path)) if whole else open_trace(str(path))
+            stream = stream_build(opened, Batching(), 128, max_records=1_000, max_lookups=8_000)
+            counts = [r.as_dict() for r in simulate_budgets(gt_model, stream, [300])]
+            out.append((tracemalloc.get_traced_memory()[1], counts))
+            tracemalloc.stop()
+            del opened, stream
+        assert out[0][1] == out[1][1]  # the stream counts what the whole trace counts
+        return out[0][0], out[1][0]
+
+    peaks(200)  # once first: what a process allocates once (parsers, kernels) is not the trace's
+    short, long = peaks(1_000), peaks(4_000)
+    assert long[1] > 3 * short[1]  # the whole load grows with the trace: the measure sees it
+    assert long[0] < 1.25 * short[0] and long[0] < long[1] / 3  # the stream does not
+
+
+def test_a_recorded_trace_is_streamed_in_chunks_bounded_in_ids_not_only_records(gt_model):
+    path = GROUNDTRUTH / "traces" / "np4_b25.npz"
+    loaded = load_recorded(path)
+    per_ubatch = np.bincount(loaded.rec_ubatch, weights=loaded.rec_ntok * loaded.k).astype(int)
+    bound = max(int(per_ubatch.max()), 2_000)  # the largest ubatch fits: every chunk is held to the bound
+    stream = stream_recorded(path, max_records=10_000, max_lookups=bound)
+    chunks = list(stream.chunks())
+    assert len(chunks) > len(list(stream_recorded(path, max_records=10_000, max_lookups=10**9).chunks()))
+    assert all(len(c.ids) <= bound for c in chunks)
+    firsts, lasts = [c.rec_ubatch[0] for c in chunks], [c.rec_ubatch[-1] for c in chunks]
+    assert all(a < b for a, b in zip(lasts, firsts[1:], strict=False))  # no ubatch split between chunks
+    assert np.array_equal(np.concatenate([c.ids for c in chunks]), loaded.ids)
+    assert _counts(gt_model, stream) == _counts(gt_model, loaded)

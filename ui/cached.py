@@ -584,8 +584,14 @@ def _cached_bundled_trace(
     return workload_from(load_any(path), Batching(concurrency, draft, accept), n_expert)
 
 
+def workload_npz(work: Workload, work_key: str) -> Callable[[], bytes]:
+    """The workload as NPZ bytes for a download button, made when it is clicked (st.download_button calls it on a
+    thread of its own): compressing a large workload takes seconds that no view of the page waits for."""
+    return partial(_workload_npz, work, work_key)
+
+
 @app_cached()
-def workload_npz(work: Workload, _work_key: str) -> bytes:
+def _workload_npz(work: Workload, _work_key: str) -> bytes:
     buf = io.BytesIO()
     save_npz(buf, work)
     return buf.getvalue()

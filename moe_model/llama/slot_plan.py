@@ -379,6 +379,7 @@ def smallest_budget(model: ModelSpec, placement: Placement, ok) -> int | None:
     return lo
 
 
+@lru_cache(maxsize=256)  # a bisection of ~20 plans, asked for again by every card and page of one placement
 def min_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int | None:
     """The smallest `--moe-cache-mib` with which the server starts (None: no layer is cacheable)."""
     placement = placement or Placement()
@@ -387,6 +388,7 @@ def min_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int 
     return smallest_budget(model, placement, lambda p: p.starts)
 
 
+@lru_cache(maxsize=256)  # as min_budget_mib
 def full_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int | None:
     """The smallest `--moe-cache-mib` that caches every expert of every eligible layer."""
     placement = placement or Placement()

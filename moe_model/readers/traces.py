@@ -20,6 +20,8 @@ import numpy as np
 
 from moe_model.errors import WorkloadError, one_line
 from moe_model.limits import (
+    CSV_BLOCK_BYTES,
+    MAX_CSV_LINE_BYTES,
     MAX_EXPERTS,
     MAX_EXPERTS_USED,
     MAX_LAYERS,
@@ -29,13 +31,22 @@ from moe_model.limits import (
     MAX_TRACE_IDS,
     MAX_TRACE_RECORDS,
     MAX_TRACE_TOKENS,
+    SIM_CHUNK_LOOKUPS,
     SIM_CHUNK_RECORDS,
     WORKLOAD_BYTES_PER_LOOKUP,
     check_at_most,
     shown,
 )
 from moe_model.readers.files import open_regular
-from moe_model.workload import PHASE_DECODE, RECORDED_LABEL, StreamedTokens, TokenTrace, Workload, WorkloadStream
+from moe_model.workload import (
+    PHASE_DECODE,
+    RECORDED_LABEL,
+    StreamedTokens,
+    TokenTrace,
+    Workload,
+    WorkloadStream,
+    chunk_cuts,
+)
 
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
@@ -243,6 +254,9 @@ def _check_sequences(n: int, seq_offsets, ubatch) -> tuple[np.ndarray, np.ndarra
     return offsets, ubatch
 
 
+_CSV_ERRORS = (ValueError, OSError, UnicodeDecodeError)  # what pandas raises on text it cannot read
+
+
 def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
     """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
     import pandas as pd  # ~0.7 s to import: only CSV traces need it
@@ -252,11 +266,9 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
             return token_trace_from_csv(f, label)
     try:
         frame = pd.read_csv(source)
-    except (ValueError, OSError, UnicodeDecodeError) as err:
+    except _CSV_ERRORS as err:
         raise WorkloadError(f"not a readable CSV trace: {shown(one_line(err))}") from None
-    expert_cols = sorted(
-        (c for c in frame.columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:])
-    )
+    expert_cols = _expert_columns(frame.columns)
     if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
         raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
     if not pd.api.types.is_integer_dtype(frame["layer"]) or not len(frame):
@@ -269,6 +281,225 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     experts = frame[expert_cols].to_numpy().reshape(-1, n_layer, len(expert_cols))
     per_seq = frame[frame["layer"] == 0].groupby("seq", sort=True).size().to_numpy()
     return make_token_trace(experts, np.concatenate([[0], np.cumsum(per_seq)]), label=label)
+
+
+def _expert_columns(columns) -> list[str]:
+    """The expert id columns e0, e1, ... in rank order."""
+    return sorted((c for c in columns if str(c).startswith("e") and str(c)[1:].isdigit()), key=lambda c: int(c[1:]))
+
+
+def stream_csv_trace(source: str | Path | bytes, label: str = "") -> StreamedTokens | None:
+    """A CSV token trace read forward in blocks of CSV_BLOCK_BYTES after one checking pass (its shape, sequences,
+    per-layer expert counts, and where each block starts, so a cursor starts near its row); None for a CSV that
+    token_trace_from_csv would have to sort or refuse (rows not in (seq, token, layer) order with every layer of a
+    token in turn, a value that is not an integer or out of range): that one loads whole, with its messages."""
+    try:
+        with _csv_raw(source) as raw:
+            header = _CsvHeader.read(raw)
+            if header is None:
+                return None
+            scan = _CsvScan(header)
+            for at, block in _line_blocks(raw, header.data_at):
+                if not scan.add(at, _csv_block(block, header)):
+                    return None
+            shape = scan.shape()
+    except _CSV_ERRORS:
+        return None
+    if shape is None:
+        return None
+    n = _check_token_shape(shape, np.dtype(np.int64))
+    offsets, ubatch = _check_sequences(n, scan.seq_offsets(), None)
+    rows, counts = _CsvRows(source, header, shape[1], scan.starts), scan.expert_counts(shape[1])
+    return StreamedTokens(n, shape[1], shape[2], counts.shape[1], offsets, ubatch, counts, rows.reader, label)
+
+
+@contextmanager
+def _csv_raw(source: str | Path | bytes) -> Iterator[BinaryIO]:
+    if isinstance(source, (str, Path)):
+        with open_regular(source, "trace file", WorkloadError) as raw:
+            yield raw
+    else:
+        yield io.BytesIO(source)
+
+
+def _line_blocks(raw: BinaryIO, at: int) -> Iterator[tuple[int, bytes]]:
+    """Whole lines from byte `at` on, about CSV_BLOCK_BYTES at a time: (where the block starts, its bytes). The
+    file handle may be shared: every read seeks first."""
+    carry, pos = b"", at
+    while True:
+        raw.seek(pos)
+        data = raw.read(CSV_BLOCK_BYTES)
+        pos += len(data)
+        if not data:
+            if carry:
+                yield pos - len(carry), carry + b"\n"
+            return
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) > MAX_CSV_LINE_BYTES:
+            raise ValueError("a CSV line longer than this tool reads in one piece")
+        if cut:
+            yield pos - len(data), data[:cut]
+        carry = data[cut:]
+
+
+@dataclass(frozen=True)
+class _CsvHeader:
+    """A CSV trace's column names (as pandas names them) and where its data lines begin."""
+
+    names: tuple[str, ...]
+    experts: tuple[str, ...]
+    data_at: int
+
+    @staticmethod
+    def read(raw: BinaryIO) -> _CsvHeader | None:
+        import pandas as pd
+
+        raw.seek(0)
+        line = raw.readline(MAX_CSV_LINE_BYTES)
+        names = tuple(pd.read_csv(io.BytesIO(line), nrows=0).columns)
+        experts = tuple(_expert_columns(names))
+        if not {"seq", "token", "layer"} <= set(names) or not experts:
+            return None
+        return _CsvHeader(names, experts, len(line))
+
+
+def _csv_block(block: bytes, header: _CsvHeader) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A block's seq, token and layer columns and its ids [rows, k] (int64); None where a value is not an integer."""
+    import pandas as pd
+
+    used = ["seq", "token", "layer", *header.experts]
+    try:
+        frame = pd.read_csv(io.BytesIO(block), header=None, names=list(header.names), usecols=used)
+    except pd.errors.EmptyDataError:  # blank lines only
+        frame = pd.DataFrame({c: np.zeros(0, np.int64) for c in used})
+    if not all(pd.api.types.is_integer_dtype(frame[c]) for c in used):
+        return None
+    columns = (frame[c].to_numpy(np.int64) for c in ("seq", "token", "layer"))
+    return *columns, frame[list(header.experts)].to_numpy(np.int64)
+
+
+class _CsvScan:
+    """The checking pass over a CSV trace's blocks: rows in order, every token's layers 0..n_layer-1 in turn,
+    values in range; what the stream needs: tokens per sequence, expert counts per layer, where blocks start."""
+
+    def __init__(self, header: _CsvHeader) -> None:
+        self.k = len(header.experts)
+        self.rows = 0
+        self.last: tuple[int, int, int] | None = None  # the previous row's seq, token and layer
+        self.ends: set[int] = set()  # layers that ended a token
+        self.seqs: list[list[int]] = []  # [seq, tokens] per sequence, in file order
+        self.counts = np.zeros(0, dtype=np.int64)  # [layer * MAX_EXPERTS + id]
+        self.starts: list[tuple[int, int]] = []  # (row, byte) where each block starts
+
+    def add(self, at: int, block) -> bool:
+        """One block of rows; False when the trace cannot be streamed as it is."""
+        if block is None:
+            return False
+        seq, tok, layer, ids = block
+        if not len(seq):
+            return True
+        if not (_within(layer, MAX_LAYERS) and _within(ids, MAX_EXPERTS)):
+            return False
+        first = self.last is None
+        prev = [np.concatenate([[v], a[:-1]]) for v, a in zip(self.last or (0, 0, 0), (seq, tok, layer), strict=True)]
+        new = layer == 0
+        later = (seq > prev[0]) | ((seq == prev[0]) & (tok > prev[1]))
+        same = (seq == prev[0]) & (tok == prev[1]) & (layer == prev[2] + 1)
+        if first:
+            later[0], same[0] = True, False
+        if not np.all(np.where(new, later, same)):
+            return False
+        self.ends.update(np.unique(prev[2][new][1 if first else 0 :]).tolist())
+        self._count_sequences(seq[new])
+        keys = (layer[:, None] * MAX_EXPERTS + ids).ravel()
+        size = max(len(self.counts), (int(layer.max()) + 1) * MAX_EXPERTS)
+        self.counts = np.pad(self.counts, (0, size - len(self.counts))) + np.bincount(keys, minlength=size)
+        self.starts.append((self.rows, at))
+        self.rows += len(seq)
+        self.last = (int(seq[-1]), int(tok[-1]), int(layer[-1]))
+        return True
+
+    def _count_sequences(self, token_seqs: np.ndarray) -> None:
+        """Tokens per sequence: runs of one seq value (seq values rise, so a run is a whole sequence)."""
+        if not len(token_seqs):
+            return
+        bounds = np.concatenate([[0], np.flatnonzero(np.diff(token_seqs)) + 1, [len(token_seqs)]])
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if self.seqs and self.seqs[-1][0] == token_seqs[a]:
+                self.seqs[-1][1] += int(b - a)
+            else:
+                self.seqs.append([int(token_seqs[a]), int(b - a)])
+
+    def shape(self) -> tuple[int, int, int] | None:
+        """(tokens, layers, k), or None where a token does not end at the last layer."""
+        if self.last is None:
+            return None
+        n_layer = len(self.counts) // MAX_EXPERTS
+        if self.ends | {self.last[2]} != {n_layer - 1}:
+            return None
+        return self.rows // n_layer, n_layer, self.k
+
+    def seq_offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum([n for _, n in self.seqs])]).astype(np.int64)
+
+    def expert_counts(self, n_layer: int) -> np.ndarray:
+        counts = self.counts.reshape(n_layer, MAX_EXPERTS)
+        return counts[:, : int(np.flatnonzero(counts.any(axis=0))[-1]) + 1]
+
+
+class _CsvRows:
+    """Token rows of a checked CSV trace, read forward by any number of cursors over one file handle, each from
+    the block start nearest before its row."""
+
+    def __init__(self, source: str | Path | bytes, header: _CsvHeader, n_layer: int, starts: list[tuple[int, int]]):
+        self.source, self.header, self.n_layer = source, header, n_layer
+        self.start_rows = np.array([r for r, _ in starts], dtype=np.int64)
+        self.start_bytes = np.array([b for _, b in starts], dtype=np.int64)
+
+    @contextmanager
+    def reader(self) -> Iterator[_CsvReader]:
+        with _csv_raw(self.source) as raw:
+            yield _CsvReader(self, raw)
+
+
+class _CsvReader:
+    def __init__(self, rows: _CsvRows, raw: BinaryIO) -> None:
+        self.rows, self.raw = rows, raw
+
+    def cursor(self, row: int) -> _CsvCursor:
+        rows = self.rows
+        line = row * rows.n_layer
+        i = int(np.searchsorted(rows.start_rows, line, side="right")) - 1
+        cursor = _CsvCursor(_line_blocks(self.raw, int(rows.start_bytes[i])), rows)
+        cursor.skip(line - int(rows.start_rows[i]))
+        return cursor
+
+
+class _CsvCursor:
+    """Token rows from one place on: a block of lines parsed at a time, served n rows at a time."""
+
+    def __init__(self, blocks: Iterator[tuple[int, bytes]], rows: _CsvRows) -> None:
+        self.blocks, self.rows = blocks, rows
+        self.ids = np.zeros((0, len(rows.header.experts)), dtype=np.int16)
+
+    def _fill(self, n_lines: int) -> None:
+        while len(self.ids) < n_lines:
+            block = next(self.blocks, None)
+            block = None if block is None else _csv_block(block[1], self.rows.header)
+            if block is None:
+                raise WorkloadError("the CSV trace changed while it was read")
+            self.ids = np.concatenate([self.ids, block[3].astype(np.int16)])  # checked below MAX_EXPERTS
+
+    def skip(self, n_lines: int) -> None:
+        self._fill(n_lines)
+        self.ids = self.ids[n_lines:]
+
+    def take(self, n: int) -> np.ndarray:
+        lines = n * self.rows.n_layer
+        self._fill(lines)
+        out, self.ids = self.ids[:lines], self.ids[lines:]
+        return out.reshape(n, self.rows.n_layer, -1)
 
 
 def save_npz(target: str | Path | BinaryIO, item: TokenTrace | Workload) -> None:
@@ -325,17 +556,20 @@ _ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of i
 
 
 def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
-    """load_any, except that an NPZ is streamed where it can be, read forward and never held whole, so it may
-    expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES: a recorded trace whose records are in stream
-    order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace)."""
+    """load_any, except that a trace is streamed where it can be, read forward and never held whole (an NPZ may
+    expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES): a recorded trace whose records are in stream
+    order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace), a CSV whose rows
+    are in (seq, token, layer) order (stream_csv_trace)."""
     name = name or str(source if isinstance(source, (str, Path)) else "")
-    if not name.lower().endswith(".csv"):
-        stream = stream_recorded(source)
-        if stream is not None:
-            return stream
-        tokens = stream_token_trace(source, Path(name).name)
-        if tokens is not None:
-            return tokens
+    if name.lower().endswith(".csv"):
+        tokens = stream_csv_trace(source, Path(name).name)
+        return tokens if tokens is not None else load_any(source, name)
+    stream = stream_recorded(source)
+    if stream is not None:
+        return stream
+    tokens = stream_token_trace(source, Path(name).name)
+    if tokens is not None:
+        return tokens
     return load_any(source, name)
 
 
@@ -513,8 +747,11 @@ class _Scan:
     in_order: bool  # a forward-only read serves it in chunks of whole ubatches
 
 
-def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_RECORDS) -> WorkloadStream | None:
-    """A recorded trace read from its NPZ in chunks of whole ubatches after one checking pass (the same checks and
+def stream_recorded(
+    source: str | Path | bytes, max_records: int = SIM_CHUNK_RECORDS, max_lookups: int = SIM_CHUNK_LOOKUPS
+) -> WorkloadStream | None:
+    """A recorded trace read from its NPZ in chunks of whole ubatches, each of at most max_records records and
+    max_lookups ids (or one ubatch, when a single one has more ids), after one checking pass (the same checks and
     messages as load_recorded); None for an NPZ that is not a recorded trace, or whose records a forward-only
     read cannot serve (ubatches out of order, a record's ids before the previous record's, a ubatch of more
     than max_records records): load those whole."""
@@ -549,9 +786,9 @@ def stream_recorded(source: str | Path | bytes, max_records: int = SIM_CHUNK_REC
                     block = {c: np.concatenate([carry[c], a]) for c, a in block.items()} if carry else block
                     cut = int(np.searchsorted(block["rec_ubatch"], block["rec_ubatch"][-1]))  # its last ubatch goes on
                     if cut:
-                        yield _recorded_chunk({c: a[:cut] for c, a in block.items()}, ids, scan)
+                        yield from _recorded_chunks({c: a[:cut] for c, a in block.items()}, ids, scan, max_lookups)
                     carry = {c: a[cut:] for c, a in block.items()}
-                yield _recorded_chunk(carry, ids, scan)
+                yield from _recorded_chunks(carry, ids, scan, max_lookups)
         except _NPZ_ERRORS as err:
             raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
@@ -666,6 +903,19 @@ class _ForwardIds:
             self.pos += n
         self.pos = hi
         return _read_values(self.f, self.member, self.dtype, hi - lo)
+
+
+def _recorded_chunks(
+    block: dict[str, np.ndarray], ids: _ForwardIds, scan: _Scan, max_lookups: int
+) -> Iterator[Workload]:
+    """Whole ubatches of a block as chunks of at most max_lookups ids each (or one ubatch, when it has more)."""
+    ub = block["rec_ubatch"]
+    starts = np.flatnonzero(np.diff(ub)) + 1
+    lookups = np.concatenate([[0], np.cumsum(block["rec_ntok"] * scan.k)])
+    bounds = [0, *chunk_cuts(starts, lookups, len(ub), max_lookups), len(ub)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        if b > a:
+            yield _recorded_chunk({c: x[a:b] for c, x in block.items()}, ids, scan)
 
 
 def _recorded_chunk(block: dict[str, np.ndarray], ids: _ForwardIds, scan: _Scan) -> Workload:

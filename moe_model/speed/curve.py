@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS, REPLAY_MEMO_ENTRIES
 from moe_model.llama.simulate import SimResult, simulate_plans
-from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -33,8 +34,9 @@ class ReplayMemo:
     """One workload and the counts already replayed on it, shared by every curve that differs only in the card,
     the load mode or the budgets it asks for: a budget's counts depend on the workload, the policy, the resolved
     placement and the budget, never on the GPU. Pass it where a WorkloadFor goes (it returns its workload).
-    Bounded in entries (limits.REPLAY_MEMO_ENTRIES, each a few per-layer arrays); safe to share between threads
-    (the lock guards the dictionary only, never a replay)."""
+    Bounded in entries (limits.REPLAY_MEMO_ENTRIES, each a few per-layer arrays); safe to share between threads:
+    the lock guards the dictionary only, never a replay, and a budget another thread is replaying is waited for,
+    not replayed twice (a thread waits only while it claims nothing: no two wait on each other)."""
 
     def __init__(self, work: Workload, max_entries: int = REPLAY_MEMO_ENTRIES) -> None:
         self.work = work
@@ -42,20 +44,36 @@ class ReplayMemo:
         self._entries: OrderedDict[tuple, tuple[PolicyResult, SimResult | None]] = OrderedDict()
         self._decode: tuple[int, np.ndarray] | None = None
         self._lock = threading.Lock()
+        self._replaying: set[tuple] = set()  # keys some thread has claimed and is replaying
+        self._replayed = threading.Condition(self._lock)
         self.replayed_budgets = 0  # budgets this memo had to replay (the rest were reused)
 
     def __call__(self, sc: Scenario) -> Workload:
         return self.work
 
     @staticmethod
-    def key(sc: Scenario, placement: Placement, budget_mib: int) -> tuple:
-        return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), budget_mib
+    def key(sc: Scenario, placement: Placement, plan: CachePlan) -> tuple:
+        """What a budget's counts depend on: the policy, the placement and the pools its plan gives (two budgets
+        with the same slots in every group, such as any two above the one that caches every expert, count alike)."""
+        return sc.policy_name, tuple(sorted(sc.policy_knobs.items())), replace(placement, fit=False), pools(plan)
 
-    def get(self, key: tuple) -> tuple[PolicyResult, SimResult | None] | None:
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-            return self._entries.get(key)
+    @contextmanager
+    def claim(self, keys: set[tuple]) -> Iterator[tuple[dict[tuple, tuple], set[tuple]]]:
+        """(the entries the memo has for `keys`, the keys this thread must replay and put), once no other thread
+        is replaying any of them; the claim ends with the block (put or not)."""
+        with self._replayed:
+            self._replayed.wait_for(lambda: not keys & self._replaying)
+            known = {k: self._entries[k] for k in keys if k in self._entries}
+            for k in known:
+                self._entries.move_to_end(k)
+            mine = keys - known.keys()
+            self._replaying |= mine
+        try:
+            yield known, mine
+        finally:
+            with self._replayed:
+                self._replaying -= mine
+                self._replayed.notify_all()
 
     def put(self, key: tuple, counts: PolicyResult, simulated: SimResult | None) -> None:
         with self._lock:
@@ -69,6 +87,20 @@ class ReplayMemo:
         if self._decode is None:
             self._decode = decode_counts(self.work)
         return self._decode
+
+
+def pools(plan: CachePlan) -> tuple:
+    """What of a plan a replay reads (whether it starts; each group's device, layers and slots), not its budget."""
+    return plan.starts, tuple((g.device, g.layers, g.n_slots) for g in plan.groups)
+
+
+def at_budget(known: tuple[PolicyResult, SimResult | None], plan: CachePlan) -> tuple[PolicyResult, SimResult | None]:
+    """A memo entry replayed at another budget with the same pools, as counted at this plan's budget."""
+    counts, sim = known
+    if counts.budget_mib == plan.budget_mib:
+        return counts, sim
+    sim = None if sim is None else replace(sim, budget_mib=plan.budget_mib, plan=plan)
+    return replace(counts, budget_mib=plan.budget_mib), sim
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,19 +221,22 @@ def _replay_groups(
     simulated: dict[int, SimResult] = {}
     for placement, members in _by_placement(layouts).items():
         counted = [i for i in members if need[i]]
+        keys = {i: ReplayMemo.key(base, placement, layouts[i].plan) for i in counted}
+        with memo.claim(set(keys.values())) if memo else nullcontext(({}, set(keys.values()))) as (known, mine):
+            first: dict[tuple, int] = {}  # budgets with the same pools replayed once, the first asked
+            for i in counted:
+                if keys[i] in mine:
+                    first.setdefault(keys[i], i)
+            todo = list(first.values())
+            if todo:
+                results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
+                for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
+                    known[keys[i]] = (result, sim)
+                    if memo:
+                        memo.put(keys[i], result, sim)
         for i in counted:
-            known = memo.get(memo.key(base, placement, layouts[i].plan.budget_mib)) if memo else None
-            if known is not None:
-                counts[i] = known[0]
-                simulated |= {i: known[1]} if known[1] is not None else {}
-        todo = [i for i in counted if i not in counts]
-        if todo:
-            results, sims = replay_counts(model, work, base, [layouts[i].plan for i in todo], placement)
-            for i, result, sim in zip(todo, results, sims or [None] * len(todo), strict=True):
-                counts[i] = result
-                simulated |= {i: sim} if sim is not None else {}
-                if memo:
-                    memo.put(memo.key(base, placement, layouts[i].plan.budget_mib), result, sim)
+            counts[i], sim = at_budget(known[keys[i]], layouts[i].plan)
+            simulated |= {i: sim} if sim is not None else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
             sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.llama.builds import has_cache, has_cpu_share
-from moe_model.llama.slot_plan import Placement, min_budget_mib
-from moe_model.policies import EXACT, REFERENCE, get_policy
+from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.policies import EXACT, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
@@ -89,7 +89,8 @@ def _placement(base: Scenario, **fields) -> Placement:
 
 def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]:
     """--fit, --fit + 10 % cache, --cpu-moe over budgets (mmap and pinned), --n-cpu-moe K + budget, CPU shares:
-    those the build has (no cache before b11480, no CPU share before b12191)."""
+    those the build has (no cache before b11480, no CPU share before b12191). The --cpu-moe budgets are the
+    model's budget_grid below the largest that fits this card, and that one: cards share every other."""
     cache, share = has_cache(base.build), has_cpu_share(base.build)
     base = replace(base, cpu_share=0.0, budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
@@ -101,7 +102,8 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     cpu_moe = _placement(base, cpu_moe=True)
     lo = min_budget_mib(model, cpu_moe) or 0
     hi = cache_room_mib(model, hw, base, cpu_moe)
-    budgets = sorted({int(b) for b in np.geomspace(max(lo, 1), max(hi, lo, 1), N_BUDGETS)} | {0}) if cache else [0]
+    top, grid = max(hi, lo), budget_grid(model, cpu_moe)  # below the smallest that starts: that one, not fitting
+    budgets = sorted({b for b in grid if b < top} | {top, 0}) if cache else [0]
     for mode in ("mmap", "none"):
         out += [replace(base, placement=cpu_moe, budget_mib=b, load_mode=mode) for b in budgets if b == 0 or b >= lo]
     for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
@@ -111,10 +113,20 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
         out.append(replace(base, placement=placement))
         if cache and lowest and budget >= lowest:
             out.append(replace(base, placement=placement, budget_mib=budget))
-    for b in (hi, max(lo, hi // 2)) if share else ():
+    half = max((b for b in grid if b <= hi // 2), default=lo)  # on the shared grid: other cards replayed it too
+    for b in (hi, half) if share else ():
         if b >= lo > 0:
             out += [replace(base, placement=cpu_moe, budget_mib=b, cpu_share=f) for f in CPU_SHARES]
     return out
+
+
+def budget_grid(model: ModelSpec, placement: Placement) -> tuple[int, ...]:
+    """The budgets every card's --cpu-moe candidates share (N_BUDGETS, geometric from the smallest that starts to
+    the one that caches every expert): one curve per placement across cards, each card adding only the largest
+    budget that fits it (its own VRAM)."""
+    lo = min_budget_mib(model, placement) or 1
+    full = full_budget_mib(model, placement) or lo
+    return tuple(sorted({int(b) for b in np.geomspace(lo, max(full, lo), N_BUDGETS)}))
 
 
 def label(sc: Scenario, placement: Placement) -> str:
@@ -174,13 +186,14 @@ def recommend_cards(
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
-    """Into the memo: the exact-LRU settings several cards share (the same placement), at the union of their
-    budgets, in one pass each (the counts do not depend on the card)."""
+    """Into the memo: the settings of the build's own policy (the exact LRU or ClassLRU: every budget of a class
+    in one pass) several cards share (the same placement), at the union of their budgets, in one pass each (the
+    counts do not depend on the card)."""
     shared: dict[Scenario, set[int]] = {}
     users: dict[Scenario, int] = {}
     for hw in hardware:
         for group, budgets in _groups(candidates(model, hw, base)).items():
-            if not group.placement.fit and group.policy_name == REFERENCE:  # --fit moves with the card's VRAM
+            if not group.placement.fit and group.kernel() is not None:  # --fit moves with the card's VRAM
                 shared.setdefault(group, set()).update(budgets)
                 users[group] = users.get(group, 0) + 1
     for group, budgets in shared.items():

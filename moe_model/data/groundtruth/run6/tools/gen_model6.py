@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """run6 model: run3's exact GGUF header (first data_offset bytes) + random tensor data of run3's types and sizes.
 Q4_K/Q6_K blocks get random quants with small fixed scales (zero-mean weights); norms 1.0; the router N(0, 0.02)."""
-import json, sys
+
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 
 hdr, tensors_json, out = sys.argv[1:4]
-meta = json.load(open(tensors_json))
+meta = json.loads(Path(tensors_json).read_text())
 rng = np.random.default_rng(6)
 F16 = np.float16
 
@@ -38,7 +42,7 @@ def f32(name, n_bytes):
 
 
 with open(out, "wb") as f:
-    f.write(open(hdr, "rb").read()[: meta["data_offset"]])
+    f.write(Path(hdr).read_bytes()[: meta["data_offset"]])
     for t in sorted(meta["tensors"], key=lambda t: t["abs_offset"]):
         f.write(b"\0" * (t["abs_offset"] - f.tell()))
         data = {"Q4_K": q4k, "Q6_K": q6k}.get(t["type"])
