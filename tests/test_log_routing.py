@@ -3,10 +3,12 @@ budgets on the machine calibrated from the same logs reproduce the logged decode
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import GROUNDTRUTH
 
-from moe_model.llama.builds import EXACT_BUILD
+from moe_model.llama.builds import EXACT_BUILD, MAINLINE_BUILD
 from moe_model.llama.simulate import LRU_KERNEL
 from moe_model.policies import class_lru
 from moe_model.readers.logs import parse_log
@@ -44,9 +46,12 @@ def test_each_log_gives_its_decode_hit_rate_without_the_warm_up(run3):
 
 def test_each_logged_hit_rate_is_fitted_through_its_builds_policy(run3):
     model, hw, logs = run3
-    runs = logs[0][1]  # run3's logs name no build: the build given, else mainline (ClassLRU)
-    (exact,) = logged_hit_rates(runs, model, hw, "minany", EXACT_BUILD)
-    (mainline,) = logged_hit_rates(runs, model, hw, "minany")
+    runs = logs[0][1]  # run3's logs name no build, but their cache size line is b11549's form: the exact LRU
+    for given in (None, EXACT_BUILD, MAINLINE_BUILD):
+        assert [p.kernel for p in logged_hit_rates(runs, model, hw, "minany", given)] == [LRU_KERNEL], given
+    later = [replace(r, devices=[replace(d, mib_only=False) for d in r.devices]) for r in runs]  # a later line
+    (exact,) = logged_hit_rates(later, model, hw, "minany", EXACT_BUILD)  # then the build given, else mainline
+    (mainline,) = logged_hit_rates(later, model, hw, "minany")
     assert exact.kernel == LRU_KERNEL
     assert mainline.kernel == class_lru.kernel() and mainline.kernel.name == "class-lru-b12170"
 
