@@ -364,11 +364,6 @@ def assert_chosen(page, model: str, title: str) -> None:
     assert page.get_by_test_id("stSidebar").get_by_label("use my calibrated machine (H200)").is_checked(), title
 
 
-@pytest.mark.xfail(
-    reason="open (issue 21): after the merges, Explore's prediction at run3's b50 budget came out 29.0 t/s against "
-    "the logged 36.1 (outside the calibration's 12.5 %) in one run, and its 50 MiB headline timed out in another",
-    strict=False,
-)
 def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
     """Upload run3's header and six logs once, calibrate: every page keeps them and the machine, Explore
     reproduces the logs within the calibration's error, and Shopping's row for the machine is Explore's best."""
