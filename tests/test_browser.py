@@ -395,6 +395,9 @@ def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
     page.get_by_text("fitted to your 6 logs").first.wait_for(timeout=180_000)  # the fit: once per log set
     wait_idle(page)
     TIMINGS["story 4: five pages with the uploads (the routing fitted on Explore)"] = time.time() - start
+    # the logs name no build, their cache size line is b11480-b12169's: the machine brought that build, and says so
+    policy = "Hit rates: lru-b11549 (simulated exactly), llama.cpp b11549."
+    assert page.locator("[data-testid='stCaptionContainer']").filter(has_text=policy).count() == 1
     box = page.get_by_label("exact --moe-cache-mib (MiB)")
     for path in RUN3_CACHE_LOGS:
         budget, logged = logged_decode(path)
@@ -405,6 +408,7 @@ def test_story_4_my_own_header_and_logs_on_every_page(server, browser):
         wait_idle(page)
         text = answer.first.inner_text()
         predicted = float(re.search(r"MiB: ([\d.]+) t/s decode", text).group(1))
+        assert "(simulated, lru-b11549)" in text, text
         assert abs(predicted / logged - 1) <= rel_error, (path.name, predicted, logged, rel_error)
     page.get_by_text("best setting for this machine", exact=False).click()
     best = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="Best setting: ")
