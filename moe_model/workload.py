@@ -47,6 +47,9 @@ class Workload:
     ids: np.ndarray
     decode_tokens: int = 0
     label: str = ""
+    # replays count the start-up warm-up's lookups with the decode's, as the stored calibration was fitted; False:
+    # left out (it still fills the pool), as a log's decode timing and hit rate leave it out
+    warm_up_in_decode: bool = True
 
     @property
     def n_records(self) -> int:
@@ -69,6 +72,11 @@ class Workload:
             rec_phase=self.rec_phase[:n],
             ids=self.ids[:end],
         )
+
+    def warm_up(self) -> Workload | None:
+        """llama-server's start-up warm-up (its records come first), or None when the workload has none."""
+        n = int(np.count_nonzero(self.rec_phase == PHASE_WARMUP))
+        return self.prefix(n) if n else None
 
     def for_model(self, n_expert: int) -> Workload:
         """The same records over the model's expert count (a trace may never pick the last experts)."""

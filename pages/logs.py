@@ -46,7 +46,10 @@ with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
     build = sidebar_build()
-    st.sidebar.caption("A log's own `build:` line wins; the build above is taken for logs that name none.")
+    st.sidebar.caption(
+        "A log's own `build:` line wins, then a cache size line in MiB only (b11480-b12169: the plain LRU); "
+        "the build above is taken for the other logs."
+    )
     new = st.file_uploader(
         "llama-server / llama-cli logs (kept for this session until removed in the sidebar)",
         accept_multiple_files=True,

@@ -150,7 +150,11 @@ def test_logs_page_parses_an_upload_and_crosschecks_it():
     assert "6 layers, q6_K: 191 slots (24.9 %)" in summary.set_index("what")["logged"]["cache group 1"]
     assert set(check["ok"]) == {"ok", "info"} and "6 layers, q6_K: 191 slots (24.9%)" in check["logged"].tolist()
     policy = check.set_index("what").loc["replacement policy"]  # the information line: which policy ran
-    assert (policy["logged"], policy["header says"]) == ("b12569 (given)", "class-lru-b12170 (modelled)")
+    # the log names no build and the sidebar gives b12569, but its cache size line is the plain-LRU builds' form
+    assert (policy["logged"], policy["header says"]) == (
+        "b11549 (not logged: its cache size line is b11480-b12169's (plain LRU))",
+        "lru-b11549 (exact)",
+    )
     assert summary.set_index("what")["logged"]["engine"] == "mainline"
 
 
@@ -480,7 +484,7 @@ def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
     assert any("on H200 (the GPU the logs name)" in c.value for c in at.caption)
 
 
-def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_load_mode():
+def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_load_mode_and_build():
     # issue 22: the T4's kept PCIe 3.0 edits were applied to the calibrated H200 ("implausible pinned_gbs")
     at = open_page("pages/logs.py", gpu="Tesla T4", gen="3", lanes="16", lm="none")
     at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
@@ -494,6 +498,9 @@ def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_lo
     assert not at.exception and not [e.value for e in at.error if "implausible" in e.value]
     assert at.sidebar.selectbox(key="lm").value == "mmap"  # the load mode the runs were calibrated with
     assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0
+    # and the build its logs show (no `build:` line, a cache size line in MiB only: b11549), named with hit rates
+    assert at.session_state["machine"].build == 11549 and at.sidebar.number_input(key="build").value == 11549
+    assert any("Hit rates: **lru-b11549** (simulated exactly), llama.cpp b11549." in c.value for c in at.caption)
 
 
 QWEN235_FILE = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"

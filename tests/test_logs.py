@@ -205,6 +205,15 @@ def test_each_run_names_its_build_in_every_form_llama_cpp_prints_it():
     assert real.build is None and real.as_dict()["build"] is None
 
 
+def test_a_cache_size_line_in_mib_only_is_told_from_one_that_says_more():
+    # b11549 prints "... MiB for ... MiB of host experts" and nothing after; b12170 (#31233) adds the size in tokens
+    line = "0.02.120.004 I impl:      CUDA0 MoE cache size =  9999.32 MiB for 16740.00 MiB of host experts"
+    (old,) = parse_lines([line + "\n"])
+    (later,) = parse_lines([line + " (4096 tokens)\n"])
+    assert [(d.cache_mib, d.mib_only) for d in old.devices] == [(9999.32, True)]
+    assert [(d.cache_mib, d.mib_only) for d in later.devices] == [(9999.32, False)]
+
+
 def test_the_qvac_fabric_forks_cache_lines_are_recognised_and_not_read_as_mainlines():
     (run,) = parse_lines(FORK_LOG.splitlines(keepends=True))
     assert run.engine == "qvac-fabric fork" and run.build == 7311

@@ -83,7 +83,7 @@ def test_a_run_that_alone_pins_a_term_is_reported_but_does_not_judge_the_fit(run
 def test_the_machine_file_records_gpu_model_load_mode_and_each_run(run3_fit, machine_file):
     record = json.loads(machine_file.read_text())
     assert (record["gpu"], record["model"], record["load_mode"], record["build"]) == (
-        "NVIDIA H200", "synthetic-qwen3moe", "mmap", None,  # b11549 built from the sdist logs "build 0 (unknown)"
+        "NVIDIA H200", "synthetic-qwen3moe", "mmap", 11549,  # "build 0 (unknown)", but the size line is b11549's form
     )  # fmt: skip
     assert all(r["first_request"] for r in record["runs"])  # run3: one request (or one batch of 4) per server
     machine = load_machine(machine_file)

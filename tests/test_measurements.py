@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS, QWEN30B, SAMPLE
 
@@ -43,9 +45,19 @@ def test_the_t4_example_log_matches_the_qwen_header():
 
 
 def test_a_crosscheck_names_the_policy_the_logs_build_ran(gt_model):
-    # the ground-truth runs were built without git ("build 0 (unknown)"): no build is logged
+    # the ground-truth runs were built without git ("build 0 (unknown)"): no build is logged, but their cache size
+    # line is in MiB only, as b11480-b12169 print it (b12170 shows tokens): the plain LRU, b11549 unless one is given
     (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
-    assert run.build is None
+    assert run.build is None and all(d.mib_only for d in run.devices)
+    plain = "not logged: its cache size line is b11480-b12169's (plain LRU)"
+    for given, shown in ((None, 11549), (12569, 11549), (11600, 11600)):  # a ClassLRU build given contradicts it
+        policy = crosscheck(run, gt_model, build=given)[1][-1]
+        assert (policy.what, policy.logged, policy.predicted) == (
+            "replacement policy",
+            f"b{shown} ({plain})",
+            "lru-b11549 (exact)",
+        ), given
+    run.devices = [replace(d, mib_only=False) for d in run.devices]  # a later build's size line: no era shown
     policy = {line.what: line for line in crosscheck(run, gt_model)[1]}
     assert (policy["replacement policy"].logged, policy["replacement policy"].predicted) == (
         "b12569 (not logged: mainline assumed)",

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS
 
 from moe_model.errors import WorkloadError
+from moe_model.llama.builds import EXACT_BUILD
 from moe_model.readers.traces import load_recorded
 from moe_model.speed.hardware import preset
+from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.traffic import decode_distinct, decode_ubatches, from_workload
+from moe_model.speed.traffic import decode_counts, decode_distinct, decode_ubatches, from_workload, replay_counts
 from moe_model.workload import stream_of
 
 
@@ -32,3 +36,20 @@ def test_a_policy_other_than_the_exact_lru_refuses_a_stream_in_one_line(gt_model
     sc = Scenario(budget_mib=GT_BUDGETS["b25"], policy="belady")
     with pytest.raises(WorkloadError, match="replays a whole workload"):
         from_workload(gt_model, resolve(gt_model, preset("h200"), sc), sc, stream)
+
+
+@pytest.mark.parametrize("policy", ["", "belady"])
+def test_a_run_like_a_logged_one_leaves_the_warm_up_out_of_its_decode_counts(gt_model, policy):
+    counted = synthetic_workload(gt_model, Scenario())  # llama-server's 2-token warm-up, then decode
+    assert counted.warm_up() is not None and counted.warm_up_in_decode  # the stored calibration's convention
+    like_a_log = replace(counted, warm_up_in_decode=False)  # as LogRouting.workload builds it
+    sc = Scenario(budget_mib=GT_BUDGETS["b25"], build=EXACT_BUILD, policy=policy)
+    layout = resolve(gt_model, preset("h200"), sc)
+    n_ub, distinct = decode_counts(counted)
+    cached = layout.cached_mask(gt_model, 1)
+    looked_up = {}
+    for work in (counted, like_a_log):
+        (counts,), _ = replay_counts(gt_model, work, sc, [layout.plan], layout.placement)
+        looked_up[work.warm_up_in_decode] = (counts.hits + counts.uploads + counts.cpu)[cached]
+    np.testing.assert_allclose(looked_up[False], distinct[cached] * n_ub)  # the decode ubatches' lookups only
+    assert (looked_up[True] > looked_up[False]).all()  # with the warm-up's, as llama.cpp's counters have them

@@ -22,7 +22,10 @@ HARDWARE = MACHINE_SETTINGS  # the GPU's figures and its host's
 SCENARIO = settings_of(Scenario)
 PLACEMENT = settings_of(Placement)
 BATCHING = settings_of(Batching)
-BUILD_FOR_UNLOGGED = "llama.cpp build of runs whose log names none (a log's own `build:` line wins; default: mainline)"
+BUILD_FOR_UNLOGGED = (
+    "llama.cpp build of runs whose log names none (a log's own `build:` line wins, then a cache size line in MiB "
+    "only, b11480-b12169's: plain LRU; default: mainline)"
+)
 
 
 def ranged(cast: Callable, lo=None, hi=None) -> Callable[[str], object]:

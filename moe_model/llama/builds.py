@@ -35,6 +35,13 @@ def parse_build(text: str) -> int:
     return check_build(int(digits))
 
 
+def build_of_mib_only_log(given: int | None) -> int:
+    """The build of a run whose log names none but prints its cache size in MiB only ("MoE cache size = X MiB for
+    Y MiB of host experts", b11549's line): a plain-LRU build, since #31233 (b12170) "display[s] the cache size in
+    token worth count" (docs/llamacpp-moe-cache.md sections 7 and 10). `given` when it is one, else b11549."""
+    return given if given is not None and FIRST_CACHE_BUILD <= given < CLASS_LRU_BUILD else EXACT_BUILD
+
+
 def has_cache(build: int) -> bool:
     return build >= FIRST_CACHE_BUILD
 

@@ -150,6 +150,7 @@ class DeviceCache:
     name: str
     cache_mib: float
     host_experts_mib: float
+    mib_only: bool = False  # the line ends at "of host experts", b11549's form (later builds add a token count)
 
 
 @dataclass(frozen=True)
@@ -469,7 +470,8 @@ class _RunParser:
             return
         if "impl:" in msg:
             if (m := _DEVICE.search(msg)) is not None:
-                run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3))))
+                mib_only = not msg[m.end() :].strip()
+                run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3)), mib_only))
             elif (m := _GROUP.search(msg)) is not None:
                 n_layers, n_slots = _int(m.group(1), "cache group layers"), _int(m.group(3), "cache group slots")
                 run.groups.append(GroupLine(n_layers, shown(m.group(2)), n_slots, float(m.group(4))))

@@ -2,7 +2,7 @@
 
 A llama-server -lv 4 log measures the real routing's decode hit rate at the budget it ran. Those points
 (budget, placement, hit rate) pin the synthetic model of routing for that model: the knobs are fitted so
-that a run like the logged ones (same placement, streams, decode tokens per request, from a cold pool)
+that a run like the logged ones (same placement, streams, decode tokens per request, after the start-up warm-up)
 simulated through the replacement policy of the logged build (the exact LRU before b12170, ClassLRU from it)
 gives each logged hit rate. Still a model of routing: its spread is the
 larger of the in-fit and the leave-one-log-out error, in hit-rate points.
@@ -20,7 +20,7 @@ from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
 from moe_model.limits import MAX_LOG_ROUTING_TOKENS
 from moe_model.llama.batching import build_workload
-from moe_model.llama.simulate import LRU_KERNEL, Kernel, simulate_budgets
+from moe_model.llama.simulate import LRU_KERNEL, ClassStats, Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import BOUNDS, Knobs, RoutingPreset, Shape, generate
@@ -100,20 +100,21 @@ class LogRouting:
         return f"{self.fitted_to}, ±{self.spread_points:.1f} hit-rate points: {self.knobs}"
 
     def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
-        """A run like the logged ones (their decode length, one cold pool) with this routing, batched."""
+        """A run like the logged ones (their decode length, a pool only the start-up warm-up filled), batched; its
+        replays leave the warm-up's lookups out of the decode, as the logged rates the knobs were fitted to do."""
         shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
         trace = generate(
             shape, self.knobs, self.length.decode_tokens, self.length.seq_len, seed, f"synthetic ({self.describe()})"
         )
-        return build_workload(trace, batching, model.n_expert)
+        return replace(build_workload(trace, batching, model.n_expert), warm_up_in_decode=False)
 
 
 def simulated_hit_rates(
     model: ModelSpec, knobs: Knobs, points: Sequence[LoggedHitRate], length: RunLength, seed: int = 0
 ) -> dict[str, float]:
     """Each point's decode hit rate with these knobs: one simulation per placement and stream count, all its
-    budgets at once (through the policy of the build that logged it), decode only and without the warm-up, as
-    the logged rates are."""
+    budgets at once (through the policy of the build that logged it), after llama-server's warm-up, which fills
+    the pool, with its lookups left out, as the logged rates are."""
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
     trace = generate(shape, knobs, length.decode_tokens, length.seq_len, seed)
     groups: dict[tuple[Placement, int, Kernel], list[LoggedHitRate]] = {}
@@ -121,12 +122,20 @@ def simulated_hit_rates(
         groups.setdefault((p.placement, p.concurrency, p.kernel), []).append(p)
     out = {}
     for (placement, concurrency, kernel), members in groups.items():
-        work = build_workload(trace, Batching(concurrency, warmup=False), model.n_expert)
+        work = build_workload(trace, Batching(concurrency), model.n_expert)
         budgets = sorted({p.budget_mib for p in members})
-        by_budget = dict(zip(budgets, simulate_budgets(model, work, budgets, placement, kernel), strict=True))
+        runs = simulate_budgets(model, work, budgets, placement, kernel)
+        warm_ups = simulate_budgets(model, work.warm_up(), budgets, placement, kernel)  # on an empty pool: first
+        by_budget = {b: _decode_rate(r.small, w.small) for b, r, w in zip(budgets, runs, warm_ups, strict=True)}
         for p in members:
-            out[p.name] = by_budget[p.budget_mib].small.hit_rate or 0.0
+            out[p.name] = by_budget[p.budget_mib]
     return out
+
+
+def _decode_rate(run: ClassStats, warm_up: ClassStats) -> float:
+    """The small-ubatch class's hit rate (decode) without the warm-up's lookups."""
+    hits, misses = run.hits - warm_up.hits, run.misses - warm_up.misses
+    return hits / (hits + misses) if hits + misses else 0.0
 
 
 MISS_FLOOR = 0.005  # misses of 0 % and of half a point cost about the same: keeps log(0) out of the loss

@@ -31,8 +31,8 @@ def logged_hit_rates(
     runs: Iterable[LogRun], model: ModelSpec, hw: Hardware, source: str, build: int | None = None
 ) -> list[LoggedHitRate]:
     """The decode hit rate (warm-up removed) of every run that started with a cache and logged its statistics;
-    each named `source#run`, as log_points names them, with the replacement policy of the run's build (logged,
-    else `build`, else mainline)."""
+    each named `source#run`, as log_points names them, with the replacement policy of the run's build
+    (measurements.run_build: logged, else its cache size line's era, else `build`, else mainline)."""
     out = []
     for run in runs:
         if not (run.starts and run.small and run.small.hits + run.small.misses):
@@ -65,6 +65,6 @@ def routing_from_logs(
     progress: Callable[[float], None] | None = None,
 ) -> LogRouting:
     """The routing fitted to these logs' decode hit rates ((name, parsed runs) each), from the model's preset,
-    each log simulated through its build's policy (`build` where the log names none, else mainline)."""
+    each log simulated through its build's policy (measurements.run_build: `build` only where the log shows none)."""
     points = [p for name, runs in logs for p in logged_hit_rates(runs, model, hw, name, build)]
     return fit_to_logs(model, points, preset_for(model), progress=progress)

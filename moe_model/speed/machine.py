@@ -43,7 +43,13 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.measured import Point, check_engines, log_points
-from moe_model.speed.measurements import crosscheck, decode_tps_of, timed_requests, times_first_request
+from moe_model.speed.measurements import (
+    crosscheck,
+    decode_tps_of,
+    lines_build,
+    timed_requests,
+    times_first_request,
+)
 from moe_model.speed.scenario import LOAD_MODES
 from moe_model.speed.time_model import TimeParams, cpu_expert_gbs, upload_gbs
 
@@ -62,7 +68,7 @@ class LoggedRun:
 
     name: str  # "FILE#RUN": the file as given (its full path on the command line), the run's number in it
     gpu: str | None  # as logged (CUDA backends log it; others may not)
-    build: int | None
+    build: int | None  # as its lines show it (measurements.lines_build), None when they show none
     model: str | None
     load_mode: str
     concurrency: int
@@ -140,8 +146,8 @@ def _checked_run(
     points = log_points([run], model, hw, source, hw.name, build=build)  # named f"{source}#{run.index + 1}" too
     sc = points[0].scenario
     logged = LoggedRun(
-        name, gpu, run.build, run.model.get("name"), sc.load_mode, sc.concurrency, len(timed_requests(run)),
-        times_first_request(run),
+        name, gpu, lines_build(run, build), run.model.get("name"), sc.load_mode, sc.concurrency,
+        len(timed_requests(run)), times_first_request(run),
     )  # fmt: skip
     return logged, points
 

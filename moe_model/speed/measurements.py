@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from moe_model.llama.builds import MAINLINE_BUILD, has_cache, has_cpu_share
+from moe_model.llama.builds import MAINLINE_BUILD, build_of_mib_only_log, has_cache, has_cpu_share
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
 from moe_model.policies import get_policy, policy_for_build
 from moe_model.readers.logs import FORK, LogRun, Timing
@@ -225,10 +225,23 @@ def _plan_lines(plan: CachePlan) -> list[tuple[str, str]]:
     return _check_lines(devices, groups, len(plan.warnings), plan.starts)
 
 
+def lines_build(run: LogRun, default: int | None = None) -> int | None:
+    """The build a run's own lines show: its `build:` line, else a plain-LRU build when its cache size line is
+    b11549's form (`default` when that is one, llama.builds); None when they show neither."""
+    if run.build is not None:
+        return run.build
+    if run.engine != FORK and run.devices and all(d.mib_only for d in run.devices):
+        return build_of_mib_only_log(default)
+    return None
+
+
 def run_build(run: LogRun, default: int | None = None) -> tuple[int, str]:
-    """The build a run ran (its log's `build:` line, else `default`, else mainline) and where that came from."""
+    """The build a run ran (its log's `build:` line; else a plain-LRU build when its cache size line is b11549's
+    form; else `default`, else mainline) and where that came from."""
     if run.build is not None:
         return run.build, "logged"
+    if (shown := lines_build(run, default)) is not None:
+        return shown, "not logged: its cache size line is b11480-b12169's (plain LRU)"
     return (default, "given") if default is not None else (MAINLINE_BUILD, "not logged: mainline assumed")
 
 

@@ -148,8 +148,20 @@ def replay_counts(
     model: ModelSpec, work: Workload | WorkloadStream, sc: Scenario, plans: Sequence[CachePlan], placement: Placement
 ) -> tuple[list[PolicyResult], list[SimResult] | None]:
     """The scenario's policy over `work` at each plan (all of one placement): the build's own policy (the exact LRU,
-    or ClassLRU from b12170) in one pass per class of plans (a stream too; its SimResults, the cache's statistics,
-    come along), another policy per budget on a whole Workload."""
+    or ClassLRU from b12170) in one pass per class of plans (a stream too; its SimResults, the cache's statistics
+    with the warm-up as llama.cpp counts it, come along), another policy per budget on a whole Workload. A workload
+    that says so has its counts without the start-up warm-up's (without_warm_up)."""
+    counts, sims = _policy_counts(model, work, sc, plans, placement)
+    warm = None if isinstance(work, WorkloadStream) or work.warm_up_in_decode else work.warm_up()
+    if warm is None:
+        return counts, sims
+    warm_counts = _policy_counts(model, warm, sc, plans, placement)[0]
+    return [without_warm_up(c, w) for c, w in zip(counts, warm_counts, strict=True)], sims
+
+
+def _policy_counts(
+    model: ModelSpec, work: Workload | WorkloadStream, sc: Scenario, plans: Sequence[CachePlan], placement: Placement
+) -> tuple[list[PolicyResult], list[SimResult] | None]:
     if (kernel := sc.kernel()) is not None:
         sims = simulate_plans(model, work, plans, kernel)
         return [from_simulation(r) for r in sims], sims
@@ -157,6 +169,18 @@ def replay_counts(
         raise WorkloadError(f"{sc.policy_name} replays a whole workload, not a stream: give a shorter trace")
     budgets = [p.budget_mib for p in plans]
     return run_policy(sc.policy_name, model, work, budgets, placement, **sc.policy_knobs), None
+
+
+def without_warm_up(counts: PolicyResult, warm_up: PolicyResult) -> PolicyResult:
+    """A replay's counts less its start-up warm-up's (replayed alone: it comes first, on an empty pool): the warm-up
+    fills the pool before any request, but its lookups are not in the decode that traffic prices (nor in a log's
+    decode timing)."""
+    return replace(
+        counts,
+        hits=counts.hits - warm_up.hits,
+        uploads=counts.uploads - warm_up.uploads,
+        cpu=counts.cpu - warm_up.cpu,
+    )
 
 
 def build_kernel(sc: Scenario):
