@@ -13,6 +13,8 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, x VM, or the machine's)
     experts_cpu distinct experts of host layers the pool does not serve    bytes / CPU expert rate
     split       a graph split around each layer computed on the CPU        split_us x layers (x VM)
+    kq_mask     the GPU split after each CPU layer copies the graph's        layers x depth x mask_rows x 4 (2 with
+                inputs from the host again, the KQ mask growing with depth     flash attention) / pageable copy rate
     draft       the draft / MTP head, per drafted token                    draft_ms x d
 
 This is the steady state: the requests after a server's first. The first request starts with an empty
@@ -44,6 +46,7 @@ import numpy as np
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
@@ -136,6 +139,10 @@ class TimeParams:
     d2d_copy_us: float = prior(
         8.0, "one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)", LOG2, 0.5, 100.0,
         "prefill",
+    )  # fmt: skip
+    mask_rows: float = prior(
+        64.0, "rows of the KQ mask (f32, f16 with flash attention) per context token that a GPU split after a CPU "
+        "layer copies from the host (GGML_KQ_MASK_PAD rows)", LOG2, 1.0, 1024.0,
     )  # fmt: skip
     first_prompt_ms: float = prior(
         100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
@@ -309,6 +316,14 @@ def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenari
     return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
 
 
+def kq_mask_ms(hw: Hardware, params: TimeParams, sc: Scenario, cpu_layers: int) -> float:
+    """Milliseconds per decode ubatch re-copying the KQ mask (a host-side graph input, one f32 value per context
+    cell and padded row; f16 with flash attention) into the GPU split that follows each layer computed on the CPU:
+    ggml's scheduler keeps graph inputs on the CPU backend and copies them into every split that reads them."""
+    mask_bytes = sc.context_depth * sc.concurrency * params.mask_rows * (2 if sc.flash_attn_on else 4)
+    return cpu_layers * mask_bytes / (upload_gbs(hw, params, pinned=False) * GB) * MS
+
+
 def decode_terms(
     model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, traffic: Traffic
 ) -> dict[str, float]:
@@ -341,6 +356,7 @@ def decode_terms(
         "sync": params.sync_us(hw) * int(cached.sum()) / 1e3,
         "experts_cpu": float((cpu_work.sum() - hidden.sum()) * MS),
         "split": params.split_us(hw) * int(split_layers.sum()) / 1e3,
+        "kq_mask": kq_mask_ms(hw, params, sc, int((host & ~cached & (traffic.distinct > 0)).sum())),
         "draft": params.draft_ms * sc.draft_tokens,
     }
 
@@ -367,7 +383,7 @@ def _prompt_ubatch_ms(
     uploaded (one copy per run of consecutive uncached ids). Small ones: the pool where it serves them
     (hits read on the GPU, misses uploaded), else the CPU."""
     k, n_expert = model.n_expert_used, model.n_expert
-    used = independent_distinct(n_expert, k, tokens)
+    used = window_distinct(n_expert, k, prompt_knobs(model), tokens)  # consecutive tokens share experts
     big = copies_from_pool(tokens, sc.offload_min_batch)  # offloaded: the used experts are copied to the GPU
     pool = _cached_share(layout, warm)
     copied = d2d = uploaded = runs = on_cpu = 0.0
@@ -385,15 +401,32 @@ def _prompt_ubatch_ms(
         else:
             on_cpu += used * layer.slot_bytes
     copy_us = params.copy_us(hw, sc.pinned)
-    flops = hw.gpu_tflops * 1e12 * params.mm_eff
     return {
-        "gpu_compute": tokens * model.active_params * 2 / flops * MS,
+        "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, used),
+        "expert_matmuls": _prompt_expert_launch_ms(model, params, layout, used, big),
         "copy_from_cache": (2 * copied / (hw.gpu_bw_gbs * GB) + d2d * params.d2d_copy_us / 1e6) * MS,
         "upload": (uploaded / (upload_gbs(hw, params, sc.pinned) * GB) + runs * copy_us / 1e6) * MS,
         "experts_cpu": on_cpu / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
         "sync": params.sync_us(hw) * len(layout.host_layers) / 1e3,
         "fixed": params.prompt_ubatch_ms,
     }
+
+
+def _prompt_matmul_ms(model: ModelSpec, hw: Hardware, params: TimeParams, tokens: int, used: float) -> float:
+    """A prompt ubatch's matmuls on the GPU, from the card's datasheet: the slower of its tensor rate (2 FLOPs per
+    active weight and token) and reading the weights it multiplies once (the dense ones and the used experts)."""
+    compute = tokens * model.active_params * 2 / (hw.gpu_tflops * 1e12 * params.mm_eff)
+    experts = sum(used * layer.slot_bytes for layer in model.layers if layer.has_experts)
+    weights = model.dense_bytes_total - model.input_bytes + experts  # the input embedding stays on the host
+    return max(compute, weights / (hw.gpu_bw_gbs * GB * params.gpu_eff)) * MS
+
+
+def _prompt_expert_launch_ms(model: ModelSpec, params: TimeParams, layout: Layout, used: float, big: bool) -> float:
+    """Per used expert and tensor of every MoE layer multiplied on the GPU (host layers only in an offloaded
+    ubatch), the per-expert matmul cost a multi-token ubatch pays (decode's batch_expert_us)."""
+    host = set(layout.host_layers) | set(layout.cpu_layers)
+    tensors = sum(len(layer.experts) for layer in model.layers if layer.has_experts and (big or layer.index not in host))
+    return used * tensors * params.batch_expert_us / 1e3
 
 
 def _prompt_attention_ms(
