@@ -163,6 +163,45 @@ def run5_plain_table() -> list[str]:
     return lines
 
 
+# Decode at depth against a short request on third-party machines, as their sources state it (field-measurements.csv
+# notes): (row, short depth, long depth, measured short t/s, measured long t/s). R9700: the 4,702-token prompt's
+# request against short ones; V620: the median cell at d0 against the median at d8000 (~5.8k tokens).
+DEPTH_CHECKS = {
+    "r9700-29": (150, 4702 + 64, 23.85, 18.86),
+    "r9700-30": (150, 4702 + 64, 11.0, 7.91),
+    "v620-0": (0, 5800 + 128, 13.8, 12.7),
+}
+
+
+def depth_table(points, params) -> list[str]:
+    """Each depth check's long/short decode ratio, predicted (at the measured hit rate or the routing preset) and
+    measured; never fitted (the field points are decoded at their short depth)."""
+    from dataclasses import replace
+
+    from moe_model.speed.time_model import predict
+
+    by_name = {p.name: p for p in points}
+    lines = [
+        "| field row | placement, budget | depth short / long | decode short / long measured | long/short pred. / "
+        "meas. | term that grows (pred. ms per token at the long depth) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (short_depth, long_depth, short_tps, long_tps) in DEPTH_CHECKS.items():
+        p = by_name[name]
+        speeds, terms = [], {}
+        for depth in (short_depth, long_depth):
+            sc = replace(p.scenario, depth=depth, n_ctx=max(p.scenario.n_ctx, depth + 1))
+            pred = predict(p.model, p.hw, params, sc, p.traffic, layout=resolve(p.model, p.hw, sc))
+            speeds.append(pred.decode_tps)
+            terms = pred.breakdown_ms
+        grows = f"attention {terms['attention']:.1f}, KQ mask {terms['kq_mask']:.1f}"
+        lines.append(
+            f"| {name} | {p.scenario.placement.text}, {p.scenario.budget_mib} MiB | {short_depth} / {long_depth} "
+            f"| {short_tps} / {long_tps} | {speeds[1] / speeds[0]:.2f} / {long_tps / short_tps:.2f} | {grows} |"
+        )
+    return lines
+
+
 def write_doc(sections: list[str]) -> None:
     text = DOC.read_text()
     block = "\n".join([BEGIN, *sections, END])
@@ -203,7 +242,8 @@ def main() -> None:
     sections = ["### Leave one machine out", "", *lomo_table(points, reports, verdicts), ""]
     sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
     sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
-    sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table()]
+    sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]
+    sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params)]
     print("\n".join(sections))
     write_doc(sections)
 

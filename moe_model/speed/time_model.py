@@ -425,7 +425,9 @@ def _prompt_expert_launch_ms(model: ModelSpec, params: TimeParams, layout: Layou
     """Per used expert and tensor of every MoE layer multiplied on the GPU (host layers only in an offloaded
     ubatch), the per-expert matmul cost a multi-token ubatch pays (decode's batch_expert_us)."""
     host = set(layout.host_layers) | set(layout.cpu_layers)
-    tensors = sum(len(layer.experts) for layer in model.layers if layer.has_experts and (big or layer.index not in host))
+    tensors = sum(
+        len(layer.experts) for layer in model.layers if layer.has_experts and (big or layer.index not in host)
+    )
     return used * tensors * params.batch_expert_us / 1e3
 
 
