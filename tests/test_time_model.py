@@ -205,7 +205,6 @@ def test_the_prediction_breakdown_names_every_term(gt_model):
         "sync",
         "experts_cpu",
         "split",
-        "kq_mask",
         "draft",
     }
     assert pred.vram.kv_mib == 56.0 and pred.as_dict()["vram"]["moe_cache"] == pytest.approx(402.75)
@@ -250,21 +249,3 @@ def test_a_prompt_ubatch_pays_the_per_expert_matmul_cost_for_every_used_expert_m
     assert terms["expert_matmuls"] == pytest.approx(used * tensors * 2.0 / 1e3)
     short = Scenario(CPU_MOE, 0, prompt_tokens=20, n_ctx=4096)  # host layers stay on the CPU: no GPU expert matmuls
     assert prefill_terms(gt_model, hw, params, short, resolve(gt_model, hw, short))["expert_matmuls"] == 0
-
-
-def test_decode_on_the_cpu_path_recopies_the_kq_mask_into_every_gpu_split_and_it_grows_with_depth(gt_model):
-    hw, params = preset("H200"), TimeParams(mask_rows=64.0)
-
-    def mask_ms(placement: str, budget: int = 0, **kw) -> float:
-        sc = Scenario(Placement.parse(placement), budget, n_ctx=16384, **kw)
-        layout = resolve(gt_model, hw, sc)
-        return decode_terms(gt_model, hw, params, sc, layout, from_hit_rate(gt_model, layout, sc, 0.5))["kq_mask"]
-
-    cpu_layers = gt_model.n_layer  # --cpu-moe without a cache: every layer's experts on the CPU, a split each
-    per_copy = 6000 * 64 * 4  # 6,000 context cells x 64 padded rows x f32 (flash attention off)
-    expected = cpu_layers * per_copy / (upload_gbs(hw, params, pinned=False) * 1e9) * 1e3
-    assert mask_ms("cpu-moe", depth=6000, flash_attn="off") == pytest.approx(expected)
-    assert 1.0 < expected < 5.0  # the size of run5's 17 % loss at 6.1k (about 2.9 ms per token)
-    assert mask_ms("cpu-moe", depth=6000, flash_attn="on") == pytest.approx(expected / 2)  # an f16 mask
-    assert mask_ms("cpu-moe", depth=3000, flash_attn="off") == pytest.approx(expected / 2)
-    assert mask_ms("gpu", depth=6000) == 0 and mask_ms("cpu-moe", 837, depth=6000) == 0  # no CPU layer, no split

@@ -13,8 +13,6 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     sync        ids read-back and slot-map upload, per cached layer        sync_us (per backend, x VM, or the machine's)
     experts_cpu distinct experts of host layers the pool does not serve    bytes / CPU expert rate
     split       a graph split around each layer computed on the CPU        split_us x layers (x VM)
-    kq_mask     the GPU split after each CPU layer copies the graph's        layers x depth x mask_rows x 4 (2 with
-                inputs from the host again, the KQ mask growing with depth     flash attention) / pageable copy rate
     draft       the draft / MTP head, per drafted token                    draft_ms x d
 
 This is the steady state: the requests after a server's first. The first request starts with an empty
@@ -139,10 +137,6 @@ class TimeParams:
     d2d_copy_us: float = prior(
         8.0, "one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)", LOG2, 0.5, 100.0,
         "prefill",
-    )  # fmt: skip
-    mask_rows: float = prior(
-        64.0, "rows of the KQ mask (f32, f16 with flash attention) per context token that a GPU split after a CPU "
-        "layer copies from the host (GGML_KQ_MASK_PAD rows)", LOG2, 1.0, 1024.0,
     )  # fmt: skip
     first_prompt_ms: float = prior(
         100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
@@ -316,14 +310,6 @@ def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenari
     return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
 
 
-def kq_mask_ms(hw: Hardware, params: TimeParams, sc: Scenario, cpu_layers: int) -> float:
-    """Milliseconds per decode ubatch re-copying the KQ mask (a host-side graph input, one f32 value per context
-    cell and padded row; f16 with flash attention) into the GPU split that follows each layer computed on the CPU:
-    ggml's scheduler keeps graph inputs on the CPU backend and copies them into every split that reads them."""
-    mask_bytes = sc.context_depth * sc.concurrency * params.mask_rows * (2 if sc.flash_attn_on else 4)
-    return cpu_layers * mask_bytes / (upload_gbs(hw, params, pinned=False) * GB) * MS
-
-
 def decode_terms(
     model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, traffic: Traffic
 ) -> dict[str, float]:
@@ -356,7 +342,6 @@ def decode_terms(
         "sync": params.sync_us(hw) * int(cached.sum()) / 1e3,
         "experts_cpu": float((cpu_work.sum() - hidden.sum()) * MS),
         "split": params.split_us(hw) * int(split_layers.sum()) / 1e3,
-        "kq_mask": kq_mask_ms(hw, params, sc, int((host & ~cached & (traffic.distinct > 0)).sum())),
         "draft": params.draft_ms * sc.draft_tokens,
     }
 
