@@ -202,6 +202,54 @@ def depth_table(points, params) -> list[str]:
     return lines
 
 
+def _traced_windows(trace, size: int) -> float:
+    """Mean distinct experts per layer in non-overlapping windows of `size` tokens inside each traced sequence."""
+    counts = []
+    for start, end in zip(trace.seq_offsets[:-1], trace.seq_offsets[1:], strict=True):
+        for at in range(start, end - size + 1, size):
+            window = trace.experts[at : at + size]
+            counts += [len(np.unique(window[:, layer])) for layer in range(trace.n_layer)]
+    return float(np.mean(counts)) if counts else float("nan")
+
+
+def prompt_routing_table() -> list[str]:
+    """Distinct experts per prompt-sized window: the routing model a prompt ubatch is priced with, against the two
+    traces the project has (gpt-oss-20b's real routing; run3's random-weight model, its traced prompt ubatch)."""
+    from moe_model.readers.traces import load_any, load_token_trace
+    from moe_model.resources import data_path
+    from moe_model.routing.synthetic import RANDOM_WEIGHT_KNOBS, load_presets, preset_for, window_distinct
+    from moe_model.speed.traffic import independent_distinct
+
+    lines = [
+        "| routing | window (tokens) | traced | modelled | independent tokens |",
+        "|---|---|---|---|---|",
+    ]
+    trace = load_token_trace(data_path("traces") / "gpt-oss-20b" / "routing.npz")
+    knobs = preset_for("gpt-oss-20b").knobs
+    for size in (32, 128, 256):
+        lines.append(
+            f"| gpt-oss-20b (real trace, 32 x 4; its preset) | {size} | {_traced_windows(trace, size):.1f} "
+            f"| {window_distinct(32, 4, knobs, size):.1f} | {independent_distinct(32, 4, size):.1f} |"
+        )
+    for name, entry in load_presets().items():  # no prompt trace: what a 512-token ubatch is priced with
+        shape, knobs = entry["shape"], preset_for(name).knobs
+        n, k = shape["n_expert"], shape["k"]
+        lines.append(
+            f"| {name} preset ({n} x {k}; no trace) | 512 | - | {window_distinct(n, k, knobs, 512):.1f} "
+            f"| {independent_distinct(n, k, 512):.1f} |"
+        )
+    work = load_any(GROUNDTRUTH / "run3" / "traces" / "run3_b25.npz")
+    prompt = np.flatnonzero(work.rec_ntok >= 32)
+    traced = np.mean([len(np.unique(work.ids[o : o + work.k * n])) for o, n in zip(
+        work.rec_off[prompt], work.rec_ntok[prompt], strict=True)])  # fmt: skip
+    size = int(work.rec_ntok[prompt[0]])
+    lines.append(
+        f"| run3 model (random weights, 128 x 8; skew fitted to this row) | {size} | {traced:.1f} "
+        f"| {window_distinct(128, 8, RANDOM_WEIGHT_KNOBS, size):.1f} | {independent_distinct(128, 8, size):.1f} |"
+    )
+    return lines
+
+
 def write_doc(sections: list[str]) -> None:
     text = DOC.read_text()
     block = "\n".join([BEGIN, *sections, END])
@@ -243,7 +291,8 @@ def main() -> None:
     sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
     sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
     sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]
-    sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params)]
+    sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params), ""]
+    sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
     write_doc(sections)
 
