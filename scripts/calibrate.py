@@ -56,6 +56,7 @@ MACHINE_NAMES = {
 }
 RUN5 = GROUNDTRUTH / "run5"
 RUN3_HEADER = GROUNDTRUTH / "run3" / "model-header.gguf"
+RUN6 = GROUNDTRUTH / "run6"
 
 
 def _progress(label: str):
@@ -161,6 +162,50 @@ def run5_plain_table() -> list[str]:
             f"| {_pct(first / first_meas - 1)} |"
         )
     return lines
+
+
+def _run6_argv(row, hit: float | None) -> list[str]:
+    """The plain `predict` command of one run6 server (its README: -ngl 99 -c 16384 -np 1, mmap'd experts)."""
+    argv = ["predict", "--model", str(RUN3_HEADER), "--hardware", "h200", "--placement", row["placement"]]
+    argv += ["--ctx", "16384", "--budget-mib", str(int(row["budget_mib"])), "-fa", row["fa"]]
+    argv += ["-ub", str(int(row["ubatch"]))] + (["--no-kv-offload"] if row["kv"] == "cpu" else [])
+    return argv + (["--hit-rate", f"{hit:.4f}"] if hit is not None else [])
+
+
+def run6_table() -> tuple[list[str], dict[tuple[str, str], list[float]]]:
+    """Each run6 server (held out: never fitted) through the plain `predict` command: steady decode of the short
+    requests, at ~4.1k and ~12.3k context, and the two long prompts; the hit rate given is the log's steady one."""
+    from moe_model.readers.model_spec import load_model
+
+    summary, model, hw = pd.read_csv(RUN6 / "summary.csv"), load_model(RUN3_HEADER), preset("h200")
+    lines = [
+        "| run / server | steady hit rate (log) | short decode pred. / meas. | 4k decode | 12k decode | 12k/short "
+        "pred. / meas. | 4k prompt pred. / meas. | 12k prompt |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    errors: dict[tuple[str, str], list[float]] = {}
+    for (run, server), rows in summary.groupby(["run", "server"], sort=False):
+        log = parse_log(RUN6 / "logs" / run / f"server_{server}.log")[0]
+        hit = steady_hit_rate(log.small, resolve(model, hw, scenario_of_run(log, model))) if log.small else None
+        base, by = _run6_argv(rows.iloc[0], hit), rows.set_index("request")
+        short = _predict(base + ["--prompt-tokens", "147", "--depth", "211", "--n-predict", "128", "--json"])
+        cells = [
+            f"{short['decode_tps']:.1f} / {(by.loc['short1', 'decode_tps'] + by.loc['short2', 'decode_tps']) / 2:.1f}"
+        ]
+        short_meas = (by.loc["short1", "decode_tps"] + by.loc["short2", "decode_tps"]) / 2
+        errors.setdefault((run, "decode"), []).append(short["decode_tps"] / short_meas - 1)
+        prompts, ratio = [], ""
+        for request, tokens in (("d4k", 4016), ("d12k", 12167)):
+            pred = _predict(base + ["--prompt-tokens", str(tokens), "--depth", str(tokens + 64), "--json"])
+            decode, prompt = by.loc[request, "decode_tps"], by.loc[request, "prompt_tps"]
+            errors[run, "decode"].append(pred["decode_tps"] / decode - 1)
+            errors.setdefault((run, "prompt"), []).append(pred["prefill_tps"] / prompt - 1)
+            cells.append(f"{pred['decode_tps']:.1f} / {decode:.1f} ({_pct(pred['decode_tps'] / decode - 1)})")
+            prompts.append(f"{pred['prefill_tps']:.0f} / {prompt:.0f} ({_pct(pred['prefill_tps'] / prompt - 1)})")
+            ratio = f"{pred['decode_tps'] / short['decode_tps']:.2f} / {decode / short_meas:.2f}"
+        shown = "-" if hit is None else f"{100 * hit:.1f} %"
+        lines.append(f"| {run} / {server} | {shown} | {' | '.join(cells)} | {ratio} | {' | '.join(prompts)} |")
+    return lines, errors
 
 
 # Decode at depth against a short request on third-party machines, as their sources state it (field-measurements.csv
@@ -292,6 +337,13 @@ def main() -> None:
     sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
     sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]
     sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params), ""]
+    run6, run6_errors = run6_table()
+    sections += ["### The H200 run6 servers through plain `predict` (held out: never fitted)", "", *run6, ""]
+    medians = [
+        f"{run} {kind} {100 * np.median(np.abs(errors)):.0f} % ({len(errors)})"
+        for (run, kind), errors in run6_errors.items()
+    ]
+    sections += [f"run6, median absolute error (requests): {'; '.join(medians)}.", ""]
     sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
     write_doc(sections)
