@@ -96,3 +96,28 @@ def test_the_steady_hit_rate_leaves_out_the_misses_that_filled_empty_slots(run5_
     assert log_fills(b50.small, layout) == layout.plan.n_slots_total == 1534  # 767 slots in each of 2 groups
     expected = b50.small.hits / (b50.small.hits + b50.small.misses - 1534)
     assert steady_hit_rate(b50.small, layout) == pytest.approx(expected) and expected > b50.small.hit_rate
+
+
+def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibration_holds():
+    import re
+
+    import numpy as np
+
+    record = load_calibration()
+    reports = record["leave_one_machine_out"].values()
+    decode = np.median([r["median_abs_error"] for r in reports])
+    prompt = np.median([np.median(np.abs(list(r["prefill_errors"].values()))) for r in reports if r["prefill_errors"]])
+    right = sum(v["ok"] for v in record["verdicts"])
+    called = sum(v["predicted"] != "too close to call" for v in record["verdicts"])
+    doc = (ROOT / "docs" / "models-and-fits.md").read_text()
+    line = re.search(
+        r"Median over machines: decode \*\*(\d+) %\*\*, prompt \*\*(\d+) %\*\*.*?(\d+)/(\d+), (\d+) of", doc
+    )
+    assert line, "the calibrate.py block is missing from docs/models-and-fits.md"
+    assert [int(g) for g in line.groups()] == [
+        round(100 * decode),
+        round(100 * prompt),
+        right,
+        len(record["verdicts"]),
+        called,
+    ]
