@@ -57,6 +57,7 @@ MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted tr
 # --- llama-server defaults the library's layers share (speed.scenario.Scenario declares each setting) ---
 DEFAULT_CTX = 4096  # -c: llama-server's default context
 DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
+DEFAULT_PROMPT_TOKENS = 512  # a request's prompt when none is given (and the app's first context depth)
 DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
 
 # --- simulation runs ---

@@ -55,7 +55,7 @@ from ui.sidebar import (
 )
 from ui.state import SCENARIO, keep, kept, kept_toggle
 from ui.uploads import keep_upload, session_uploads, uploader_key
-from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path, runnable
+from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path, prompt_text, runnable
 
 st.header("Explore")
 st.caption(
@@ -64,9 +64,7 @@ st.caption(
 )
 
 
-def best_setting(
-    model, source: str, model_key: str, hw, time_model, concurrency: int, n_ctx: int, routing, build: int
-) -> None:
+def best_setting(model, source: str, model_key: str, hw, time_model, serving: dict, routing, build: int) -> None:
     """The recommender's pick for this machine, with the inputs Shopping and `recommend` use; one click applies
     it to every control."""
     if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
@@ -79,10 +77,12 @@ def best_setting(
         repr(hw),
         time_model,
         repr(time_model),
-        concurrency,
-        n_ctx,
+        serving["concurrency"],
+        serving["n_ctx"],
         routing,
         build,
+        serving["prompt_tokens"],
+        serving["depth"],
     )
     best = options[0] if options else None
     if best is None or not best.usable:
@@ -94,7 +94,8 @@ def best_setting(
     p = best.prediction
     lo, hi = p.decode_tps_range
     st.success(
-        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model); "
+        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model) at "
+        f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
     )
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
@@ -154,9 +155,9 @@ def trace_upload():
     return held[-1] if held else None
 
 
-def headline(answer: Answer, view: ExploreCurve, advice) -> None:
-    """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its speed and
-    the cache's verdict."""
+def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float) -> None:
+    """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
+    at the context depth, its prompt speed and time to first token, and the cache's verdict."""
     budget, pred = answer.point.budget_mib, answer.point.prediction
     usable = fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
@@ -164,8 +165,9 @@ def headline(answer: Answer, view: ExploreCurve, advice) -> None:
     elif usable:
         lo, hi = pred.decode_tps_range
         st.markdown(
-            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}), "
-            f"{pred.prefill_tps:,.0f} t/s prompt (model), hit rate {100 * (pred.hit_rate or 0):.1f} % "
+            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model) at "
+            f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
+            f"hit rate {100 * (pred.hit_rate or 0):.1f} % "
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
             f"placement without it ({view.without.decode_tps:.1f} t/s)."
@@ -224,22 +226,24 @@ def policy_comparison(keys: tuple, view: ExploreCurve, budget: int) -> None:
 with friendly_errors():
     model, source, model_key = sidebar_model()
     hw, time_model, load_mode = sidebar_hardware()
-    n_ctx, concurrency = sidebar_serving()
+    serving = sidebar_serving(prompt=True)
+    n_ctx, concurrency, prompt = serving["n_ctx"], serving["concurrency"], serving["prompt_tokens"]
     placement_name, placement = sidebar_placement(model)
     build = sidebar_build()
     routing = log_routing(model, hw, build)
     controls, charts = st.columns([1, 3])
     with controls:
         draft, accept = control(st, SCENARIO["draft_tokens"]), control(st, SCENARIO["accept_rate"])
-        share, prompt = control(st, SCENARIO["cpu_share"]), control(st, SCENARIO["prompt_tokens"])
+        share = control(st, SCENARIO["cpu_share"])
         if share and not has_cpu_share(build):
             share = 0.0
             st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}): not applied.")
         work, work_key = workload(model, model_key, concurrency, draft, accept, prompt, routing)
     from_logs = work_key.startswith("logs:")
     base = Scenario(
-        placement, 0, concurrency, draft, accept, share, n_ctx, prompt_tokens=prompt, load_mode=load_mode, build=build
-    )
+        placement, 0, concurrency, draft, accept, share, n_ctx, prompt, load_mode=load_mode, build=build,
+        depth=serving["depth"],
+    )  # fmt: skip
     axis = budget_axis(model, hw, base)
     with controls:
         budget = budget_slider(st, axis.top_mib, step=axis.step_mib)
@@ -255,11 +259,10 @@ with friendly_errors():
     with charts:
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
             fits = answer.point.prediction.usable and answer.host.fits
-            headline(answer, view, () if fits else would_fit(model, hw, answer.point.prediction.scenario))
+            advice = () if fits else would_fit(model, hw, answer.point.prediction.scenario)
+            headline(answer, view, advice, time_model.prefill_rel_error)
             st.caption(policy_caption(base))
-            best_setting(
-                model, source, model_key, hw, time_model, concurrency, n_ctx, routing if from_logs else None, build
-            )
+            best_setting(model, source, model_key, hw, time_model, serving, routing if from_logs else None, build)
         baselines = fitting_no_cache(model, hw, view)
         curve_charts(view, answer, measured, budget, placement_name, baselines, routing if from_logs else None)
         st.caption(

@@ -13,8 +13,7 @@ from moe_model.speed.fit_advice import would_fit
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.known_problems import known_problems
 from moe_model.speed.recommend import command_line
-from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.vram import max_budget_mib
+from moe_model.speed.scenario import Scenario, cache_room_mib, resolve
 from ui.sidebar import (
     policy_caption,
     sidebar_build,
@@ -32,10 +31,11 @@ st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 
 with friendly_errors():
     model, source, model_key = sidebar_model()
     hw, _, load_mode = sidebar_hardware()
-    ctx, concurrency = sidebar_serving()
+    serving = sidebar_serving()  # the context raised to hold the depth decoding reads: its KV cache is in VRAM
     placement_name, chosen = sidebar_placement(model)
     build = sidebar_build()
-    placement = resolve(model, hw, Scenario(chosen, 0, concurrency, n_ctx=ctx)).placement  # --fit: its layer count
+    base = Scenario(chosen, 0, load_mode=load_mode, build=build, **serving)
+    placement = resolve(model, hw, base).placement  # --fit: its layer count
     left, right = st.columns([1, 2])
     with left:
         lowest = min_budget_mib(model, placement)
@@ -43,7 +43,7 @@ with friendly_errors():
         if lowest is None:
             st.warning("No layer has all of its experts in host memory: the cache would be disabled.")
             st.stop()
-        fits = max_budget_mib(model, hw, placement, ctx)
+        fits = cache_room_mib(model, hw, base, placement)
         top = slider_top(lowest, full, fits)
         budget = budget_slider(st, top)
         c1, c2 = st.columns(2)
@@ -57,7 +57,7 @@ with friendly_errors():
         )
         if fits < lowest:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    sc = Scenario(chosen, budget, concurrency, n_ctx=ctx, load_mode=load_mode, build=build)
+    sc = base.with_budget(budget)
     layout = resolve(model, hw, sc)
     for problem in known_problems(model, sc, layout):
         st.warning(f"Known problem: {problem}.")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import shopping_bars
-from moe_model.speed.calibration import default_time_model
+from moe_model.speed.calibration import default_time_model, prompt_speed
 from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.scenario import Scenario
@@ -34,9 +34,10 @@ def chosen_cards(gpu: str) -> list[str]:
     return cards
 
 
-def row(hw: Hardware, options, mine: bool, model) -> dict:
+def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> dict:
     best = options[0]
     p = best.prediction
+    ps = prompt_speed(p, prefill_rel_error)
     return {
         "GPU": hw.name,
         "machine": "yours (sidebar)" if mine else "in your host",
@@ -45,6 +46,11 @@ def row(hw: Hardware, options, mine: bool, model) -> dict:
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
+        "prompt t/s": round(ps.prefill_tps) if best.usable else 0.0,
+        "prompt low": round(ps.prefill_tps_range[0]) if best.usable else 0.0,
+        "prompt high": round(ps.prefill_tps_range[1]) if best.usable else 0.0,
+        "first token s": round(ps.ttft_s, 2) if best.usable else 0.0,
+        "first token range s": f"{ps.ttft_s_range[0]:.2f}–{ps.ttft_s_range[1]:.2f}" if best.usable else "",
         "cache verdict": best.verdict if best.usable else "",
         "RAM": best.host.verdict.split(":")[0] if best.host else "",
         "what would fit": "" if best.usable else recommend_advice(model, hw, options).summary,
@@ -55,12 +61,15 @@ def row(hw: Hardware, options, mine: bool, model) -> dict:
 with friendly_errors():
     model, source, model_key = sidebar_model()
     mine, my_tm, _ = sidebar_hardware()
-    ctx, concurrency = sidebar_serving()
+    serving = sidebar_serving(prompt=True)
+    ctx, concurrency, prompt, depth = (serving[k] for k in ("n_ctx", "concurrency", "prompt_tokens", "depth"))
     build = sidebar_build()
     routing = log_routing(model, mine, build)
     cards = chosen_cards(mine.name)
     st.caption(
-        f"Context {ctx:,}, {concurrency} stream(s), your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
+        f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
+        "(decode, prompt and first-token figures: a model, with the held-out error's range), "
+        f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
         f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
         "(--load-mode none) host experts." + (f" Routing {routing.describe()}." if routing else "")
     )
@@ -75,9 +84,9 @@ with friendly_errors():
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
-    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build)
-    for (hw, _, is_mine), options in zip(machines, each, strict=True):
-        rows.append(row(hw, options, is_mine, model))
+    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth)
+    for (hw, tm, is_mine), options in zip(machines, each, strict=True):
+        rows.append(row(hw, options, is_mine, model, tm.prefill_rel_error))
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
         so_far.dataframe(pd.DataFrame(rows).drop(columns="command"), hide_index=True, width="stretch")
     bar.empty()

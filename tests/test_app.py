@@ -577,3 +577,50 @@ def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys
     assert main(["recommend", "--model", model, "--hardware", "RTX 4090", "--ram-gib", "64", "--json"]) == 1
     assert said == [json.loads(capsys.readouterr().out)["summary"]] and not at.exception
     assert any(i.value.startswith("**What would fit**") for i in at.info)
+
+
+QWEN30B_PATH = str(ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+
+
+def test_explores_context_depth_slows_the_headline_raises_the_context_and_matches_predict(capsys):
+    from moe_model.cli.main import main
+
+    at = open_page("pages/explore.py")
+
+    def headline() -> str:
+        return next(m.value for m in at.markdown if m.value.startswith("**At "))
+
+    before = headline()
+    assert "at 512 tokens of context" in before and "first token after" in before and "(a model)" in before
+    at.sidebar.number_input(key="depth").set_value(32768).run()
+    after = headline()
+    budget = int(after.removeprefix("**At ").split(" MiB", 1)[0].replace(",", ""))
+    decode = [float(text.split("**: ", 1)[1].split(" t/s", 1)[0]) for text in (before, after)]
+    assert "at 32,768 tokens of context" in after and decode[1] < decode[0] and at.query_params["depth"] == "32768"
+    assert any(c.value.startswith("Context raised to -c 32,768") for c in at.sidebar.caption)
+    args = ["predict", "--model", QWEN30B_PATH, "--hardware", "t4", "--budget-mib", str(budget), "--json"]
+    assert main([*args, "--depth", "32768", "--ctx", "32768"]) == 0  # the page's inputs, the context it raised
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["vram"]["kv_cache"] > 3000  # the 32k context's KV cache is in the verdict the page leads with
+    shown = f"{cli['decode_tps']:.1f} t/s decode", f"{cli['prefill_tps']:,.0f} t/s", f"after {cli['ttft_s']:.2f} s"
+    assert all(s in after for s in shown), (shown, after)
+
+
+def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_token_as_recommend(capsys):
+    from moe_model.cli.main import main
+
+    at = open_page("pages/shopping.py", cards="Tesla T4")  # the sidebar's card alone keeps this short
+
+    def t4() -> dict:
+        return at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
+
+    before = t4()
+    assert before["prompt t/s"] > 0 and before["first token s"] > 0 and "–" in before["first token range s"]
+    at.sidebar.number_input(key="depth").set_value(32768).run()
+    after = t4()
+    assert after["decode t/s"] < before["decode t/s"]
+    args = ["recommend", "--model", QWEN30B_PATH, "--hardware", "t4", "--depth", "32768", "--ctx", "32768", "--json"]
+    main(args)
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert (after["best setting"], after["decode t/s"]) == (best["label"], round(best["decode_tps"], 1))
+    assert after["prompt t/s"] == round(best["prefill_tps"]) and after["first token s"] == round(best["ttft_s"], 2)

@@ -121,3 +121,30 @@ def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibratio
         len(record["verdicts"]),
         called,
     ]
+
+
+def test_the_prompt_range_is_the_held_out_prompt_error_and_the_first_token_gets_the_matching_one(qwen30b):
+    import numpy as np
+
+    from moe_model.speed.calibration import (
+        UNCERTAINTY_QUANTILE,
+        default_time_model,
+        prefill_relative_error,
+        prompt_speed,
+    )
+    from moe_model.speed.scenario import Scenario
+
+    record = {"leave_one_machine_out": {"a": {"prefill_errors": {"x": 0.1, "y": -0.3}}, "b": {"prefill_errors": {}}}}
+    assert prefill_relative_error(record) == pytest.approx(np.quantile([0.1, 0.3], UNCERTAINTY_QUANTILE))
+    assert prefill_relative_error({"leave_one_machine_out": {}}) == 0.0  # no prompt measured: no range claimed
+    tm = default_time_model()
+    assert tm.prefill_rel_error == prefill_relative_error(load_calibration())
+    pred = predict(qwen30b, preset("t4"), tm.params, Scenario(prompt_tokens=4000), hit_rate=0.5)
+    ps = prompt_speed(pred, 0.25)
+    assert (ps.prefill_tps, ps.ttft_s) == (pred.prefill_tps, pred.ttft_s)
+    assert ps.prefill_tps_range == pytest.approx((0.75 * pred.prefill_tps, 1.25 * pred.prefill_tps))
+    first, last = ps.ttft_s_range
+    assert first * ps.prefill_tps_range[1] == pytest.approx(pred.ttft_s * pred.prefill_tps)  # faster: sooner
+    assert last * ps.prefill_tps_range[0] == pytest.approx(pred.ttft_s * pred.prefill_tps)
+    exact = prompt_speed(pred, 0.0)
+    assert exact.prefill_tps_range == (pred.prefill_tps,) * 2 and exact.ttft_s_range == (pred.ttft_s,) * 2

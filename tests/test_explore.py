@@ -20,8 +20,9 @@ from moe_model.speed.explore import (
 from moe_model.speed.hardware import preset
 from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.measurements import load_reference
-from moe_model.speed.scenario import Scenario
+from moe_model.speed.scenario import Scenario, context_for_depth
 from moe_model.speed.time_model import verdict
+from moe_model.speed.vram import kv_cache_mib
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,35 @@ def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_ge
     args = ["predict", "--model", str(QWEN30B), "--machine", str(tmp_path / "m.json"), "--json"]
     assert main([*args, "--budget-mib", "4000", "--ctx", "8192"]) == 0
     assert app == json.loads(capsys.readouterr().out)["decode_tps"]
+
+
+def _at_depth(depth: int, concurrency: int = 1) -> Scenario:
+    """The scenario Explore's sidebar builds for a context depth: -c 4,096 raised to hold every stream."""
+    return Scenario(concurrency=concurrency, n_ctx=context_for_depth(4096, depth, concurrency), depth=depth)
+
+
+def test_a_deeper_context_decodes_slower_and_its_kv_cache_is_in_the_vram_verdict(setting):
+    model, hw, tm, _, work = setting
+    shallow, deep = _at_depth(512), _at_depth(32768)
+    views = [explore_curve(model, hw, tm.params, sc, work) for sc in (shallow, deep)]
+    points = [explore_point(model, hw, tm.params, sc, work, 2000).prediction for sc in (shallow, deep)]
+    assert points[1].decode_tps < points[0].decode_tps and points[1].vram.fits  # slower, not refused
+    assert points[1].vram.kv_mib == kv_cache_mib(model, 32768) > points[0].vram.kv_mib == kv_cache_mib(model, 4096)
+    assert points[1].vram.free_mib < points[0].vram.free_mib
+    assert views[1].axis.top_mib < views[0].axis.top_mib  # less room for the cache beside the deeper KV
+    assert views[1].without.decode_tps < views[0].without.decode_tps  # the no-cache line reads the same depth
+    assert points[1].prefill_tps == points[0].prefill_tps  # the prompt's length, not the depth, sets its speed
+
+
+def test_every_number_on_explore_reads_the_pages_depth_and_context(setting):
+    """What the page passes (its Scenario) reaches the curve, the headline's point, the no-cache lines and the
+    budget axis, whose top is the largest budget the headline's VRAM verdict says fits."""
+    model, hw, tm, _, work = setting
+    base = _at_depth(20000, concurrency=2)
+    view = explore_curve(model, hw, tm.params, base, work)
+    predictions = [*view.curve.predictions, view.without, *view.no_cache.values()]
+    assert {(p.scenario.context_depth, p.scenario.n_ctx) for p in predictions} == {(20000, 40000)}
+    assert all(p.vram.kv_mib == kv_cache_mib(model, 40000) for p in predictions if p.starts)
+    top = view.axis.top_mib
+    assert explore_point(model, hw, tm.params, base, work, top).prediction.vram.fits
+    assert not explore_point(model, hw, tm.params, base, work, top + 1).prediction.vram.fits

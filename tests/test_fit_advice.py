@@ -84,6 +84,17 @@ def test_a_long_context_gets_the_longest_that_fits_and_a_q8_0_kv_cache(qwen30b):
     assert smallest_change(list(changes.values())).kind == "kv_cache"  # flags of this machine before more RAM
 
 
+def test_a_shorter_context_is_never_offered_below_what_the_streams_at_the_depth_need(qwen30b):
+    """Explore and Shopping raise the context to hold the depth: the advice must not cut it back (the scenario would
+    refuse it), and with no room above the depth it offers other changes instead."""
+    deep = Scenario(Placement.parse("cpu-moe"), budget_mib=2000, n_ctx=131_072, concurrency=2, depth=20_000)
+    context = _kinds(would_fit(qwen30b, RTX3060, deep))["context"].scenario
+    assert 40_000 <= context.n_ctx < 131_072 and check_fit(qwen30b, RTX3060, context).fits
+    at_depth = replace(deep, n_ctx=131_072, concurrency=1, depth=131_072)
+    changes = _kinds(would_fit(qwen30b, RTX3060, at_depth))
+    assert "context" not in changes and changes  # -c cannot shrink below the depth; the KV cache type can
+
+
 def test_baselines_that_do_not_fit_are_marked(qwen235b, qwen30b):
     params = default_time_model().params
     small = preset("RTX 4090").with_changes(ram_gib=64.0)

@@ -91,3 +91,37 @@ def test_recommend_never_picks_a_setting_too_close_to_call_for_vram():
     tight = predict(model, hw, tm.params, Scenario(Placement(cpu_moe=False, n_cpu_moe=33), 2000), hit_rate=0.5)
     assert tight.vram.tight and tight.usable  # a speed is shown, with the warning
     assert not Option("ncmoe 33 + 2000 MiB", tight, "llama-server ...", "helps").usable  # but never picked
+
+
+def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budgets_offered(qwen30b):
+    """What Shopping and Explore's best setting pass (the depth and the context raised to hold it) reaches every
+    candidate: its decode, its VRAM verdict and the budgets that fit beside the deeper KV cache."""
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.speed.scenario import cache_room_mib, context_for_depth
+    from moe_model.speed.vram import kv_cache_mib
+
+    hw, tm = preset("t4"), default_time_model()
+    work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
+
+    def options(depth: int) -> dict:
+        base = Scenario(n_ctx=context_for_depth(4096, depth, 1), depth=depth)
+        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error)
+        return {o.label: o for o in ranked}
+
+    shallow, deep = options(512), options(32768)
+
+    def largest_cpu_moe_budget(ranked: dict) -> int:
+        return max(o.prediction.scenario.budget_mib for o in ranked.values() if o.prediction.layout.placement.cpu_moe)
+
+    room = cache_room_mib(qwen30b, hw, Scenario(n_ctx=32768), Placement())
+    assert largest_cpu_moe_budget(deep) == room < largest_cpu_moe_budget(shallow)
+    both = shallow.keys() & deep.keys()
+    assert sum(shallow[k].usable and deep[k].usable for k in both) >= 4  # no cache and the smallest budget, 2 modes
+    best = [next(iter(ranked.values())).prediction for ranked in (shallow, deep)]
+    assert best[1].decode_tps < best[0].decode_tps
+    for label in both:
+        p, q = shallow[label].prediction, deep[label].prediction
+        assert q.scenario.context_depth == 32768 and q.scenario.n_ctx == 32768 and q.as_dict()["depth"] == 32768
+        if p.usable and q.usable:
+            assert q.decode_tps < p.decode_tps and q.vram.kv_mib == kv_cache_mib(qwen30b, 32768) > p.vram.kv_mib
+        assert f"-c {q.scenario.n_ctx}" in deep[label].command  # the command starts the context the depth needs

@@ -46,6 +46,7 @@ URL_KEYS = {  # the app's URL keys of declared settings, with their widget's (lo
     "share": (0.0, 0.5, 0.8, 0.9, 0.95),
     "ctx": (512, 1_048_576, 512),
     "prompt": (1, 131_072, 64),
+    "depth": (0, 1_048_576, 1024),
     "lm": ("mmap", "none", "mlock", "dio"),
     "vram": (1.0, 1024.0, None),
     "bw": (10.0, 20000.0, None),

@@ -37,6 +37,7 @@ from moe_model.limits import (
     APP_UPLOAD_PEAK_BYTES,
     APP_UPLOAD_WAIT_S,
     APP_UPLOADS_PEAK_BYTES,
+    DEFAULT_PROMPT_TOKENS,
 )
 from moe_model.llama.batching import workload_from
 from moe_model.llama.builds import MAINLINE_BUILD
@@ -377,11 +378,13 @@ def cached_recommend(
     n_ctx: int,
     routing: LogRouting | None = None,
     build: int = MAINLINE_BUILD,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    depth: int | None = None,
 ) -> list[Option]:
-    """The one recommender with the inputs every page and the CLI share: concurrency, context and build; the routing
-    fitted to the session's logs where there is one."""
+    """The one recommender with the inputs every page and the CLI share: concurrency, context, build, the prompt and
+    the context depth; the routing fitted to the session's logs where there is one."""
     memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH), routing)
-    base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build)
+    base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth)
     spread = preset_for(model).spread_points if routing is None else routing.spread_points
     return recommend(model, hw, _tm.params, base, memo, command_path, _tm.rel_error, spread)
 
@@ -411,13 +414,15 @@ def cached_recommend_cards(
     n_ctx: int,
     routing: LogRouting | None = None,
     build: int = MAINLINE_BUILD,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    depth: int | None = None,
 ) -> Iterator[list[Option]]:
     """Shopping: each card's options in turn (cached_recommend's, computed once per key whichever sessions ask);
     the settings the cards not cached yet share are replayed first, once (the counts do not depend on the time
     model: `tm` may be one per card, the user's own machine with its own)."""
     tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
     calls = [
-        (model, "", command_path, hw, "", t, repr(t), concurrency, n_ctx, routing, build)
+        (model, "", command_path, hw, "", t, repr(t), concurrency, n_ctx, routing, build, prompt_tokens, depth)
         for hw, t in zip(hardware, tms, strict=True)
     ]
     missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))

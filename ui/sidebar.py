@@ -14,7 +14,7 @@ from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
 from moe_model.speed.machine import MachineFit
-from moe_model.speed.scenario import Scenario
+from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, link_rates
 from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
@@ -181,7 +181,10 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         hw = calibrated.hardware
         base_id = f"calibrated:{fingerprint(hw)}"
         time_model = TimeModel(
-            time_model.params, calibrated.rel_error, "your machine, calibrated from your logs (Logs page)"
+            time_model.params,
+            calibrated.rel_error,
+            "your machine, calibrated from your logs (Logs page)",
+            time_model.prefill_rel_error,  # the prompt's range stays the one measured across machines
         )
     else:
         hw, base_id = preset(name), name
@@ -242,9 +245,28 @@ def policy_caption(sc: Scenario) -> str:
     return f"Hit rates: **{sc.policy_name}** ({how}), llama.cpp b{sc.build}."
 
 
-def sidebar_serving() -> tuple[int, int]:
-    """Context (-c) and concurrent streams (-np), shared by every page that predicts."""
-    return control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
+def sidebar_serving(prompt: bool = False) -> dict:
+    """Context (-c), concurrent streams (-np) and the context depth decoding reads, shared by every page that
+    predicts; `prompt`: the prompt's length too (pages that show prompt speed). Returns them as Scenario fields,
+    the context raised where it cannot hold every stream at that depth (said here): the VRAM verdict counts it."""
+    chosen, concurrency = control(st.sidebar, SCENARIO["n_ctx"]), control(st.sidebar, SCENARIO["concurrency"])
+    depth = control(st.sidebar, SCENARIO["depth"], SCENARIO["n_ctx"].widget.hi // concurrency)  # -c can hold it
+    n_ctx = context_for_depth(chosen, depth, concurrency)
+    if n_ctx > chosen:
+        st.sidebar.caption(
+            f"Context raised to -c {n_ctx:,}: {concurrency} stream(s) {depth:,} tokens deep need it "
+            "(its KV cache is in the VRAM verdict and the commands)."
+        )
+    fields = {"n_ctx": n_ctx, "concurrency": concurrency, "depth": depth}
+    if not prompt:
+        return fields
+    prompt_tokens = control(st.sidebar, SCENARIO["prompt_tokens"])
+    if depth < prompt_tokens:
+        st.sidebar.caption(
+            f"The depth is below the prompt: decoding right after a {prompt_tokens:,}-token prompt reads at least "
+            f"{prompt_tokens:,} tokens (a shorter depth models a shorter context than this prompt makes)."
+        )
+    return fields | {"prompt_tokens": prompt_tokens}
 
 
 PLACEMENTS = ["--cpu-moe", "--n-cpu-moe K", "--fit"]
@@ -270,11 +292,12 @@ def sidebar_placement(model: ModelSpec) -> tuple[str, Placement]:
 
 def setting_controls(sc: Scenario) -> dict:
     """The kept value of every control that sets `sc` (placement, K, budget, load mode, CPU share, context,
-    streams), under each control's key: what "apply" writes, so that every page shows that setting."""
+    streams, prompt, depth), under each control's key: what "apply" writes, so that every page shows that setting."""
     p = sc.placement
     placement = 2 if p.fit else 1 if p.n_cpu_moe and not p.cpu_moe else 0
-    fields = ("budget_mib", "load_mode", "cpu_share", "n_ctx", "concurrency")
+    fields = ("budget_mib", "load_mode", "cpu_share", "n_ctx", "concurrency", "prompt_tokens")
     out = {"placement": placement} | {SCENARIO[f].url_key: getattr(sc, f) for f in fields}
+    out[SCENARIO["depth"].url_key] = sc.context_depth
     return out | ({"k": p.n_cpu_moe} if placement == 1 else {})
 
 

@@ -11,8 +11,10 @@ import streamlit as st
 
 from moe_model.errors import MoeModelError
 from moe_model.settings import Setting
+from moe_model.speed.calibration import prompt_speed
 from moe_model.speed.fit_advice import FitChange
 from moe_model.speed.host_memory import HostMemory
+from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 from ui.state import SCENARIO, keep, kept_setting
 
@@ -97,6 +99,17 @@ def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChan
     if advice:
         st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
     return (vram.fits or vram.tight) and host.fits
+
+
+def prompt_text(pred: Prediction, prefill_rel_error: float) -> str:
+    """The prompt's figures beside a decode speed: prompt t/s and time to first token, each with its range where
+    the calibration measured one (calibration.prompt_speed), labelled as a model."""
+    ps = prompt_speed(pred, prefill_rel_error)
+    (lo, hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
+    ranged = prefill_rel_error > 0
+    speed = f"{ps.prefill_tps:,.0f} t/s" + (f" (range {lo:,.0f}–{hi:,.0f})" if ranged else "")
+    ttft = f"{ps.ttft_s:.2f} s" + (f" (range {first:.2f}–{last:.2f})" if ranged else "")
+    return f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed}, first token after {ttft} (a model)"
 
 
 MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line

@@ -24,6 +24,7 @@ from moe_model.speed.time_model import (
     PARAM_BOUNDS,
     PREFILL_PARAMS,
     PRIOR_WIDTH,
+    Prediction,
     TimeParams,
     predict,
     range_verdict,
@@ -189,11 +190,21 @@ def load_calibration(path: Path = CALIBRATION_JSON) -> dict:
 
 @dataclass(frozen=True)
 class TimeModel:
-    """The parameters predictions use, the relative error they carry and where both come from."""
+    """The parameters predictions use, the relative error they carry (decode; prompt: `prefill_rel_error`, 0 where
+    none was measured) and where both come from."""
 
     params: TimeParams
     rel_error: float
     source: str
+    prefill_rel_error: float = 0.0
+
+
+def prefill_relative_error(record: dict) -> float:
+    """The prompt speed's uncertainty: the decode range's quantile (UNCERTAINTY_QUANTILE) of |error| over every
+    left-out prompt point of a calibration record (0.0 when it holds none)."""
+    reports = record.get("leave_one_machine_out", {}).values()
+    errors = np.abs([e for r in reports for e in r.get("prefill_errors", {}).values()])
+    return float(np.quantile(errors, UNCERTAINTY_QUANTILE)) if len(errors) else 0.0
 
 
 def default_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
@@ -203,4 +214,26 @@ def default_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
         record["rel_error"],
         f"fitted across {len(record['machines'])} measured machines; ±{100 * record['rel_error']:.0f} % is the "
         "68th percentile of the error on machines left out of the fit",
+        prefill_relative_error(record),
+    )
+
+
+@dataclass(frozen=True)
+class PromptSpeed:
+    """A prediction's prompt speed and time to first token (steady state, a model), each with the range of the
+    prompt error on machines left out of the fit; ranges equal the value where no error was measured."""
+
+    prefill_tps: float
+    prefill_tps_range: tuple[float, float]
+    ttft_s: float
+    ttft_s_range: tuple[float, float]
+
+
+def prompt_speed(pred: Prediction, prefill_rel_error: float) -> PromptSpeed:
+    """The prompt figures every page shows beside decode: the prediction's, with ±prefill_rel_error on the speed
+    (the time to first token, which that speed sets, gets the matching range)."""
+    fast, slow = 1 + prefill_rel_error, 1 - prefill_rel_error
+    longest = pred.ttft_s / slow if slow > 0 else float("inf")
+    return PromptSpeed(
+        pred.prefill_tps, (pred.prefill_tps * slow, pred.prefill_tps * fast), pred.ttft_s, (pred.ttft_s / fast, longest)
     )

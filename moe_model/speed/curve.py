@@ -21,10 +21,9 @@ from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.scenario import Layout, Scenario, cache_room_mib, resolve
 from moe_model.speed.time_model import Prediction, TimeParams, predict
 from moe_model.speed.traffic import Traffic, build_kernel, decode_counts, from_counts, replay_counts, replay_label
-from moe_model.speed.vram import max_budget_mib
 from moe_model.workload import Workload, WorkloadStream
 
 WorkloadFor = Callable[[Scenario], Workload | WorkloadStream]  # the routing a scenario's server would see
@@ -291,7 +290,7 @@ def budget_axis(
     placement = resolve(model, hw, base.with_budget(0)).placement
     lowest = min_budget_mib(model, placement) or 1
     full = full_budget_mib(model, placement) or 1
-    fits = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
+    fits = cache_room_mib(model, hw, base, placement)
     top = slider_top(lowest, full, fits)
     step = max(1, -(-top // n_stops))
     spread = np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist()

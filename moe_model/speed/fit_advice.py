@@ -17,7 +17,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.recommend import Option
-from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.time_model import Prediction, TimeParams, predict
 from moe_model.speed.vram import kv_bytes_per_elem
 
@@ -142,8 +142,10 @@ def _n_cpu_moe(model, hw, sc: Scenario, layout: Layout) -> FitChange | None:
 
 
 def _shorter_context(model, hw, sc: Scenario) -> FitChange | None:
+    """The longest context that fits, never shorter than MIN_ADVICE_CTX or than every stream at the depth needs."""
+    shortest = context_for_depth(MIN_ADVICE_CTX, sc.context_depth, sc.concurrency)
     steps = _largest(
-        MIN_ADVICE_CTX // CTX_STEP,
+        -(-shortest // CTX_STEP),
         (sc.n_ctx - 1) // CTX_STEP,
         lambda s: _vram_fits(model, hw, replace(sc, n_ctx=s * CTX_STEP)),
     )
@@ -166,7 +168,8 @@ def would_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> list[FitChange]:
     """The smallest change of each kind that makes the setting fit, those that fit alone first; [] if it fits.
 
     RAM: whole GiB the setting needs, when only the RAM is short. Budget: the largest that fits (or none).
-    --n-cpu-moe K: the nearest K that fits both. Context: the longest (multiple of 256, >= MIN_ADVICE_CTX).
+    --n-cpu-moe K: the nearest K that fits both. Context: the longest (multiple of 256, >= MIN_ADVICE_CTX and
+    what every stream at the depth needs).
     KV cache: q8_0 K and V. The VRAM-side changes say how much RAM they still need when the machine's is short.
     """
     check = check_fit(model, hw, sc)

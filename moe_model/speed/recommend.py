@@ -19,9 +19,8 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
-from moe_model.speed.scenario import Scenario
+from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.time_model import Prediction, TimeParams, verdict
-from moe_model.speed.vram import fit_host_layers, max_budget_mib
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
@@ -49,6 +48,8 @@ class Option:
             "decode_tps": p.decode_tps,
             "decode_tps_range": list(p.decode_tps_range),
             "prefill_tps": p.prefill_tps,
+            "ttft_s": p.ttft_s,
+            "depth": p.scenario.context_depth,
             "hit_rate": p.hit_rate,
             "starts": p.starts,
             "fits_vram": p.vram.fits,
@@ -93,19 +94,19 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     base = replace(base, cpu_share=0.0, budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
     out = [replace(base, placement=fit)]
-    k_fit = fit_host_layers(model, hw, 0, base.n_ctx, base.fit_target_mib, base.kv_types, fit)
+    k_fit = fit_layers(model, hw, base, fit)
     host_mib = sum(layer.expert_bytes_total for layer in model.layers[:k_fit]) / 2**20
     if cache and k_fit and min_budget_mib(model, _placement(base, cpu_moe=False, n_cpu_moe=k_fit)):
         out.append(replace(base, placement=fit, budget_mib=max(int(host_mib * 0.1), 1)))
     cpu_moe = _placement(base, cpu_moe=True)
     lo = min_budget_mib(model, cpu_moe) or 0
-    hi = max_budget_mib(model, hw, cpu_moe, base.n_ctx, kv_types=base.kv_types)
+    hi = cache_room_mib(model, hw, base, cpu_moe)
     budgets = sorted({int(b) for b in np.geomspace(max(lo, 1), max(hi, lo, 1), N_BUDGETS)} | {0}) if cache else [0]
     for mode in ("mmap", "none"):
         out += [replace(base, placement=cpu_moe, budget_mib=b, load_mode=mode) for b in budgets if b == 0 or b >= lo]
     for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
         placement = _placement(base, cpu_moe=False, n_cpu_moe=k)
-        budget = max_budget_mib(model, hw, placement, base.n_ctx, kv_types=base.kv_types)
+        budget = cache_room_mib(model, hw, base, placement)
         lowest = min_budget_mib(model, placement)
         out.append(replace(base, placement=placement))
         if cache and lowest and budget >= lowest:

@@ -14,6 +14,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import (
     DEFAULT_ACCEPT_RATE,
     DEFAULT_CTX,
+    DEFAULT_PROMPT_TOKENS,
     DEFAULT_UBATCH,
     MAX_BUDGET_MIB,
     MAX_BUILD,
@@ -48,6 +49,7 @@ from moe_model.speed.vram import (
     breakdown,
     fit_host_layers,
     kv_bytes_per_elem,
+    max_budget_mib,
 )
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
@@ -147,7 +149,7 @@ class Scenario:
         widget=Widget("context (-c)", "number", lo=512, hi=1_048_576, step=512),
     )
     prompt_tokens: int = setting(
-        512,
+        DEFAULT_PROMPT_TOKENS,
         help="prompt tokens per request",
         flags=("--prompt-tokens",),
         lo=1,
@@ -199,6 +201,15 @@ class Scenario:
         flags=("--depth",),
         parse=_depth,
         metavar="N",
+        url_key="depth",
+        widget=Widget(
+            "context depth when decoding (tokens per stream)",
+            "number",
+            lo=0,
+            hi=1_048_576,
+            step=1024,
+            start=DEFAULT_PROMPT_TOKENS,  # where the library's depth starts: the default prompt's
+        ),
     )
     flash_attn: str = setting(
         "auto", help="flash attention (llama.cpp -fa; auto: on)", flags=("--flash-attn", "-fa"), choices=FLASH_ATTN
@@ -264,9 +275,10 @@ class Scenario:
         if self.n_predict < 1:
             raise MoeModelError(f"a request generates at least 1 token, got {self.n_predict}")
         check_at_most(self.context_depth, MAX_CTX, "the depth")
-        if self.depth is not None and self.depth > self.n_ctx * self.concurrency:
+        if self.depth is not None and context_cells(self.depth, self.concurrency) > self.n_ctx:
             raise MoeModelError(
-                f"the depth ({self.context_depth:,} tokens) does not fit the context (-c {self.n_ctx:,}): raise --ctx"
+                f"the depth ({self.depth:,} tokens x {self.concurrency} stream(s)) does not fit the context "
+                f"(-c {self.n_ctx:,}): raise --ctx to {context_cells(self.depth, self.concurrency):,}"
             )
 
     @property
@@ -365,15 +377,39 @@ class Layout:
         return mask
 
 
+def context_cells(depth: int, concurrency: int) -> int:
+    """The KV cells `concurrency` streams `depth` tokens deep hold: the context (-c) they need (llama.cpp allocates
+    the KV cache for -c cells, which the -np streams share)."""
+    return depth * concurrency
+
+
+def context_for_depth(n_ctx: int, depth: int, concurrency: int) -> int:
+    """The context (-c) a server needs to decode `concurrency` streams `depth` tokens deep: the one chosen, raised
+    where it cannot hold them (up to the largest the library takes)."""
+    return min(max(n_ctx, context_cells(depth, concurrency)), MAX_CTX)
+
+
+def cache_room_mib(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placement) -> int:
+    """The largest --moe-cache-mib that fits beside this scenario's context, KV cache and buffers, with its --fit
+    target free: the VRAM check `resolve` makes, so a budget within it is one resolve says fits."""
+    return max_budget_mib(
+        model, hw, placement, sc.n_ctx, sc.fit_target_mib, sc.kv_types, sc.n_ubatch, sc.offload_min_batch,
+        sc.flash_attn_on, sc.kv_offload,
+    )  # fmt: skip
+
+
+def fit_layers(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placement, budget_mib: int = 0) -> int:
+    """The layers whose experts --fit moves to host memory for this scenario's context, KV cache and buffers."""
+    return fit_host_layers(
+        model, hw, budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement, sc.flash_attn_on, sc.kv_offload
+    )
+
+
 def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
     placement = sc.placement
     if placement.fit:
-        k = fit_host_layers(
-            model, hw, sc.budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement, sc.flash_attn_on,
-            sc.kv_offload,
-        )  # fmt: skip
-        placement = replace(placement, n_cpu_moe=k)
+        placement = replace(placement, n_cpu_moe=fit_layers(model, hw, sc, placement, sc.budget_mib))
     devices = placement.layer_device(model.n_layer)
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)

@@ -189,12 +189,21 @@ def max_budget_mib(
     n_ctx: int = DEFAULT_CTX,
     margin_mib: float = FIT_MARGIN_MIB,
     kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
+    n_ubatch: int = DEFAULT_UBATCH,
+    offload_min_batch: int = OFFLOAD_MIN_BATCH,
+    flash_attn: bool = True,
+    kv_offload: bool = True,
 ) -> int:
-    """The largest --moe-cache-mib whose cache still fits beside everything else, with llama.cpp's margin free."""
+    """The largest --moe-cache-mib whose cache still fits beside everything else (breakdown's items for this
+    context, KV types, ubatch, flash attention and KV placement), with llama.cpp's margin free."""
     lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if breakdown(model, hw, placement, mid, n_ctx, kv_types=kv_types, margin_mib=margin_mib).fits:
+        vram = breakdown(
+            model, hw, placement, mid, n_ctx, n_ubatch, kv_types, offload_min_batch, margin_mib=margin_mib,
+            flash_attn=flash_attn, kv_offload=kv_offload,
+        )  # fmt: skip
+        if vram.fits:
             lo = mid
         else:
             hi = mid - 1
