@@ -56,6 +56,7 @@ MACHINE_NAMES = {
 }
 RUN5 = GROUNDTRUTH / "run5"
 RUN3_HEADER = GROUNDTRUTH / "run3" / "model-header.gguf"
+RUN6 = GROUNDTRUTH / "run6"
 
 
 def _progress(label: str):
@@ -163,6 +164,137 @@ def run5_plain_table() -> list[str]:
     return lines
 
 
+def _run6_argv(row, hit: float | None) -> list[str]:
+    """The plain `predict` command of one run6 server (its README: -ngl 99 -c 16384 -np 1, mmap'd experts)."""
+    argv = ["predict", "--model", str(RUN3_HEADER), "--hardware", "h200", "--placement", row["placement"]]
+    argv += ["--ctx", "16384", "--budget-mib", str(int(row["budget_mib"])), "-fa", row["fa"]]
+    argv += ["-ub", str(int(row["ubatch"]))] + (["--no-kv-offload"] if row["kv"] == "cpu" else [])
+    return argv + (["--hit-rate", f"{hit:.4f}"] if hit is not None else [])
+
+
+def run6_table() -> tuple[list[str], dict[tuple[str, str], list[float]]]:
+    """Each run6 server (held out: never fitted) through the plain `predict` command: steady decode of the short
+    requests, at ~4.1k and ~12.3k context, and the two long prompts; the hit rate given is the log's steady one."""
+    from moe_model.readers.model_spec import load_model
+
+    summary, model, hw = pd.read_csv(RUN6 / "summary.csv"), load_model(RUN3_HEADER), preset("h200")
+    lines = [
+        "| run / server | steady hit rate (log) | short decode pred. / meas. | 4k decode | 12k decode | 12k/short "
+        "pred. / meas. | 4k prompt pred. / meas. | 12k prompt |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    errors: dict[tuple[str, str], list[float]] = {}
+    for (run, server), rows in summary.groupby(["run", "server"], sort=False):
+        log = parse_log(RUN6 / "logs" / run / f"server_{server}.log")[0]
+        hit = steady_hit_rate(log.small, resolve(model, hw, scenario_of_run(log, model))) if log.small else None
+        base, by = _run6_argv(rows.iloc[0], hit), rows.set_index("request")
+        short = _predict(base + ["--prompt-tokens", "147", "--depth", "211", "--n-predict", "128", "--json"])
+        cells = [
+            f"{short['decode_tps']:.1f} / {(by.loc['short1', 'decode_tps'] + by.loc['short2', 'decode_tps']) / 2:.1f}"
+        ]
+        short_meas = (by.loc["short1", "decode_tps"] + by.loc["short2", "decode_tps"]) / 2
+        errors.setdefault((run, "decode"), []).append(short["decode_tps"] / short_meas - 1)
+        prompts, ratio = [], ""
+        for request, tokens in (("d4k", 4016), ("d12k", 12167)):
+            pred = _predict(base + ["--prompt-tokens", str(tokens), "--depth", str(tokens + 64), "--json"])
+            decode, prompt = by.loc[request, "decode_tps"], by.loc[request, "prompt_tps"]
+            errors[run, "decode"].append(pred["decode_tps"] / decode - 1)
+            errors.setdefault((run, "prompt"), []).append(pred["prefill_tps"] / prompt - 1)
+            cells.append(f"{pred['decode_tps']:.1f} / {decode:.1f} ({_pct(pred['decode_tps'] / decode - 1)})")
+            prompts.append(f"{pred['prefill_tps']:.0f} / {prompt:.0f} ({_pct(pred['prefill_tps'] / prompt - 1)})")
+            ratio = f"{pred['decode_tps'] / short['decode_tps']:.2f} / {decode / short_meas:.2f}"
+        shown = "-" if hit is None else f"{100 * hit:.1f} %"
+        lines.append(f"| {run} / {server} | {shown} | {' | '.join(cells)} | {ratio} | {' | '.join(prompts)} |")
+    return lines, errors
+
+
+# Decode at depth against a short request on third-party machines, as their sources state it (field-measurements.csv
+# notes): (row, short depth, long depth, measured short t/s, measured long t/s). R9700: the 4,702-token prompt's
+# request against short ones; V620: the median cell at d0 against the median at d8000 (~5.8k tokens).
+DEPTH_CHECKS = {
+    "r9700-29": (150, 4702 + 64, 23.85, 18.86),
+    "r9700-30": (150, 4702 + 64, 11.0, 7.91),
+    "v620-0": (0, 5800 + 128, 13.8, 12.7),
+}
+
+
+def depth_table(points, params) -> list[str]:
+    """Each depth check's long/short decode ratio, predicted (at the measured hit rate or the routing preset) and
+    measured; never fitted (the field points are decoded at their short depth)."""
+    from dataclasses import replace
+
+    from moe_model.speed.time_model import predict
+
+    by_name = {p.name: p for p in points}
+    lines = [
+        "| field row | placement, budget | depth short / long | decode short / long measured | long/short pred. / "
+        "meas. | attention of the whole ubatch, ms (pred., long depth) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (short_depth, long_depth, short_tps, long_tps) in DEPTH_CHECKS.items():
+        p = by_name[name]
+        speeds, terms = [], {}
+        for depth in (short_depth, long_depth):
+            sc = replace(p.scenario, depth=depth, n_ctx=max(p.scenario.n_ctx, depth + 1))
+            pred = predict(p.model, p.hw, params, sc, p.traffic, layout=resolve(p.model, p.hw, sc))
+            speeds.append(pred.decode_tps)
+            terms = pred.breakdown_ms
+        grows = f"attention {terms['attention']:.2f} of {sum(terms.values()):.1f}"
+        lines.append(
+            f"| {name} | {p.scenario.placement.text}, {p.scenario.budget_mib} MiB | {short_depth} / {long_depth} "
+            f"| {short_tps} / {long_tps} | {speeds[1] / speeds[0]:.2f} / {long_tps / short_tps:.2f} | {grows} |"
+        )
+    return lines
+
+
+def _traced_windows(trace, size: int) -> float:
+    """Mean distinct experts per layer in non-overlapping windows of `size` tokens inside each traced sequence."""
+    counts = []
+    for start, end in zip(trace.seq_offsets[:-1], trace.seq_offsets[1:], strict=True):
+        for at in range(start, end - size + 1, size):
+            window = trace.experts[at : at + size]
+            counts += [len(np.unique(window[:, layer])) for layer in range(trace.n_layer)]
+    return float(np.mean(counts)) if counts else float("nan")
+
+
+def prompt_routing_table() -> list[str]:
+    """Distinct experts per prompt-sized window: the routing model a prompt ubatch is priced with, against the two
+    traces the project has (gpt-oss-20b's real routing; run3's random-weight model, its traced prompt ubatch)."""
+    from moe_model.readers.traces import load_any, load_token_trace
+    from moe_model.resources import data_path
+    from moe_model.routing.synthetic import RANDOM_WEIGHT_KNOBS, load_presets, preset_for, window_distinct
+    from moe_model.speed.traffic import independent_distinct
+
+    lines = [
+        "| routing | window (tokens) | traced | modelled | independent tokens |",
+        "|---|---|---|---|---|",
+    ]
+    trace = load_token_trace(data_path("traces") / "gpt-oss-20b" / "routing.npz")
+    knobs = preset_for("gpt-oss-20b").knobs
+    for size in (32, 128, 256):
+        lines.append(
+            f"| gpt-oss-20b (real trace, 32 x 4; its preset) | {size} | {_traced_windows(trace, size):.1f} "
+            f"| {window_distinct(32, 4, knobs, size):.1f} | {independent_distinct(32, 4, size):.1f} |"
+        )
+    for name, entry in load_presets().items():  # no prompt trace: what a 512-token ubatch is priced with
+        shape, knobs = entry["shape"], preset_for(name).knobs
+        n, k = shape["n_expert"], shape["k"]
+        lines.append(
+            f"| {name} preset ({n} x {k}; no trace) | 512 | - | {window_distinct(n, k, knobs, 512):.1f} "
+            f"| {independent_distinct(n, k, 512):.1f} |"
+        )
+    work = load_any(GROUNDTRUTH / "run3" / "traces" / "run3_b25.npz")
+    prompt = np.flatnonzero(work.rec_ntok >= 32)
+    traced = np.mean([len(np.unique(work.ids[o : o + work.k * n])) for o, n in zip(
+        work.rec_off[prompt], work.rec_ntok[prompt], strict=True)])  # fmt: skip
+    size = int(work.rec_ntok[prompt[0]])
+    lines.append(
+        f"| run3 model (random weights, 128 x 8; skew fitted to this row) | {size} | {traced:.1f} "
+        f"| {window_distinct(128, 8, RANDOM_WEIGHT_KNOBS, size):.1f} | {independent_distinct(128, 8, size):.1f} |"
+    )
+    return lines
+
+
 def write_doc(sections: list[str]) -> None:
     text = DOC.read_text()
     block = "\n".join([BEGIN, *sections, END])
@@ -203,7 +335,16 @@ def main() -> None:
     sections = ["### Leave one machine out", "", *lomo_table(points, reports, verdicts), ""]
     sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
     sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
-    sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table()]
+    sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]
+    sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params), ""]
+    run6, run6_errors = run6_table()
+    sections += ["### The H200 run6 servers through plain `predict` (held out: never fitted)", "", *run6, ""]
+    medians = [
+        f"{run} {kind} {100 * np.median(np.abs(errors)):.0f} % ({len(errors)})"
+        for (run, kind), errors in run6_errors.items()
+    ]
+    sections += [f"run6, median absolute error (requests): {'; '.join(medians)}.", ""]
+    sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
     write_doc(sections)
 

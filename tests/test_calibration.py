@@ -98,6 +98,31 @@ def test_the_steady_hit_rate_leaves_out_the_misses_that_filled_empty_slots(run5_
     assert steady_hit_rate(b50.small, layout) == pytest.approx(expected) and expected > b50.small.hit_rate
 
 
+def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibration_holds():
+    import re
+
+    import numpy as np
+
+    record = load_calibration()
+    reports = record["leave_one_machine_out"].values()
+    decode = np.median([r["median_abs_error"] for r in reports])
+    prompt = np.median([np.median(np.abs(list(r["prefill_errors"].values()))) for r in reports if r["prefill_errors"]])
+    right = sum(v["ok"] for v in record["verdicts"])
+    called = sum(v["predicted"] != "too close to call" for v in record["verdicts"])
+    doc = (ROOT / "docs" / "models-and-fits.md").read_text()
+    line = re.search(
+        r"Median over machines: decode \*\*(\d+) %\*\*, prompt \*\*(\d+) %\*\*.*?(\d+)/(\d+), (\d+) of", doc
+    )
+    assert line, "the calibrate.py block is missing from docs/models-and-fits.md"
+    assert [int(g) for g in line.groups()] == [
+        round(100 * decode),
+        round(100 * prompt),
+        right,
+        len(record["verdicts"]),
+        called,
+    ]
+
+
 def test_the_prompt_range_is_the_held_out_prompt_error_and_the_first_token_gets_the_matching_one(qwen30b):
     import numpy as np
 

@@ -211,3 +211,30 @@ def test_a_streamed_synthetic_workload_is_the_batched_trace_and_simulates_like_i
     budgets = [2, 5, 9, 17, 30, 49]
     for a, b in zip(simulate_budgets(model, stream, budgets), simulate_budgets(model, whole, budgets), strict=True):
         assert a.as_dict() == b.as_dict()
+
+
+def test_a_prompt_ubatch_of_consecutive_tokens_shares_experts_by_its_routings_locality():
+    from moe_model.routing.synthetic import window_distinct
+    from moe_model.speed.traffic import independent_distinct
+
+    flash = preset_for(load_model(MODELS / "Qwen3.8-Flash-Next-R9700.gguf")).knobs
+    sizes = (32, 512, 2048, 8192)
+    distinct = [window_distinct(512, 10, flash, n) for n in sizes]
+    assert distinct == sorted(distinct)  # a longer window never uses fewer experts
+    assert all(d < independent_distinct(512, 10, n) for d, n in zip(distinct, sizes, strict=True))
+    assert 0.45 < distinct[1] / 512 < 0.65  # ~56 % of the experts in a 512-token ubatch, not all of them
+    uniform = Knobs(skew=0.0, working_set=1.0, drift=0.0, reuse=0.0)  # independent uniform tokens
+    assert window_distinct(128, 8, uniform, 64) == pytest.approx(independent_distinct(128, 8, 64), rel=0.02)
+
+
+def test_the_random_weight_ground_truth_models_prompt_routing_matches_their_traced_prompt_ubatch():
+    from moe_model.readers.traces import load_any
+    from moe_model.routing.synthetic import RANDOM_WEIGHT_KNOBS, prompt_knobs, window_distinct
+
+    work = load_any(SAMPLE / "groundtruth" / "run3" / "traces" / "run3_b25.npz")
+    prompt = np.flatnonzero(work.rec_ntok >= 32)  # the 129-token prompt ubatch, layer by layer
+    measured = np.mean([len(np.unique(work.ids[o : o + work.k * n])) for o, n in zip(
+        work.rec_off[prompt], work.rec_ntok[prompt], strict=True)])  # fmt: skip
+    assert measured == pytest.approx(window_distinct(128, 8, RANDOM_WEIGHT_KNOBS, 129), abs=1.5)
+    assert prompt_knobs(load_model(SAMPLE / "groundtruth" / "run3" / "model-header.gguf")) == RANDOM_WEIGHT_KNOBS
+    assert prompt_knobs(load_model(QWEN30B)) == preset_for(load_model(QWEN30B)).knobs

@@ -8,6 +8,7 @@ from conftest import GT_HEADER, MODELS
 
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
+from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import Scenario, resolve
@@ -208,3 +209,43 @@ def test_the_prediction_breakdown_names_every_term(gt_model):
     }
     assert pred.vram.kv_mib == 56.0 and pred.as_dict()["vram"]["moe_cache"] == pytest.approx(402.75)
     assert pred.as_dict()["decode_tps_range"][0] <= pred.decode_tps
+
+
+def test_a_prompt_ubatch_uploads_the_distinct_experts_its_routing_uses_not_every_expert(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams(pageable_copy_us=0.0)
+    sc = Scenario(CPU_MOE, 0, prompt_tokens=512, n_ctx=4096)
+    terms = prefill_terms(qwen30b, hw, params, sc, resolve(qwen30b, hw, sc))
+    used = window_distinct(qwen30b.n_expert, qwen30b.n_expert_used, prompt_knobs(qwen30b), 512)
+    assert used < 0.8 * qwen30b.n_expert  # Qwen3-30B's preset: ~91 of 128 experts per 512-token ubatch
+    uploaded = sum(used * layer.slot_bytes for layer in qwen30b.layers if layer.has_experts)
+    assert terms["upload"] == pytest.approx(uploaded / (upload_gbs(hw, params, pinned=False) * 1e9) * 1e3)
+
+
+def test_prompt_matmuls_take_the_slower_of_the_cards_tensor_rate_and_reading_its_weights_once(gt_model):
+    params = TimeParams()
+    gpu = Placement.parse("gpu")
+    sc = Scenario(gpu, 0, prompt_tokens=512, n_ctx=4096)
+
+    def compute(hw) -> float:
+        return prefill_terms(gt_model, hw, params, sc, resolve(gt_model, hw, sc))["gpu_compute"]
+
+    slow = preset("rtx 4090").with_changes(gpu_tflops=10.0)
+    flops = 512 * gt_model.active_params * 2 / (10e12 * params.mm_eff) * 1e3
+    assert compute(slow) == pytest.approx(flops)  # compute-bound: twice the TFLOPS, half the time
+    assert compute(slow.with_changes(gpu_tflops=20.0)) == pytest.approx(flops / 2)
+    fast = slow.with_changes(gpu_tflops=10000.0)  # so fast that reading the weights once is the bound
+    used = window_distinct(gt_model.n_expert, gt_model.n_expert_used, prompt_knobs(gt_model), 512)
+    weights = gt_model.dense_bytes_total - gt_model.input_bytes
+    weights += sum(used * layer.slot_bytes for layer in gt_model.layers if layer.has_experts)
+    assert compute(fast) == pytest.approx(weights / (fast.gpu_bw_gbs * 1e9 * params.gpu_eff) * 1e3)
+
+
+def test_a_prompt_ubatch_pays_the_per_expert_matmul_cost_for_every_used_expert_multiplied_on_the_gpu(gt_model):
+    hw, params = preset("H200"), TimeParams(batch_expert_us=2.0)
+    gpu = Scenario(Placement.parse("gpu"), 0, prompt_tokens=512, n_ctx=4096)
+    terms = prefill_terms(gt_model, hw, params, gpu, resolve(gt_model, hw, gpu))
+    used = window_distinct(gt_model.n_expert, gt_model.n_expert_used, prompt_knobs(gt_model), 512)
+    tensors = sum(len(layer.experts) for layer in gt_model.layers if layer.has_experts)
+    assert terms["expert_matmuls"] == pytest.approx(used * tensors * 2.0 / 1e3)
+    short = Scenario(CPU_MOE, 0, prompt_tokens=20, n_ctx=4096)  # host layers stay on the CPU: no GPU expert matmuls
+    assert prefill_terms(gt_model, hw, params, short, resolve(gt_model, hw, short))["expert_matmuls"] == 0

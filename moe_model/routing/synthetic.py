@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -341,3 +342,59 @@ def preset_for(model, presets: dict[str, dict] | None = None, fallback: float | 
         return _preset(key, presets[key], MATCH_SHAPE)
     key = min(shaped, key=lambda key: (_shape_distance(n_expert, k, shaped[key]), key))
     return _preset(key, presets[key], _borrowed(key, shaped[key], widest), widest)
+
+
+# --- prompt ubatches: distinct experts per window of consecutive tokens ---
+
+WINDOW_CURVE_TOKENS = 16384  # one long sequence: a prompt is one request, its working set drifts along it
+WINDOW_CURVE_LAYERS = 4  # layers are statistically alike: four give the mean at a quarter of the cost
+# The project's ground-truth models have random weights (groundtruth/run3 README): no locality, only the skew
+# random routers have. Skew fitted to run3's traced 129-token prompt ubatch (114.8 of 128 experts per layer).
+RANDOM_WEIGHT_MODELS = ("synthetic-qwen3moe",)
+RANDOM_WEIGHT_KNOBS = Knobs(skew=1.2, working_set=1.0, drift=0.0, reuse=0.0)
+
+
+@cache
+def _window_curve(n_expert: int, k: int, knobs: Knobs) -> tuple[np.ndarray, np.ndarray]:
+    """Mean distinct experts per layer in windows of 2^i consecutive tokens of one synthetic sequence."""
+    shape = Shape(WINDOW_CURVE_LAYERS, n_expert, k)
+    trace = generate(shape, knobs, WINDOW_CURVE_TOKENS, seq_len=WINDOW_CURVE_TOKENS, seed=0)
+    sizes = 2 ** np.arange(int(np.log2(WINDOW_CURVE_TOKENS)))
+    means = []
+    for size in sizes:
+        picks = trace.experts[: WINDOW_CURVE_TOKENS // size * size].astype(np.int64)
+        windows = picks.reshape(-1, size, WINDOW_CURVE_LAYERS, k).transpose(0, 2, 1, 3).reshape(-1, size * k)
+        flags = np.zeros((len(windows), n_expert), dtype=bool)
+        flags[np.arange(len(windows))[:, None], windows] = True
+        means.append(flags.sum(axis=-1).mean())
+    return sizes, np.array(means)
+
+
+def window_distinct(n_expert: int, k: int, knobs: Knobs, tokens: int) -> float:
+    """Expected distinct experts per layer among `tokens` consecutive tokens of one sequence under these knobs
+    (a model of routing: interpolated in log tokens, held at the longest window beyond it)."""
+    sizes, means = _window_curve(n_expert, k, knobs)
+    return float(np.interp(np.log2(max(tokens, 1)), np.log2(sizes), means))
+
+
+def prompt_knobs(model) -> Knobs:
+    """The routing a model's prompt ubatches follow: its preset's, or random routers' for the project's
+    random-weight ground-truth models."""
+    return _prompt_knobs(model.name, model.n_layer, model.n_expert, model.n_expert_used)
+
+
+@cache
+def _prompt_knobs(name: str, n_layer: int, n_expert: int, k: int) -> Knobs:
+    if any(random in name for random in RANDOM_WEIGHT_MODELS):
+        return RANDOM_WEIGHT_KNOBS
+    return preset_for(_Named(name, n_layer, n_expert, k)).knobs
+
+
+@dataclass(frozen=True)
+class _Named:
+    """What preset_for reads of a model: its name and expert shape."""
+
+    name: str
+    n_layer: int
+    n_expert: int
+    n_expert_used: int

@@ -44,6 +44,7 @@ import numpy as np
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Layout, Scenario, resolve
@@ -367,7 +368,7 @@ def _prompt_ubatch_ms(
     uploaded (one copy per run of consecutive uncached ids). Small ones: the pool where it serves them
     (hits read on the GPU, misses uploaded), else the CPU."""
     k, n_expert = model.n_expert_used, model.n_expert
-    used = independent_distinct(n_expert, k, tokens)
+    used = window_distinct(n_expert, k, prompt_knobs(model), tokens)  # consecutive tokens share experts
     big = copies_from_pool(tokens, sc.offload_min_batch)  # offloaded: the used experts are copied to the GPU
     pool = _cached_share(layout, warm)
     copied = d2d = uploaded = runs = on_cpu = 0.0
@@ -385,15 +386,34 @@ def _prompt_ubatch_ms(
         else:
             on_cpu += used * layer.slot_bytes
     copy_us = params.copy_us(hw, sc.pinned)
-    flops = hw.gpu_tflops * 1e12 * params.mm_eff
     return {
-        "gpu_compute": tokens * model.active_params * 2 / flops * MS,
+        "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, used),
+        "expert_matmuls": _prompt_expert_launch_ms(model, params, layout, used, big),
         "copy_from_cache": (2 * copied / (hw.gpu_bw_gbs * GB) + d2d * params.d2d_copy_us / 1e6) * MS,
         "upload": (uploaded / (upload_gbs(hw, params, sc.pinned) * GB) + runs * copy_us / 1e6) * MS,
         "experts_cpu": on_cpu / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
         "sync": params.sync_us(hw) * len(layout.host_layers) / 1e3,
         "fixed": params.prompt_ubatch_ms,
     }
+
+
+def _prompt_matmul_ms(model: ModelSpec, hw: Hardware, params: TimeParams, tokens: int, used: float) -> float:
+    """A prompt ubatch's matmuls on the GPU, from the card's datasheet: the slower of its tensor rate (2 FLOPs per
+    active weight and token) and reading the weights it multiplies once (the dense ones and the used experts)."""
+    compute = tokens * model.active_params * 2 / (hw.gpu_tflops * 1e12 * params.mm_eff)
+    experts = sum(used * layer.slot_bytes for layer in model.layers if layer.has_experts)
+    weights = model.dense_bytes_total - model.input_bytes + experts  # the input embedding stays on the host
+    return max(compute, weights / (hw.gpu_bw_gbs * GB * params.gpu_eff)) * MS
+
+
+def _prompt_expert_launch_ms(model: ModelSpec, params: TimeParams, layout: Layout, used: float, big: bool) -> float:
+    """Per used expert and tensor of every MoE layer multiplied on the GPU (host layers only in an offloaded
+    ubatch), the per-expert matmul cost a multi-token ubatch pays (decode's batch_expert_us)."""
+    host = set(layout.host_layers) | set(layout.cpu_layers)
+    tensors = sum(
+        len(layer.experts) for layer in model.layers if layer.has_experts and (big or layer.index not in host)
+    )
+    return used * tensors * params.batch_expert_us / 1e3
 
 
 def _prompt_attention_ms(
