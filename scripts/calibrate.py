@@ -6,6 +6,7 @@ through the plain `predict` command. The tables are printed and written into doc
 its calibrate markers). About 15 minutes on 2 busy cores.
 
     python scripts/calibrate.py
+    python scripts/calibrate.py --readme   # only the README's block, from the stored calibration.json (seconds)
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ from moe_model.speed.measured import (
 from moe_model.speed.scenario import resolve
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md"
+README = DOC.parent.parent / "README.md"
 BEGIN, END = "<!-- calibrate.py: begin -->", "<!-- calibrate.py: end -->"
+README_BEGIN, README_END = "<!-- calibrate.py: readme begin -->", "<!-- calibrate.py: readme end -->"
 MACHINE_NAMES = {
     "t4": "Tesla T4 (seed article, Qwen3-30B-A3B)",
     "h200": "H200 (ground-truth runs 1, 3 and 5)",
@@ -83,17 +86,20 @@ def lomo_table(points, reports, verdicts) -> list[str]:
             f"| {MACHINE_NAMES.get(r.machine, r.machine)} | {r.n_points} | {100 * r.median_abs_error:.0f} % "
             f"| {_pct(r.worst_error)} | {len(prompt)} | {worst_prompt} | {ok} |"
         )
-    decode = [r.median_abs_error for r in reports]
-    prompt = [np.median(np.abs(list(r.prefill_errors.values()))) for r in reports if r.prefill_errors]
+    prompt = [list(r.prefill_errors.values()) for r in reports if r.prefill_errors]
+    return [*lines, "", summary_line([r.median_abs_error for r in reports], prompt, verdicts)]
+
+
+def summary_line(decode_medians: list[float], prompt_errors: list[list[float]], verdicts: list[dict]) -> str:
+    """The leave-one-machine-out medians over machines and the cache verdicts, in one sentence."""
+    prompt = [np.median(np.abs(errors)) for errors in prompt_errors]
     called = sum(v["predicted"] != "too close to call" for v in verdicts)
-    lines += [
-        "",
-        f"Median over machines: decode **{100 * np.median(decode):.0f} %**, "
+    return (
+        f"Median over machines: decode **{100 * np.median(decode_medians):.0f} %**, "
         f"prompt **{100 * np.median(prompt):.0f} %**; "
         f"cache verdicts right or too close to call: {sum(v['ok'] for v in verdicts)}/{len(verdicts)}, "
-        f"{called} of them called.",
-    ]
-    return lines
+        f"{called} of them called."
+    )
 
 
 def _predict(argv: list[str]) -> dict:
@@ -295,17 +301,42 @@ def prompt_routing_table() -> list[str]:
     return lines
 
 
-def write_doc(sections: list[str]) -> None:
-    text = DOC.read_text()
-    block = "\n".join([BEGIN, *sections, END])
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+def write_block(path: Path, sections: list[str], begin: str = BEGIN, end: str = END) -> None:
+    text = path.read_text()
+    block = "\n".join([begin, *sections, end])
+    if begin in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
     else:
         text += "\n" + block + "\n"
-    DOC.write_text(text)
+    path.write_text(text)
+
+
+def readme_block(record: dict) -> list[str]:
+    """The README's figures: leave-one-machine-out medians and the seed's T4 rows (decode and prompt) through the
+    plain `predict`, both from the stored calibration."""
+    reports = record["leave_one_machine_out"].values()
+    prompt = [list(r["prefill_errors"].values()) for r in reports if r["prefill_errors"]]
+    lines = [summary_line([r["median_abs_error"] for r in reports], prompt, record["verdicts"]), ""]
+    lines += ["| seed T4 row | decode predicted / measured t/s | error | prompt predicted / measured t/s | error |"]
+    lines += ["|---|---|---|---|---|"]
+    for name, (argv, measured, prompt_tps) in t4_predict_argv().items():
+        pred = _predict(argv)
+        prompt_cells = (
+            f"{pred['prefill_tps']:.0f} / {prompt_tps:.0f} | {_pct(pred['prefill_tps'] / prompt_tps - 1)}"
+            if prompt_tps
+            else f"{pred['prefill_tps']:.0f} / - | -"
+        )
+        lines.append(
+            f"| {name} | {pred['decode_tps']:.1f} / {measured:.1f} | {_pct(pred['decode_tps'] / measured - 1)} "
+            f"| {prompt_cells} |"
+        )
+    return lines
 
 
 def main() -> None:
+    if "--readme" in sys.argv[1:]:
+        write_block(README, readme_block(json.loads(CALIBRATION_JSON.read_text())), README_BEGIN, README_END)
+        return
     points = all_points()
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
     params = fit(points)
@@ -346,7 +377,8 @@ def main() -> None:
     sections += [f"run6, median absolute error (requests): {'; '.join(medians)}.", ""]
     sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
-    write_doc(sections)
+    write_block(DOC, sections)
+    write_block(README, readme_block(record), README_BEGIN, README_END)
 
 
 if __name__ == "__main__":

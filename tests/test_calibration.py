@@ -98,7 +98,8 @@ def test_the_steady_hit_rate_leaves_out_the_misses_that_filled_empty_slots(run5_
     assert steady_hit_rate(b50.small, layout) == pytest.approx(expected) and expected > b50.small.hit_rate
 
 
-def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibration_holds():
+@pytest.mark.parametrize("doc_path", ["docs/models-and-fits.md", "README.md"])
+def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibration_holds(doc_path):
     import re
 
     import numpy as np
@@ -109,11 +110,11 @@ def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibratio
     prompt = np.median([np.median(np.abs(list(r["prefill_errors"].values()))) for r in reports if r["prefill_errors"]])
     right = sum(v["ok"] for v in record["verdicts"])
     called = sum(v["predicted"] != "too close to call" for v in record["verdicts"])
-    doc = (ROOT / "docs" / "models-and-fits.md").read_text()
+    doc = (ROOT / doc_path).read_text()
     line = re.search(
         r"Median over machines: decode \*\*(\d+) %\*\*, prompt \*\*(\d+) %\*\*.*?(\d+)/(\d+), (\d+) of", doc
     )
-    assert line, "the calibrate.py block is missing from docs/models-and-fits.md"
+    assert line, f"the calibrate.py block is missing from {doc_path}"
     assert [int(g) for g in line.groups()] == [
         round(100 * decode),
         round(100 * prompt),
@@ -148,3 +149,20 @@ def test_the_prompt_range_is_the_held_out_prompt_error_and_the_first_token_gets_
     assert last * ps.prefill_tps_range[0] == pytest.approx(pred.ttft_s * pred.prefill_tps)
     exact = prompt_speed(pred, 0.0)
     assert exact.prefill_tps_range == (pred.prefill_tps,) * 2 and exact.ttft_s_range == (pred.ttft_s,) * 2
+
+
+def test_the_readmes_t4_rows_are_what_the_plain_predict_command_prints(capsys):
+    """Every T4 figure in the README comes from the command a user runs (scripts/calibrate.py --readme writes them)."""
+    import json
+    import re
+
+    from moe_model.cli.main import main as cli_main
+    from moe_model.speed.measured import t4_predict_argv
+
+    readme = (ROOT / "README.md").read_text()
+    for name, (argv, measured, _prompt) in t4_predict_argv().items():
+        cli_main(argv)
+        pred = json.loads(capsys.readouterr().out)
+        row = re.search(rf"^\| {re.escape(name)} \| ([\d.]+) / ([\d.]+) \| .*? \| (\d+) / ", readme, re.MULTILINE)
+        assert row, f"README has no row for {name}"
+        assert row.groups() == (f"{pred['decode_tps']:.1f}", f"{measured:.1f}", f"{pred['prefill_tps']:.0f}")
