@@ -13,8 +13,6 @@ from streamlit.testing.v1 import AppTest
 
 from moe_model.policies import REFERENCE
 
-pytestmark = pytest.mark.xdist_group("app")  # one process: the pages share ui.cached's store, as sessions do
-
 PAGES = [
     "pages/model_budget.py",
     "pages/explore.py",

@@ -45,7 +45,7 @@ if CHROMIUM is None:
     )
 
 sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one server, one Chromium
+pytestmark = pytest.mark.browser
 
 
 def free_port() -> int:

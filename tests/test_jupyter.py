@@ -23,7 +23,7 @@ from conftest import ROOT
 nbformat = pytest.importorskip("nbformat", reason="requirements-dev.txt: nbformat, nbclient, ipykernel")
 nbclient = pytest.importorskip("nbclient", reason="requirements-dev.txt: nbformat, nbclient, ipykernel")
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jupyter")]  # one venv; builds in the checkout
+pytestmark = pytest.mark.slow
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
