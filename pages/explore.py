@@ -31,6 +31,7 @@ from moe_model.speed.fit_advice import recommend_advice, would_fit
 from moe_model.speed.measurements import load_reference
 from moe_model.speed.scenario import Scenario
 from ui.cached import (
+    Inputs,
     bundled_traces,
     cached_bundled_trace,
     cached_explore_curve,
@@ -71,12 +72,9 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
         return
     options = cached_recommend(
         model,
-        model_key,
         model_flag_path(source, model_key),
         hw,
-        repr(hw),
         time_model,
-        repr(time_model),
         serving["concurrency"],
         serving["n_ctx"],
         routing,
@@ -194,7 +192,7 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
         st.caption(note)
 
 
-def policy_comparison(keys: tuple, view: ExploreCurve, budget: int) -> None:
+def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int) -> None:
     st.subheader("Replacement policies on this workload")
     st.caption(
         "llama.cpp's LRU (exact) is the reference; newer builds' policies and the alternatives are labelled "
@@ -203,7 +201,7 @@ def policy_comparison(keys: tuple, view: ExploreCurve, budget: int) -> None:
     names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
     if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
         return
-    comparison = cached_policy_comparison(*keys, view.axis.policy_budgets(), tuple(names))
+    comparison = cached_policy_comparison(inputs, base, view.axis.policy_budgets(), tuple(names))
     labels = comparison.labels()
     p1, p2 = st.columns(2)
     p1.plotly_chart(
@@ -249,10 +247,10 @@ with friendly_errors():
         budget = budget_slider(st, axis.top_mib, step=axis.step_mib)
         if not axis.cache_fits:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
-    keys = (model, model_key, work, work_key, hw, repr(hw), time_model, repr(time_model), base)
+    inputs = Inputs(model, work, hw, time_model)
     spread = routing.spread_points if from_logs else preset_for(model).spread_points
-    view = cached_explore_curve(*keys, spread, axis)
-    answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(*keys, spread, budget))
+    view = cached_explore_curve(inputs, base, spread, axis)
+    answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
     measured = measured_points(
         load_reference(), st.session_state.get("measured_points"), hw, model, concurrency, placement_name.split()[0]
     )
@@ -281,4 +279,4 @@ with friendly_errors():
         file_name="workload.npz",
         key="dl_work",
     )
-    policy_comparison(keys, view, budget)
+    policy_comparison(inputs, base, view, budget)

@@ -198,3 +198,24 @@ def test_the_synthetic_cache_key_includes_the_token_count(n_tokens):
     model = uniform_spec(2, 8, 2)
     work = cached.cached_synthetic(model, 1, 0, 0.7, 0, n_tokens)
     assert work.decode_tokens == n_tokens
+
+
+def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once(monkeypatch):
+    from dataclasses import replace
+
+    from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.scenario import Scenario
+
+    model, tm = uniform_spec(2, 8, 2), default_time_model()
+    work = cached.cached_synthetic(model, 1, 0, 0.7, 0, 600)
+    inputs = cached.Inputs(model, work, preset("t4"), tm)
+    same = cached.Inputs(uniform_spec(2, 8, 2), work, preset("t4"), replace(tm))  # equal content, other objects
+    other = replace(inputs, hw=preset("t4").with_changes(ram_gib=8.0))
+    assert cached.key_part(inputs) == cached.key_part(same) != cached.key_part(other)
+    calls, real = [], cached.explore_point
+    monkeypatch.setattr(cached, "explore_point", lambda *a, **k: calls.append(a) or real(*a, **k))
+    cached.cached_explore_point.clear()
+    first = cached.cached_explore_point(inputs, Scenario(), 1.0, 100)
+    assert cached.cached_explore_point(same, Scenario(), 1.0, 100) is first and len(calls) == 1
+    assert cached.cached_explore_point(other, Scenario(), 1.0, 100) is not first and len(calls) == 2

@@ -2,8 +2,9 @@
 another directory, with figures an exported HTML notebook can draw; a copy installed with `pip install .` finds
 its bundled data.
 
-Each test builds its own environment: a venv that borrows this environment's dependencies (a .pth file) and
-installs the package with pip, as a user would (the build fetches setuptools from the configured index).
+The notebook tests share one venv (module fixture) that borrows this environment's dependencies (a .pth file);
+this environment's pip installs the package into it, as a user would (the build fetches setuptools from the
+configured index).
 """
 
 from __future__ import annotations
@@ -42,11 +43,12 @@ def _clean_env(**extra: str) -> dict:
 def editable_python(tmp_path_factory) -> Path:
     """A venv's python with `pip install -e .` of this checkout (dependencies borrowed from this environment)."""
     home = tmp_path_factory.mktemp("venv")
-    _run(sys.executable, "-m", "venv", str(home), cwd=home)
+    _run(sys.executable, "-m", "venv", "--without-pip", str(home), cwd=home)  # this pip installs into it (seconds)
     python = home / "bin" / "python"
     site = _run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=home)
     Path(site.stdout.strip(), "_borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run(str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT), cwd=home, env=_clean_env())
+    install = (sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "-e", str(ROOT))
+    _run(*install, cwd=home, env=_clean_env())
     return python
 
 

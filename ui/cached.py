@@ -19,7 +19,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from functools import partial
 from pathlib import Path
 
@@ -93,11 +93,24 @@ def routing_key(routing: LogRouting) -> str:
     return content_key(repr(routing).encode())
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What Explore's predictions are computed from: the model, the workload replayed, the machine and its time
+    model (each keyed by its content: key_part)."""
+
+    model: ModelSpec
+    work: Workload
+    hw: Hardware
+    tm: TimeModel
+
+
 def key_part(value) -> str:
-    """One argument in a cache key: models, workloads and machines by content, routings fitted to logs by
-    routing_key, bytes by digest, the rest by repr."""
+    """One argument in a cache key: models, workloads and machines by content, Inputs by their parts, routings
+    fitted to logs by routing_key, bytes by digest, the rest (a time model, a scenario) by repr."""
     if isinstance(value, (ModelSpec, Workload, Hardware)):
         return fingerprint(value)
+    if isinstance(value, Inputs):
+        return "|".join(key_part(getattr(value, f.name)) for f in fields(value))
     if isinstance(value, LogRouting):
         return "routing:" + routing_key(value)
     if isinstance(value, (bytes, bytearray)):
@@ -354,7 +367,7 @@ def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> Mod
 
 @app_cached("Generating routing...")
 def recommend_memo(
-    model: ModelSpec, _model_key: str, concurrency: int, presets_key: str, routing: LogRouting | None = None
+    model: ModelSpec, concurrency: int, presets_key: str, routing: LogRouting | None = None
 ) -> ReplayMemo:
     """The recommender's workload (the synthetic preset `python -m moe_model recommend` uses, or the routing
     fitted to the session's logs: the same workload Explore replays) with the counts replayed on it so far: every
@@ -368,12 +381,9 @@ def recommend_memo(
 @app_cached("Ranking every setting...", kernels=True)
 def cached_recommend(
     model: ModelSpec,
-    _model_key: str,
     command_path: str,
     hw: Hardware,
-    _hw_key: str,
-    _tm: TimeModel,
-    tm_key: str,
+    tm: TimeModel,
     concurrency: int,
     n_ctx: int,
     routing: LogRouting | None = None,
@@ -383,10 +393,10 @@ def cached_recommend(
 ) -> list[Option]:
     """The one recommender with the inputs every page and the CLI share: concurrency, context, build, the prompt and
     the context depth; the routing fitted to the session's logs where there is one."""
-    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH), routing)
+    memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
     base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth)
     spread = preset_for(model).spread_points if routing is None else routing.spread_points
-    return recommend(model, hw, _tm.params, base, memo, command_path, _tm.rel_error, spread)
+    return recommend(model, hw, tm.params, base, memo, command_path, tm.rel_error, spread)
 
 
 @app_cached("Replaying what these cards share...", kernels=True)
@@ -400,7 +410,7 @@ def _shared_replays(
 ) -> bool:
     """The settings the cards share, replayed once into the recommender's memo (recommend.replay_shared); kept
     as a key so that a second session asking for the same cards waits for the first instead of replaying."""
-    memo = recommend_memo(model, "", concurrency, file_key(PRESETS_PATH), routing)
+    memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
     replay_shared(model, hardware, Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build), memo)
     return True
 
@@ -422,7 +432,7 @@ def cached_recommend_cards(
     model: `tm` may be one per card, the user's own machine with its own)."""
     tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
     calls = [
-        (model, "", command_path, hw, "", t, repr(t), concurrency, n_ctx, routing, build, prompt_tokens, depth)
+        (model, command_path, hw, t, concurrency, n_ctx, routing, build, prompt_tokens, depth)
         for hw, t in zip(hardware, tms, strict=True)
     ]
     missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))
@@ -489,62 +499,31 @@ def _cached_trace(
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)
-def cached_explore_curve(
-    model: ModelSpec,
-    _model_key: str,
-    work: Workload,
-    _work_key: str,
-    hw: Hardware,
-    _hw_key: str,
-    _tm: TimeModel,
-    tm_key: str,
-    base: Scenario,
-    spread_points: float,
-    axis: BudgetAxis,
-) -> ExploreCurve:
+def cached_explore_curve(inputs: Inputs, base: Scenario, spread_points: float, axis: BudgetAxis) -> ExploreCurve:
     """Explore's curve for any placement, --fit included (its placement moves with the budget).
 
     Keyed by the content of the model, workload and machine (fingerprint); the names are not trusted."""
-    params, rel_error = _tm.params, _tm.rel_error
-    return explore_curve(model, hw, params, base, work, axis, rel_error=rel_error, spread_points=spread_points)
+    model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
+    return explore_curve(model, hw, tm.params, base, work, axis, rel_error=tm.rel_error, spread_points=spread_points)
 
 
 @app_cached("Simulating the cache at this budget...", kernels=True)
-def cached_explore_point(
-    model: ModelSpec,
-    _model_key: str,
-    work: Workload,
-    _work_key: str,
-    hw: Hardware,
-    _hw_key: str,
-    _tm: TimeModel,
-    tm_key: str,
-    base: Scenario,
-    spread_points: float,
-    budget_mib: int,
-) -> CurvePoint:
+def cached_explore_point(inputs: Inputs, base: Scenario, spread_points: float, budget_mib: int) -> CurvePoint:
     """A budget between the curve's stops (typed in the number box), replayed and priced as the curve is."""
-    params, rel_error = _tm.params, _tm.rel_error
-    return explore_point(model, hw, params, base, work, budget_mib, rel_error=rel_error, spread_points=spread_points)
+    model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
+    return explore_point(
+        model, hw, tm.params, base, work, budget_mib, rel_error=tm.rel_error, spread_points=spread_points
+    )
 
 
 @app_cached("Replaying the workload with every policy...", kernels=True)
 def cached_policy_comparison(
-    model: ModelSpec,
-    _model_key: str,
-    work: Workload,
-    _work_key: str,
-    hw: Hardware,
-    _hw_key: str,
-    _tm: TimeModel,
-    tm_key: str,
-    base: Scenario,
-    budgets: tuple[int, ...],
-    names: tuple[str, ...],
+    inputs: Inputs, base: Scenario, budgets: tuple[int, ...], names: tuple[str, ...]
 ) -> Comparison:
     """The chosen policies on the first ubatches of the workload at the same budgets, each priced as
     `predict --policy NAME` prices it (per-budget runs for all but the exact LRU)."""
-    return compare_priced(model, hw, _tm.params, base, policy_workload(work), budgets, names)
+    model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
+    return compare_priced(model, hw, tm.params, base, policy_workload(work), budgets, names)
 
 
 BUNDLED_TRACES = {
