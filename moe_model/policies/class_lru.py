@@ -79,11 +79,8 @@ class ClassLruState:
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
     key_use: np.ndarray  # [n_keys, 4]: the latest pool use (record, event number, class, place in the queues)
     counters: np.ndarray  # [2]: records and pool events of the pass so far
-    queue: dict  # the class queues (QUEUE_FIELDS, "start"): every key's latest pool use, each class in order of use
-    head_rec: np.ndarray  # [n_blocks, n_classes, width] record of the list's head (its evictions so far), -1 none
-    thr: np.ndarray  # [n_blocks, n_classes, width] order key of the head record's last eviction, -1 none
-    hpos: np.ndarray  # [n_blocks, n_classes, width] place in the queues where the head record starts
-    cand: np.ndarray  # [n_blocks, n_classes, width] place of the next eviction, -1 not known
+    queue: list  # [rows [n, 5] (QUEUE_FIELDS), starts [n_classes + 1]]: each class's latest uses in order of use
+    heads: np.ndarray  # [n_blocks, width, n_classes, len(HEAD_FIELDS)]: each lane's class lists
     filled: np.ndarray  # [n_blocks, width] slots taken so far (empty slots are used first)
     remainder: np.ndarray  # [n_blocks, width] the CPU share's carried fraction of a miss
     hit_bits: np.ndarray  # [n_blocks, n_keys] bit per lane: the key's latest use was a hit
@@ -95,6 +92,13 @@ class ClassLruState:
 
 
 QUEUE_FIELDS = ("key", "rec", "seq", "next", "last")  # per queued use: key, record, event number, next use, clock
+_KEY, _QREC, _QSEQ, _NEXT, _LAST = range(5)
+# per lane and class list: the head record (evicted from so far, -1 none) and the order key of its last eviction,
+# where that record starts in the queues and where its misses resume; the next eviction: its place (-1 not known),
+# event number, record, order key, clock at its use and clock owner
+HEAD_FIELDS = ("rec", "thr", "pos", "resume", "cand", "cand_seq", "cand_rec", "cand_order", "cand_last", "cand_owner")
+_H_REC, _H_THR, _H_POS, _H_RES, _C_POS, _C_SEQ, _C_REC, _C_ORDER, _C_LAST, _C_OWNER = range(10)
+SUB_CHUNK_RECORDS = 2048  # records per step: the queues of a step's uses stay in the core's cache
 LANES_PER_BLOCK = 64  # one int64 of bits per key and block
 
 
@@ -124,7 +128,6 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     lane_of = np.stack([np.arange(n_caps) % blocks, np.arange(n_caps) // blocks], axis=1).astype(np.int64)
     cap_of = np.zeros((blocks, width), dtype=np.int64)
     cap_of[lane_of[:, 0], lane_of[:, 1]] = caps
-    per_lane = (blocks, n_cls, width)
     return ClassLruState(
         caps,
         lane_of,
@@ -141,12 +144,8 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         np.zeros(n_layer, dtype=np.int64),
         np.full((n_keys, 4), -1, dtype=np.int64),
         np.zeros(2, dtype=np.int64),
-        {"key": np.zeros(0, np.int32), **{f: np.zeros(0, np.int64) for f in QUEUE_FIELDS[1:]},
-         "start": np.zeros(n_cls + 1, np.int64)},  # fmt: skip
-        np.full(per_lane, -1, dtype=np.int64),
-        np.full(per_lane, -1, dtype=np.int64),
-        np.zeros(per_lane, dtype=np.int64),
-        np.full(per_lane, -1, dtype=np.int64),
+        [np.zeros((0, len(QUEUE_FIELDS)), np.int64), np.zeros(n_cls + 1, np.int64)],
+        _new_heads(blocks, n_cls, width),
         np.zeros((blocks, width), dtype=np.int64),
         np.zeros((blocks, width), dtype=np.float64),
         np.zeros((blocks, n_keys), dtype=np.int64),
@@ -158,12 +157,18 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     )
 
 
+def _new_heads(blocks: int, n_cls: int, width: int) -> np.ndarray:
+    heads = np.full((blocks, width, n_cls, len(HEAD_FIELDS)), -1, dtype=np.int64)
+    heads[..., _H_POS] = 0
+    return heads
+
+
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), with its queues of live uses, before a chunk's."""
     n_keys, n_caps = n_layer * n_expert, len(caps)
     blocks = n_blocks(n_caps)
-    per_lane = 8 * (4 * N_CLASSES + 2 + 2 * n_layer + 1)
-    return n_keys * (48 + 36 + 16 * blocks) + per_lane * (n_caps + blocks)
+    per_lane = 8 * (len(HEAD_FIELDS) * N_CLASSES + 2 + 3 * n_layer + 1)
+    return n_keys * (48 + 8 * len(QUEUE_FIELDS) + 16 * blocks) + per_lane * (n_caps + blocks)
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -173,6 +178,12 @@ def ns_per_lookup(n_caps: int) -> float:
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
+    for lo in range(0, len(rec_mode), SUB_CHUNK_RECORDS):
+        rows = slice(lo, lo + SUB_CHUNK_RECORDS)
+        _step(s, rec_layer[rows], rec_ntok[rows], rec_off[rows], rec_mode[rows], rec_large[rows], ids, k, n_expert)
+
+
+def _step(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     n_rec = len(rec_mode)
     n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert)[rec_mode != MODE_SKIP].sum())
     ent_start = np.zeros(n_rec + 1, dtype=np.int64)
@@ -181,25 +192,24 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     ent_seq = np.empty(n_ent, dtype=np.int64)
     ent_prev = np.empty((n_ent, 3), dtype=np.int64)
     ent_crf = np.empty(n_ent, dtype=np.float64)
+    ent_sorted = np.empty(n_ent, dtype=np.int32)
     rec_now = np.zeros(n_rec, dtype=np.int64)
     clock0, base_rec = s.clock.copy(), int(s.counters[0])
     _events(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
         s.half_life, s.increment, s.n_classes, s.group_clock, s.key_use, s.counters, ent_start, ent_key, ent_cls,
-        ent_seq, ent_prev, ent_crf, rec_now, s.distinct,
+        ent_seq, ent_prev, ent_crf, ent_sorted, rec_now, s.distinct,
     )  # fmt: skip
-    q = s.queue
-    q["key"], q["rec"], q["seq"], q["next"], q["last"], q["start"] = _layout(
-        q["key"], q["rec"], q["seq"], q["next"], q["last"], q["start"], rec_mode, rec_now, ent_start, ent_key,
-        ent_cls, ent_seq, ent_prev, base_rec, s.n_classes, s.key_use, s.head_rec, s.hpos, s.cand, s.n_lanes,
+    s.queue[:] = _layout(
+        *s.queue, rec_mode, rec_now, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_sorted, base_rec,
+        s.n_classes, s.key_use, s.heads, s.n_lanes,
     )  # fmt: skip
     order = _by_crf(rec_mode, ent_start, ent_key, ent_crf) if s.share > 0 else ent_start[:0].astype(np.int32)
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     _lanes(
         rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, order, rec_now, clock0, base_rec, n_expert,
-        s.group_clock, s.ties_high, s.share, inv, q["key"], q["rec"], q["seq"], q["next"], q["last"], q["start"],
-        s.n_lanes, s.cap_of, s.head_rec, s.thr, s.hpos, s.cand, s.filled, s.remainder, s.hit_bits, s.cpu_bits,
-        s.hits, s.cpu, s.probe,
+        s.group_clock, s.ties_high, s.share, inv, *s.queue, s.n_lanes, s.cap_of, s.heads, s.filled, s.remainder,
+        s.hit_bits, s.cpu_bits, s.hits, s.cpu, s.probe,
     )  # fmt: skip
 
 
@@ -222,12 +232,13 @@ _REC, _SEQ, _CLS, _POS = range(4)  # ClassLruState.key_use's columns
 @njit(cache=True, nogil=True)
 def _events(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, key_use, counters, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_crf, rec_now,
-    distinct,
+    n_classes, group_clock, key_use, counters, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_crf, ent_sorted,
+    rec_now, distinct,
 ):  # fmt: skip
     """Per record: its distinct experts in first-appearance order, each one's previous pool use (record, event
     number, class: whether a pool size still holds it follows from these) and, for a pool record, its CRF after
-    this use, its class and its event number; and the clock. What every pool size of the pass shares."""
+    this use, its class, its event number and the entries in key order; and the clock. What every pool size of
+    the pass shares."""
     seen = np.zeros(n_expert, dtype=np.int64)
     n, base_rec = 0, counters[0]
     for r in range(len(rec_mode)):
@@ -247,6 +258,12 @@ def _events(
                 ent_prev[n + nu, 2] = key_use[key, _CLS]
                 nu += 1
         if mode == MODE_CACHE:
+            for j in range(nu):  # the record's entries in key order: insertion sort, a handful each
+                q, key = j, ent_key[n + j]
+                while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
+                    ent_sorted[n + q] = ent_sorted[n + q - 1]
+                    q -= 1
+                ent_sorted[n + q] = n + j
             c = 0 if group_clock else layer
             clock[c] += rec_ntok[r]
             now = clock[c]
@@ -270,15 +287,16 @@ def _events(
 
 @njit(cache=True, nogil=True)
 def _layout(
-    q_key, q_rec, q_seq, q_next, q_last, q_start, rec_mode, rec_now, ent_start, ent_key, ent_cls, ent_seq, ent_prev,
-    base_rec, n_classes, key_use, head_rec, hpos, cand, n_lanes,
+    rows, starts, rec_mode, rec_now, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_sorted, base_rec,
+    n_classes, key_use, heads, n_lanes,
 ):  # fmt: skip
-    """The class queues for a chunk: the uses still latest (carried over), then the chunk's pool uses, each class in
-    order of use; a use's next use set; each lane's head found again in the new places."""
+    """The class queues for a step: the uses still latest (carried over), then the step's pool uses, each class in
+    order of use (a record's in key order); a use's next use set; each lane's list heads found again in the new
+    places."""
     count = np.zeros(n_classes, dtype=np.int64)
     for c in range(n_classes):
-        for j in range(q_start[c], q_start[c + 1]):
-            count[c] += q_next[j] == _NONE
+        for j in range(starts[c], starts[c + 1]):
+            count[c] += rows[j, _NEXT] == _NONE
     carried = count.copy()
     for r in range(len(rec_mode)):
         if rec_mode[r] == MODE_CACHE:
@@ -287,40 +305,44 @@ def _layout(
     start = np.zeros(n_classes + 1, dtype=np.int64)
     for c in range(n_classes):
         start[c + 1] = start[c] + count[c]
-    n = start[n_classes]
-    n_key, n_rec, n_seq = np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64)
-    n_next, n_last = np.full(n, _NONE, np.int64), np.empty(n, np.int64)
+    out = np.empty((start[n_classes], rows.shape[1]), dtype=np.int64)
     fill = start[:n_classes].copy()
     for c in range(n_classes):
-        for j in range(q_start[c], q_start[c + 1]):
-            if q_next[j] == _NONE:
+        for j in range(starts[c], starts[c + 1]):
+            if rows[j, _NEXT] == _NONE:
                 p = fill[c]
                 fill[c] += 1
-                n_key[p], n_rec[p], n_seq[p], n_last[p] = q_key[j], q_rec[j], q_seq[j], q_last[j]
-                key_use[q_key[j], _POS] = p
+                out[p] = rows[j]
+                key_use[rows[j, _KEY], _POS] = p
     for b in range(len(n_lanes)):
         for c in range(n_classes):
             for i in range(n_lanes[b]):  # the first carried use at or after the head's record
                 lo, hi = start[c], start[c] + carried[c]
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if n_rec[mid] < head_rec[b, c, i]:
+                    if out[mid, _QREC] < heads[b, i, c, _H_REC]:
                         lo = mid + 1
                     else:
                         hi = mid
-                hpos[b, c, i], cand[b, c, i] = lo, -1
+                heads[b, i, c, _H_POS], heads[b, i, c, _C_POS], heads[b, i, c, _C_SEQ] = lo, -1, -1
+                thr, hi = heads[b, i, c, _H_THR], start[c] + carried[c]
+                while lo < hi and out[lo, _QREC] == heads[b, i, c, _H_REC] and out[lo, _KEY] <= thr - _MISS:
+                    lo += 1  # the head record's misses resume after the last evicted
+                heads[b, i, c, _H_RES] = lo
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
-        for q in range(ent_start[r], ent_start[r + 1]):
+        for j in range(ent_start[r], ent_start[r + 1]):
+            q = ent_sorted[j]
             c, key = ent_cls[q], ent_key[q]
             p = fill[c]
             fill[c] += 1
             if ent_prev[q, 0] >= 0:
-                n_next[key_use[key, _POS]] = base_rec + r
-            n_key[p], n_rec[p], n_seq[p], n_last[p] = key, base_rec + r, ent_seq[q], rec_now[r]
+                out[key_use[key, _POS], _NEXT] = base_rec + r
+            out[p, _KEY], out[p, _QREC], out[p, _QSEQ], out[p, _NEXT] = key, base_rec + r, ent_seq[q], _NONE
+            out[p, _LAST] = rec_now[r]
             key_use[key, _POS] = p
-    return n_key, n_rec, n_seq, n_next, n_last, start
+    return out, start
 
 
 @njit(cache=True, nogil=True)
@@ -342,46 +364,43 @@ def _by_crf(rec_mode, ent_start, ent_key, ent_crf):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _order_key(seq, key, lane, hit_bits):
-    """A use's place among its record's uses in one lane's class list: hits first by first appearance, then the
-    misses by key (b11549's plan(): hits refreshed, then sorted misses filled)."""
-    return seq if (hit_bits[key] >> lane) & 1 else _MISS + key
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _head(c, i, rec, q_key, q_rec, q_seq, q_next, q_start, hit_bits, cpu_bits, head_rec, thr, hpos, cand):
-    """Place in the queues of lane i's next eviction from class c's list at record `rec`, -1 when the list is
-    empty or holds only this record's experts (this plan()'s): the first use of the list's oldest record that is
-    still the key's latest, held by this lane and not yet evicted. Kept in `cand` until evicted or used again."""
-    p = cand[c, i]
-    if p >= 0 and q_next[p] > rec:
-        return p
-    h, end, best = hpos[c, i], q_start[c + 1], -1
-    while h < end and q_rec[h] < rec:
-        at, low, best_key = q_rec[h], thr[c, i] if q_rec[h] == head_rec[c, i] else -1, _NONE
-        j = h
-        while j < end and q_rec[j] == at:
-            key = q_key[j]
-            if q_next[j] > rec and not (cpu_bits[key] >> i) & 1:
-                order = _order_key(q_seq[j], key, i, hit_bits)
-                if low < order < best_key:
-                    best, best_key = j, order
-            j += 1
-        if best >= 0:
-            break
-        h = j
-    hpos[c, i], cand[c, i] = h, best
-    return best
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _score(c, i, rec, q_key, q_rec, q_seq, q_next, q_last, q_start, hit_bits, cpu_bits, head_rec, thr, hpos, cand,
-           clock, n_expert, group_clock, inv):  # fmt: skip
-    """age / 2^c of class c's next eviction in lane i, -1 when there is none."""
-    p = _head(c, i, rec, q_key, q_rec, q_seq, q_next, q_start, hit_bits, cpu_bits, head_rec, thr, hpos, cand)
-    if p < 0:
-        return -1.0
-    return (clock[0 if group_clock else q_key[p] // n_expert] - q_last[p]) * inv[c]
+def _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock, inv):
+    """age / 2^c of lane i's next eviction from class c's list at record `rec`, -1 when the list is empty or holds
+    only this record's experts (this plan()'s). The next eviction is the first use of the list's oldest record
+    that is still the key's latest, held by the lane and not yet evicted; it is kept in `h` (the lane's heads)
+    until evicted or used again (the lookups then forget it)."""
+    if h[i, c, _C_POS] < 0:
+        p, end, best, best_order = h[i, c, _H_POS], starts[c + 1], -1, _NONE
+        while p < end and rows[p, _QREC] < rec:
+            at, low, j = rows[p, _QREC], -1, p
+            if at == h[i, c, _H_REC]:
+                low = h[i, c, _H_THR]
+            if low < _MISS:  # the record's hits held by the lane, by event number
+                while j < end and rows[j, _QREC] == at:
+                    key = rows[j, _KEY]
+                    if rows[j, _NEXT] > rec and (hit_bits[key] >> i) & 1 and low < rows[j, _QSEQ] < best_order:
+                        best, best_order = j, rows[j, _QSEQ]
+                    j += 1
+                j = p
+            elif at == h[i, c, _H_REC]:
+                j = h[i, c, _H_RES]
+            if best < 0:  # then its misses kept by the lane, in key order: the queue's
+                while j < end and rows[j, _QREC] == at:
+                    key = rows[j, _KEY]
+                    if rows[j, _NEXT] > rec and not ((hit_bits[key] | cpu_bits[key]) >> i) & 1:
+                        best, best_order = j, _MISS + key
+                        break
+                    j += 1
+            if best >= 0:
+                break
+            p = j
+        h[i, c, _H_POS] = p
+        if best < 0:
+            return -1.0
+        h[i, c, _C_POS], h[i, c, _C_SEQ], h[i, c, _C_REC] = best, rows[best, _QSEQ], rows[best, _QREC]
+        h[i, c, _C_ORDER], h[i, c, _C_LAST] = best_order, rows[best, _LAST]
+        h[i, c, _C_OWNER] = 0 if group_clock else rows[best, _KEY] // n_expert
+    return (clock[h[i, c, _C_OWNER]] - h[i, c, _C_LAST]) * inv[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -395,95 +414,111 @@ def _best(scores, ties_high):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _held(prev, q, key, i, hit, on_cpu, head_rec, thr):
-    """Whether lane i holds `key`, whose previous pool use is prev[q] (record, event number, class): a use is held
-    from its record until it is evicted, which the list of its class says (its head record and last eviction)."""
-    rec, c = prev[q, 0], prev[q, 2]
-    if (on_cpu >> i) & 1 or rec < head_rec[c, i]:
-        return 0
-    if rec > head_rec[c, i]:
-        return 1
-    order = prev[q, 1] if (hit >> i) & 1 else _MISS + key
-    return 1 if order > thr[c, i] else 0
+def _held(rec, seq, c, key, i, hit, h):
+    """Whether lane i holds `key`, whose previous pool use was at record `rec` (event number `seq`, class c): a use
+    is held from its record until it is evicted, which the lane's list of its class says (its head record and the
+    order key of the last eviction from it)."""
+    head = h[i, c, _H_REC]
+    if rec != head:
+        return 1 if rec > head else 0
+    order = seq if (hit >> i) & 1 else _MISS + key
+    return 1 if order > h[i, c, _H_THR] else 0
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _lanes(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec, n_expert,
-    group_clock, ties_high, share, inv, q_key, q_rec, q_seq, q_next, q_last, q_start, n_lanes, cap_of, head_rec_all,
-    thr_all, hpos_all, cand_all, filled_all, remainder_all, hit_bits_all, cpu_bits_all, hits_all, cpu_all, probe_all,
+    group_clock, ties_high, share, inv, rows, starts, n_lanes, cap_of, heads, filled, remainder, hit_bits, cpu_bits,
+    hits, cpu, probe,
 ):  # fmt: skip
-    """Every lane (pool size) replays the chunk: which of a record's experts it holds, then its misses (the CPU
-    share's first), then its evictions. The blocks of lanes run on numba's threads."""
+    """The blocks of lanes (pool sizes) on numba's threads."""
     for b in prange(len(n_lanes)):
-        width, caps = n_lanes[b], cap_of[b]
-        head_rec, thr, hpos, cand = head_rec_all[b], thr_all[b], hpos_all[b], cand_all[b]
-        hit_bits, cpu_bits, filled, remainder = hit_bits_all[b], cpu_bits_all[b], filled_all[b], remainder_all[b]
-        hits, cpu, probe = hits_all[b], cpu_all[b], probe_all[b]
-        clock = clock0.copy()
-        found = np.zeros(width, dtype=np.int64)
-        scores = np.empty(len(inv), dtype=np.float64)
-        for r in range(len(rec_mode)):
-            lo, hi = ent_start[r], ent_start[r + 1]
-            mode = rec_mode[r]
-            if mode == MODE_SKIP or lo == hi:
-                continue
-            if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
-                for q in range(lo, hi):
-                    key = ent_key[q]
-                    if ent_prev[q, 0] >= 0:
-                        hit, on_cpu = hit_bits[key], cpu_bits[key]
-                        for i in range(width):
-                            probe[i] += _held(ent_prev, q, key, i, hit, on_cpu, head_rec, thr)
-                continue
-            rec, layer = base_rec + r, rec_layer[r]
-            clock[0 if group_clock else layer] = rec_now[r]
-            found[:width] = 0
+        _block(
+            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec,
+            n_expert, group_clock, ties_high, share, inv, rows, starts, n_lanes[b], cap_of[b], heads[b], filled[b],
+            remainder[b], hit_bits[b], cpu_bits[b], hits[b], cpu[b], probe[b],
+        )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _block(
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec, n_expert,
+    group_clock, ties_high, share, inv, rows, starts, width, caps, h, filled, remainder, hit_bits, cpu_bits, hits,
+    cpu, probe,
+):  # fmt: skip
+    """Every lane of a block replays the step: which of a record's experts it holds, then its misses (the CPU
+    share's first), then its evictions."""
+    clock = clock0.copy()
+    found = np.zeros(width, dtype=np.int64)
+    scores = np.empty(len(inv), dtype=np.float64)
+    for r in range(len(rec_mode)):
+        lo, hi = ent_start[r], ent_start[r + 1]
+        mode = rec_mode[r]
+        if mode == MODE_SKIP or lo == hi:
+            continue
+        if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
             for q in range(lo, hi):
-                key = ent_key[q]
-                bits = 0
-                if ent_prev[q, 0] >= 0:
+                key, prev, seq, c = ent_key[q], ent_prev[q, 0], ent_prev[q, 1], ent_prev[q, 2]
+                if prev >= 0:
                     hit, on_cpu = hit_bits[key], cpu_bits[key]
                     for i in range(width):
-                        held = _held(ent_prev, q, key, i, hit, on_cpu, head_rec, thr)
-                        bits |= held << i
-                        found[i] += held
-                hit_bits[key], cpu_bits[key] = bits, 0
-            for i in range(width):
-                hits[layer, rec_large[r], i] += found[i]
-                misses = hi - lo - found[i]
-                if misses == 0:
-                    continue
-                if share > 0 and filled[i] == caps[i]:  # once the pool is full, a share of the misses on the CPU
-                    remainder[i] += share * misses
-                    n_cpu = min(misses, int(remainder[i]))
-                    remainder[i] -= n_cpu
-                    cpu[layer, i] += n_cpu
-                    misses -= n_cpu
-                    for j in range(lo, hi):  # the lowest CRF first
-                        if n_cpu == 0:
-                            break
-                        key = ent_key[ent_order[j]]
-                        if not (hit_bits[key] >> i) & 1:
-                            cpu_bits[key] |= np.int64(1) << i
-                            n_cpu -= 1
-                empty = min(caps[i] - filled[i], misses)
-                filled[i] += empty
-                for n in range(misses - empty):
-                    if n == 0:  # every list head's score, then only the one evicted from changes within the record
-                        for c in range(len(inv)):
-                            scores[c] = _score(
-                                c, i, rec, q_key, q_rec, q_seq, q_next, q_last, q_start, hit_bits, cpu_bits,
-                                head_rec, thr, hpos, cand, clock, n_expert, group_clock, inv,
-                            )  # fmt: skip
-                    c = _best(scores, ties_high)
-                    p = cand[c, i]
-                    head_rec[c, i], thr[c, i] = q_rec[p], _order_key(q_seq[p], q_key[p], i, hit_bits)
-                    cand[c, i] = -1
-                    scores[c] = _score(
-                        c, i, rec, q_key, q_rec, q_seq, q_next, q_last, q_start, hit_bits, cpu_bits, head_rec, thr,
-                        hpos, cand, clock, n_expert, group_clock, inv,
-                    )  # fmt: skip
+                        probe[i] += _held(prev, seq, c, key, i, hit, h) & ~(on_cpu >> i) & 1
+            continue
+        rec, layer = base_rec + r, rec_layer[r]
+        clock[0 if group_clock else layer] = rec_now[r]
+        found[:width] = 0
+        for q in range(lo, hi):
+            key, prev, seq, c = ent_key[q], ent_prev[q, 0], ent_prev[q, 1], ent_prev[q, 2]
+            bits = 0
+            if prev >= 0:
+                hit, on_cpu = hit_bits[key], cpu_bits[key]
+                for i in range(width):
+                    held = _held(prev, seq, c, key, i, hit, h) & ~(on_cpu >> i) & 1
+                    bits |= held << i
+                    found[i] += held
+                    if h[i, c, _C_SEQ] == seq:  # a lane's next eviction used again: no longer the list's head
+                        h[i, c, _C_POS], h[i, c, _C_SEQ] = -1, -1
+            hit_bits[key], cpu_bits[key] = bits, 0
+        for i in range(width):
+            hits[layer, rec_large[r], i] += found[i]
+            misses = hi - lo - found[i]
+            if misses == 0:
+                continue
+            if share > 0 and filled[i] == caps[i]:  # once the pool is full, a share of the misses on the CPU
+                remainder[i] += share * misses
+                n_cpu = min(misses, int(remainder[i]))
+                remainder[i] -= n_cpu
+                cpu[layer, i] += n_cpu
+                misses -= n_cpu
+                for j in range(lo, hi):  # the lowest CRF first
+                    if n_cpu == 0:
+                        break
+                    key = ent_key[ent_order[j]]
+                    if not (hit_bits[key] >> i) & 1:
+                        cpu_bits[key] |= np.int64(1) << i
+                        n_cpu -= 1
+            empty = min(caps[i] - filled[i], misses)
+            filled[i] += empty
+            left = misses - empty
+            if left > 0:  # every list head's score, then only the one evicted from changes within the record
+                for c in range(len(inv)):
+                    scores[c] = _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock,
+                                       inv)  # fmt: skip
+            while left > 0:
+                c = _best(scores, ties_high)
+                p, at, order = h[i, c, _C_POS], h[i, c, _C_REC], h[i, c, _C_ORDER]
+                left -= 1
+                if order >= _MISS:  # the same record's next misses score the same: evicted in a run
+                    j, end = p + 1, starts[c + 1]
+                    while left > 0 and j < end and rows[j, _QREC] == at:
+                        key = rows[j, _KEY]
+                        if rows[j, _NEXT] > rec and not ((hit_bits[key] | cpu_bits[key]) >> i) & 1:
+                            p, order = j, _MISS + key
+                            left -= 1
+                        j += 1
+                h[i, c, _H_REC], h[i, c, _H_THR], h[i, c, _H_RES] = at, order, p + 1
+                h[i, c, _C_POS], h[i, c, _C_SEQ] = -1, -1
+                scores[c] = _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock, inv)
 
 
 def kernel(**knobs) -> Kernel:
