@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import floor, log2
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -60,46 +59,32 @@ def decayed(crf: float, age_tokens: float, half_life_tokens: float = HALF_LIFE_T
 
 @dataclass(frozen=True, eq=False)
 class ClassLruState:
-    """One pass's state between chunks: what every pool size shares (the CRF, the clocks, each key's latest use and
-    the class queues of the latest uses), and per pool size ("lane", 64 to a block of lanes run on one thread) its
-    list heads, fill, CPU-share remainder and one bit per key (its latest use was a hit / was sent to the CPU)."""
+    """One pass's state between chunks: the shared CRF and clocks, and per pool size its slots and lists."""
 
-    caps: np.ndarray  # [n_caps]
-    lane_of: np.ndarray  # [n_caps, 2]: (block, lane) of each pool size
-    cap_of: np.ndarray  # [n_blocks, width]: pool size of each lane (0: no pool size)
-    n_lanes: np.ndarray  # [n_blocks]
+    caps: np.ndarray
+    offsets: np.ndarray  # first slot of each pool size
     half_life: float
     n_classes: int
     increment: float
     group_clock: bool
     ties_high: bool
-    share: float  # the CPU share (cpu_share: b12191's --moe-cache-cpu-share), 0 for ClassLRU itself
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
-    key_use: np.ndarray  # [n_keys, 4]: the latest pool use (record, event number, class, place in the queues)
-    counters: np.ndarray  # [2]: records and pool events of the pass so far
-    queue: list  # [rows [n, 5] (QUEUE_FIELDS), starts [n_classes + 1]]: each class's latest uses in order of use
-    heads: np.ndarray  # [n_blocks, width, n_classes, len(HEAD_FIELDS)]: each lane's class lists
-    filled: np.ndarray  # [n_blocks, width] slots taken so far (empty slots are used first)
-    remainder: np.ndarray  # [n_blocks, width] the CPU share's carried fraction of a miss
-    hit_bits: np.ndarray  # [n_blocks, n_keys] bit per lane: the key's latest use was a hit
-    cpu_bits: np.ndarray  # [n_blocks, n_keys] bit per lane: the key's latest use was a miss sent to the CPU
-    hits: np.ndarray  # [n_blocks, n_layer, 2, width]
-    cpu: np.ndarray  # [n_blocks, n_layer, width]
-    probe: np.ndarray  # [n_blocks, width]
+    slot_of: np.ndarray  # [n_caps, n_keys]
+    meta: np.ndarray  # [total slots, 2]: the slot's last use (clock), and key << 38 | class << 32 | queue place
+    queue_offsets: np.ndarray  # [n_caps] first queue entry of each pool size: n_classes queues of 2 * cap + 16
+    queues: np.ndarray  # the class lists as append-only queues of slots (-1: the slot has moved on)
+    head: np.ndarray  # [n_caps, n_classes] first entry not yet known stale
+    tail: np.ndarray  # [n_caps, n_classes] next free entry
+    heads: np.ndarray  # [n_caps, n_classes, 4] the head last seen: position (-1 none), slot, last use, clock index
+    filled: np.ndarray  # [n_caps] slots taken so far (empty slots are used in order)
+    hits: np.ndarray  # [n_layer, 2, n_caps]
     distinct: np.ndarray  # [n_layer, 2]
-
-
-QUEUE_FIELDS = ("key", "rec", "seq", "next", "last")  # per queued use: key, record, event number, next use, clock
-_KEY, _QREC, _QSEQ, _NEXT, _LAST = range(5)
-# per lane and class list: the head record (evicted from so far, -1 none) and the order key of its last eviction,
-# where that record starts in the queues and where its misses resume; the next eviction: its place (-1 not known),
-# event number, record, order key, clock at its use and clock owner
-HEAD_FIELDS = ("rec", "thr", "pos", "resume", "cand", "cand_seq", "cand_rec", "cand_order", "cand_last", "cand_owner")
-_H_REC, _H_THR, _H_POS, _H_RES, _C_POS, _C_SEQ, _C_REC, _C_ORDER, _C_LAST, _C_OWNER = range(10)
-SUB_CHUNK_RECORDS = 2048  # records per step: the queues of a step's uses stay in the core's cache
-LANES_PER_BLOCK = 64  # one int64 of bits per key and block
+    probe: np.ndarray  # [n_caps]
+    share: float  # b12191's --moe-cache-cpu-share (policies.cpu_share), 0 for ClassLRU itself
+    remainder: np.ndarray  # [n_caps] the share's carried fraction of a miss
+    cpu: np.ndarray  # [n_layer, n_caps] misses computed on the CPU (the share), not kept
 
 
 def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock: str, ties: str) -> None:
@@ -113,152 +98,118 @@ def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock
         raise MoeModelError(f"clock must be one of {CLOCKS} and ties one of {TIES}, got {clock!r}, {ties!r}")
 
 
-def n_blocks(n_caps: int) -> int:
-    """Blocks of lanes: one per thread numba has (the blocks run at once), at most 64 lanes each."""
-    return max(1, min(n_caps, max(numba.get_num_threads(), -(-n_caps // LANES_PER_BLOCK))))
-
-
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
     k = KNOBS | knobs
     check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
     caps = np.asarray(caps, dtype=np.int64)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
-    blocks = n_blocks(n_caps)
-    width = -(-n_caps // blocks)
-    lane_of = np.stack([np.arange(n_caps) % blocks, np.arange(n_caps) // blocks], axis=1).astype(np.int64)
-    cap_of = np.zeros((blocks, width), dtype=np.int64)
-    cap_of[lane_of[:, 0], lane_of[:, 1]] = caps
+    total = int(caps.sum())
+    queue_sizes = n_cls * _queue_size(caps)
     return ClassLruState(
         caps,
-        lane_of,
-        cap_of,
-        np.bincount(lane_of[:, 0], minlength=blocks).astype(np.int64),
+        np.concatenate(([0], np.cumsum(caps))).astype(np.int64),
         float(k["half_life_tokens"]),
         n_cls,
         float(k["increment"]),
         k["clock"] == "group",
         k["ties"] == "high-class",
-        float(share),
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
-        np.full((n_keys, 4), -1, dtype=np.int64),
-        np.zeros(2, dtype=np.int64),
-        [np.zeros((0, len(QUEUE_FIELDS)), np.int64), np.zeros(n_cls + 1, np.int64)],
-        _new_heads(blocks, n_cls, width),
-        np.zeros((blocks, width), dtype=np.int64),
-        np.zeros((blocks, width), dtype=np.float64),
-        np.zeros((blocks, n_keys), dtype=np.int64),
-        np.zeros((blocks, n_keys), dtype=np.int64),
-        np.zeros((blocks, n_layer, 2, width), dtype=np.int64),
-        np.zeros((blocks, n_layer, width), dtype=np.int64),
-        np.zeros((blocks, width), dtype=np.int64),
+        np.full((n_caps, n_keys), -1, dtype=np.int32),
+        np.full((total, 2), -1, dtype=np.int64),
+        np.concatenate(([0], np.cumsum(queue_sizes)[:-1])).astype(np.int64),
+        np.zeros(int(queue_sizes.sum()), dtype=np.int32),
+        np.zeros((n_caps, n_cls), dtype=np.int64),
+        np.zeros((n_caps, n_cls), dtype=np.int64),
+        np.full((n_caps, n_cls, 4), -1, dtype=np.int64),
+        np.zeros(n_caps, dtype=np.int64),
+        np.zeros((n_layer, 2, n_caps), dtype=np.int64),
         np.zeros((n_layer, 2), dtype=np.int64),
+        np.zeros(n_caps, dtype=np.int64),
+        float(share),
+        np.zeros(n_caps, dtype=np.float64),
+        np.zeros((n_layer, n_caps), dtype=np.int64),
     )
 
 
-def _new_heads(blocks: int, n_cls: int, width: int) -> np.ndarray:
-    heads = np.full((blocks, width, n_cls, len(HEAD_FIELDS)), -1, dtype=np.int64)
-    heads[..., _H_POS] = 0
-    return heads
+def _queue_size(caps: np.ndarray) -> np.ndarray:
+    """Entries per class queue: twice the pool, so a compaction (at most cap live entries) frees cap + 16."""
+    return 2 * np.asarray(caps, dtype=np.int64) + 16
 
 
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
-    """Bytes of one ClassLruState (what `new_state` allocates), with its queues of live uses, before a chunk's."""
-    n_keys, n_caps = n_layer * n_expert, len(caps)
-    blocks = n_blocks(n_caps)
-    per_lane = 8 * (len(HEAD_FIELDS) * N_CLASSES + 2 + 3 * n_layer + 1)
-    return n_keys * (48 + 8 * len(QUEUE_FIELDS) + 16 * blocks) + per_lane * (n_caps + blocks)
+    """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
+    n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
+    queues = 4 * N_CLASSES * int(_queue_size(caps).sum())
+    return 16 * n_keys + 4 * n_caps * n_keys + 16 * total + queues + 8 * n_caps * (6 * N_CLASSES + 2 * n_layer + 2)
 
 
 def ns_per_lookup(n_caps: int) -> float:
-    """Kernel time per lookup of a pass: the shared uses once, then each pool size's test and evictions."""
+    """Kernel time per lookup of a pass: the shared CRF once, then each pool size's lists."""
     return SIM_NS_PER_LOOKUP_PASS / 4 + CLASS_LRU_NS_PER_LOOKUP_BUDGET * n_caps
 
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
-    for lo in range(0, len(rec_mode), SUB_CHUNK_RECORDS):
-        rows = slice(lo, lo + SUB_CHUNK_RECORDS)
-        _step(s, rec_layer[rows], rec_ntok[rows], rec_off[rows], rec_mode[rows], rec_large[rows], ids, k, n_expert)
-
-
-def _step(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     n_rec = len(rec_mode)
-    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert)[rec_mode != MODE_SKIP].sum())
+    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert).sum())
     ent_start = np.zeros(n_rec + 1, dtype=np.int64)
     ent_key = np.empty(n_ent, dtype=np.int32)
     ent_cls = np.empty(n_ent, dtype=np.int8)
-    ent_seq = np.empty(n_ent, dtype=np.int64)
-    ent_prev = np.empty((n_ent, 3), dtype=np.int64)
-    ent_crf = np.empty(n_ent, dtype=np.float64)
     ent_sorted = np.empty(n_ent, dtype=np.int32)
+    ent_crf = np.empty(n_ent, dtype=np.float64)
     rec_now = np.zeros(n_rec, dtype=np.int64)
-    clock0, base_rec = s.clock.copy(), int(s.counters[0])
-    _events(
+    clock0 = s.clock.copy()
+    _shared(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
-        s.half_life, s.increment, s.n_classes, s.group_clock, s.key_use, s.counters, ent_start, ent_key, ent_cls,
-        ent_seq, ent_prev, ent_crf, ent_sorted, rec_now, s.distinct,
+        s.half_life, s.increment, s.n_classes, s.group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf,
+        rec_now, s.distinct,
     )  # fmt: skip
-    s.queue[:] = _layout(
-        *s.queue, rec_mode, rec_now, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_sorted, base_rec,
-        s.n_classes, s.key_use, s.heads, s.n_lanes,
-    )  # fmt: skip
-    order = _by_crf(rec_mode, ent_start, ent_key, ent_crf) if s.share > 0 else ent_start[:0].astype(np.int32)
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
-    _lanes(
-        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, order, rec_now, clock0, base_rec, n_expert,
-        s.group_clock, s.ties_high, s.share, inv, *s.queue, s.n_lanes, s.cap_of, s.heads, s.filled, s.remainder,
-        s.hit_bits, s.cpu_bits, s.hits, s.cpu, s.probe,
+    by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
+    _budgets(
+        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0,
+        n_expert, s.group_clock, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.meta, s.queue_offsets,
+        s.queues, s.head, s.tail, s.heads, s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
     )  # fmt: skip
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]) of everything fed so far."""
-    blk, lane = s.lane_of[:, 0], s.lane_of[:, 1]
-    return np.moveaxis(s.hits[blk, :, :, lane], 0, -1).copy(), s.distinct.copy(), s.probe[blk, lane].copy()
+    return s.hits.copy(), s.distinct.copy(), s.probe.copy()
 
 
 def cpu_counts(s: ClassLruState) -> np.ndarray:
     """Misses computed on the CPU (the share) per layer and pool size [n_layer, n_caps]."""
-    return np.moveaxis(s.cpu[s.lane_of[:, 0], :, s.lane_of[:, 1]], 0, -1).copy()
-
-
-_NONE = np.iinfo(np.int64).max  # the next use of a key's latest use: none yet
-_MISS = np.int64(1) << 62  # a record's misses join its class lists after its hits, in key order
-_REC, _SEQ, _CLS, _POS = range(4)  # ClassLruState.key_use's columns
+    return s.cpu.copy()
 
 
 @njit(cache=True, nogil=True)
-def _events(
+def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, key_use, counters, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_crf, ent_sorted,
-    rec_now, distinct,
+    n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
 ):  # fmt: skip
-    """Per record: its distinct experts in first-appearance order, each one's previous pool use (record, event
-    number, class: whether a pool size still holds it follows from these) and, for a pool record, its CRF after
-    this use, its class, its event number and the entries in key order; and the clock. What every pool size of
-    the pass shares."""
+    """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
+    keys in expert-id order, and the clock; what every pool size of the pass shares."""
     seen = np.zeros(n_expert, dtype=np.int64)
-    n, base_rec = 0, counters[0]
+    n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
         mode = rec_mode[r]
         if mode == MODE_SKIP:
             continue
         layer = rec_layer[r]
+        base = layer * n_expert
         nu = 0
         for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
             e = ids[i]
             if seen[e] != r + 1:
                 seen[e] = r + 1
-                key = layer * n_expert + e
-                ent_key[n + nu] = key
-                ent_prev[n + nu, 0], ent_prev[n + nu, 1] = key_use[key, _REC], key_use[key, _SEQ]
-                ent_prev[n + nu, 2] = key_use[key, _CLS]
+                ent_key[n + nu] = base + e
                 nu += 1
         if mode == MODE_CACHE:
-            for j in range(nu):  # the record's entries in key order: insertion sort, a handful each
+            for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
                 q, key = j, ent_key[n + j]
                 while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
                     ent_sorted[n + q] = ent_sorted[n + q - 1]
@@ -275,132 +226,83 @@ def _events(
                     value = crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + increment
                 else:
                     value = increment
-                crf[key], last_use[key], ent_crf[q] = value, now, value
-                cls = min(n_classes - 1, max(0, int(np.floor(np.log2(value))))) if value > 0 else 0
-                ent_cls[q], ent_seq[q] = cls, counters[1]
-                key_use[key, _REC], key_use[key, _SEQ], key_use[key, _CLS] = base_rec + r, counters[1], cls
-                counters[1] += 1
+                crf[key], ent_crf[q] = value, value
+                last_use[key] = now
+                cls = int(np.floor(np.log2(value))) if value > 0 else 0
+                ent_cls[q] = min(n_classes - 1, max(0, cls))
         n += nu
     ent_start[len(rec_mode)] = n
-    counters[0] += len(rec_mode)
 
 
 @njit(cache=True, nogil=True)
-def _layout(
-    rows, starts, rec_mode, rec_now, ent_start, ent_key, ent_cls, ent_seq, ent_prev, ent_sorted, base_rec,
-    n_classes, key_use, heads, n_lanes,
-):  # fmt: skip
-    """The class queues for a step: the uses still latest (carried over), then the step's pool uses, each class in
-    order of use (a record's in key order); a use's next use set; each lane's list heads found again in the new
-    places."""
-    count = np.zeros(n_classes, dtype=np.int64)
-    for c in range(n_classes):
-        for j in range(starts[c], starts[c + 1]):
-            count[c] += rows[j, _NEXT] == _NONE
-    carried = count.copy()
-    for r in range(len(rec_mode)):
-        if rec_mode[r] == MODE_CACHE:
-            for q in range(ent_start[r], ent_start[r + 1]):
-                count[ent_cls[q]] += 1
-    start = np.zeros(n_classes + 1, dtype=np.int64)
-    for c in range(n_classes):
-        start[c + 1] = start[c] + count[c]
-    out = np.empty((start[n_classes], rows.shape[1]), dtype=np.int64)
-    fill = start[:n_classes].copy()
-    for c in range(n_classes):
-        for j in range(starts[c], starts[c + 1]):
-            if rows[j, _NEXT] == _NONE:
-                p = fill[c]
-                fill[c] += 1
-                out[p] = rows[j]
-                key_use[rows[j, _KEY], _POS] = p
-    for b in range(len(n_lanes)):
-        for c in range(n_classes):
-            for i in range(n_lanes[b]):  # the first carried use at or after the head's record
-                lo, hi = start[c], start[c] + carried[c]
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if out[mid, _QREC] < heads[b, i, c, _H_REC]:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                heads[b, i, c, _H_POS], heads[b, i, c, _C_POS], heads[b, i, c, _C_SEQ] = lo, -1, -1
-                thr, hi = heads[b, i, c, _H_THR], start[c] + carried[c]
-                while lo < hi and out[lo, _QREC] == heads[b, i, c, _H_REC] and out[lo, _KEY] <= thr - _MISS:
-                    lo += 1  # the head record's misses resume after the last evicted
-                heads[b, i, c, _H_RES] = lo
+def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
+    """Each pool record's entries by CRF after this use, lowest first, ties by expert id (the CPU share's order)."""
+    order = np.empty(len(ent_sorted), dtype=np.int32)
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
-        for j in range(ent_start[r], ent_start[r + 1]):
-            q = ent_sorted[j]
-            c, key = ent_cls[q], ent_key[q]
-            p = fill[c]
-            fill[c] += 1
-            if ent_prev[q, 0] >= 0:
-                out[key_use[key, _POS], _NEXT] = base_rec + r
-            out[p, _KEY], out[p, _QREC], out[p, _QSEQ], out[p, _NEXT] = key, base_rec + r, ent_seq[q], _NONE
-            out[p, _LAST] = rec_now[r]
-            key_use[key, _POS] = p
-    return out, start
-
-
-@njit(cache=True, nogil=True)
-def _by_crf(rec_mode, ent_start, ent_key, ent_crf):
-    """Each pool record's entries by CRF after this use, lowest first, ties by expert id (the CPU share's order)."""
-    order = np.empty(len(ent_key), dtype=np.int32)
-    for r in range(len(rec_mode)):
         lo = ent_start[r]
-        for j in range(lo, ent_start[r + 1]):  # insertion sort: a handful each
-            q = j
-            while q > lo and (
-                ent_crf[order[q - 1]] > ent_crf[j]
-                or (ent_crf[order[q - 1]] == ent_crf[j] and ent_key[order[q - 1]] > ent_key[j])
-            ):
+        for j in range(lo, ent_start[r + 1]):  # insertion sort of the key-ordered entries: stable, a handful each
+            q, entry = j, ent_sorted[j]
+            while q > lo and ent_crf[order[q - 1]] > ent_crf[entry]:
                 order[q] = order[q - 1]
                 q -= 1
-            order[q] = j
+            order[q] = entry
     return order
 
 
+_T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class << 32 | place in its class queue
+_POS_MASK, _CLS_SHIFT, _KEY_SHIFT = (1 << 32) - 1, 32, 38
+
+
+@njit(cache=True, nogil=True)
+def _compact(c, meta, queues, seg, head, tail, heads):
+    """Move class c's live entries to the front of its queue, in order (rare: not inlined in the hot loop)."""
+    n = 0
+    for i in range(head[c], tail[c]):
+        q = queues[seg + i]
+        if q >= 0:
+            queues[seg + n] = q
+            meta[q, _P] = (meta[q, _P] & ~_POS_MASK) | n
+            n += 1
+    head[c], tail[c] = 0, n
+    heads[c, 0] = -1
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock, inv):
-    """age / 2^c of lane i's next eviction from class c's list at record `rec`, -1 when the list is empty or holds
-    only this record's experts (this plan()'s). The next eviction is the first use of the list's oldest record
-    that is still the key's latest, held by the lane and not yet evicted; it is kept in `h` (the lane's heads)
-    until evicted or used again (the lookups then forget it)."""
-    if h[i, c, _C_POS] < 0:
-        p, end, best, best_order = h[i, c, _H_POS], starts[c + 1], -1, _NONE
-        while p < end and rows[p, _QREC] < rec:
-            at, low, j = rows[p, _QREC], -1, p
-            if at == h[i, c, _H_REC]:
-                low = h[i, c, _H_THR]
-            if low < _MISS:  # the record's hits held by the lane, by event number
-                while j < end and rows[j, _QREC] == at:
-                    key = rows[j, _KEY]
-                    if rows[j, _NEXT] > rec and (hit_bits[key] >> i) & 1 and low < rows[j, _QSEQ] < best_order:
-                        best, best_order = j, rows[j, _QSEQ]
-                    j += 1
-                j = p
-            elif at == h[i, c, _H_REC]:
-                j = h[i, c, _H_RES]
-            if best < 0:  # then its misses kept by the lane, in key order: the queue's
-                while j < end and rows[j, _QREC] == at:
-                    key = rows[j, _KEY]
-                    if rows[j, _NEXT] > rec and not ((hit_bits[key] | cpu_bits[key]) >> i) & 1:
-                        best, best_order = j, _MISS + key
-                        break
-                    j += 1
-            if best >= 0:
-                break
-            p = j
-        h[i, c, _H_POS] = p
-        if best < 0:
-            return -1.0
-        h[i, c, _C_POS], h[i, c, _C_SEQ], h[i, c, _C_REC] = best, rows[best, _QSEQ], rows[best, _QREC]
-        h[i, c, _C_ORDER], h[i, c, _C_LAST] = best_order, rows[best, _LAST]
-        h[i, c, _C_OWNER] = 0 if group_clock else rows[best, _KEY] // n_expert
-    return (clock[h[i, c, _C_OWNER]] - h[i, c, _C_LAST]) * inv[c]
+def _push(s, c, key, meta, queues, base, size, head, tail, heads):
+    """Append slot s (now holding `key`) to class c's queue; its previous entry is marked dead (-1), so stale
+    entries are skipped without reading their slot. A full queue is compacted first (positions change)."""
+    old = meta[s, _P]
+    if old >= 0:
+        queues[base + ((old >> _CLS_SHIFT) & 63) * size + (old & _POS_MASK)] = -1
+    seg = base + c * size
+    if tail[c] == size:
+        _compact(c, meta, queues, seg, head, tail, heads)
+    queues[seg + tail[c]] = s
+    meta[s, _P] = (np.int64(key) << _KEY_SHIFT) | (np.int64(c) << _CLS_SHIFT) | tail[c]
+    tail[c] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _head_score(c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv):
+    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() of `layer` used
+    its head (then it holds only slots this plan used). `heads` keeps each list's head (position, slot, last use,
+    clock index): a queue is append-only between compactions, so a live entry at the same place is the same use."""
+    seg, h = base + c * size, head[c]
+    while h < tail[c] and queues[seg + h] < 0:  # entries whose slot has moved on
+        h += 1
+    head[c] = h
+    if h == tail[c]:
+        return -1.0
+    if heads[c, 0] != h:
+        s = queues[seg + h]
+        owner = 0 if group_clock else (meta[s, _P] >> _KEY_SHIFT) // n_expert
+        heads[c, 0], heads[c, 1], heads[c, 2], heads[c, 3] = h, s, meta[s, _T], owner
+    last, owner = heads[c, 2], heads[c, 3]
+    if last == now and (group_clock or owner == layer):  # used by this plan(): its clock only moves forward
+        return -1.0
+    return (clock[owner] - last) * inv[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -413,112 +315,91 @@ def _best(scores, ties_high):
     return best
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _held(rec, seq, c, key, i, hit, h):
-    """Whether lane i holds `key`, whose previous pool use was at record `rec` (event number `seq`, class c): a use
-    is held from its record until it is evicted, which the lane's list of its class says (its head record and the
-    order key of the last eviction from it)."""
-    head = h[i, c, _H_REC]
-    if rec != head:
-        return 1 if rec > head else 0
-    order = seq if (hit >> i) & 1 else _MISS + key
-    return 1 if order > h[i, c, _H_THR] else 0
-
-
 @njit(cache=True, nogil=True, parallel=True)
-def _lanes(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec, n_expert,
-    group_clock, ties_high, share, inv, rows, starts, n_lanes, cap_of, heads, filled, remainder, hit_bits, cpu_bits,
-    hits, cpu, probe,
+def _budgets(
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
+    group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,
+    heads_all, filled, hits, probe, share, by_crf, remainder, cpu,
 ):  # fmt: skip
-    """The blocks of lanes (pool sizes) on numba's threads."""
-    for b in prange(len(n_lanes)):
-        _block(
-            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec,
-            n_expert, group_clock, ties_high, share, inv, rows, starts, n_lanes[b], cap_of[b], heads[b], filled[b],
-            remainder[b], hit_bits[b], cpu_bits[b], hits[b], cpu[b], probe[b],
-        )  # fmt: skip
-
-
-@njit(cache=True, nogil=True)
-def _block(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_prev, ent_order, rec_now, clock0, base_rec, n_expert,
-    group_clock, ties_high, share, inv, rows, starts, width, caps, h, filled, remainder, hit_bits, cpu_bits, hits,
-    cpu, probe,
-):  # fmt: skip
-    """Every lane of a block replays the step: which of a record's experts it holds, then its misses (the CPU
-    share's first), then its evictions."""
-    clock = clock0.copy()
-    found = np.zeros(width, dtype=np.int64)
-    scores = np.empty(len(inv), dtype=np.float64)
-    for r in range(len(rec_mode)):
-        lo, hi = ent_start[r], ent_start[r + 1]
-        mode = rec_mode[r]
-        if mode == MODE_SKIP or lo == hi:
-            continue
-        if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
-            for q in range(lo, hi):
-                key, prev, seq, c = ent_key[q], ent_prev[q, 0], ent_prev[q, 1], ent_prev[q, 2]
-                if prev >= 0:
-                    hit, on_cpu = hit_bits[key], cpu_bits[key]
-                    for i in range(width):
-                        probe[i] += _held(prev, seq, c, key, i, hit, h) & ~(on_cpu >> i) & 1
-            continue
-        rec, layer = base_rec + r, rec_layer[r]
-        clock[0 if group_clock else layer] = rec_now[r]
-        found[:width] = 0
-        for q in range(lo, hi):
-            key, prev, seq, c = ent_key[q], ent_prev[q, 0], ent_prev[q, 1], ent_prev[q, 2]
-            bits = 0
-            if prev >= 0:
-                hit, on_cpu = hit_bits[key], cpu_bits[key]
-                for i in range(width):
-                    held = _held(prev, seq, c, key, i, hit, h) & ~(on_cpu >> i) & 1
-                    bits |= held << i
-                    found[i] += held
-                    if h[i, c, _C_SEQ] == seq:  # a lane's next eviction used again: no longer the list's head
-                        h[i, c, _C_POS], h[i, c, _C_SEQ] = -1, -1
-            hit_bits[key], cpu_bits[key] = bits, 0
-        for i in range(width):
-            hits[layer, rec_large[r], i] += found[i]
-            misses = hi - lo - found[i]
-            if misses == 0:
+    """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
+    share, once a pool is full that share of each record's misses, the lowest CRF first, is computed on the CPU
+    and not kept (b12191's --moe-cache-cpu-share on ClassLRU's lists)."""
+    for b in prange(len(caps)):
+        head, tail, heads, slot_of = head_all[b], tail_all[b], heads_all[b], slot_of_all[b]
+        base, size = queue_offsets[b], 2 * caps[b] + 16
+        scores = np.empty(len(inv), dtype=np.float64)
+        clock = clock0.copy()
+        found = np.zeros(2 * hits.shape[0], dtype=np.int64)  # this pool size's hits per (layer, class)
+        on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
+        for r in range(len(rec_mode)):
+            lo, hi = ent_start[r], ent_start[r + 1]
+            mode = rec_mode[r]
+            if mode == MODE_SKIP or lo == hi:
                 continue
-            if share > 0 and filled[i] == caps[i]:  # once the pool is full, a share of the misses on the CPU
-                remainder[i] += share * misses
-                n_cpu = min(misses, int(remainder[i]))
-                remainder[i] -= n_cpu
-                cpu[layer, i] += n_cpu
-                misses -= n_cpu
-                for j in range(lo, hi):  # the lowest CRF first
+            if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
+                for q in range(lo, hi):
+                    if slot_of[ent_key[q]] >= 0:
+                        probe[b] += 1
+                continue
+            layer, now = rec_layer[r], rec_now[r]
+            clock[0 if group_clock else layer] = now
+            n_hit = 0
+            for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
+                s = slot_of[ent_key[q]]
+                if s >= 0:
+                    n_hit += 1
+                    meta[s, _T] = now
+                    _push(s, ent_cls[q], ent_key[q], meta, queues, base, size, head, tail, heads)
+            found[layer * 2 + rec_large[r]] += n_hit
+            if n_hit == hi - lo:
+                continue
+            if share > 0 and filled[b] == caps[b]:  # the share of the misses, the lowest CRF first, on the CPU
+                misses = hi - lo - n_hit
+                remainder[b] += share * misses
+                n_cpu = min(misses, int(remainder[b]))
+                remainder[b] -= n_cpu
+                cpu[layer, b] += n_cpu
+                for j in range(lo, hi):
                     if n_cpu == 0:
                         break
-                    key = ent_key[ent_order[j]]
-                    if not (hit_bits[key] >> i) & 1:
-                        cpu_bits[key] |= np.int64(1) << i
+                    key = ent_key[by_crf[j]]
+                    if slot_of[key] < 0:
+                        on_cpu[key] = r + 1
                         n_cpu -= 1
-            empty = min(caps[i] - filled[i], misses)
-            filled[i] += empty
-            left = misses - empty
-            if left > 0:  # every list head's score, then only the one evicted from changes within the record
-                for c in range(len(inv)):
-                    scores[c] = _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock,
-                                       inv)  # fmt: skip
-            while left > 0:
-                c = _best(scores, ties_high)
-                p, at, order = h[i, c, _C_POS], h[i, c, _C_REC], h[i, c, _C_ORDER]
-                left -= 1
-                if order >= _MISS:  # the same record's next misses score the same: evicted in a run
-                    j, end = p + 1, starts[c + 1]
-                    while left > 0 and j < end and rows[j, _QREC] == at:
-                        key = rows[j, _KEY]
-                        if rows[j, _NEXT] > rec and not ((hit_bits[key] | cpu_bits[key]) >> i) & 1:
-                            p, order = j, _MISS + key
-                            left -= 1
-                        j += 1
-                h[i, c, _H_REC], h[i, c, _H_THR], h[i, c, _H_RES] = at, order, p + 1
-                h[i, c, _C_POS], h[i, c, _C_SEQ] = -1, -1
-                scores[c] = _score(c, i, rec, rows, starts, hit_bits, cpu_bits, h, clock, n_expert, group_clock, inv)
+            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
+            for j in range(lo, hi):  # then the misses in expert-id order
+                q = ent_sorted[j]
+                key = ent_key[q]
+                if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
+                    continue
+                if filled[b] < caps[b]:
+                    s = offsets[b] + filled[b]
+                    filled[b] += 1
+                else:
+                    if not scored:
+                        for c in range(len(inv)):
+                            scores[c] = _head_score(
+                                c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
+                                group_clock, inv,
+                            )  # fmt: skip
+                        scored = True
+                    c = _best(scores, ties_high)
+                    s = heads[c, 1]
+                    head[c] += 1  # the victim was its list's head: the next one takes its place
+                    scores[c] = _head_score(
+                        c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv
+                    )
+                    slot_of[meta[s, _P] >> _KEY_SHIFT] = -1
+                slot_of[key] = s
+                meta[s, _T] = now
+                _push(s, ent_cls[q], key, meta, queues, base, size, head, tail, heads)
+                if scored:  # the list it joined may have been empty: its head is now this plan's
+                    scores[ent_cls[q]] = _head_score(
+                        ent_cls[q], meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
+                        group_clock, inv,
+                    )  # fmt: skip
+        for i in range(len(found)):
+            hits[i // 2, i % 2, b] += found[i]
 
 
 def kernel(**knobs) -> Kernel:
