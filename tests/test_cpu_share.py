@@ -3,10 +3,13 @@ share only starts once the pool is full; one default share for running and prici
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH
+from conftest import GROUNDTRUTH, QWEN30B
 
+from moe_model.cli.main import main
 from moe_model.policies import CLASS_LRU, CPU_SHARE, get_policy, run_policy
 from moe_model.readers.traces import load_recorded
 from moe_model.settings import DEFAULT_CPU_SHARE
@@ -50,3 +53,14 @@ def test_naming_the_cpu_share_policy_without_a_share_runs_and_prices_its_one_def
     assert named.policy_knobs == given.policy_knobs == {"share": DEFAULT_CPU_SHARE}
     assert get_policy(CPU_SHARE).cpu_fraction(**named.policy_knobs) == DEFAULT_CPU_SHARE  # what the time model prices
     assert Scenario(policy=CPU_SHARE, cpu_share=0.9).cpu_share == 0.9  # a share given is kept
+
+
+def test_predict_naming_the_cpu_share_policy_prices_the_default_share_as_the_flag_does(capsys):
+    base = ["predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "10000"]
+    outs = []
+    for extra in (["--policy", CPU_SHARE], ["--cpu-share", str(DEFAULT_CPU_SHARE)], ["--cpu-share", "0"]):
+        assert main([*base, "--hit-rate", "0.9", "--json", *extra]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    named, flag, none = outs
+    assert named["scenario"]["cpu_share"] == flag["scenario"]["cpu_share"] == DEFAULT_CPU_SHARE
+    assert named["decode_tps"] == flag["decode_tps"] != none["decode_tps"]  # priced with the share, not with 0
