@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 _KEY = "moe_model.setting"
+DEFAULT_CPU_SHARE = 0.5  # --moe-cache-cpu-share where the CPU-share policy is named without one (run and priced)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from moe_model.errors import MoeModelError, WorkloadError
 from moe_model.limits import MAX_CONCURRENCY, check_at_most
 from moe_model.llama.simulate import simulate
 from moe_model.llama.slot_plan import plan_cache
-from moe_model.policies.cpu_share_kernel import simulate_share
+from moe_model.policies import cpu_share
 from moe_model.policies.stepper import steps
 from moe_model.readers.model_spec import uniform_spec
 from moe_model.speed.scenario import Scenario
@@ -59,7 +59,7 @@ def test_every_compiled_pass_refuses_out_of_range_input_instead_of_writing_out_o
     with pytest.raises(WorkloadError, match=message):
         simulate(MODEL, bad, 100)
     with pytest.raises(WorkloadError, match=message):
-        simulate_share(MODEL, bad, 100, 0.5)
+        cpu_share.run(MODEL, bad, [100], share=0.5)
     with pytest.raises(WorkloadError, match=message):
         steps(bad, plan_cache(MODEL, 100), MODEL.n_expert)
 

@@ -130,6 +130,18 @@ def test_class_lru_kernel_equals_its_readable_stepper_and_one_class_is_the_exact
         assert np.array_equal(lru.layer_hits, cls.layer_hits) and lru.copied_experts == cls.copied_experts
 
 
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(random_runs(), st.lists(st.integers(1, 60), min_size=1, max_size=4), st.sampled_from([0.3, 0.5, 0.9, 1.0]))
+def test_cpu_share_kernel_on_class_lru_lists_equals_its_readable_stepper(run, budgets, share):
+    n_layer, n_expert, k, records = run
+    model, work = tiny_model(n_layer, n_expert, k), make_workload(records, n_layer, n_expert, k)
+    budgets = sorted(set(budgets))
+    curve = run_policy("cpu-share-b12191", model, work, budgets, share=share)
+    for budget, res in zip(budgets, curve, strict=True):
+        last = steps(work, plan_cache(model, budget), n_expert, work.n_records, "cpu-share-b12191", share=share)[-1]
+        assert (last.total_hits, last.total_misses) == (int(res.hits.sum()), int(res.uploads.sum()))
+
+
 def test_class_lru_refuses_knobs_outside_their_range():
     for bad in ({"half_life_tokens": 0}, {"n_classes": 0}, {"clock": "ubatch"}, {"increment": -1.0}):
         with pytest.raises(MoeModelError):

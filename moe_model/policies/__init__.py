@@ -48,7 +48,7 @@ __all__ = [
 
 def policy_for_build(build: int, cpu_share: float = 0.0) -> str:
     """The policy a llama.cpp build runs: b11480-b12169 the plain LRU (exact), b12170+ ClassLRU (modelled), and
-    with --moe-cache-cpu-share F > 0 (b12191+) the CPU-share path (modelled on the plain LRU's lists)."""
+    with --moe-cache-cpu-share F > 0 (b12191+) the CPU-share path (modelled, on ClassLRU's lists)."""
     check_cache_flags(build, 0, cpu_share)
     if cpu_share > 0:
         return CPU_SHARE

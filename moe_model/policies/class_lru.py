@@ -82,6 +82,9 @@ class ClassLruState:
     hits: np.ndarray  # [n_layer, 2, n_caps]
     distinct: np.ndarray  # [n_layer, 2]
     probe: np.ndarray  # [n_caps]
+    share: float  # b12191's --moe-cache-cpu-share (policies.cpu_share), 0 for ClassLRU itself
+    remainder: np.ndarray  # [n_caps] the share's carried fraction of a miss
+    cpu: np.ndarray  # [n_layer, n_caps] misses computed on the CPU (the share), not kept
 
 
 def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock: str, ties: str) -> None:
@@ -95,7 +98,7 @@ def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock
         raise MoeModelError(f"clock must be one of {CLOCKS} and ties one of {TIES}, got {clock!r}, {ties!r}")
 
 
-def new_state(caps: np.ndarray, n_layer: int, n_expert: int, **knobs) -> ClassLruState:
+def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
     k = KNOBS | knobs
     check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
     caps = np.asarray(caps, dtype=np.int64)
@@ -124,6 +127,9 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, **knobs) -> ClassLr
         np.zeros((n_layer, 2, n_caps), dtype=np.int64),
         np.zeros((n_layer, 2), dtype=np.int64),
         np.zeros(n_caps, dtype=np.int64),
+        float(share),
+        np.zeros(n_caps, dtype=np.float64),
+        np.zeros((n_layer, n_caps), dtype=np.int64),
     )
 
 
@@ -152,18 +158,20 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     ent_key = np.empty(n_ent, dtype=np.int32)
     ent_cls = np.empty(n_ent, dtype=np.int8)
     ent_sorted = np.empty(n_ent, dtype=np.int32)
+    ent_crf = np.empty(n_ent, dtype=np.float64)
     rec_now = np.zeros(n_rec, dtype=np.int64)
     clock0 = s.clock.copy()
     _shared(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
-        s.half_life, s.increment, s.n_classes, s.group_clock, ent_start, ent_key, ent_cls, ent_sorted, rec_now,
-        s.distinct,
+        s.half_life, s.increment, s.n_classes, s.group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf,
+        rec_now, s.distinct,
     )  # fmt: skip
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
+    by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
     _budgets(
         rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0,
         n_expert, s.group_clock, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.meta, s.queue_offsets,
-        s.queues, s.head, s.tail, s.heads, s.filled, s.hits, s.probe,
+        s.queues, s.head, s.tail, s.heads, s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
     )  # fmt: skip
 
 
@@ -172,10 +180,15 @@ def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return s.hits.copy(), s.distinct.copy(), s.probe.copy()
 
 
+def cpu_counts(s: ClassLruState) -> np.ndarray:
+    """Misses computed on the CPU (the share) per layer and pool size [n_layer, n_caps]."""
+    return s.cpu.copy()
+
+
 @njit(cache=True, nogil=True)
 def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, rec_now, distinct,
+    n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
 ):  # fmt: skip
     """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
     keys in expert-id order, and the clock; what every pool size of the pass shares."""
@@ -213,12 +226,29 @@ def _shared(
                     value = crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + increment
                 else:
                     value = increment
-                crf[key] = value
+                crf[key], ent_crf[q] = value, value
                 last_use[key] = now
                 cls = int(np.floor(np.log2(value))) if value > 0 else 0
                 ent_cls[q] = min(n_classes - 1, max(0, cls))
         n += nu
     ent_start[len(rec_mode)] = n
+
+
+@njit(cache=True, nogil=True)
+def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
+    """Each pool record's entries by CRF after this use, lowest first, ties by expert id (the CPU share's order)."""
+    order = np.empty(len(ent_sorted), dtype=np.int32)
+    for r in range(len(rec_mode)):
+        if rec_mode[r] != MODE_CACHE:
+            continue
+        lo = ent_start[r]
+        for j in range(lo, ent_start[r + 1]):  # insertion sort of the key-ordered entries: stable, a handful each
+            q, entry = j, ent_sorted[j]
+            while q > lo and ent_crf[order[q - 1]] > ent_crf[entry]:
+                order[q] = order[q - 1]
+                q -= 1
+            order[q] = entry
+    return order
 
 
 _T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class << 32 | place in its class queue
@@ -289,15 +319,18 @@ def _best(scores, ties_high):
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
     group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,
-    heads_all, filled, hits, probe,
+    heads_all, filled, hits, probe, share, by_crf, remainder, cpu,
 ):  # fmt: skip
-    """Every pool size of the pass replays the chunk on its own (in parallel where cores are free)."""
+    """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
+    share, once a pool is full that share of each record's misses, the lowest CRF first, is computed on the CPU
+    and not kept (b12191's --moe-cache-cpu-share on ClassLRU's lists)."""
     for b in prange(len(caps)):
         head, tail, heads, slot_of = head_all[b], tail_all[b], heads_all[b], slot_of_all[b]
         base, size = queue_offsets[b], 2 * caps[b] + 16
         scores = np.empty(len(inv), dtype=np.float64)
         clock = clock0.copy()
         found = np.zeros(2 * hits.shape[0], dtype=np.int64)  # this pool size's hits per (layer, class)
+        on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
         for r in range(len(rec_mode)):
             lo, hi = ent_start[r], ent_start[r + 1]
             mode = rec_mode[r]
@@ -320,11 +353,24 @@ def _budgets(
             found[layer * 2 + rec_large[r]] += n_hit
             if n_hit == hi - lo:
                 continue
+            if share > 0 and filled[b] == caps[b]:  # the share of the misses, the lowest CRF first, on the CPU
+                misses = hi - lo - n_hit
+                remainder[b] += share * misses
+                n_cpu = min(misses, int(remainder[b]))
+                remainder[b] -= n_cpu
+                cpu[layer, b] += n_cpu
+                for j in range(lo, hi):
+                    if n_cpu == 0:
+                        break
+                    key = ent_key[by_crf[j]]
+                    if slot_of[key] < 0:
+                        on_cpu[key] = r + 1
+                        n_cpu -= 1
             scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
             for j in range(lo, hi):  # then the misses in expert-id order
                 q = ent_sorted[j]
                 key = ent_key[q]
-                if slot_of[key] >= 0:
+                if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
                     continue
                 if filled[b] < caps[b]:
                     s = offsets[b] + filled[b]

@@ -17,7 +17,7 @@ from moe_model.errors import MoeModelError
 from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.llama.slot_plan import CachePlan
-from moe_model.policies import CLASS_LRU, REFERENCE, get_policy
+from moe_model.policies import CLASS_LRU, CPU_SHARE, REFERENCE, get_policy
 from moe_model.policies.class_lru import KNOBS, crf_class, decayed
 from moe_model.policies.lazy_unload import idle_limit
 from moe_model.policies.lru_lists import HEADS, KEY_OF, NEXT, fill_misses, new_lists, refresh_hits, unload_idle
@@ -45,7 +45,7 @@ class Step:
     crf: tuple[np.ndarray, ...] = ()  # ClassLRU, per group: each slot's CRF at its last use (0 empty)
 
 
-STEPPABLE = (REFERENCE, CLASS_LRU, "lazy-unload")
+STEPPABLE = (REFERENCE, CLASS_LRU, "lazy-unload")  # what Learn shows; the CPU share steps too (its reference)
 
 
 class _Pools:
@@ -73,10 +73,11 @@ class _Pools:
 
 class _ClassPool:
     """ClassLRU (moe_model.policies.class_lru) on plain lists: one LRU list per class, each key's CRF and last use
-    kept across evictions, the clocks per layer (or one per group)."""
+    kept across evictions, the clocks per layer (or one per group). With a CPU share (policies.cpu_share), once
+    the pool is full that share of a plan()'s misses, the lowest CRF first, is not kept."""
 
-    def __init__(self, n_slots: int, n_expert: int, knobs: dict) -> None:
-        self.n_expert, self.knobs = n_expert, knobs
+    def __init__(self, n_slots: int, n_expert: int, knobs: dict, share: float = 0.0) -> None:
+        self.n_expert, self.knobs, self.share, self.remainder = n_expert, knobs, share, 0.0
         self.key_of = [-1] * n_slots
         self.slot_of: dict[int, int] = {}
         self.crf: dict[int, float] = {}
@@ -143,7 +144,16 @@ class _ClassPool:
         for e in hits:
             self.place(self.slot_of[base + e], classes[e], layer)
         fills, evicted = [], []
-        for e in sorted(set(uniq) - set(hits)):
+        misses = sorted(set(uniq) - set(hits))
+        n_cpu = 0
+        if self.share > 0 and misses and min(self.key_of) >= 0:  # the pool is full
+            self.remainder += self.share * len(misses)
+            n_cpu = min(len(misses), int(self.remainder))
+            self.remainder -= n_cpu
+        on_cpu = set(sorted(misses, key=lambda e: self.crf[base + e])[:n_cpu])  # stable: ties by expert id
+        for e in misses:
+            if e in on_cpu:
+                continue
             slot = self.victim()
             if (old := self.key_of[slot]) >= 0:
                 del self.slot_of[old]
@@ -158,14 +168,15 @@ def steps(
     work: Workload, plan: CachePlan, n_expert: int, limit: int = 2000, policy: str = REFERENCE, **knobs
 ) -> list[Step]:
     """The first `limit` records of the workload, step by step, under a policy of STEPPABLE."""
-    if policy not in STEPPABLE:
+    if policy not in (*STEPPABLE, CPU_SHARE):
         raise MoeModelError(f"the stepper shows {', '.join(STEPPABLE)}; {policy!r} runs only in the simulator")
+    share = float(knobs.pop("share", get_policy(CPU_SHARE).knobs["share"])) if policy == CPU_SHARE else 0.0
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, n_expert, work.n_layer)
     idle = idle_limit(**(dict(get_policy(policy).knobs) | knobs)) if policy == "lazy-unload" else 0
     group_of = {il: gi for gi, g in enumerate(plan.groups) if g.cached and plan.starts for il in g.layers}
     cached = [g.cached and plan.starts for g in plan.groups]
     pools = _Pools([g.n_slots if c else 0 for g, c in zip(plan.groups, cached, strict=True)], work.n_layer, n_expert)
-    classy = [_ClassPool(g.n_slots, n_expert, KNOBS | knobs) if c and policy == CLASS_LRU else None
+    classy = [_ClassPool(g.n_slots, n_expert, KNOBS | knobs, share) if c and policy in (CLASS_LRU, CPU_SHARE) else None
               for g, c in zip(plan.groups, cached, strict=True)]  # fmt: skip
     out, total_hits, total_misses, rounds = [], 0, 0, [-1] * len(cached)
     for r in range(min(limit, work.n_records)):

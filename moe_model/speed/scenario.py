@@ -39,7 +39,7 @@ from moe_model.llama.builds import (
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.settings import Alias, Widget, setting
+from moe_model.settings import DEFAULT_CPU_SHARE, Alias, Widget, setting
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.vram import (
     DEFAULT_KV_TYPE,
@@ -132,7 +132,8 @@ class Scenario:
     )
     cpu_share: float = setting(
         0.0,
-        help="--moe-cache-cpu-share F (b12191, a modelled policy)",
+        help=f"--moe-cache-cpu-share F (b12191, a modelled policy; {DEFAULT_CPU_SHARE:g} where --policy names it "
+        "without a share)",
         flags=("--cpu-share",),
         lo=0.0,
         hi=1.0,
@@ -242,13 +243,15 @@ class Scenario:
         if not 0.0 <= self.cpu_share <= 1.0:
             raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
         check_build(self.build)
-        check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.policy:
             from moe_model.policies import CPU_SHARE, get_policy  # lazy: `plan` never needs the kernels
 
             get_policy(self.policy)  # raises, listing the names, on an unknown one
             if self.cpu_share > 0 and self.policy != CPU_SHARE:
                 raise MoeModelError(f"--moe-cache-cpu-share is a knob of {CPU_SHARE}, not of {self.policy}")
+            if self.policy == CPU_SHARE and self.cpu_share == 0:  # named without a share: the policy's default
+                object.__setattr__(self, "cpu_share", DEFAULT_CPU_SHARE)
+        check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
             raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
         for value, limit, what in (
