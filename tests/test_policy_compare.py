@@ -18,7 +18,7 @@ from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching
 
 TRACE = GROUNDTRUTH / "traces" / "b25.npz"
-BUDGETS = (93, 588, 72192)  # budgets the recommender tries for this model on an H200 (--cpu-moe, shares at 72192)
+BUDGETS = (97, 633, 144384)  # budgets of the recommender's grid for this model on an H200 (--cpu-moe; shares at the top)
 
 
 def cli_json(capsys, *argv: str) -> dict:
@@ -35,10 +35,10 @@ def explore(gt_model):
 
 
 def test_explore_policy_chart_and_predict_policy_agree_to_the_digit_for_every_policy(explore, capsys):
-    at = BUDGETS.index(588)
+    at = BUDGETS.index(633)
     for name in POLICIES:
         share = ["--cpu-share", "0.5"] if name == CPU_SHARE else []
-        predicted = cli_json(capsys, "predict", "--policy", name, "--budget-mib", "588", *share)
+        predicted = cli_json(capsys, "predict", "--policy", name, "--budget-mib", "633", *share)
         assert explore.decode_tps[name][at] == predicted["decode_tps"], name
     assert explore.decode_tps["belady"][at] > explore.decode_tps[REFERENCE][at]  # positive control: they differ
 
@@ -57,9 +57,9 @@ def test_explore_policy_chart_and_recommend_agree_to_the_digit(explore, capsys):
         ]
         return found
 
-    for budget in (93, 588):  # the default build (mainline) runs ClassLRU
+    for budget in (97, 633):  # the default build (mainline) runs ClassLRU
         assert option(budget, 0.0) == explore.decode_tps[CLASS_LRU][BUDGETS.index(budget)]
-    assert option(72192, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(72192)]
+    assert option(144384, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(144384)]
 
 
 def test_a_cpu_share_is_compared_at_its_default_knob_and_every_other_policy_without_one():
