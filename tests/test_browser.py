@@ -97,6 +97,8 @@ def server():
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+    proc.stdout.close()  # the server's output pipe: left to the GC it warns in whichever test runs next
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching
 
 TRACE = GROUNDTRUTH / "traces" / "b25.npz"
-BUDGETS = (97, 633, 144384)  # budgets of the recommender's grid for this model on an H200 (--cpu-moe; shares at the top)
+BUDGETS = (97, 633, 144384)  # the recommender's grid for this model on an H200 (--cpu-moe; shares at the top)
 
 
 def cli_json(capsys, *argv: str) -> dict:
