@@ -155,6 +155,7 @@ def test_every_page_opens_without_an_exception(browser, server):  # a browser al
 def watched(browser):
     """A page that records every request to a host other than the app's."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(120_000)  # a busy machine serves the page slowly; the answers are checked, not the wait
     page.outside = []
     page.on(
         "request",
