@@ -109,25 +109,33 @@ def _predict(argv: list[str]) -> dict:
     return json.loads(out.getvalue())
 
 
-def t4_plain_table() -> list[str]:
-    """The seed's T4 rows through the plain `predict` command, exactly as a user runs it."""
+def t4_plain_runs() -> list[tuple[str, list[str], dict, float, float | None]]:
+    """The seed's T4 rows through the plain `predict` command, exactly as a user runs it: (row, argv, its JSON,
+    measured decode t/s, measured prompt t/s or None)."""
+    return [
+        (name, argv, _predict(argv), measured, prompt) for name, (argv, measured, prompt) in t4_predict_argv().items()
+    ]
+
+
+def _speed_cells(pred: dict, measured: float, prompt: float | None) -> str:
+    """Decode and prompt, predicted / measured with the error, as table cells."""
+    prompt_cells = (
+        f"{pred['prefill_tps']:.0f} / {prompt:.0f} | {_pct(pred['prefill_tps'] / prompt - 1)}"
+        if prompt
+        else f"{pred['prefill_tps']:.0f} / - | -"
+    )
+    return f"{pred['decode_tps']:.1f} / {measured:.1f} | {_pct(pred['decode_tps'] / measured - 1)} | {prompt_cells}"
+
+
+def t4_plain_table(runs) -> list[str]:
     lines = [
         "| seed row | command | host layers | decode predicted / measured t/s | error | prompt predicted / measured "
         "t/s | error |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, (argv, measured, prompt) in t4_predict_argv().items():
-        pred = _predict(argv)
+    for name, argv, pred, measured, prompt in runs:
         command = " ".join(argv[3:-1])
-        prompt_cells = (
-            f"{pred['prefill_tps']:.0f} / {prompt:.0f} | {_pct(pred['prefill_tps'] / prompt - 1)}"
-            if prompt
-            else f"{pred['prefill_tps']:.0f} / - | -"
-        )
-        lines.append(
-            f"| {name} | `{command}` | {pred['host_layers']} | {pred['decode_tps']:.1f} / {measured:.1f} "
-            f"| {_pct(pred['decode_tps'] / measured - 1)} | {prompt_cells} |"
-        )
+        lines.append(f"| {name} | `{command}` | {pred['host_layers']} | {_speed_cells(pred, measured, prompt)} |")
     return lines
 
 
@@ -311,31 +319,21 @@ def write_block(path: Path, sections: list[str], begin: str = BEGIN, end: str = 
     path.write_text(text)
 
 
-def readme_block(record: dict) -> list[str]:
-    """The README's figures: leave-one-machine-out medians and the seed's T4 rows (decode and prompt) through the
-    plain `predict`, both from the stored calibration."""
+def readme_block(record: dict, runs) -> list[str]:
+    """The README's figures: leave-one-machine-out medians from the stored calibration and the seed's T4 rows
+    (decode and prompt) through the plain `predict`."""
     reports = record["leave_one_machine_out"].values()
     prompt = [list(r["prefill_errors"].values()) for r in reports if r["prefill_errors"]]
     lines = [summary_line([r["median_abs_error"] for r in reports], prompt, record["verdicts"]), ""]
     lines += ["| seed T4 row | decode predicted / measured t/s | error | prompt predicted / measured t/s | error |"]
     lines += ["|---|---|---|---|---|"]
-    for name, (argv, measured, prompt_tps) in t4_predict_argv().items():
-        pred = _predict(argv)
-        prompt_cells = (
-            f"{pred['prefill_tps']:.0f} / {prompt_tps:.0f} | {_pct(pred['prefill_tps'] / prompt_tps - 1)}"
-            if prompt_tps
-            else f"{pred['prefill_tps']:.0f} / - | -"
-        )
-        lines.append(
-            f"| {name} | {pred['decode_tps']:.1f} / {measured:.1f} | {_pct(pred['decode_tps'] / measured - 1)} "
-            f"| {prompt_cells} |"
-        )
-    return lines
+    return lines + [f"| {name} | {_speed_cells(pred, measured, p)} |" for name, _, pred, measured, p in runs]
 
 
 def main() -> None:
     if "--readme" in sys.argv[1:]:
-        write_block(README, readme_block(json.loads(CALIBRATION_JSON.read_text())), README_BEGIN, README_END)
+        record = json.loads(CALIBRATION_JSON.read_text())
+        write_block(README, readme_block(record, t4_plain_runs()), README_BEGIN, README_END)
         return
     points = all_points()
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
@@ -365,7 +363,8 @@ def main() -> None:
     print(file=sys.stderr)
     sections = ["### Leave one machine out", "", *lomo_table(points, reports, verdicts), ""]
     sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
-    sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(), ""]
+    t4_runs = t4_plain_runs()
+    sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(t4_runs), ""]
     sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]
     sections += ["### Decode at depth on third-party machines (never fitted)", "", *depth_table(points, params), ""]
     run6, run6_errors = run6_table()
@@ -378,7 +377,7 @@ def main() -> None:
     sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
     write_block(DOC, sections)
-    write_block(README, readme_block(record), README_BEGIN, README_END)
+    write_block(README, readme_block(record, t4_runs), README_BEGIN, README_END)
 
 
 if __name__ == "__main__":
