@@ -108,19 +108,21 @@ def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResul
     if set(knobs) - known:
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
 
+    mine = {n: {k: v for k, v in knobs.items() if k in POLICIES[n].knobs} for n in names}
+
     def runs_of(name: str) -> list:
-        mine = {k: v for k, v in knobs.items() if k in POLICIES[name].knobs}
-        if name == main and not mine:
+        if name == main and not mine[name]:
             return [from_simulation(r) for r in results]
         budgets = [r.budget_mib for r in results]
-        return run_policy(name, model, work, budgets, placement_without_machine(args), **mine)
+        return run_policy(name, model, work, budgets, placement_without_machine(args), **mine[name])
 
     out = []
     # the policies' passes release the GIL: on two threads they overlap where a policy uses one core
     for name, runs in zip(names, on_threads(runs_of, [(n,) for n in names]), strict=True):
         policy = POLICIES[name]
-        mine = {k: v for k, v in knobs.items() if k in policy.knobs}
-        item = policy.describe() | {"knobs": {k: v for k, v in ({**policy.knobs, **mine}).items() if v is not None}}
+        item = policy.describe() | {
+            "knobs": {k: v for k, v in ({**policy.knobs, **mine[name]}).items() if v is not None}
+        }
         if name == "static-hot-set":
             item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
         out.append(item | {"budgets": [r.as_dict() for r in runs]})
