@@ -60,6 +60,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = (ARTIFACTS / "browser-server.log").open("wb")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -75,7 +77,7 @@ def server():
             "127.0.0.1",
         ],
         cwd=ROOT,
-        stdout=subprocess.PIPE,
+        stdout=log,  # a file, not a pipe: a full, unread pipe blocked the server's logging and then its event loop
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -101,7 +103,7 @@ def server():
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    proc.stdout.close()  # the server's output pipe: left to the GC it warns in whichever test runs next
+    log.close()
 
 
 @pytest.fixture(scope="module")
