@@ -54,6 +54,26 @@ def qwen30b():
     return load_model(QWEN30B)
 
 
+# the longest files first (measured with --durations): `--dist loadfile --no-loadscope-reorder` hands files to the
+# workers in collection order, so a long file collected last would run alone at the end
+LONGEST_FIRST = (
+    "browser/test_stories_1_2.py",
+    "test_app.py",
+    "browser/test_stories_3_logs.py",
+    "browser/test_story_4.py",
+    "browser/test_visit_every_page.py",
+    "test_cli.py",
+    "test_jupyter.py",
+)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """The files of LONGEST_FIRST in its order, then the others in name order (a stable sort keeps each file's
+    tests together and in order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0].removeprefix("tests/"), len(rank)))
+
+
 def pytest_sessionstart(session) -> None:
     """Compile the kernels before any test (silently): a CLI test then never sees the first-run notice."""
     from moe_model.warmup import ensure_compiled

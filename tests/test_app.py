@@ -578,7 +578,7 @@ def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number()
 
 
 def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys):
-    """The small model on 8 GiB of RAM (235B on 64 GiB, the same refusal through the CLI: test_cli.py, slow)."""
+    """The small model on 8 GiB of RAM (its refusal on stderr: test_cli.py; 235B on 64 GiB: test_fit_advice.py)."""
     from moe_model.cli.main import main
 
     at = open_page("pages/explore.py", model=SMALL_MODEL, gpu="RTX 3060 12GB", ram="8")
