@@ -2,5 +2,5 @@
 
 Uses Debian's chromium (Playwright cannot download its own browser on these machines). Without it the tests are
 skipped with instructions, except under CI (CI=true), where they must run. A file is one xdist work unit
-(`--dist loadfile`), so the files run side by side; they are named so the longest is collected first.
+(`--dist loadfile`), so the files run side by side (tests/conftest.py's LONGEST_FIRST collects them first).
 """
