@@ -54,16 +54,21 @@ def qwen30b():
     return load_model(QWEN30B)
 
 
-# the longest files first (measured with --durations): `--dist loadfile --no-loadscope-reorder` hands files to the
-# workers in collection order, so a long file collected last would run alone at the end
+# the longest files first (their --durations in a full run): `--dist loadfile --no-loadscope-reorder` hands files to
+# the workers in this order, and a worker whose file has at most two tests left gets the next one too (the 4th and
+# 5th here go with the 1st and 3rd), so no long file is left to run alone at the end
 LONGEST_FIRST = (
-    "browser/test_stories_1_2.py",
-    "test_app.py",
     "browser/test_stories_3_logs.py",
+    "test_app.py",
+    "browser/test_stories_1_2.py",
     "browser/test_story_4.py",
+    "test_jupyter.py",
+    "test_app_across_pages.py",
+    "test_calibration.py",
+    "test_explore.py",
+    "test_machine.py",
     "browser/test_visit_every_page.py",
     "test_cli.py",
-    "test_jupyter.py",
 )
 
 

@@ -1,0 +1,286 @@
+"""One coherent explorer (issue 11) through Streamlit's AppTest: what is chosen on one page is kept on the others,
+the best setting agrees with Shopping and the CLI, uploads and a calibrated machine travel across pages.
+
+Apart from tests/test_app.py (each page on its own) so xdist's loadfile runs the two files side by side."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import GROUNDTRUTH, GT_HEADER, ROOT
+from streamlit.testing.v1 import AppTest
+from test_app import charts, open_page, trace
+
+
+def best_label(at: AppTest) -> str:
+    text = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
+    return text.removeprefix("**Best setting: ").split("**")[0]
+
+
+def test_model_and_gpu_chosen_on_one_page_are_kept_on_the_others():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("gpt-oss-20b-MXFP4.gguf").run()
+    at.sidebar.selectbox(key="gpu").set_value("RTX 3060 12GB").run()
+    at.sidebar.number_input(key="ctx").set_value(8192).run()
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py", "pages/learn.py", "pages/reference.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.sidebar.selectbox(key="model_choice").value == "gpt-oss-20b-MXFP4.gguf", page
+        assert at.sidebar.selectbox(key="gpu").value == "RTX 3060 12GB", page
+        if page in ("pages/explore.py", "pages/shopping.py"):  # the pages that predict share the context
+            assert at.sidebar.number_input(key="ctx").value == 8192, page
+
+
+def test_the_budget_number_box_and_slider_follow_each_other_within_what_fits():
+    at = open_page("pages/model_budget.py", gpu="RTX 3060 12GB")
+    box, slider = at.number_input(key="budget_box"), at.slider(key="budget")
+    fits = next(m.value for m in at.metric if m.label.startswith("largest that fits"))
+    assert box.max == slider.max == int(fits.removesuffix(" MiB").replace(",", "")) and box.value == slider.value
+    box.set_value(50).run()
+    assert at.slider(key="budget").value == 50 and "24 layers, q6_K:     8 slots (0.3%)" in at.code[0].value
+    at.slider(key="budget").set_value(3000).run()
+    assert at.number_input(key="budget_box").value == 3000
+    at.switch_page("pages/explore.py").run()
+    stop = int(at.slider(key="budget").step)  # Explore's slider moves between the budgets its curve simulates
+    assert at.number_input(key="budget_box").value == 3000  # kept across pages, exact
+    assert at.slider(key="budget").value == round(3000 / stop) * stop
+    at.number_input(key="budget_box").set_value(1234).run()
+    assert at.slider(key="budget").value == round(1234 / stop) * stop and at.query_params["budget"] == "1234"
+    assert any(m.value.startswith("**At 1,234 MiB**: ") for m in at.markdown) and not at.exception
+    at.slider(key="budget").set_value(4 * stop).run()
+    assert at.number_input(key="budget_box").value == 4 * stop
+    assert any(m.value.startswith(f"**At {4 * stop:,} MiB**: ") for m in at.markdown)
+
+
+def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
+    at = open_page("pages/model_budget.py", gpu="GeForce 256")
+    assert any("gpu=GeForce 256" in w.value for w in at.warning) and not at.exception
+    assert at.sidebar.selectbox(key="gpu").value == "Tesla T4"
+
+
+def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
+    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16")
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
+    at.switch_page("pages/explore.py").run()
+    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
+    assert not [v for v in trace(charts(at)["0"], "predicted (model)")["y"] if v is not None]  # no speed curve
+
+
+SMALL_MODEL = "Mixtral-8x7B-Q4_K_M.gguf"  # 8 experts a layer: the recommender runs in seconds
+
+
+def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
+    """The three agree whatever the model's size (Qwen3-30B in the browser's story 1); Shopping is asked for the
+    one card compared here."""
+    from moe_model.cli.main import main
+
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model=SMALL_MODEL, ctx="8192", cards="RTX 3060 12GB")
+    at.toggle(key="best").set_value(True).run()
+    explore = best_label(at)
+    at.switch_page("pages/shopping.py").run()
+    shop = at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "best setting"]
+    model = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
+    main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
+    cli = json.loads(capsys.readouterr().out)["best"]["label"]
+    assert explore == shop == cli, (explore, shop, cli)
+
+
+def test_logs_draw_one_measured_line_per_model_and_machine():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "t4-cpumoe-10000.log"]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    names = [t["name"] for t in charts(at)["0"]["data"]]
+    assert not at.exception and len(names) == len(set(names)) >= 2
+
+
+def test_logs_a_file_with_no_server_run_gets_one_message():
+    at = open_page("pages/logs.py")
+    text = b"".join(
+        b"stage %d ok\nllama_model_loader: loaded meta data with 30 key-value pairs\n" % i for i in range(18)
+    )
+    at.get("file_uploader")[0].set_value(("pipeline.log", text, "text/plain"))
+    at.run()
+    said = [m.value for m in [*at.warning, *at.error] if "pipeline.log" in m.value]
+    assert not at.exception and len(said) == 1 and not at.main.expander
+
+
+def test_learn_shows_the_lru_order_a_legend_and_why_a_step_ran_on_the_cpu():
+    at = open_page("pages/learn.py")
+    for _ in range(6):
+        at.button(key="learn_next").click().run()
+    assert any(c.value.startswith("LRU order of group 1, next eviction first: **L") for c in at.caption)
+    legend = [t.get("name") for t in charts(at)["0"]["data"][1:]]
+    assert "next eviction (least recently used)" in legend and "hit this step" in legend
+    at.slider(key="learn_users").set_value(4).run()
+    at.slider(key="learn_slider").set_value(6).run()
+    assert any("computes them from host memory on the CPU" in i.value for i in at.info)
+    at.button(key="learn_pool_budget").click().run()
+    assert at.slider(key="learn_budget").value > 48 and not at.warning and not at.exception
+
+
+def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
+    at = open_page("pages/logs.py")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
+    at.multiselect(key="log_examples").set_value(["t4-cpumoe-10000.log", *runs]).run()
+    at.button(key="calibrate").click().run()
+    table = at.table[0].value
+    assert list(table["run"]) == [f"{r}#1" for r in runs]  # distinct names; the T4 run is of another model
+    assert table["error in the fit %"].astype(float).abs().max() > 0 and not at.exception  # shown to 0.1 %
+    assert all(len(e.split(".")[1]) == 1 for e in table["error when left out %"])
+    assert any("on H200 (the GPU the logs name)" in c.value for c in at.caption)
+
+
+def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_load_mode_and_build():
+    # issue 22: the T4's kept PCIe 3.0 edits were applied to the calibrated H200 ("implausible pinned_gbs")
+    at = open_page("pages/logs.py", gpu="Tesla T4", gen="3", lanes="16", lm="none")
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    runs = [f"real H200 run: server_{case}.log" for case in ("off", "minall", "b10", "b25", "b50", "full")]
+    at.multiselect(key="log_examples").set_value(runs).run()
+    at.button(key="calibrate").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state["machine"].load_mode == "mmap"
+    at.switch_page("pages/model_budget.py").run()
+    assert not at.exception and not [e.value for e in at.error if "implausible" in e.value]
+    assert at.sidebar.selectbox(key="lm").value == "mmap"  # the load mode the runs were calibrated with
+    assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0
+    # and the build its logs show (no `build:` line, a cache size line in MiB only: b11549), named with hit rates
+    assert at.session_state["machine"].build == 11549 and at.sidebar.number_input(key="build").value == 11549
+    assert any("Hit rates: **lru-b11549** (simulated exactly), llama.cpp b11549." in c.value for c in at.caption)
+
+
+QWEN235_FILE = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+
+
+def upload_header(at: AppTest) -> None:
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    at.run()
+
+
+def test_an_uploaded_header_and_log_are_kept_across_pages_until_removed():
+    at = open_page("pages/model_budget.py")
+    upload_header(at)
+    assert at.query_params["model"].startswith("upload:") and at.query_params["model"].endswith(":h.gguf")
+    at.switch_page("pages/logs.py").run()
+    assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)"
+    at.get("file_uploader")[0].set_value(
+        ("b25.log", (GROUNDTRUTH / "logs" / "server_b25.log").read_bytes(), "text/plain")
+    )
+    at.run()
+    at.switch_page("pages/model_budget.py").run()
+    assert "6 layers, q6_K" in at.code[0].value  # still the uploaded model, not the bundled sample
+    at.switch_page("pages/logs.py").run()
+    assert at.multiselect(key="log_examples").value == []  # the bundled example does not replace the upload
+    assert [e.label for e in at.main.expander if "b25.log" in e.label] and not at.exception
+    assert any("b25.log" in c.value for c in at.sidebar.caption)  # named in the sidebar
+    [b for b in at.sidebar.button if b.key.startswith("rm_")][-1].click().run()  # the log, uploaded last
+    assert not [e for e in at.main.expander if "b25.log" in e.label] and not at.exception
+
+
+def test_a_link_to_an_uploaded_model_says_the_upload_is_needed_again():
+    at = open_page("pages/model_budget.py", model="upload:0123456789ab:mine.gguf")
+    assert any("uploaded header (mine.gguf): upload it again" in w.value for w in at.sidebar.warning)
+    assert at.sidebar.selectbox(key="model_choice").value == "upload a header prefix" and not at.exception
+
+
+def test_picking_another_gpu_keeps_the_hosts_ram_and_threads_and_a_button_applies_the_presets_host():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.number_input(key="hw_ram_Tesla T4").set_value(128.0).run()
+    at.sidebar.number_input(key="hw_threads_Tesla T4").set_value(12).run()
+    at.sidebar.selectbox(key="gpu").set_value("RTX 4090").run()
+    assert at.sidebar.number_input(key="hw_ram_RTX 4090").value == 128.0
+    assert at.sidebar.number_input(key="hw_threads_RTX 4090").value == 12
+    assert at.sidebar.number_input(key="hw_vram_RTX 4090").value == 24.0  # the card's own figures
+    at.sidebar.button(key="preset_host").click().run()
+    assert at.sidebar.number_input(key="hw_ram_RTX 4090").value == 64.0 and not at.exception
+    assert at.sidebar.number_input(key="hw_threads_RTX 4090").value == 8
+
+
+def test_a_setting_that_does_not_fit_says_what_would():
+    at = open_page("pages/model_budget.py", model=QWEN235_FILE, gpu="RTX 4090", ram="64")
+    advice = [i.value for i in at.info if i.value.startswith("**What would fit**")]
+    assert advice and "GiB of RAM" in advice[0] and not at.exception
+
+
+def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number():
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB")
+    at.sidebar.number_input(key="hw_cpu_RTX 3060 12GB").set_value(30.0).run()  # an edited machine
+    at.toggle(key="best").set_value(True).run()
+    best = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
+    at.button(key="apply_best").click().run()
+    assert at.query_params["best"] == "True"
+    tps = best.split("**: ", 1)[1].split(" t/s", 1)[0]
+    budget = int(best.split(" + ", 1)[1].split(" MiB", 1)[0])
+    assert at.number_input(key="budget_box").value == budget
+    assert at.sidebar.radio(key="placement").value == "--cpu-moe"
+    assert at.sidebar.selectbox(key="lm").value == ("none" if "pinned" in best else "mmap")
+    assert any(m.value.startswith(f"**At {budget:,} MiB**: {tps} t/s decode") for m in at.markdown), tps
+    at.switch_page("pages/shopping.py").run()  # an edited machine is Shopping's too: the same number
+    assert at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "decode t/s"] == float(tps)
+
+
+def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys):
+    """The small model on 8 GiB of RAM (its refusal on stderr: test_cli.py; 235B on 64 GiB: test_fit_advice.py)."""
+    from moe_model.cli.main import main
+
+    at = open_page("pages/explore.py", model=SMALL_MODEL, gpu="RTX 3060 12GB", ram="8")
+    at.toggle(key="best").set_value(True).run()
+    said = [e.value for e in at.error if e.value.startswith("nothing fits")]
+    model = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
+    assert main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ram-gib", "8", "--json"]) == 1
+    assert said == [json.loads(capsys.readouterr().out)["summary"]] and not at.exception
+    assert any(i.value.startswith("**What would fit**") for i in at.info)
+
+
+QWEN30B_PATH = str(ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+
+
+def test_explores_context_depth_slows_the_headline_raises_the_context_and_matches_predict(capsys):
+    from moe_model.cli.main import main
+
+    at = open_page("pages/explore.py")
+
+    def headline() -> str:
+        return next(m.value for m in at.markdown if m.value.startswith("**At "))
+
+    before = headline()
+    assert "at 512 tokens of context" in before and "first token after" in before and "(a model)" in before
+    at.sidebar.number_input(key="depth").set_value(32768).run()
+    after = headline()
+    budget = int(after.removeprefix("**At ").split(" MiB", 1)[0].replace(",", ""))
+    decode = [float(text.split("**: ", 1)[1].split(" t/s", 1)[0]) for text in (before, after)]
+    assert "at 32,768 tokens of context" in after and decode[1] < decode[0] and at.query_params["depth"] == "32768"
+    assert any(c.value.startswith("Context raised to -c 32,768") for c in at.sidebar.caption)
+    args = ["predict", "--model", QWEN30B_PATH, "--hardware", "t4", "--budget-mib", str(budget), "--json"]
+    assert main([*args, "--depth", "32768", "--ctx", "32768"]) == 0  # the page's inputs, the context it raised
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["vram"]["kv_cache"] > 3000  # the 32k context's KV cache is in the verdict the page leads with
+    shown = f"{cli['decode_tps']:.1f} t/s decode", f"{cli['prefill_tps']:,.0f} t/s", f"after {cli['ttft_s']:.2f} s"
+    assert all(s in after for s in shown), (shown, after)
+
+
+def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_token_as_recommend(capsys):
+    from moe_model.cli.main import main
+
+    at = open_page("pages/shopping.py", cards="Tesla T4")  # the sidebar's card alone keeps this short
+
+    def t4() -> dict:
+        return at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
+
+    before = t4()
+    assert before["prompt t/s"] > 0 and before["first token s"] > 0 and "–" in before["first token range s"]
+    at.sidebar.number_input(key="depth").set_value(32768).run()
+    after = t4()
+    assert after["decode t/s"] < before["decode t/s"]
+    args = ["recommend", "--model", QWEN30B_PATH, "--hardware", "t4", "--depth", "32768", "--ctx", "32768", "--json"]
+    main(args)
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert (after["best setting"], after["decode t/s"]) == (best["label"], round(best["decode_tps"], 1))
+    assert after["prompt t/s"] == round(best["prefill_tps"]) and after["first token s"] == round(best["ttft_s"], 2)
