@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from math import floor, log2
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import CLASS_LRU_NS_PER_LOOKUP_BUDGET, SIM_NS_PER_LOOKUP_PASS
@@ -157,11 +157,15 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     )  # fmt: skip
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
-    _budgets(
-        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
-        s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits, s.probe,
-        s.share, by_crf, s.remainder, s.cpu,
-    )  # fmt: skip
+    chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
+    try:
+        _budgets(
+            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
+            s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits,
+            s.probe, s.share, by_crf, s.remainder, s.cpu,
+        )  # fmt: skip
+    finally:
+        set_parallel_chunksize(chunksize)
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
