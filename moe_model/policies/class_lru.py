@@ -131,7 +131,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
     n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
-    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 2 * n_layer + 2)
+    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 3 * n_layer + 4)
 
 
 def ns_per_lookup(n_caps: int) -> float:
