@@ -294,9 +294,14 @@ def _head_score(c, links, used, first, me, now, clock, inv):
 def _best(scores, ties_high):
     """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
     best, best_score = -1, -1.0
-    for c in range(len(scores)):
-        if scores[c] >= 0 and (scores[c] > best_score or (ties_high and scores[c] == best_score)):
-            best, best_score = c, scores[c]
+    if ties_high:
+        for c in range(len(scores)):
+            if scores[c] >= best_score and scores[c] >= 0:
+                best, best_score = c, scores[c]
+    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
+        for c in range(len(scores)):
+            if scores[c] > best_score:
+                best, best_score = c, scores[c]
     return best
 
 
