@@ -76,14 +76,13 @@ def _victim(slots, ties_high=False, n_expert=8):
     """The class_lru kernel's choice during a plan() of layer 1 at clock 11 (layer 0's clock is at 10): class c's
     list holds only slot c, which holds an expert of the (layer, last use) given."""
     n = len(slots)
-    meta = np.array([[t, ((layer * n_expert + c) << 38) | (c << 32)] for c, (layer, t) in enumerate(slots)])
-    queues = np.zeros(2 * n, dtype=np.int32)
-    queues[::2] = np.arange(n)  # each class's queue: its one slot at position 0
-    head, tail, heads = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full((n, 4), -1, dtype=np.int64)
+    links = np.array(
+        [[-1, -1, layer * n_expert + c, (layer << class_lru._OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
+    )
+    used, first = np.array([t for _, t in slots]), np.arange(n)  # each class's list: its one slot
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
-    lists = (meta, queues, 0, 2, head, tail, heads, 1, 11, clock, n_expert, False, inv)
-    scores = np.array([class_lru._head_score(c, *lists) for c in range(n)])
-    return int(heads[class_lru._best(scores, ties_high), 1])
+    scores = np.array([class_lru._head_score(c, links, used, first, 1, 11, clock, inv) for c in range(n)])
+    return int(first[class_lru._best(scores, ties_high)])
 
 
 def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from math import floor, log2
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import CLASS_LRU_NS_PER_LOOKUP_BUDGET, SIM_NS_PER_LOOKUP_PASS
@@ -72,12 +72,10 @@ class ClassLruState:
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
     slot_of: np.ndarray  # [n_caps, n_keys]
-    meta: np.ndarray  # [total slots, 2]: the slot's last use (clock), and key << 38 | class << 32 | queue place
-    queue_offsets: np.ndarray  # [n_caps] first queue entry of each pool size: n_classes queues of 2 * cap + 16
-    queues: np.ndarray  # the class lists as append-only queues of slots (-1: the slot has moved on)
-    head: np.ndarray  # [n_caps, n_classes] first entry not yet known stale
-    tail: np.ndarray  # [n_caps, n_classes] next free entry
-    heads: np.ndarray  # [n_caps, n_classes, 4] the head last seen: position (-1 none), slot, last use, clock index
+    links: np.ndarray  # [total slots, 4] int32: previous and next slot in its class list (-1: none), key, class
+    used: np.ndarray  # [total slots] the slot's last use (clock)
+    first: np.ndarray  # [n_caps, n_classes] each class list's least recently used slot (-1: empty)
+    last: np.ndarray  # [n_caps, n_classes] and its most recently used
     filled: np.ndarray  # [n_caps] slots taken so far (empty slots are used in order)
     hits: np.ndarray  # [n_layer, 2, n_caps]
     distinct: np.ndarray  # [n_layer, 2]
@@ -104,7 +102,6 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     caps = np.asarray(caps, dtype=np.int64)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
     total = int(caps.sum())
-    queue_sizes = n_cls * _queue_size(caps)
     return ClassLruState(
         caps,
         np.concatenate(([0], np.cumsum(caps))).astype(np.int64),
@@ -117,12 +114,10 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
         np.full((n_caps, n_keys), -1, dtype=np.int32),
-        np.full((total, 2), -1, dtype=np.int64),
-        np.concatenate(([0], np.cumsum(queue_sizes)[:-1])).astype(np.int64),
-        np.zeros(int(queue_sizes.sum()), dtype=np.int32),
-        np.zeros((n_caps, n_cls), dtype=np.int64),
-        np.zeros((n_caps, n_cls), dtype=np.int64),
-        np.full((n_caps, n_cls, 4), -1, dtype=np.int64),
+        np.full((total, 4), -1, dtype=np.int32),
+        np.full(total, -1, dtype=np.int64),
+        np.full((n_caps, n_cls), -1, dtype=np.int64),
+        np.full((n_caps, n_cls), -1, dtype=np.int64),
         np.zeros(n_caps, dtype=np.int64),
         np.zeros((n_layer, 2, n_caps), dtype=np.int64),
         np.zeros((n_layer, 2), dtype=np.int64),
@@ -133,16 +128,10 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     )
 
 
-def _queue_size(caps: np.ndarray) -> np.ndarray:
-    """Entries per class queue: twice the pool, so a compaction (at most cap live entries) frees cap + 16."""
-    return 2 * np.asarray(caps, dtype=np.int64) + 16
-
-
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
     n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
-    queues = 4 * N_CLASSES * int(_queue_size(caps).sum())
-    return 16 * n_keys + 4 * n_caps * n_keys + 16 * total + queues + 8 * n_caps * (6 * N_CLASSES + 2 * n_layer + 2)
+    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 3 * n_layer + 4)
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -168,11 +157,15 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     )  # fmt: skip
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
-    _budgets(
-        rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0,
-        n_expert, s.group_clock, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.meta, s.queue_offsets,
-        s.queues, s.head, s.tail, s.heads, s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
-    )  # fmt: skip
+    chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
+    try:
+        _budgets(
+            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
+            s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits,
+            s.probe, s.share, by_crf, s.remainder, s.cpu,
+        )  # fmt: skip
+    finally:
+        set_parallel_chunksize(chunksize)
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -251,82 +244,78 @@ def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
     return order
 
 
-_T, _P = 0, 1  # ClassLruState.meta: a slot's last use, and key << 38 | class << 32 | place in its class queue
-_POS_MASK, _CLS_SHIFT, _KEY_SHIFT = (1 << 32) - 1, 32, 38
-
-
-@njit(cache=True, nogil=True)
-def _compact(c, meta, queues, seg, head, tail, heads):
-    """Move class c's live entries to the front of its queue, in order (rare: not inlined in the hot loop)."""
-    n = 0
-    for i in range(head[c], tail[c]):
-        q = queues[seg + i]
-        if q >= 0:
-            queues[seg + n] = q
-            meta[q, _P] = (meta[q, _P] & ~_POS_MASK) | n
-            n += 1
-    head[c], tail[c] = 0, n
-    heads[c, 0] = -1
+_PREV, _NEXT, _KEY, _CLS = 0, 1, 2, 3  # ClassLruState.links: a slot's neighbours in its class list, key, class
+_OWNER_SHIFT, _CLS_MASK = 8, 255  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _push(s, c, key, meta, queues, base, size, head, tail, heads):
-    """Append slot s (now holding `key`) to class c's queue; its previous entry is marked dead (-1), so stale
-    entries are skipped without reading their slot. A full queue is compacted first (positions change)."""
-    old = meta[s, _P]
-    if old >= 0:
-        queues[base + ((old >> _CLS_SHIFT) & 63) * size + (old & _POS_MASK)] = -1
-    seg = base + c * size
-    if tail[c] == size:
-        _compact(c, meta, queues, seg, head, tail, heads)
-    queues[seg + tail[c]] = s
-    meta[s, _P] = (np.int64(key) << _KEY_SHIFT) | (np.int64(c) << _CLS_SHIFT) | tail[c]
-    tail[c] += 1
+def _unlink(s, links, first, last):
+    """Take slot s out of its class list (a slot not yet in a list has class -1)."""
+    if links[s, _CLS] < 0:
+        return
+    c = links[s, _CLS] & _CLS_MASK
+    p, n = links[s, _PREV], links[s, _NEXT]
+    if p >= 0:
+        links[p, _NEXT] = n
+    else:
+        first[c] = n
+    if n >= 0:
+        links[n, _PREV] = p
+    else:
+        last[c] = p
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _head_score(c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv):
-    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() of `layer` used
-    its head (then it holds only slots this plan used). `heads` keeps each list's head (position, slot, last use,
-    clock index): a queue is append-only between compactions, so a live entry at the same place is the same use."""
-    seg, h = base + c * size, head[c]
-    while h < tail[c] and queues[seg + h] < 0:  # entries whose slot has moved on
-        h += 1
-    head[c] = h
-    if h == tail[c]:
+def _append(s, c, owner, links, first, last):
+    """Make slot s (its key's clock index `owner`) the most recently used of class c's list."""
+    t = last[c]
+    links[s, _PREV], links[s, _NEXT], links[s, _CLS] = t, -1, (owner << _OWNER_SHIFT) | c
+    if t >= 0:
+        links[t, _NEXT] = s
+    else:
+        first[c] = s
+    last[c] = s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _head_score(c, links, used, first, me, now, clock, inv):
+    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
+    `me`) used its head (then it holds only slots this plan used)."""
+    h = first[c]
+    if h < 0:
         return -1.0
-    if heads[c, 0] != h:
-        s = queues[seg + h]
-        owner = 0 if group_clock else (meta[s, _P] >> _KEY_SHIFT) // n_expert
-        heads[c, 0], heads[c, 1], heads[c, 2], heads[c, 3] = h, s, meta[s, _T], owner
-    last, owner = heads[c, 2], heads[c, 3]
-    if last == now and (group_clock or owner == layer):  # used by this plan(): its clock only moves forward
+    owner = links[h, _CLS] >> _OWNER_SHIFT
+    if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
         return -1.0
-    return (clock[owner] - last) * inv[c]
+    return (clock[owner] - used[h]) * inv[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _best(scores, ties_high):
     """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
     best, best_score = -1, -1.0
-    for c in range(len(scores)):
-        if scores[c] >= 0 and (scores[c] > best_score or (ties_high and scores[c] == best_score)):
-            best, best_score = c, scores[c]
+    if ties_high:
+        for c in range(len(scores)):
+            if scores[c] >= best_score and scores[c] >= 0:
+                best, best_score = c, scores[c]
+    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
+        for c in range(len(scores)):
+            if scores[c] > best_score:
+                best, best_score = c, scores[c]
     return best
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _budgets(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, n_expert,
-    group_clock, ties_high, inv, caps, offsets, slot_of_all, meta, queue_offsets, queues, head_all, tail_all,
-    heads_all, filled, hits, probe, share, by_crf, remainder, cpu,
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, group_clock,
+    ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
+    share, by_crf, remainder, cpu,
 ):  # fmt: skip
     """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
     share, once a pool is full that share of each record's misses, the lowest CRF first, is computed on the CPU
     and not kept (b12191's --moe-cache-cpu-share on ClassLRU's lists)."""
     for b in prange(len(caps)):
-        head, tail, heads, slot_of = head_all[b], tail_all[b], heads_all[b], slot_of_all[b]
-        base, size = queue_offsets[b], 2 * caps[b] + 16
+        first, last, slot_of = first_all[b], last_all[b], slot_of_all[b]
         scores = np.empty(len(inv), dtype=np.float64)
         clock = clock0.copy()
         found = np.zeros(2 * hits.shape[0], dtype=np.int64)  # this pool size's hits per (layer, class)
@@ -342,14 +331,18 @@ def _budgets(
                         probe[b] += 1
                 continue
             layer, now = rec_layer[r], rec_now[r]
-            clock[0 if group_clock else layer] = now
+            owner = 0 if group_clock else layer
+            clock[owner] = now
             n_hit = 0
             for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
                 s = slot_of[ent_key[q]]
                 if s >= 0:
                     n_hit += 1
-                    meta[s, _T] = now
-                    _push(s, ent_cls[q], ent_key[q], meta, queues, base, size, head, tail, heads)
+                    used[s] = now
+                    c = ent_cls[q]
+                    if last[c] != s:  # already its class's most recent: the list is unchanged
+                        _unlink(s, links, first, last)
+                        _append(s, c, owner, links, first, last)
             found[layer * 2 + rec_large[r]] += n_hit
             if n_hit == hi - lo:
                 continue
@@ -379,25 +372,20 @@ def _budgets(
                     if not scored:
                         for c in range(len(inv)):
                             scores[c] = _head_score(
-                                c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
-                                group_clock, inv,
+                                c, links, used, first, owner, now, clock, inv
                             )  # fmt: skip
                         scored = True
                     c = _best(scores, ties_high)
-                    s = heads[c, 1]
-                    head[c] += 1  # the victim was its list's head: the next one takes its place
-                    scores[c] = _head_score(
-                        c, meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert, group_clock, inv
-                    )
-                    slot_of[meta[s, _P] >> _KEY_SHIFT] = -1
+                    s = first[c]
+                    _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
+                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv)
+                    slot_of[links[s, _KEY]] = -1
                 slot_of[key] = s
-                meta[s, _T] = now
-                _push(s, ent_cls[q], key, meta, queues, base, size, head, tail, heads)
-                if scored:  # the list it joined may have been empty: its head is now this plan's
-                    scores[ent_cls[q]] = _head_score(
-                        ent_cls[q], meta, queues, base, size, head, tail, heads, layer, now, clock, n_expert,
-                        group_clock, inv,
-                    )  # fmt: skip
+                used[s] = now
+                links[s, _KEY] = key
+                _append(s, ent_cls[q], owner, links, first, last)
+                if scored and first[ent_cls[q]] == s:  # it joined an empty list: its head is now this plan's
+                    scores[ent_cls[q]] = -1.0
         for i in range(len(found)):
             hits[i // 2, i % 2, b] += found[i]
 

@@ -1,0 +1,71 @@
+"""ClassLRU's linked-list kernel gives the counts of the append-only-queue kernel it replaced
+(tests/reference_class_lru.py) on many small random cases: every knob, CPU shares, probed and skipped records,
+records streamed in chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import reference_class_lru as before
+
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.policies import class_lru
+
+KNOB_SETS = [
+    {},
+    {"clock": "group"},
+    {"ties": "high-class"},
+    {"increment": 0.5, "half_life_tokens": 3.0},
+    {"n_classes": 2},
+    {"n_classes": 1},
+    {"half_life_tokens": 8.0, "ties": "high-class", "clock": "group"},
+]
+
+
+def random_case(rng):
+    """A random group of records: (kernel inputs by chunk, caps, knobs, share, n_layer, n_expert)."""
+    n_layer, n_expert, k = int(rng.integers(1, 5)), int(rng.choice([4, 8, 16])), int(rng.integers(1, 4))
+    k = min(k, n_expert)
+    hot = int(rng.integers(k, n_expert + 1))  # small hot sets: reuse, hits inside records, full lists
+    n_rec = int(rng.integers(1, 150))
+    ntok = rng.choice([1, 1, 1, 1, 2, 3, 5, 9, 33], size=n_rec).astype(np.int32)
+    layer = rng.integers(0, n_layer, size=n_rec).astype(np.int32)
+    ids = np.concatenate([rng.permuted(np.tile(np.arange(hot), (t, 1)), axis=1)[:, :k].ravel() for t in ntok])
+    off = np.concatenate([[0], np.cumsum(ntok.astype(np.int64) * k)[:-1]])
+    mode = rng.choice([MODE_CACHE] * 8 + [MODE_PROBE, MODE_SKIP], size=n_rec).astype(np.int8)
+    mode[(ntok > 32) & (mode == MODE_CACHE)] = MODE_PROBE  # llama.cpp offloads a large batch
+    large = (ntok > 8).astype(np.int8)
+    cuts = np.sort(rng.choice(np.arange(1, n_rec + 1), size=min(n_rec, int(rng.integers(1, 4))), replace=False))
+    chunks = [slice(a, b) for a, b in zip(np.concatenate([[0], cuts[:-1]]), cuts, strict=True)]
+    if cuts[-1] < n_rec:
+        chunks.append(slice(int(cuts[-1]), n_rec))
+    inputs = [(layer[c], ntok[c], off[c], mode[c], large[c], ids.astype(np.int32), k, n_expert) for c in chunks]
+    cached = [len(set(ids[o : o + t * k])) for o, t, m in zip(off, ntok, mode, strict=True) if m == MODE_CACHE]
+    need = max(cached, default=1)
+    top = max(need + 1, n_layer * n_expert // 2)  # most pools evict, some never fill
+    caps = np.unique(rng.integers(need, top, size=int(rng.integers(1, 6))))  # one pass: every pool holds a record
+    knobs = KNOB_SETS[int(rng.integers(len(KNOB_SETS)))]
+    share = float(rng.choice([0.0, 0.0, 0.3, 0.7, 1.0]))
+    return inputs, caps, knobs, share, n_layer, n_expert
+
+
+def replay(module, case):
+    inputs, caps, knobs, share, n_layer, n_expert = case
+    state = module.new_state(caps, n_layer, n_expert, share=share, **knobs)
+    for chunk in inputs:
+        module.feed(state, *chunk)
+    return (*module.results(state), module.cpu_counts(state), state.filled.copy())
+
+
+def test_linked_list_kernel_counts_equal_the_queue_kernel_on_random_cases():
+    rng = np.random.default_rng(20)
+    evicting, probed, on_cpu = 0, 0, 0  # what the cases exercised: pools that evicted, probe hits, CPU misses
+    for _ in range(600):
+        case = random_case(rng)
+        new, old = replay(class_lru, case), replay(before, case)
+        for got, want in zip(new, old, strict=True):
+            assert np.array_equal(got, want), case
+        hits, distinct, probe, cpu, _ = new
+        uploads = distinct.sum() - hits.sum(axis=(0, 1)) - cpu.sum(axis=0)
+        evicting += int(np.sum(uploads > case[1]))
+        probed, on_cpu = probed + int(probe.sum() > 0), on_cpu + int(cpu.sum() > 0)
+    assert evicting > 600 and probed > 400 and on_cpu > 150
