@@ -96,6 +96,63 @@ def test_a_failing_computation_fails_each_caller_with_its_own_error():
     assert errors == ["refused", "refused"] and len(store) == 0
 
 
+def stopped_session_spinner(monkeypatch) -> None:
+    """st.spinner as a session that reran or closed meanwhile meets it: its exit's Streamlit call raises."""
+    from contextlib import contextmanager
+
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    @contextmanager
+    def spinner(text, **kwargs):
+        yield
+        raise StopException()
+
+    monkeypatch.setattr(cached.st, "spinner", spinner)
+
+
+def test_a_result_finished_for_a_session_that_stopped_meanwhile_is_kept_for_the_others(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    stopped_session_spinner(monkeypatch)
+    calls = []
+
+    @cached.app_cached("Computing...")
+    def slow_result(n: int) -> list[int]:
+        calls.append(n)
+        return [n]
+
+    slow_result.clear()
+    with pytest.raises(StopException):  # the session that asked has gone: it stops, its result stays
+        slow_result(7)
+    monkeypatch.undo()
+    assert slow_result(7) == [7] and calls == [7]  # the next session finds it, not computed again
+    slow_result.clear()
+
+
+def test_a_cached_call_inside_a_shared_computation_shows_nothing_that_could_stop_it(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    stopped_session_spinner(monkeypatch)
+    calls = []
+
+    @cached.app_cached("Inner...")
+    def inner(n: int) -> int:
+        calls.append("inner")
+        return n + 1
+
+    @cached.app_cached("Outer...")
+    def outer(n: int) -> int:
+        calls.append("outer")
+        return inner(n) * 2
+
+    inner.clear(), outer.clear()
+    with pytest.raises(StopException):  # only where the session waits, after the computation
+        outer(1)
+    monkeypatch.undo()
+    assert outer(1) == 4 and inner(1) == 2 and calls == ["outer", "inner"]
+    inner.clear(), outer.clear()
+
+
 def test_a_workload_is_measured_by_its_arrays():
     work = build_workload(make_token_trace(np.zeros((1000, 4, 2), np.int16) + [0, 1]))
     arrays = sum(
