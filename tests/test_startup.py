@@ -7,6 +7,9 @@ import gc
 import sys
 import threading
 
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+
 from ui import startup
 
 
@@ -40,3 +43,11 @@ def test_concurrent_first_runs_prepare_once(monkeypatch):
         assert started == [1] and startup._PREPARED.is_set()
     finally:
         gc.unfreeze()
+
+
+def test_a_page_opened_by_its_link_on_a_fresh_server_runs_through_app_py():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.switch_page("pages/learn.py")  # Streamlit's pages-folder mode: the page's file alone, as on a fresh server
+    at.run()
+    assert [t.value for t in at.sidebar.title] == ["MoE Cache Explorer"] and not at.exception
+    assert at.session_state[startup.APP_RAN] and at.slider(key="learn_slider").value == 0

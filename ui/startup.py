@@ -7,6 +7,9 @@ import gc
 import importlib
 import threading
 
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
 from moe_model.warmup import is_compiled, warm_up
 from ui.cached import warm_kernels_in_background
 
@@ -43,3 +46,21 @@ def prepare_process() -> None:
             warm_up()  # every kernel loaded from numba's cache now, not in a session waiting on numba's lock
         gc.freeze()
         _PREPARED.set()
+
+
+APP_RAN = "_app_ran"  # session_state: this session's runs have gone through app.py
+
+
+def app_runs() -> None:
+    """app.py's mark: this session's pages run through it (through_app has nothing to do)."""
+    st.session_state[APP_RAN] = True
+
+
+def through_app() -> None:
+    """Run this page through app.py once per session. With a pages/ folder beside app.py, Streamlit runs a linked
+    page's file alone (its first multipage mode) until app.py's st.navigation first runs in the process: a visitor
+    opening a link on a fresh server got file-named pages, no page config and no prepare_process (no kernels)."""
+    if not st.session_state.get(APP_RAN):
+        PagesManager.uses_pages_directory = False  # what st.navigation sets: every run goes through app.py now
+        app_runs()
+        st.rerun()
