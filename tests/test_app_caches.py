@@ -86,6 +86,27 @@ def test_concurrent_callers_of_one_key_share_one_computation():
     assert len(calls) == 1 and len({id(v) for v in got}) == 1
 
 
+def test_a_key_being_computed_does_not_hold_a_caller_of_another_key():
+    store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
+    started, release = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(60)
+        return b"a"
+
+    slow_caller = threading.Thread(target=store.get_or_compute, args=(("A",), slow))
+    slow_caller.start()
+    try:
+        assert started.wait(30)
+        assert store.get_or_compute(("B",), lambda: b"b") == (b"b", True)  # while A is still being computed
+        assert not store.lookup(("A",))[0]
+    finally:
+        release.set()
+        slow_caller.join(60)
+    assert store.lookup(("A",)) == (True, b"a")
+
+
 def test_a_failing_computation_fails_each_caller_with_its_own_error():
     store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
     errors = []
