@@ -5,7 +5,7 @@ streamlit run app.py
 
 import streamlit as st
 
-from ui.cached import warm_kernels_in_background
+from ui.startup import app_runs, prepare_process
 
 # a local icon: a Material one is fetched from fonts.gstatic.com, and the app must work offline
 st.set_page_config(page_title="MoE Cache Explorer", page_icon="ui/icon.png", layout="wide")
@@ -21,5 +21,6 @@ PAGES = [
 
 st.sidebar.title("MoE Cache Explorer")
 st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
-warm_kernels_in_background()  # a fresh install compiles in a subprocess: no session waits on its GIL
+prepare_process()  # once: kernels (a fresh install compiles in a subprocess), imports, then gc.freeze()
+app_runs()
 st.navigation(PAGES).run()

@@ -54,9 +54,12 @@ from ui.sidebar import (
     sidebar_placement,
     sidebar_serving,
 )
+from ui.startup import through_app
 from ui.state import SCENARIO, keep, kept, kept_toggle
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path, prompt_text, runnable
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Explore")
 st.caption(

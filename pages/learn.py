@@ -13,7 +13,10 @@ from moe_model.policies.lazy_unload import idle_limit
 from moe_model.policies.stepper import STEPPABLE, Step, steps
 from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
 from ui.sidebar import sidebar_session
+from ui.startup import through_app
 from ui.widgets import friendly_errors
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 MAX_TOY_BUDGET = 160
 

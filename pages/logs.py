@@ -12,10 +12,13 @@ from moe_model.speed.measurements import crosscheck, point_from_run
 from ui.cached import cached_log, content_key
 from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
+from ui.startup import through_app
 from ui.state import keep, kept
 from ui.tables import calibration_table, readable, run_summary
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 EXAMPLES = {p.name: p for p in sorted(data_path("logs").glob("*.log"))} | {
     f"real H200 run: {p.name}": p for p in sorted(data_path("groundtruth", "logs").glob("server_*.log"))

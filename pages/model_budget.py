@@ -22,8 +22,11 @@ from ui.sidebar import (
     sidebar_placement,
     sidebar_serving,
 )
+from ui.startup import through_app
 from ui.tables import readable
 from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path, runnable
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Model & budget")
 st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")

@@ -8,8 +8,11 @@ from moe_model.speed.calibration import load_calibration
 from moe_model.speed.measured import engines, field_rows
 from moe_model.speed.measurements import load_reference
 from ui.sidebar import sidebar_session
+from ui.startup import through_app
 from ui.tables import readable
 from ui.widgets import friendly_errors
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Reference measurements")
 st.caption(

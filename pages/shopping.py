@@ -12,8 +12,11 @@ from ui.cached import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
+from ui.startup import through_app
 from ui.state import HARDWARE, keep, kept, kept_toggle
 from ui.widgets import friendly_errors, model_flag_path, runnable, setting_input
+
+through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Hardware shopping")
 st.caption(

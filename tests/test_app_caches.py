@@ -86,6 +86,27 @@ def test_concurrent_callers_of_one_key_share_one_computation():
     assert len(calls) == 1 and len({id(v) for v in got}) == 1
 
 
+def test_a_key_being_computed_does_not_hold_a_caller_of_another_key():
+    store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
+    started, release = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(60)
+        return b"a"
+
+    slow_caller = threading.Thread(target=store.get_or_compute, args=(("A",), slow))
+    slow_caller.start()
+    try:
+        assert started.wait(30)
+        assert store.get_or_compute(("B",), lambda: b"b") == (b"b", True)  # while A is still being computed
+        assert not store.lookup(("A",))[0]
+    finally:
+        release.set()
+        slow_caller.join(60)
+    assert store.lookup(("A",)) == (True, b"a")
+
+
 def test_a_failing_computation_fails_each_caller_with_its_own_error():
     store = ByteBudgetCache(max_bytes=2**20, entry_bytes=2**20, ttl_s=3600)
     errors = []
@@ -94,6 +115,63 @@ def test_a_failing_computation_fails_each_caller_with_its_own_error():
             store.get_or_compute(("bad",), lambda: (_ for _ in ()).throw(WorkloadError("refused")))
         errors.append(str(err.value))
     assert errors == ["refused", "refused"] and len(store) == 0
+
+
+def stopped_session_spinner(monkeypatch) -> None:
+    """st.spinner as a session that reran or closed meanwhile meets it: its exit's Streamlit call raises."""
+    from contextlib import contextmanager
+
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    @contextmanager
+    def spinner(text, **kwargs):
+        yield
+        raise StopException()
+
+    monkeypatch.setattr(cached.st, "spinner", spinner)
+
+
+def test_a_result_finished_for_a_session_that_stopped_meanwhile_is_kept_for_the_others(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    stopped_session_spinner(monkeypatch)
+    calls = []
+
+    @cached.app_cached("Computing...")
+    def slow_result(n: int) -> list[int]:
+        calls.append(n)
+        return [n]
+
+    slow_result.clear()
+    with pytest.raises(StopException):  # the session that asked has gone: it stops, its result stays
+        slow_result(7)
+    monkeypatch.undo()
+    assert slow_result(7) == [7] and calls == [7]  # the next session finds it, not computed again
+    slow_result.clear()
+
+
+def test_a_cached_call_inside_a_shared_computation_shows_nothing_that_could_stop_it(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    stopped_session_spinner(monkeypatch)
+    calls = []
+
+    @cached.app_cached("Inner...")
+    def inner(n: int) -> int:
+        calls.append("inner")
+        return n + 1
+
+    @cached.app_cached("Outer...")
+    def outer(n: int) -> int:
+        calls.append("outer")
+        return inner(n) * 2
+
+    inner.clear(), outer.clear()
+    with pytest.raises(StopException):  # only where the session waits, after the computation
+        outer(1)
+    monkeypatch.undo()
+    assert outer(1) == 4 and inner(1) == 2 and calls == ["outer", "inner"]
+    inner.clear(), outer.clear()
 
 
 def test_a_workload_is_measured_by_its_arrays():

@@ -252,18 +252,13 @@ def app_cached(spinner: str | None = None, *, kernels: bool = False):
             large = _session_results()
             if large is not None and large.get(name, (None,))[0] == key:
                 return large[name][1]
-
-            def compute():
-                if kernels:
-                    wait_for_kernels()
-                if spinner is None:
-                    return function(*args, **kwargs)
-                with st.spinner(spinner):
-                    return function(*args, **kwargs)
-
-            value, kept = STORE.get_or_compute(key, compute)
-            if not kept and large is not None:
-                large[name] = (key, value)
+            hit, value = STORE.lookup(key)
+            if hit:
+                return value
+            with _shown_while_computing(spinner, kernels):
+                value, kept = STORE.get_or_compute(key, partial(_computing, function, args, kwargs))
+                if not kept and large is not None:
+                    large[name] = (key, value)
             return value
 
         def key_of(*args, **kwargs) -> tuple:
@@ -277,6 +272,35 @@ def app_cached(spinner: str | None = None, *, kernels: bool = False):
         return cached_call
 
     return wrap
+
+
+_COMPUTING = threading.local()  # depth: how many shared computations this thread is inside
+
+
+def _computing(function: Callable, args: tuple, kwargs: dict):
+    """function(*args, **kwargs) as a shared computation: the cached calls it makes show nothing."""
+    _COMPUTING.depth = getattr(_COMPUTING, "depth", 0) + 1
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _COMPUTING.depth -= 1
+
+
+@contextmanager
+def _shown_while_computing(spinner: str | None, kernels: bool) -> Iterator[None]:
+    """What a session sees while a result it asked for is computed or awaited: the kernels' first compilation, then
+    the spinner. Never inside a shared computation: a Streamlit call of a session that has rerun or closed raises
+    there (StopException), which threw away the finished result that other sessions were waiting for."""
+    if getattr(_COMPUTING, "depth", 0):
+        yield
+        return
+    if kernels:
+        wait_for_kernels()
+    if spinner is None:
+        yield
+        return
+    with st.spinner(spinner):
+        yield
 
 
 def _session_results() -> dict | None:
