@@ -3,6 +3,7 @@
 
     python scripts/load_mixed.py                    # 8 sessions for 90 s of interaction (needs Chromium)
     python scripts/load_mixed.py --seconds 60 --start-after 10
+    python scripts/load_mixed.py --browser-cpu 1    # the browsers on CPU 1, the server on the others (as if remote)
 
 Starts its own server bound to 127.0.0.1 on a free port, with a fresh app (empty caches) and this install's
 numba cache as it is. A wait is the time from an action (opening the page, moving a slider, uploading a log,
@@ -32,12 +33,13 @@ GPUS = ("RTX 3090", "Tesla T4", "RTX 4090")
 MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")
 
 
-def start_server(port: int) -> tuple[subprocess.Popen, float]:
-    """`streamlit run app.py` on loopback; returns it and the moment it was started, once it answers."""
+def start_server(port: int, cpus: set[int] | None = None) -> tuple[subprocess.Popen, float]:
+    """`streamlit run app.py` on loopback (on `cpus` if given); returns it and when it started, once it answers."""
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     cmd += ["--server.headless", "true", "--server.address", HOST]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None  # before exec: every thread it starts inherits it
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pin)
     while time.monotonic() < started + 90:
         with contextlib.suppress(OSError):
             if urllib.request.urlopen(f"http://{HOST}:{port}/_stcore/health", timeout=2).read() == b"ok":
@@ -45,6 +47,17 @@ def start_server(port: int) -> tuple[subprocess.Popen, float]:
         time.sleep(0.5)
     proc.kill()
     raise SystemExit("streamlit did not become healthy in 90 s")
+
+
+def split_cores(browser_cpu: int | None) -> set[int] | None:
+    """None, or the server's CPUs (all but `browser_cpu`) with this process, and the Chromium it starts, on that one."""
+    if browser_cpu is None:
+        return None
+    cpus = os.sched_getaffinity(0)
+    if browser_cpu not in cpus or len(cpus) < 2:
+        raise SystemExit(f"--browser-cpu {browser_cpu}: needs one of CPUs {sorted(cpus)} and at least two")
+    os.sched_setaffinity(0, {browser_cpu})
+    return cpus - {browser_cpu}
 
 
 async def settle(page, timeout_s: float, start_s: float = 1.5) -> None:
@@ -123,12 +136,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=90.0, help="interaction time, at most 600")
     parser.add_argument("--start-after", type=float, default=10.0, help="seconds after `streamlit run`")
     parser.add_argument("--timeout", type=float, default=120.0, help="the longest one wait may take")
+    parser.add_argument(
+        "--browser-cpu", type=int, help="the 8 browsers on this CPU, the server on the rest (visitors' own machines)"
+    )
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("no Chromium: apt-get install chromium")
     port = free_port()
-    proc, started = start_server(port)
+    proc, started = start_server(port, split_cores(args.browser_cpu))
     try:
         out = asyncio.run(
             run(
@@ -144,7 +160,8 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=15)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"8 sessions from {args.start_after:g} s after `streamlit run`, {args.seconds:g} s; load average now {load}")
+    where = "browsers on their own CPU" if args.browser_cpu is not None else "browsers and server sharing every CPU"
+    print(f"8 sessions from {args.start_after:g} s after `streamlit run`, {args.seconds:g} s, {where}; load now {load}")
     worst = 0.0
     for name in sorted(k for k in out if k != "rss"):
         waits, errors = out[name]
