@@ -26,10 +26,17 @@ import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
-from moe_model.limits import MAX_CONCURRENCY, MAX_SYNTHETIC_TOKENS, check_at_most
+from moe_model.limits import (
+    MAX_CONCURRENCY,
+    MAX_SYNTHETIC_TOKENS,
+    ROUTING_ROWS_CELLS_PER_THREAD,
+    available_cores,
+    check_at_most,
+)
 from moe_model.llama.batching import build_workload
 from moe_model.readers.traces import make_token_trace
 from moe_model.resources import data_path
+from moe_model.threads import run_all, worker_pool
 from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
 
 SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
@@ -95,26 +102,50 @@ def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
     return lengths
 
 
+def _draw(rows: slice, u: np.ndarray, keep, active, base_rows, prev, k: int) -> None:
+    """One step's top-k draw for these rows of (sequence, layer), in place in u's rows: the numbers of
+    `_pick(where(active, base + _gumbel, -inf), k)` on any split of the rows."""
+    scores = u[rows]
+    np.log(scores, out=scores)
+    np.negative(scores, out=scores)
+    np.log(scores, out=scores)
+    np.subtract(base_rows[rows], scores, out=scores)  # base + gumbel: top-k of these = draw by popularity
+    np.copyto(scores, -np.inf, where=~active[rows])
+    if keep is not None:
+        held = prev[rows]
+        np.put_along_axis(scores, held, np.where(keep[rows], np.inf, np.take_along_axis(scores, held, axis=-1)), -1)
+    np.negative(scores, out=scores)
+    prev[rows] = np.argpartition(scores, k - 1, axis=-1)[:, :k]  # _pick's order of the k
+
+
 def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray, rng: np.random.Generator):
-    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16."""
+    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16.
+
+    Each step draws its random numbers in one stream (the same order at any thread count); the arithmetic and the
+    top-k run on threads over (sequence, layer) rows, where a step has enough of them (numpy releases the GIL)."""
     n_seq, seq_len = len(lengths), int(lengths.max())
     n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
+    n_rows = n_seq * n_layer
     n_active = min(n_expert, max(k, round(knobs.working_set * n_expert)))
     active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
     first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
     np.put_along_axis(active, first, True, axis=-1)
-    out = np.empty((n_seq, seq_len, n_layer, k), dtype=np.int16)
-    prev = None
-    for t in range(seq_len):
-        scores = np.where(active, base + _gumbel(rng, active.shape), -np.inf)  # top-k of these = draw by popularity
-        if prev is not None and knobs.reuse > 0:
-            keep = rng.random(prev.shape) < knobs.reuse
-            np.put_along_axis(scores, prev, np.where(keep, np.inf, np.take_along_axis(scores, prev, axis=-1)), axis=-1)
-        prev = _pick(scores, k)
-        out[:, t] = prev
-        if knobs.drift > 0 and n_active < n_expert:
-            _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
-    return np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+    flat_active = active.reshape(n_rows, n_expert)  # a view: the drift's swaps show through
+    base_rows = np.broadcast_to(base, active.shape).reshape(n_rows, n_expert)
+    out = np.empty((seq_len, n_rows, k), dtype=np.int16)
+    prev = np.empty((n_rows, k), dtype=np.intp)
+    n_parts = min(available_cores(), n_rows * n_expert // ROUTING_ROWS_CELLS_PER_THREAD) or 1
+    parts = [slice(r[0], r[-1] + 1) for r in np.array_split(np.arange(n_rows), n_parts)]
+    with worker_pool(n_parts) as pool:
+        for t in range(seq_len):
+            u = rng.random((n_rows, n_expert))
+            keep = rng.random((n_rows, k)) < knobs.reuse if t > 0 and knobs.reuse > 0 else None
+            run_all(pool, _draw, [(rows, u, keep, flat_active, base_rows, prev, k) for rows in parts])
+            out[t] = prev
+            if knobs.drift > 0 and n_active < n_expert:
+                _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
+    out = out.reshape(seq_len, n_seq, n_layer, k)
+    return np.concatenate([out[: lengths[s], s] for s in range(n_seq)])
 
 
 def generate(
