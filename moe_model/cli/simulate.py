@@ -101,9 +101,11 @@ def _simulate_with_policies(
     args, model: ModelSpec, work: Workload, budgets: list[int], main: Policy
 ) -> tuple[list[SimResult], list[dict]]:
     """The build's own simulation and each chosen policy on the same workload and budgets, all on one pool of
-    threads (their passes release the GIL, so each core stays busy); the build's own policy reuses the simulation."""
+    threads (their passes release the GIL, so each core stays busy), those on numba's threads one after another;
+    the build's own policy reuses the simulation."""
     from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import POLICIES, get_policy, run_policy
+    from moe_model.policies import NUMBA_PARALLEL, POLICIES, get_policy, run_policy
+    from moe_model.policies.entries import shared_builds
     from moe_model.policies.lru import from_simulation
     from moe_model.threads import on_threads
 
@@ -118,12 +120,16 @@ def _simulate_with_policies(
     reused = main.name if main.name in names and not mine[main.name] else None
 
     def job(name: str | None) -> list:
-        if name is None:  # the simulation, first: the longest single-threaded job
+        if name is None:
             return simulate_budgets(model, work, budgets, placement, main.kernel())
         return run_policy(name, model, work, budgets, placement, **mine[name])
 
-    jobs = [None, *(n for n in names if n != reused)]
-    done = dict(zip(jobs, on_threads(job, [(n,) for n in jobs]), strict=True))
+    todo = [None, *(n for n in names if n != reused)]  # None: the simulation
+    serial = [n for n in todo if (main.name if n is None else n) in NUMBA_PARALLEL]
+    chains = [chain for chain in (serial, *([n] for n in todo if n not in serial)) if chain]  # the longest first
+    with shared_builds():  # Belady and the static set look the same entries up
+        chained = on_threads(lambda chain: [job(n) for n in chain], [(chain,) for chain in chains])
+    done = {n: r for chain, rs in zip(chains, chained, strict=True) for n, r in zip(chain, rs, strict=True)}
     results = done[None]
     out = []
     for name in names:
