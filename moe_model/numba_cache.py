@@ -22,7 +22,7 @@ def use_user_cache_dir() -> None:
 def sleep_between_parallel_kernels() -> None:
     """OMP_WAIT_POLICY=PASSIVE unless already set: numba's OpenMP threads (ClassLRU's pool sizes) otherwise spin
     after each chunk's kernel, taking a core from the passes running beside it (`simulate --policy all` on 4
-    budgets: 17.3 s of CPU spinning, 12.4 s passive, load ~10-17)."""
+    budgets, alternated in one sitting at load 9-17: 17.3 s of user CPU with ACTIVE, 12.1-12.6 s with PASSIVE)."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
