@@ -66,6 +66,7 @@ DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_CHUNK_LOOKUPS = 1 << 20  # and expert ids per chunk (4 MiB as int32): large ubatches make fewer records a chunk
 LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
+ROUTING_ROWS_CELLS_PER_THREAD = 32_768  # synthetic routing: (row x expert) scores per thread and step, ~0.3 ms
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 40  # per (lookup x budget), one thread: bench_class_lru 42 ns (20.8 s, 64 x 7.68 M)
 MAX_BUDGETS = 512  # budgets of one simulate call: a curve needs tens

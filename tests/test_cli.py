@@ -571,3 +571,23 @@ def test_parse_log_shows_a_cache_that_was_never_looked_up_without_dividing_by_ze
     code, text, _ = _main_exit(capsys, "parse-log", str(log), "--json")
     run = json.loads(text)["runs"][0]
     assert code == 0 and run["stats"]["small"]["hit_rate"] is None and run["build"] == 1
+
+
+def test_simulate_policy_all_on_synthetic_routing_keeps_the_counts_it_had_before_its_jobs_ran_on_threads():
+    """Counts of the synthetic workload before the generator and the policies ran on threads (commit 4e15bce)."""
+    argv = ["--synthetic", "--tokens", "300", "--budgets-mib", "2000,9000", "--policy", "all", "--json"]
+    out = run_cli("simulate", "--model", str(QWEN30B), *argv)
+    assert out.returncode == 0, out.stderr
+    counts = {
+        p["name"]: [(b["hits"], b["uploads"], b["cpu"]) for b in p["budgets"]]
+        for p in json.loads(out.stdout)["policies"]
+    }
+    assert counts == {
+        "lru-b11549": [(62234, 53677, 0), (106764, 9147, 0)],
+        "class-lru-b12170": [(68468, 47443, 0), (107498, 8413, 0)],
+        "cpu-share-b12191": [(58953, 28846, 28112), (106260, 6476, 3175)],
+        "per-layer-lru": [(65671, 50229, 11), (106791, 9120, 0)],
+        "static-hot-set": [(50716, 732, 64463), (107137, 3300, 5474)],
+        "lazy-unload": [(62234, 53677, 0), (85737, 30174, 0)],
+        "belady": [(86091, 22451, 7369), (110646, 4980, 285)],
+    }

@@ -506,3 +506,15 @@ def test_every_policy_refuses_expert_ids_outside_the_model_before_its_compiled_p
     with pytest.raises(MoeModelError, match="outside 0..7") as info:
         run_policy(name, model, bad, [TWO_SLOTS])
     assert "\n" not in str(info.value)
+
+
+def test_pool_entries_are_built_once_per_workload_inside_shared_builds_and_dropped_after():
+    from moe_model.policies.entries import PoolEntries, shared_builds
+
+    work, other = decode([0, 1, 0, 2, 1, 0]), decode([3, 1])
+    with shared_builds():
+        first = PoolEntries.build(work.for_model(8))  # a policy's own copy of the workload: the same arrays
+        assert PoolEntries.build(work.for_model(8)) is first and PoolEntries.build(other) is not first
+    again = PoolEntries.build(work)
+    assert again is not first
+    assert np.array_equal(again.rec, first.rec) and np.array_equal(again.key, first.key)

@@ -238,3 +238,22 @@ def test_the_random_weight_ground_truth_models_prompt_routing_matches_their_trac
     assert measured == pytest.approx(window_distinct(128, 8, RANDOM_WEIGHT_KNOBS, 129), abs=1.5)
     assert prompt_knobs(load_model(SAMPLE / "groundtruth" / "run3" / "model-header.gguf")) == RANDOM_WEIGHT_KNOBS
     assert prompt_knobs(load_model(QWEN30B)) == preset_for(load_model(QWEN30B)).knobs
+
+
+def test_routing_drawn_on_threads_is_the_one_thread_routing_and_the_stream_it_always_was(monkeypatch):
+    import hashlib
+
+    from moe_model import threads
+    from moe_model.routing import synthetic
+
+    shape = Shape(48, 128, 8)  # 12 sequences x 48 layers x 128 experts: enough rows per step for two threads
+    drawn = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(synthetic, "available_cores", lambda cores=cores: cores)
+        monkeypatch.setattr(threads, "available_cores", lambda cores=cores: cores)
+        drawn[cores] = generate(shape, Knobs(), 96, seq_len=8, seed=3).experts
+    assert np.array_equal(drawn[1], drawn[2])
+    # sha256 of the routing numpy drew at commit 4e15bce, before the threads
+    assert hashlib.sha256(drawn[2].tobytes()).hexdigest() == (
+        "1f3ede67ee3a3ff766d1b7934b638eec7d0f8f96dcaafe6d9db403c8418fc2ba"
+    )

@@ -4,13 +4,14 @@ every kernel releases the GIL, so one session's simulation does not hold the app
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 
 from numba.core.registry import CPUDispatcher
 
 import moe_model.llama
 import moe_model.policies
-from moe_model import warmup
+from moe_model import numba_cache, warmup
 
 
 def test_the_first_run_after_install_says_it_compiles_and_how_long_later_runs_say_nothing(tmp_path, monkeypatch):
@@ -45,3 +46,12 @@ def test_every_kernel_releases_the_gil():
     found = kernels()
     assert len(found) >= 20  # every @njit of llama/ and policies/
     assert [k.py_func.__qualname__ for k in found if not k.targetoptions.get("nogil")] == []
+
+
+def test_openmp_threads_sleep_between_parallel_kernels_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    numba_cache.sleep_between_parallel_kernels()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    numba_cache.sleep_between_parallel_kernels()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -31,6 +31,7 @@ from moe_model.workload import Batching, Workload, WorkloadStream
 
 if TYPE_CHECKING:
     from moe_model.llama.simulate import SimResult
+    from moe_model.policies import Policy
 
 
 def _budget_list(args: argparse.Namespace) -> list[int]:
@@ -96,9 +97,15 @@ def _knobs(pairs: Sequence[str]) -> dict[str, float | str]:
     return knobs
 
 
-def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResult], main: str) -> list[dict]:
-    """Each chosen policy on the same workload and budgets; the build's own policy reuses the simulation above."""
-    from moe_model.policies import POLICIES, get_policy, run_policy
+def _simulate_with_policies(
+    args, model: ModelSpec, work: Workload, budgets: list[int], main: Policy
+) -> tuple[list[SimResult], list[dict]]:
+    """The build's own simulation and each chosen policy on the same workload and budgets, all on one pool of
+    threads (their passes release the GIL, so each core stays busy), those on numba's threads one after another;
+    the build's own policy reuses the simulation."""
+    from moe_model.llama.simulate import simulate_budgets
+    from moe_model.policies import NUMBA_PARALLEL, POLICIES, get_policy, run_policy
+    from moe_model.policies.entries import shared_builds
     from moe_model.policies.lru import from_simulation
     from moe_model.threads import on_threads
 
@@ -109,16 +116,24 @@ def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResul
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
 
     mine = {n: {k: v for k, v in knobs.items() if k in POLICIES[n].knobs} for n in names}
+    placement = placement_without_machine(args)
+    reused = main.name if main.name in names and not mine[main.name] else None
 
-    def runs_of(name: str) -> list:
-        if name == main and not mine[name]:
-            return [from_simulation(r) for r in results]
-        budgets = [r.budget_mib for r in results]
-        return run_policy(name, model, work, budgets, placement_without_machine(args), **mine[name])
+    def job(name: str | None) -> list:
+        if name is None:
+            return simulate_budgets(model, work, budgets, placement, main.kernel())
+        return run_policy(name, model, work, budgets, placement, **mine[name])
 
+    todo = [None, *(n for n in names if n != reused)]  # None: the simulation
+    serial = [n for n in todo if (main.name if n is None else n) in NUMBA_PARALLEL]
+    chains = [chain for chain in (serial, *([n] for n in todo if n not in serial)) if chain]  # the longest first
+    with shared_builds():  # Belady and the static set look the same entries up
+        chained = on_threads(lambda chain: [job(n) for n in chain], [(chain,) for chain in chains])
+    done = {n: r for chain, rs in zip(chains, chained, strict=True) for n, r in zip(chain, rs, strict=True)}
+    results = done[None]
     out = []
-    # the policies' passes release the GIL: on two threads they overlap where a policy uses one core
-    for name, runs in zip(names, on_threads(runs_of, [(n,) for n in names]), strict=True):
+    for name in names:
+        runs = [from_simulation(r) for r in results] if name == reused else done[name]
         policy = POLICIES[name]
         item = policy.describe() | {
             "knobs": {k: v for k, v in ({**policy.knobs, **mine[name]}).items() if v is not None}
@@ -126,7 +141,7 @@ def _run_policies(args, model: ModelSpec, work: Workload, results: list[SimResul
         if name == "static-hot-set":
             item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
         out.append(item | {"budgets": [r.as_dict() for r in runs]})
-    return out
+    return results, out
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -140,8 +155,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
         save_npz(args.export_workload, work)
-    results = simulate_budgets(model, work, budgets, placement_without_machine(args), main.kernel())
-    policies = _run_policies(args, model, work, results, main.name) if args.policy else None
+    if args.policy:
+        results, policies = _simulate_with_policies(args, model, work, budgets, main)
+    else:
+        results, policies = simulate_budgets(model, work, budgets, placement_without_machine(args), main.kernel()), None
     fields = {"policy": main.name, "policy_exact": main.label == EXACT, "build": args.build}
     if args.json:
         rows = [r.as_dict() | {"policy": main.name} for r in results]

@@ -30,12 +30,16 @@ POLICIES: dict[str, Policy] = {
 REFERENCE = lru.POLICY.name
 CLASS_LRU = class_lru.POLICY.name  # what mainline runs from b12170 on
 CPU_SHARE = cpu_share.POLICY.name  # what llama.cpp's --moe-cache-cpu-share F > 0 selects (b12191)
+# passes on numba's threads (prange): run one after another, since numba's workqueue layer (where neither TBB
+# nor OpenMP loads) aborts when two threads launch parallel kernels at once
+NUMBA_PARALLEL = frozenset({CLASS_LRU, CPU_SHARE})
 
 __all__ = [
     "CLASS_LRU",
     "CPU_SHARE",
     "EXACT",
     "MODELLED",
+    "NUMBA_PARALLEL",
     "POLICIES",
     "REFERENCE",
     "Policy",

@@ -3,7 +3,10 @@ once per run, then filtered per group and pool size (llama.cpp plan() step 1).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -30,6 +33,18 @@ class PoolEntries:
 
     @classmethod
     def build(cls, work: Workload) -> PoolEntries:
+        """The entries of `work`; inside `shared_builds()`, built once per workload (its arrays) and shared."""
+        with _SCOPE.lock:
+            slot = _SCOPE.slot(work)
+        if slot is None:
+            return cls._build(work)
+        with slot.lock:  # a second policy asking meanwhile waits for the first one's build
+            if slot.entries is None:
+                slot.entries = cls._build(work)
+            return slot.entries
+
+    @classmethod
+    def _build(cls, work: Workload) -> PoolEntries:
         check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
         need = pool_need(work.rec_ntok, work.k, work.n_expert)
         ntok = np.where(need < NO_POOL, work.rec_ntok, 0).astype(np.int64)
@@ -55,6 +70,47 @@ class PoolEntries:
         """Start of each record's entries, plus the end: entries bounds[i]:bounds[i+1] share a record."""
         starts = np.flatnonzero(np.diff(self.rec, prepend=-1))
         return np.append(starts, len(self.rec))
+
+
+@dataclass
+class _Slot:
+    work: Workload  # held: the ids of its arrays stay unique while the slot lives
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    entries: PoolEntries | None = None
+
+
+@dataclass
+class _Scope:
+    """The builds shared while `shared_builds()` scopes are open (any thread's), by the workload's arrays."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    depth: int = 0
+    slots: dict[tuple, _Slot] = field(default_factory=dict)
+
+    def slot(self, work: Workload) -> _Slot | None:
+        if not self.depth:
+            return None
+        arrays = (work.rec_layer, work.rec_ntok, work.rec_off, work.ids)
+        key = (*map(id, arrays), work.k, work.n_expert, work.n_layer)
+        return self.slots.setdefault(key, _Slot(work))
+
+
+_SCOPE = _Scope()
+
+
+@contextmanager
+def shared_builds() -> Iterator[None]:
+    """Within this scope PoolEntries.build of one workload runs once (the policies replaying the same workload
+    share it); the shared entries are dropped when the last open scope closes."""
+    with _SCOPE.lock:
+        _SCOPE.depth += 1
+    try:
+        yield
+    finally:
+        with _SCOPE.lock:
+            _SCOPE.depth -= 1
+            if not _SCOPE.depth:
+                _SCOPE.slots.clear()
 
 
 @njit(cache=True, nogil=True)

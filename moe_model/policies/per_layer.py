@@ -29,22 +29,25 @@ def layer_pools(layers: tuple[int, ...], n_slots: int, n_layer: int) -> tuple[np
 
 def _sizes(work: Workload, layers: tuple[int, ...], use: np.ndarray, slots: np.ndarray) -> np.ndarray:
     """Each layer's pool is its own: where it holds the layer's largest record, one exact-kernel pass serves
-    every such budget at once (nothing runs on the CPU); a smaller pool replays the list (lru_lists)."""
+    every such budget at once (nothing runs on the CPU); a budget's smaller pools replay their lists in one pass
+    over the records (lru_lists: the pools are independent, so one pass counts as one per layer)."""
     pools = np.array([layer_pools(layers, int(s), work.n_layer)[1] for s in slots])
     need = np.where(use, pool_need(work.rec_ntok, work.k, work.n_expert), 0)
     largest = np.zeros(work.n_layer, dtype=np.int64)
     np.maximum.at(largest, work.rec_layer, need)
-    args = (work.rec_layer, work.rec_ntok, work.rec_off, work.rec_ubatch)
-    kernel, lists = [], []
-    for i, layer in enumerate(layers):
-        mine = use & (work.rec_layer == layer)
-        fits = pools[:, i] >= largest[layer]
-        kernel += [(np.flatnonzero(fits), (work, mine, pools[fits, i]))] if fits.any() else []
-        only = np.where(np.arange(work.n_layer) == layer, 0, -1)
-        lists += [
-            (b, (*args, mine, work.ids, work.k, work.n_expert, only, pools[b, i : i + 1], 0))
-            for b in np.flatnonzero(~fits)
-        ]
+    fits = pools >= largest[list(layers)]  # [budget, layer of the group]
+    kernel = [
+        (np.flatnonzero(fits[:, i]), (work, use & (work.rec_layer == layer), pools[fits[:, i], i]))
+        for i, layer in enumerate(layers)
+        if fits[:, i].any()
+    ]
+    lists = []
+    for b in np.flatnonzero(~fits.all(axis=1)):
+        small = np.flatnonzero(~fits[b])
+        pool_of = np.full(work.n_layer, -1, dtype=np.int64)
+        pool_of[np.array(layers)[small]] = np.arange(len(small))
+        args = (work.rec_layer, work.rec_ntok, work.rec_off, work.rec_ubatch, use & (pool_of[work.rec_layer] >= 0))
+        lists.append((b, (*args, work.ids, work.k, work.n_expert, pool_of, pools[b, small], 0)))
     out = np.zeros((len(slots), 3, work.n_layer), dtype=np.int64)
     with worker_pool(len(kernel) + len(lists)) as pool:
         for (rows, _), (hits, lookups) in zip(

@@ -26,10 +26,17 @@ import numpy as np
 
 from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
-from moe_model.limits import MAX_CONCURRENCY, MAX_SYNTHETIC_TOKENS, check_at_most
+from moe_model.limits import (
+    MAX_CONCURRENCY,
+    MAX_SYNTHETIC_TOKENS,
+    ROUTING_ROWS_CELLS_PER_THREAD,
+    available_cores,
+    check_at_most,
+)
 from moe_model.llama.batching import build_workload
 from moe_model.readers.traces import make_token_trace
 from moe_model.resources import data_path
+from moe_model.threads import worker_pool
 from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
 
 SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
@@ -72,17 +79,19 @@ def _gumbel(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return -np.log(-np.log(rng.random(shape)))
 
 
-def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> None:
-    """In the (sequence, layer) rows selected, one expert leaves the working set and one joins."""
+def _swap_members(active: np.ndarray, rows: np.ndarray, base: np.ndarray, noise, weights: np.ndarray) -> None:
+    """In the (sequence, layer) rows selected, one expert leaves the working set and one joins, by `noise` (one
+    row of uniform numbers per selected row); `weights` (base where active, -inf elsewhere) follows."""
     seq, layer = np.nonzero(rows)
     if len(seq) == 0:
         return
     members = active[seq, layer]
-    noise = rng.random(members.shape)
     leave = np.argmax(np.where(members, noise, -1.0), axis=-1)
     join = np.argmax(np.where(members, -np.inf, base[0, layer] - np.log(-np.log(noise))), axis=-1)
     active[seq, layer, leave] = False
     active[seq, layer, join] = True
+    weights[seq, layer, leave] = -np.inf
+    weights[seq, layer, join] = base[0, layer, join]
 
 
 def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
@@ -95,26 +104,58 @@ def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
     return lengths
 
 
+def _draw(rows: slice, u: np.ndarray, keep, weights, prev, k: int) -> None:
+    """One step's top-k draw for these rows of (sequence, layer), in place in u's rows: the numbers of
+    `_pick(where(active, base + _gumbel, -inf), k)` on any split of the rows (weights - log(-log(u)) is -inf
+    where weights is: log(-log(u)) is never -inf, u < 1)."""
+    scores = u[rows]
+    np.log(scores, out=scores)
+    np.negative(scores, out=scores)
+    np.log(scores, out=scores)
+    np.subtract(weights[rows], scores, out=scores)  # base + gumbel: top-k of these = draw by popularity
+    if keep is not None:
+        held = prev[rows]
+        np.put_along_axis(scores, held, np.where(keep[rows], np.inf, np.take_along_axis(scores, held, axis=-1)), -1)
+    np.negative(scores, out=scores)
+    prev[rows] = np.argpartition(scores, k - 1, axis=-1)[:, :k]  # _pick's order of the k
+
+
 def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray, rng: np.random.Generator):
-    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16."""
+    """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16.
+
+    The random numbers are drawn in one stream, in the same order at any thread count (a step's next numbers while
+    its arithmetic and top-k run on threads over (sequence, layer) rows, where a step has enough of them: numpy
+    releases the GIL)."""
     n_seq, seq_len = len(lengths), int(lengths.max())
     n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
+    n_rows = n_seq * n_layer
     n_active = min(n_expert, max(k, round(knobs.working_set * n_expert)))
     active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
     first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
     np.put_along_axis(active, first, True, axis=-1)
-    out = np.empty((n_seq, seq_len, n_layer, k), dtype=np.int16)
-    prev = None
-    for t in range(seq_len):
-        scores = np.where(active, base + _gumbel(rng, active.shape), -np.inf)  # top-k of these = draw by popularity
-        if prev is not None and knobs.reuse > 0:
-            keep = rng.random(prev.shape) < knobs.reuse
-            np.put_along_axis(scores, prev, np.where(keep, np.inf, np.take_along_axis(scores, prev, axis=-1)), axis=-1)
-        prev = _pick(scores, k)
-        out[:, t] = prev
-        if knobs.drift > 0 and n_active < n_expert:
-            _swap_members(active, rng.random((n_seq, n_layer)) < knobs.drift, base, rng)
-    return np.concatenate([out[s, : lengths[s]] for s in range(n_seq)])
+    weights = np.where(active, base, -np.inf)  # kept up to date by the drift's swaps
+    u, out = np.empty((2, n_rows, n_expert)), np.empty((seq_len, n_rows, k), dtype=np.int16)
+    prev = np.empty((n_rows, k), dtype=np.intp)
+    n_parts = min(available_cores(), n_rows * n_expert // ROUTING_ROWS_CELLS_PER_THREAD) or 1
+    parts = [slice(r[0], r[-1] + 1) for r in np.array_split(np.arange(n_rows), n_parts)]
+    drifting = knobs.drift > 0 and n_active < n_expert
+    rng.random(out=u[0])
+    with worker_pool(n_parts) as pool:
+        for t in range(seq_len):
+            keep = rng.random((n_rows, k)) < knobs.reuse if t > 0 and knobs.reuse > 0 else None
+            jobs = [(rows, u[t % 2], keep, weights.reshape(n_rows, n_expert), prev, k) for rows in parts]
+            running = [pool.submit(_draw, *job) for job in jobs] if pool else [_draw(*job) for job in jobs]
+            swaps = rng.random((n_seq, n_layer)) < knobs.drift if drifting else None
+            noise = rng.random((int(swaps.sum()), n_expert)) if drifting and swaps.any() else None
+            if t + 1 < seq_len:
+                rng.random(out=u[(t + 1) % 2])  # the stream's next numbers, drawn while this step's are used
+            for job in running if pool else ():
+                job.result()
+            out[t] = prev
+            if drifting:
+                _swap_members(active, swaps, base, noise, weights)
+    out = out.reshape(seq_len, n_seq, n_layer, k)
+    return np.concatenate([out[: lengths[s], s] for s in range(n_seq)])
 
 
 def generate(
