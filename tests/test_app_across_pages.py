@@ -207,7 +207,7 @@ def test_a_setting_that_does_not_fit_says_what_would():
 
 
 def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number():
-    at = open_page("pages/explore.py", gpu="RTX 3060 12GB")
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model=SMALL_MODEL)  # any model: the small one is quick
     at.sidebar.number_input(key="hw_cpu_RTX 3060 12GB").set_value(30.0).run()  # an edited machine
     at.toggle(key="best").set_value(True).run()
     best = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
