@@ -265,7 +265,7 @@ def test_absurd_url_values_are_clamped_not_fatal(page):
 
 
 def test_explore_prompt_length_changes_the_predicted_prompt_speed():
-    at = open_page("pages/explore.py")
+    at = open_page("pages/explore.py", model=SMALL_MODEL)
 
     def summary():
         return next(m.value for m in at.markdown if m.value.startswith("**At "))
