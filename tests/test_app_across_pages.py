@@ -9,7 +9,7 @@ import json
 
 from conftest import GROUNDTRUTH, GT_HEADER, ROOT
 from streamlit.testing.v1 import AppTest
-from test_app import charts, open_page, trace
+from test_app import SMALL_MODEL, charts, open_page, trace
 
 
 def best_label(at: AppTest) -> str:
@@ -59,16 +59,13 @@ def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
 
 
 def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
-    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16")
+    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16", model=SMALL_MODEL)  # 25.4 GiB of experts
     assert any(e.value.startswith("does not fit in RAM") for e in at.error)
     assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
     at.switch_page("pages/explore.py").run()
     assert any(e.value.startswith("does not fit in RAM") for e in at.error)
     assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
     assert not [v for v in trace(charts(at)["0"], "predicted (model)")["y"] if v is not None]  # no speed curve
-
-
-SMALL_MODEL = "Mixtral-8x7B-Q4_K_M.gguf"  # 8 experts a layer: the recommender runs in seconds
 
 
 def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
@@ -210,7 +207,7 @@ def test_a_setting_that_does_not_fit_says_what_would():
 
 
 def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number():
-    at = open_page("pages/explore.py", gpu="RTX 3060 12GB")
+    at = open_page("pages/explore.py", gpu="RTX 3060 12GB", model=SMALL_MODEL)  # any model: the small one is quick
     at.sidebar.number_input(key="hw_cpu_RTX 3060 12GB").set_value(30.0).run()  # an edited machine
     at.toggle(key="best").set_value(True).run()
     best = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
@@ -239,13 +236,15 @@ def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys
     assert any(i.value.startswith("**What would fit**") for i in at.info)
 
 
-QWEN30B_PATH = str(ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+SMALL_MODEL_PATH = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
 
 
 def test_explores_context_depth_slows_the_headline_raises_the_context_and_matches_predict(capsys):
+    """The depth reaches every number whatever the model (the small one keeps this short; Qwen3-30B's curve at a
+    depth: test_explore.py)."""
     from moe_model.cli.main import main
 
-    at = open_page("pages/explore.py")
+    at = open_page("pages/explore.py", model=SMALL_MODEL)
 
     def headline() -> str:
         return next(m.value for m in at.markdown if m.value.startswith("**At "))
@@ -258,7 +257,7 @@ def test_explores_context_depth_slows_the_headline_raises_the_context_and_matche
     decode = [float(text.split("**: ", 1)[1].split(" t/s", 1)[0]) for text in (before, after)]
     assert "at 32,768 tokens of context" in after and decode[1] < decode[0] and at.query_params["depth"] == "32768"
     assert any(c.value.startswith("Context raised to -c 32,768") for c in at.sidebar.caption)
-    args = ["predict", "--model", QWEN30B_PATH, "--hardware", "t4", "--budget-mib", str(budget), "--json"]
+    args = ["predict", "--model", SMALL_MODEL_PATH, "--hardware", "t4", "--budget-mib", str(budget), "--json"]
     assert main([*args, "--depth", "32768", "--ctx", "32768"]) == 0  # the page's inputs, the context it raised
     cli = json.loads(capsys.readouterr().out)
     assert cli["vram"]["kv_cache"] > 3000  # the 32k context's KV cache is in the verdict the page leads with
@@ -269,7 +268,8 @@ def test_explores_context_depth_slows_the_headline_raises_the_context_and_matche
 def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_token_as_recommend(capsys):
     from moe_model.cli.main import main
 
-    at = open_page("pages/shopping.py", cards="Tesla T4")  # the sidebar's card alone keeps this short
+    # the sidebar's card alone and the small model keep this short (Qwen3-30B at a depth: test_recommend.py)
+    at = open_page("pages/shopping.py", cards="Tesla T4", model=SMALL_MODEL)
 
     def t4() -> dict:
         return at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
@@ -279,8 +279,8 @@ def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_tok
     at.sidebar.number_input(key="depth").set_value(32768).run()
     after = t4()
     assert after["decode t/s"] < before["decode t/s"]
-    args = ["recommend", "--model", QWEN30B_PATH, "--hardware", "t4", "--depth", "32768", "--ctx", "32768", "--json"]
-    main(args)
+    args = ["recommend", "--model", SMALL_MODEL_PATH, "--hardware", "t4", "--json"]
+    main([*args, "--depth", "32768", "--ctx", "32768"])
     best = json.loads(capsys.readouterr().out)["best"]
     assert (after["best setting"], after["decode t/s"]) == (best["label"], round(best["decode_tps"], 1))
     assert after["prompt t/s"] == round(best["prefill_tps"]) and after["first token s"] == round(best["ttft_s"], 2)

@@ -45,7 +45,7 @@ def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(q
     from moe_model.speed.scenario import Scenario
 
     hw = preset("RTX 3060 12GB").with_changes(ram_gib=8.0)
-    work = synthetic_workload(qwen30b, Scenario())
+    work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)  # the RAM verdict, not the routing, is the point
     options = recommend(qwen30b, hw, default_time_model().params, Scenario(), lambda sc: work, "m.gguf")
     assert options and all(not o.host.fits or not o.prediction.usable for o in options)
     assert not options[0].usable and options[0].as_dict()["fits_ram"] is False
