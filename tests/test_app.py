@@ -32,6 +32,12 @@ def open_page(page: str, **query) -> AppTest:
     return at
 
 
+def upload_header(at: AppTest, data: bytes | None = None) -> None:
+    """Choose "upload a header prefix" in the sidebar and upload `data` (the ground-truth header by default)."""
+    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
+    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", data or GT_HEADER.read_bytes(), "application/octet-stream"))
+
+
 def charts(at: AppTest) -> dict[str, dict]:
     """Plotly figures on the page in order, as the JSON the browser receives."""
     return {str(i): json.loads(c.proto.spec) for i, c in enumerate(at.get("plotly_chart"))}
@@ -99,8 +105,7 @@ def test_url_parameters_set_the_view():
 
 def test_uploading_a_header_prefix_reads_it_and_a_short_one_says_how_much_more():
     at = open_page("pages/model_budget.py")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     at.run()
     assert not at.exception and "6 layers, q6_K" in at.code[0].value
     at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes()[:5000], "application/octet-stream"))
@@ -150,8 +155,7 @@ def test_logs_page_parses_an_upload_and_crosschecks_it():
     at.get("file_uploader")[0].set_value(
         ("b25.log", (GROUNDTRUTH / "logs" / "server_b25.log").read_bytes(), "text/plain")
     )
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     at.run()
     assert not at.exception and not at.get("json")  # the run reads as a table, not a JSON dump
     summary, check = (d.value for d in at.dataframe[:2])
@@ -309,8 +313,7 @@ def test_reference_machine_filter_changes_the_listed_points():
 
 def test_logs_page_several_runs_make_a_measured_curve():
     at = open_page("pages/logs.py")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
     at.multiselect(key="log_examples").set_value(runs).run()
     fig = charts(at)["0"]
@@ -362,8 +365,7 @@ def test_uploading_a_header_with_block_count_2_to_the_32_is_refused_with_the_lim
     meta = {"general.architecture": "qwen3moe", "qwen3moe.block_count": 2**32 - 1}
     meta |= {"qwen3moe.expert_count": 128, "qwen3moe.expert_used_count": 8}
     at = open_page("pages/model_budget.py")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", header_bytes(meta, []), "application/octet-stream"))
+    upload_header(at, header_bytes(meta, []))
     at.run()
     assert not at.exception
     assert any("block_count is 4,294,967,295, above this tool's limit" in e.value for e in at.error)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import GROUNDTRUTH, GT_HEADER, ROOT
+from conftest import GROUNDTRUTH, ROOT
 from streamlit.testing.v1 import AppTest
-from test_app import SMALL_MODEL, charts, open_page, trace
+from test_app import SMALL_MODEL, charts, open_page, trace, upload_header
 
 
 def best_label(at: AppTest) -> str:
@@ -86,8 +86,7 @@ def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
 
 def test_logs_draw_one_measured_line_per_model_and_machine():
     at = open_page("pages/logs.py")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "t4-cpumoe-10000.log"]
     at.multiselect(key="log_examples").set_value(runs).run()
     names = [t["name"] for t in charts(at)["0"]["data"]]
@@ -121,8 +120,7 @@ def test_learn_shows_the_lru_order_a_legend_and_why_a_step_ran_on_the_cpu():
 
 def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
     at = open_page("pages/logs.py")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     runs = ["real H200 run: server_b10.log", "real H200 run: server_b25.log", "real H200 run: server_b50.log"]
     at.multiselect(key="log_examples").set_value(["t4-cpumoe-10000.log", *runs]).run()
     at.button(key="calibrate").click().run()
@@ -136,8 +134,7 @@ def test_logs_calibration_reports_each_runs_error_on_the_logs_own_gpu():
 def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_load_mode_and_build():
     # issue 22: the T4's kept PCIe 3.0 edits were applied to the calibrated H200 ("implausible pinned_gbs")
     at = open_page("pages/logs.py", gpu="Tesla T4", gen="3", lanes="16", lm="none")
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
+    upload_header(at)
     runs = [f"real H200 run: server_{case}.log" for case in ("off", "minall", "b10", "b25", "b50", "full")]
     at.multiselect(key="log_examples").set_value(runs).run()
     at.button(key="calibrate").click().run()
@@ -155,15 +152,10 @@ def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_lo
 QWEN235_FILE = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 
 
-def upload_header(at: AppTest) -> None:
-    at.sidebar.selectbox(key="model_choice").set_value("upload a header prefix").run()
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes(), "application/octet-stream"))
-    at.run()
-
-
 def test_an_uploaded_header_and_log_are_kept_across_pages_until_removed():
     at = open_page("pages/model_budget.py")
     upload_header(at)
+    at.run()
     assert at.query_params["model"].startswith("upload:") and at.query_params["model"].endswith(":h.gguf")
     at.switch_page("pages/logs.py").run()
     assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)"

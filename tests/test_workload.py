@@ -301,6 +301,19 @@ def _counts(model, work) -> list[dict]:
     return [r.as_dict() for r in simulate_budgets(model, work, BUDGETS_GT)]
 
 
+def assert_streams_as_loaded(model, opened, loaded, batching) -> None:
+    """The streamed trace, read in chunks of 50 records, gives the loaded workload's ids, totals and counts."""
+    stream = stream_build(opened, batching, 128, max_records=50)
+    chunks = list(stream.chunks())
+    assert len(chunks) > 10 and np.array_equal(np.concatenate([c.ids for c in chunks]), loaded.ids)
+    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
+        loaded.n_records,
+        len(loaded.ids),
+        loaded.decode_tokens,
+    )
+    assert _counts(model, stream) == _counts(model, loaded)
+
+
 @pytest.mark.parametrize(
     "batching",
     [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(warmup=False)],
@@ -410,16 +423,7 @@ def test_a_token_trace_read_forward_from_its_npz_replays_to_the_counts_of_the_wh
     (np.savez if stored else np.savez_compressed)(path, experts=trace.experts, seq_offsets=trace.seq_offsets)
     opened = open_trace(str(path))
     assert isinstance(opened, StreamedTokens) and not hasattr(opened, "experts")
-    whole = build_workload(trace, batching, 128)
-    stream = stream_build(opened, batching, 128, max_records=50)
-    chunks = list(stream.chunks())
-    assert len(chunks) > 10 and np.array_equal(np.concatenate([c.ids for c in chunks]), whole.ids)
-    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
-        whole.n_records,
-        len(whole.ids),
-        whole.decode_tokens,
-    )
-    assert _counts(gt_model, stream) == _counts(gt_model, whole)
+    assert_streams_as_loaded(gt_model, opened, build_workload(trace, batching, 128), batching)
 
 
 def test_a_token_trace_beyond_the_in_memory_limits_is_streamed_not_refused(tmp_path, monkeypatch):
@@ -505,16 +509,7 @@ def test_a_csv_token_trace_read_forward_replays_to_the_counts_of_the_whole_trace
     whole = token_trace_from_csv(str(path))
     assert np.array_equal(opened.seq_offsets, whole.seq_offsets) and opened.n_expert == whole.n_expert
     assert np.array_equal(opened.expert_counts.sum(axis=1), np.full(14, 300 * 8))
-    built = build_workload(whole, batching, 128)
-    stream = stream_build(opened, batching, 128, max_records=50)
-    chunks = list(stream.chunks())
-    assert len(chunks) > 10 and np.array_equal(np.concatenate([c.ids for c in chunks]), built.ids)
-    assert (stream.n_records, stream.n_lookups, stream.decode_tokens) == (
-        built.n_records,
-        len(built.ids),
-        built.decode_tokens,
-    )
-    assert _counts(gt_model, stream) == _counts(gt_model, built)
+    assert_streams_as_loaded(gt_model, opened, build_workload(whole, batching, 128), batching)
 
 
 @pytest.mark.parametrize(
