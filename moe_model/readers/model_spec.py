@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -120,6 +120,13 @@ class ModelSpec:
             return LlamaFileType(self.file_type).name.removeprefix("MOSTLY_")
         except ValueError:
             return f"file type {self.file_type}"
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
+    def __hash__(self) -> int:  # the time model's caches key on the model: its layers hashed once, not per call
+        return self._hash
 
     @cached_property  # read per layer by every time-model call: computed once
     def expert_bytes_total(self) -> int:

@@ -38,6 +38,7 @@ position in the prompt.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -283,6 +284,7 @@ class Prediction:
         } | self.scenario.policy_fields()
 
 
+@lru_cache(maxsize=256)  # read by every decode of every fit trial and curve budget: built once, read-only
 def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
     host = np.zeros(model.n_layer, dtype=bool)
     host[list(layout.host_layers)] = True
@@ -291,9 +293,13 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
     slot = np.array([layer.slot_bytes for layer in model.layers], dtype=float)
     n_tensors = np.array([len(layer.experts) for layer in model.layers], dtype=float)
     dense = np.array([layer.dense_bytes for layer in model.layers], dtype=float)
-    return host | on_cpu, on_cpu, slot, n_tensors, dense
+    arrays = (host | on_cpu, on_cpu, slot, n_tensors, dense)
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
 
 
+@lru_cache(maxsize=256)  # read by every decode and prompt term of every fit trial
 def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
     """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
     on_cpu = set(layout.cpu_layers)
@@ -358,12 +364,24 @@ def _cached_share(layout: Layout, warm: bool) -> dict[int, tuple[float, int]]:
     }
 
 
-def _prompt_ubatch_ms(
-    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, warm: bool
-) -> dict[str, float]:
-    """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position).
+@dataclass(frozen=True)
+class _PromptUbatch:
+    """What one prompt ubatch moves and multiplies, apart from the rates (a calibration re-prices it per trial)."""
 
-    Large ubatches: the op is offloaded and a host layer's used experts are copied to the GPU, the cached
+    used: float  # distinct experts per layer among its tokens
+    copied_bytes: float  # cached experts copied device-to-device (read and written)
+    d2d_copies: float
+    uploaded_bytes: float
+    upload_copies: float  # one per run of consecutive uncached ids
+    cpu_bytes: float  # host layers' experts multiplied on the CPU
+    expert_bytes: float  # the used experts of every MoE layer, read once by the GPU's matmuls
+    launch_tensors: int  # expert tensors multiplied on the GPU
+    host_layers: int
+
+
+@lru_cache(maxsize=256)  # a fit prices the same few scenarios thousands of times
+def _prompt_ubatch(model: ModelSpec, sc: Scenario, layout: Layout, tokens: int, warm: bool) -> _PromptUbatch:
+    """Large ubatches: the op is offloaded and a host layer's used experts are copied to the GPU, the cached
     ones device-to-device (one copy per expert and tensor: slots are rarely consecutive), the others
     uploaded (one copy per run of consecutive uncached ids). Small ones: the pool where it serves them
     (hits read on the GPU, misses uploaded), else the CPU."""
@@ -385,35 +403,38 @@ def _prompt_ubatch_ms(
             runs += max(min(uncached, 1.0), uncached * run_starts) * n_tensors
         else:
             on_cpu += used * layer.slot_bytes
+    host = set(layout.host_layers) | set(layout.cpu_layers)
+    moe = [layer for layer in model.layers if layer.has_experts]
+    launched = sum(len(layer.experts) for layer in moe if big or layer.index not in host)
+    expert_bytes = sum(used * layer.slot_bytes for layer in moe)
+    return _PromptUbatch(used, copied, d2d, uploaded, runs, on_cpu, expert_bytes, launched, len(layout.host_layers))
+
+
+def _prompt_ubatch_ms(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, tokens: int, warm: bool
+) -> dict[str, float]:
+    """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position)."""
+    ub = _prompt_ubatch(model, sc, layout, tokens, warm)
     copy_us = params.copy_us(hw, sc.pinned)
     return {
-        "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, used),
-        "expert_matmuls": _prompt_expert_launch_ms(model, params, layout, used, big),
-        "copy_from_cache": (2 * copied / (hw.gpu_bw_gbs * GB) + d2d * params.d2d_copy_us / 1e6) * MS,
-        "upload": (uploaded / (upload_gbs(hw, params, sc.pinned) * GB) + runs * copy_us / 1e6) * MS,
-        "experts_cpu": on_cpu / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
-        "sync": params.sync_us(hw) * len(layout.host_layers) / 1e3,
+        "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, ub.expert_bytes),
+        "expert_matmuls": ub.used * ub.launch_tensors * params.batch_expert_us / 1e3,
+        "copy_from_cache": (2 * ub.copied_bytes / (hw.gpu_bw_gbs * GB) + ub.d2d_copies * params.d2d_copy_us / 1e6) * MS,
+        "upload": (ub.uploaded_bytes / (upload_gbs(hw, params, sc.pinned) * GB) + ub.upload_copies * copy_us / 1e6)
+        * MS,
+        "experts_cpu": ub.cpu_bytes / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
+        "sync": params.sync_us(hw) * ub.host_layers / 1e3,
         "fixed": params.prompt_ubatch_ms,
     }
 
 
-def _prompt_matmul_ms(model: ModelSpec, hw: Hardware, params: TimeParams, tokens: int, used: float) -> float:
+def _prompt_matmul_ms(model: ModelSpec, hw: Hardware, params: TimeParams, tokens: int, expert_bytes: float) -> float:
     """A prompt ubatch's matmuls on the GPU, from the card's datasheet: the slower of its tensor rate (2 FLOPs per
-    active weight and token) and reading the weights it multiplies once (the dense ones and the used experts)."""
+    active weight and token) and reading the weights it multiplies once (the dense ones and the used experts;
+    expert launches, decode's batch_expert_us per used expert and tensor, are priced apart)."""
     compute = tokens * model.active_params * 2 / (hw.gpu_tflops * 1e12 * params.mm_eff)
-    experts = sum(used * layer.slot_bytes for layer in model.layers if layer.has_experts)
-    weights = model.dense_bytes_total - model.input_bytes + experts  # the input embedding stays on the host
+    weights = model.dense_bytes_total - model.input_bytes + expert_bytes  # the input embedding stays on the host
     return max(compute, weights / (hw.gpu_bw_gbs * GB * params.gpu_eff)) * MS
-
-
-def _prompt_expert_launch_ms(model: ModelSpec, params: TimeParams, layout: Layout, used: float, big: bool) -> float:
-    """Per used expert and tensor of every MoE layer multiplied on the GPU (host layers only in an offloaded
-    ubatch), the per-expert matmul cost a multi-token ubatch pays (decode's batch_expert_us)."""
-    host = set(layout.host_layers) | set(layout.cpu_layers)
-    tensors = sum(
-        len(layer.experts) for layer in model.layers if layer.has_experts and (big or layer.index not in host)
-    )
-    return used * tensors * params.batch_expert_us / 1e3
 
 
 def _prompt_attention_ms(
