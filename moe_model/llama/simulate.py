@@ -251,7 +251,9 @@ def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: in
     in_group: dict[int, np.ndarray] = {}
     for lane, ps in enumerate(passes):
         if ps.group not in in_group:
-            in_group[ps.group] = np.isin(work.rec_layer, ps.layers)
+            member = np.zeros(work.n_layer, dtype=bool)
+            member[ps.layers] = True
+            in_group[ps.group] = member[work.rec_layer]  # a gather: np.isin sorts the chunk's records
         modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
         keep = modes != MODE_SKIP
         if keep.any():
@@ -275,6 +277,8 @@ def _bypassed_ubatches(work: Workload, need: np.ndarray, group_of_layer: np.ndar
     bypasses where the most slots any of a group's records needs exceeds that group's (nonzero) slots."""
     group = group_of_layer[work.rec_layer]
     rows = (group >= 0) & (work.rec_ntok > 0)
+    if not rows.any() or not (slots > 0).any() or need[rows].max() <= slots[slots > 0].min():
+        return np.zeros(len(slots), dtype=np.int64)  # no record needs more slots than any started group has
     ubatches, which = np.unique(work.rec_ubatch[rows], return_inverse=True)
     most = np.zeros((len(ubatches), slots.shape[1]), dtype=np.int64)
     np.maximum.at(most, (which, group[rows]), need[rows])
