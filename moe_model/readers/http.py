@@ -69,9 +69,13 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
         self.check_url = check_url
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
-        if not is_url(newurl):
-            raise GGUFError("the server redirected to a URL that is not http(s); only http(s) is followed")
-        self.check_url(newurl)
+        try:
+            if not is_url(newurl):
+                raise GGUFError("the server redirected to a URL that is not http(s); only http(s) is followed")
+            self.check_url(newurl)
+        except Exception:
+            fp.close()  # urllib closes a redirect's response only when it follows it: its socket would wait for GC
+            raise
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -196,6 +200,8 @@ def read_url_prefix(
             try:
                 data = _fetch(_opener(pins, timeouts, vet, watchdog.watch), url, n, host)
             except (GGUFError, urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
+                if isinstance(err, urllib.error.HTTPError):
+                    err.close()  # it holds the response, and the response its socket
                 if watchdog.expired:  # whatever the cut-off connection looked like (a header left half-read)
                     raise GGUFError(_too_slow(host, limit)) from None
                 if isinstance(err, GGUFError):
