@@ -4,6 +4,7 @@
     python scripts/load_mixed.py                    # 8 sessions for 90 s of interaction (needs Chromium)
     python scripts/load_mixed.py --seconds 60 --start-after 10
     python scripts/load_mixed.py --browser-cpu 1    # the browsers on CPU 1, the server on the others (as if remote)
+    python scripts/load_mixed.py --mix explore,explore,explore   # other sessions (kinds: explore logs shopping learn)
 
 Starts its own server bound to 127.0.0.1 on a free port, with a fresh app (empty caches) and this install's
 numba cache as it is. A wait is the time from an action (opening the page, moving a slider, uploading a log,
@@ -30,7 +31,8 @@ from load_test import BUSY, HOST, IDLE, ROOT, free_port, rss_mib  # noqa: E402 -
 
 LOGS = sorted((ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "logs").glob("server_b*.log"))  # real runs
 GPUS = ("RTX 3090", "Tesla T4", "RTX 4090")
-MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")
+KINDS = ("explore", "logs", "shopping", "learn")
+MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")  # the issue's
 
 
 def start_server(port: int, cpus: set[int] | None = None) -> tuple[subprocess.Popen, float]:
@@ -72,6 +74,7 @@ async def act(kind: str, page, url: str, step: int) -> None:
     if step == 0:
         suffix = {"explore": "explore", "logs": "logs", "shopping": "shopping", "learn": "learn"}[kind]
         await page.goto(f"{url}/{suffix}")
+        await page.locator("[data-testid='stSidebarNav']").wait_for()  # the run has begun: idle before it is no answer
         return
     if kind == "explore":
         slider = page.locator("[data-testid='stSlider']").filter(has_text="--moe-cache-mib").get_by_role("slider")
@@ -80,7 +83,8 @@ async def act(kind: str, page, url: str, step: int) -> None:
     elif kind == "logs":
         await page.locator("input[type=file]").first.set_input_files(str(LOGS[step % len(LOGS)]))
     elif kind == "shopping":
-        await page.goto(f"{url}/shopping?gpu={GPUS[step % len(GPUS)].replace(' ', '+')}")
+        await page.get_by_test_id("stSidebar").get_by_role("combobox", name="GPU", exact=True).click()
+        await page.get_by_role("option", name=GPUS[step % len(GPUS)], exact=True).click()  # as a person switches
     else:
         slider = page.locator("[data-testid='stSlider']").filter(has_text="step").get_by_role("slider")
         await slider.focus()
@@ -108,7 +112,9 @@ async def session(i: int, kind: str, browser, url: str, stop_at: float, timeout_
     await context.close()
 
 
-async def run(url: str, pid: int, begin_at: float, seconds: float, timeout_s: float, chromium: str) -> dict:
+async def run(
+    url: str, pid: int, begin_at: float, seconds: float, timeout_s: float, chromium: str, mix: tuple[str, ...]
+) -> dict:
     from playwright.async_api import async_playwright
 
     out: dict = {}
@@ -124,7 +130,7 @@ async def run(url: str, pid: int, begin_at: float, seconds: float, timeout_s: fl
                 await asyncio.sleep(2)
 
         sampler = asyncio.create_task(sample())
-        await asyncio.gather(*(session(i, k, browser, url, stop_at, timeout_s, out) for i, k in enumerate(MIX)))
+        await asyncio.gather(*(session(i, k, browser, url, stop_at, timeout_s, out) for i, k in enumerate(mix)))
         sampler.cancel()
         await browser.close()
     out["rss"] = rss
@@ -137,9 +143,13 @@ def main() -> int:
     parser.add_argument("--start-after", type=float, default=10.0, help="seconds after `streamlit run`")
     parser.add_argument("--timeout", type=float, default=120.0, help="the longest one wait may take")
     parser.add_argument(
-        "--browser-cpu", type=int, help="the 8 browsers on this CPU, the server on the rest (visitors' own machines)"
+        "--browser-cpu", type=int, help="the browsers on this CPU, the server on the rest (visitors' own machines)"
     )
+    parser.add_argument("--mix", default=",".join(MIX), help=f"the sessions, comma-separated kinds of {KINDS}")
     args = parser.parse_args()
+    mix = tuple(args.mix.split(","))
+    if not set(mix) <= set(KINDS):
+        raise SystemExit(f"--mix {args.mix}: kinds are {', '.join(KINDS)}")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("no Chromium: apt-get install chromium")
@@ -154,6 +164,7 @@ def main() -> int:
                 min(args.seconds, 600),
                 args.timeout,
                 chromium,
+                mix,
             )
         )
     finally:
@@ -161,7 +172,8 @@ def main() -> int:
         proc.wait(timeout=15)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     where = "browsers on their own CPU" if args.browser_cpu is not None else "browsers and server sharing every CPU"
-    print(f"8 sessions from {args.start_after:g} s after `streamlit run`, {args.seconds:g} s, {where}; load now {load}")
+    started_at = f"{args.start_after:g} s after `streamlit run`"
+    print(f"{len(mix)} sessions from {started_at}, {args.seconds:g} s, {where}; load now {load}")
     worst = 0.0
     for name in sorted(k for k in out if k != "rss"):
         waits, errors = out[name]
@@ -170,6 +182,7 @@ def main() -> int:
             f"session {name:<12} interactions {len(waits):>3}, longest wait {max(waits, default=0):5.1f} s, "
             f"first (page open) {waits[0] if waits else float('nan'):5.1f} s, errors {errors or 0}"
         )
+        print("    waits (s):", " ".join(f"{w:.1f}" for w in waits))
     if out["rss"]:
         print(f"server RSS MiB: max {max(out['rss']):.0f}, end {out['rss'][-1]:.0f}")
     print(f"longest wait of any session: {worst:.1f} s (target: at most 15 s)")
