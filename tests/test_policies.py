@@ -401,6 +401,15 @@ def list_replay(work, model, budget, pools_of, idle=0):
     return out
 
 
+def plain_next_use(entries) -> np.ndarray:
+    """Per entry, the record of its key's next lookup (int64's max if none): Belady's priority, by its definition."""
+    nxt, seen_at = np.empty(len(entries.key), dtype=np.int64), {}
+    for i in range(len(entries.key) - 1, -1, -1):
+        nxt[i] = seen_at.get(int(entries.key[i]), np.iinfo(np.int64).max)
+        seen_at[int(entries.key[i])] = int(entries.rec[i])
+    return nxt
+
+
 def plain_priority_pool(entries, prio, n_slots, n_layer, bypass):
     """The priority pool of policies.priority_pool written plainly: the victim is the resident key outside the
     record with the lowest (priority, sequence of its last use); misses are placed highest priority first."""
@@ -485,7 +494,7 @@ def test_belady_and_the_static_set_equal_their_plain_definitions_at_each_budget(
         for g in plan.groups if plan.starts else ():
             if g.cached:
                 sel = entries.select(g.layers, g.n_slots)
-                best += plain_priority_pool(sel, -sel.next_use().astype(float), g.n_slots, n_layer, True)
+                best += plain_priority_pool(sel, -plain_next_use(sel).astype(float), g.n_slots, n_layer, True)
                 uses = np.bincount(sel.key, minlength=n_layer * n_expert)
                 hot = sorted(np.flatnonzero(uses), key=lambda key: (-uses[key], key))[: g.n_slots]
                 for key in hot:  # a pinned key: uploaded once, then hits; the others run on the CPU

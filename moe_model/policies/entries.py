@@ -15,7 +15,6 @@ from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.workload import Workload
 
-NEVER = np.iinfo(np.int64).max  # next use of a key that is not looked up again
 _NEED_CAP = np.iinfo(np.int32).max  # a need stored as int32: NO_POOL and every need above any pool's slots
 
 
@@ -62,10 +61,6 @@ class PoolEntries:
     def layer(self) -> np.ndarray:
         return self.key // self.n_expert
 
-    def next_use(self) -> np.ndarray:
-        """Per entry, the record of the same key's next lookup (NEVER if none): Belady's priority."""
-        return _next_use(self.rec, self.key, self.n_layer * self.n_expert)
-
     def record_bounds(self) -> np.ndarray:
         """Start of each record's entries, plus the end: entries bounds[i]:bounds[i+1] share a record."""
         starts = np.flatnonzero(np.diff(self.rec, prepend=-1))
@@ -111,17 +106,6 @@ def shared_builds() -> Iterator[None]:
             _SCOPE.depth -= 1
             if not _SCOPE.depth:
                 _SCOPE.slots.clear()
-
-
-@njit(cache=True, nogil=True)
-def _next_use(rec, key, n_keys):
-    """One backward scan: each entry takes the record where its key was last seen (entries in record order)."""
-    nxt = np.empty(len(key), dtype=np.int64)
-    seen_at = np.full(n_keys, NEVER, dtype=np.int64)
-    for i in range(len(key) - 1, -1, -1):
-        nxt[i] = seen_at[key[i]]
-        seen_at[key[i]] = rec[i]
-    return nxt
 
 
 @njit(cache=True, nogil=True)
