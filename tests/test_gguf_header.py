@@ -565,3 +565,14 @@ def test_all_shards_of_a_model_share_one_deadline(http_dir, monkeypatch):
     handler.stall = (f"m-00003-of-{n:05d}.gguf",)  # the third shard is never answered: each read waits
     with pytest.raises(GGUFError, match=r"by the deadline \(1 s for all shards of one model\): too slow"):
         run_within(30, read_model_headers, first, (2.0, 10.0))  # not the 10 s read timeout
+
+
+def test_a_model_hashes_by_its_fields_once_and_a_pickle_carries_no_hash(gt_model):
+    import dataclasses
+    import pickle
+
+    copy = dataclasses.replace(gt_model)
+    assert copy == gt_model and hash(copy) == hash(gt_model)
+    restored = pickle.loads(pickle.dumps(gt_model))
+    assert "_hash" in vars(gt_model) and "_hash" not in vars(restored)
+    assert restored == gt_model and hash(restored) == hash(gt_model)

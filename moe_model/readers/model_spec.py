@@ -128,6 +128,9 @@ class ModelSpec:
     def __hash__(self) -> int:  # the time model's caches key on the model: its layers hashed once, not per call
         return self._hash
 
+    def __getstate__(self) -> dict:  # str hashes are salted per process: a pickle never carries one
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
     @cached_property  # read per layer by every time-model call: computed once
     def expert_bytes_total(self) -> int:
         return sum(layer.expert_bytes_total for layer in self.layers)
