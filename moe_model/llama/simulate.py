@@ -183,7 +183,6 @@ class _Pass:
     """One kernel pass: a group, the slots that decide which records use its pool, and its budgets."""
 
     group: int
-    layers: np.ndarray
     n_slots: int
     copies: bool
     budgets: np.ndarray
@@ -243,17 +242,17 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
     return np.array([plans[b].groups[group].n_slots for b in budgets], dtype=np.int64)
 
 
-def _feed_chunk(work: Workload, need: np.ndarray, passes: list[_Pass], k_max: int, lanes: Lanes) -> None:
-    """One chunk of records to every pass (the same records, masked per group and class); the passes are
-    independent, so each runs on its own lane (thread: the kernel releases the GIL) at its own pace."""
-    check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
+def _feed_chunk(
+    work: Workload, need: np.ndarray, group: np.ndarray, passes: list[_Pass], k_max: int, lanes: Lanes
+) -> None:
+    """One chunk of records (`group`: each one's group, -1 for none) to every pass (the same records, masked per
+    group and class); the passes are independent, so each runs on its own lane (thread: the kernel releases the
+    GIL) at its own pace."""
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
     in_group: dict[int, np.ndarray] = {}
     for lane, ps in enumerate(passes):
         if ps.group not in in_group:
-            member = np.zeros(work.n_layer, dtype=bool)
-            member[ps.layers] = True
-            in_group[ps.group] = member[work.rec_layer]  # a gather: np.isin sorts the chunk's records
+            in_group[ps.group] = group == ps.group
         modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
         keep = modes != MODE_SKIP
         if keep.any():
@@ -272,10 +271,9 @@ def _group_slots(plans: list[CachePlan], n_layer: int) -> tuple[np.ndarray, np.n
     return group_of_layer, slots.reshape(len(plans), len(groups))
 
 
-def _bypassed_ubatches(work: Workload, need: np.ndarray, group_of_layer: np.ndarray, slots: np.ndarray) -> np.ndarray:
+def _bypassed_ubatches(work: Workload, need: np.ndarray, group: np.ndarray, slots: np.ndarray) -> np.ndarray:
     """Per budget, the ubatches in which at least one cached layer took the large-batch or CPU path: a ubatch
     bypasses where the most slots any of a group's records needs exceeds that group's (nonzero) slots."""
-    group = group_of_layer[work.rec_layer]
     rows = (group >= 0) & (work.rec_ntok > 0)
     if not rows.any() or not (slots > 0).any() or need[rows].max() <= slots[slots > 0].min():
         return np.zeros(len(slots), dtype=np.int64)  # no record needs more slots than any started group has
@@ -317,7 +315,7 @@ def simulate_plans(
     caps, n_layer, n_expert = [_caps(plans, gi, b) for gi, _, _, b in layout], stream.n_layer, model.n_expert
     check_run(estimate_run(stream, caps, model.n_expert, SIM_CHUNK_RECORDS, kernel))
     passes = [
-        _Pass(gi, np.array(plans[0].groups[gi].layers), n_slots, copies, b, kernel.new_state(c, n_layer, n_expert))
+        _Pass(gi, n_slots, copies, b, kernel.new_state(c, n_layer, n_expert))
         for (gi, n_slots, copies, b), c in zip(layout, caps, strict=True)
     ]
     group_of_layer, slots = _group_slots(plans, stream.n_layer)
@@ -327,8 +325,13 @@ def simulate_plans(
         for chunk in stream.chunks():
             chunk = chunk.for_model(model.n_expert)
             need = pool_need(chunk)
-            _feed_chunk(chunk, need, passes, model.n_expert_used, lanes)
-            bypassed += _bypassed_ubatches(chunk, need, group_of_layer, slots)
+            # the compiled passes, and the gather by layer below, index without bounds checks
+            check_kernel_inputs(
+                chunk.rec_layer, chunk.rec_ntok, chunk.rec_off, chunk.ids, chunk.k, chunk.n_expert, chunk.n_layer
+            )
+            group = group_of_layer[chunk.rec_layer]  # each record's group (-1: none), a gather: np.isin would sort
+            _feed_chunk(chunk, need, group, passes, model.n_expert_used, lanes)
+            bypassed += _bypassed_ubatches(chunk, need, group, slots)
     finally:
         lanes.close()
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens, kernel)
