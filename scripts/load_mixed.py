@@ -72,8 +72,7 @@ async def settle(page, timeout_s: float, start_s: float = 1.5) -> None:
 async def act(kind: str, page, url: str, step: int) -> None:
     """One interaction of a session of this kind (the first one opens its page)."""
     if step == 0:
-        suffix = {"explore": "explore", "logs": "logs", "shopping": "shopping", "learn": "learn"}[kind]
-        await page.goto(f"{url}/{suffix}")
+        await page.goto(f"{url}/{kind}")  # each kind is its page's path
         await page.locator("[data-testid='stSidebarNav']").wait_for()  # the run has begun: idle before it is no answer
         return
     if kind == "explore":
