@@ -23,7 +23,15 @@ from moe_model.readers.traces import (
     stream_recorded,
     token_trace_from_csv,
 )
-from moe_model.workload import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP, Batching, Workload, WorkloadStream
+from moe_model.workload import (
+    PHASE_DECODE,
+    PHASE_PROMPT,
+    PHASE_WARMUP,
+    Batching,
+    Workload,
+    WorkloadStream,
+    token_counts,
+)
 
 
 def labelled_trace(lengths, n_layer=3, k=2):
@@ -585,3 +593,10 @@ def test_a_recorded_trace_is_streamed_in_chunks_bounded_in_ids_not_only_records(
     assert all(a < b for a, b in zip(lasts, firsts[1:], strict=False))  # no ubatch split between chunks
     assert np.array_equal(np.concatenate([c.ids for c in chunks]), loaded.ids)
     assert _counts(gt_model, stream) == _counts(gt_model, loaded)
+
+
+def test_token_counts_are_the_distinct_counts_ascending_as_np_unique_gives_them():
+    for counts in ([], [3, 1, 1, 512, 3], [0, 7], [-1, 2], [5, 1 << 21]):
+        ntok = np.array(counts, dtype=np.int32)
+        got = token_counts(ntok)
+        assert np.array_equal(got, np.unique(ntok)) and got.dtype == ntok.dtype

@@ -33,7 +33,7 @@ from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
-CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and kernel copies, per record
+CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and each pass's modes, per record
 
 
 @dataclass(frozen=True)
@@ -171,11 +171,13 @@ def pool_need(work: Workload) -> np.ndarray:
     return _pool_need(work.rec_ntok, work.k, work.n_expert)
 
 
-def _record_modes(work: Workload, need: np.ndarray, in_group: np.ndarray, n_slots: int, copies: bool) -> np.ndarray:
+def _record_modes(in_group: np.ndarray, need: np.ndarray, offloaded: np.ndarray, n_slots: int, copies: bool):
     """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
     cache = in_group & (need <= n_slots)
-    probe = in_group & copies_from_pool(work.rec_ntok) & ~cache & copies
-    return np.where(cache, MODE_CACHE, np.where(probe, MODE_PROBE, MODE_SKIP)).astype(np.int8)
+    modes = np.where(cache, MODE_CACHE, MODE_SKIP).astype(np.int8)
+    if copies:
+        modes[in_group & offloaded & ~cache] = MODE_PROBE
+    return modes
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,18 +247,18 @@ def _caps(plans: list[CachePlan], group: int, budgets: np.ndarray) -> np.ndarray
 def _feed_chunk(
     work: Workload, need: np.ndarray, group: np.ndarray, passes: list[_Pass], k_max: int, lanes: Lanes
 ) -> None:
-    """One chunk of records (`group`: each one's group, -1 for none) to every pass (the same records, masked per
-    group and class); the passes are independent, so each runs on its own lane (thread: the kernel releases the
-    GIL) at its own pace."""
+    """One chunk of records (`group`: each one's group, -1 for none) to every pass: the same arrays, each pass
+    with its own modes (records of other groups skipped, not copied out); the passes are independent, so each
+    runs on its own lane (thread: the kernel releases the GIL) at its own pace."""
     large = (work.rec_ntok.astype(np.int64) * work.k > 8 * k_max).astype(np.int8)
+    offloaded = copies_from_pool(work.rec_ntok)
     in_group: dict[int, np.ndarray] = {}
     for lane, ps in enumerate(passes):
         if ps.group not in in_group:
             in_group[ps.group] = group == ps.group
-        modes = _record_modes(work, need, in_group[ps.group], ps.n_slots, ps.copies)
-        keep = modes != MODE_SKIP
-        if keep.any():
-            args = (work.rec_layer[keep], work.rec_ntok[keep], work.rec_off[keep], modes[keep], large[keep], work.ids)
+        modes = _record_modes(in_group[ps.group], need, offloaded, ps.n_slots, ps.copies)
+        if modes.any():
+            args = (work.rec_layer, work.rec_ntok, work.rec_off, modes, large, work.ids)
             lanes.put(lane, (ps.state, *args, work.k, work.n_expert))
 
 

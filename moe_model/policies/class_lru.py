@@ -142,7 +142,7 @@ def ns_per_lookup(n_caps: int) -> float:
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
     n_rec = len(rec_mode)
-    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert).sum())
+    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert)[rec_mode != MODE_SKIP].sum())  # skipped: none
     ent_start = np.zeros(n_rec + 1, dtype=np.int64)
     ent_key = np.empty(n_ent, dtype=np.int32)
     ent_cls = np.empty(n_ent, dtype=np.int8)
