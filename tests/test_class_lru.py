@@ -69,3 +69,26 @@ def test_linked_list_kernel_counts_equal_the_queue_kernel_on_random_cases():
         evicting += int(np.sum(uploads > case[1]))
         probed, on_cpu = probed + int(probe.sum() > 0), on_cpu + int(cpu.sum() > 0)
     assert evicting > 600 and probed > 400 and on_cpu > 150
+
+
+def _resident(caps, records, n_layer=2, n_expert=3, **knobs):
+    """Which keys (layer * n_expert + expert) each pool size holds after one-token, one-expert records."""
+    layer = np.array([lay for lay, _ in records], dtype=np.int32)
+    ids = np.array([e for _, e in records], dtype=np.int32)
+    ones = np.ones(len(records), dtype=np.int32)
+    state = class_lru.new_state(np.array(caps), n_layer, n_expert, **knobs)
+    mode, large = np.full(len(records), MODE_CACHE, np.int8), np.zeros(len(records), np.int8)
+    class_lru.feed(state, layer, ones, np.arange(len(records)), mode, large, ids, 1, n_expert)
+    return [set(np.flatnonzero(row >= 0).tolist()) for row in state.slot_of]
+
+
+def test_class_lru_is_not_a_stack_policy_so_each_pool_size_replays_alone():
+    # Ages count in each key's own layer clock: layer 0's key 2, used once, stays "age 0" while layer 1 runs on.
+    # 3 slots: at the last miss class 0's head is key 2 (score 0), so key 4 (age 2) hides behind it and key 3
+    # (class 1, age 1, score 0.5) goes. 2 slots: key 2 went earlier (the only head then), key 4 heads class 0 and
+    # goes. The 2-slot pool keeps key 3, the 3-slot pool does not: no single pass orders keys for every pool size.
+    records = [(0, 2), (1, 0), (1, 0), (1, 1), (1, 0), (1, 2)]
+    two, three = _resident([2, 3], records)
+    assert (two, three) == ({3, 5}, {2, 4, 5}) and not two <= three
+    plain_two, plain_three = _resident([2, 3], records, n_classes=1)  # one class: the plain LRU nests
+    assert plain_two <= plain_three
