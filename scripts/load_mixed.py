@@ -15,11 +15,12 @@ that hits it is reported as such). The issue's target: no session waits over 15 
 Clients. `protocol` (the default): each session speaks Streamlit's own browser protocol over the websocket
 (load_protocol.py) and waits for the rerun's script_finished; it costs the machine almost nothing, so the waits
 are the server's (visitors' browsers run on their own machines). Its actions: Explore's --moe-cache-mib slider a
-tenth of its range down, then up (PageDown/PageUp); a Logs upload of a run3 log (alternating) by the uploader's
+tenth of its range down, then up (PageDown/PageUp); a Logs upload of a run3 log (the five in turn) by the uploader's
 own flow (upload url, PUT, rerun); Shopping's sidebar GPU switched to the next of RTX 3090, Tesla T4, RTX 4090
 that differs from the one shown; Learn's step slider one step right (back one at its end). `browser`: Chromium
 pages (Playwright) do the same with keys and clicks and wait until the page is idle and drawn, so the waits
-include drawing the page, and the 8 renderers take most of a 2-core machine.
+include drawing the page, and the 8 renderers take most of a 2-core machine; its idle check can pass while a run
+computes before its spinner shows (Streamlit delays it 0.5 s): a page open may end early, its rest in the next wait.
 """
 
 from __future__ import annotations
