@@ -1,16 +1,26 @@
-"""Mixed load right after start: 8 browser sessions (3 Explore, 2 Logs uploads, 2 Shopping, 1 Learn) that begin
+"""Mixed load right after start: 8 sessions (3 Explore, 2 Logs uploads, 2 Shopping, 1 Learn) that begin
 10 s after `streamlit run`; prints each session's longest wait.
 
-    python scripts/load_mixed.py                    # 8 sessions for 90 s of interaction (needs Chromium)
+    python scripts/load_mixed.py                    # 8 sessions for 90 s of interaction, Streamlit's protocol
     python scripts/load_mixed.py --seconds 60 --start-after 10
-    python scripts/load_mixed.py --browser-cpu 1    # the browsers on CPU 1, the server on the others (as if remote)
+    python scripts/load_mixed.py --client browser   # 8 Chromium pages instead (needs Chromium and Playwright)
+    python scripts/load_mixed.py --browser-cpu 1    # the clients on CPU 1, the server on the others (as if remote)
     python scripts/load_mixed.py --mix explore,explore,explore   # other sessions (kinds: explore logs shopping learn)
 
 Starts its own server bound to 127.0.0.1 on a free port, with a fresh app (empty caches) and this install's
 numba cache as it is. A wait is the time from an action (opening the page, moving a slider, uploading a log,
-switching the GPU, stepping Learn) until Streamlit is idle again with the page drawn; each is bounded at
---timeout s (a wait that hits it is reported as such). The issue's target: no session waits over 15 s.
-Not part of the test run.
+switching the GPU, stepping Learn) until the run it started has ended; each is bounded at --timeout s (a wait
+that hits it is reported as such). The issue's target: no session waits over 15 s. Not part of the test run.
+
+Clients. `protocol` (the default): each session speaks Streamlit's own browser protocol over the websocket
+(load_protocol.py) and waits for the rerun's script_finished; it costs the machine almost nothing, so the waits
+are the server's (visitors' browsers run on their own machines). Its actions: Explore's --moe-cache-mib slider a
+tenth of its range down, then up (PageDown/PageUp); a Logs upload of a run3 log (the five in turn) by the uploader's
+own flow (upload url, PUT, rerun); Shopping's sidebar GPU switched to the next of RTX 3090, Tesla T4, RTX 4090
+that differs from the one shown; Learn's step slider one step right (back one at its end). `browser`: Chromium
+pages (Playwright) do the same with keys and clicks and wait until the page is idle and drawn, so the waits
+include drawing the page, and the 8 renderers take most of a 2-core machine; its idle check can pass while a run
+computes before its spinner shows (Streamlit delays it 0.5 s): a page open may end early, its rest in the next wait.
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_protocol import Session, slider_moved, tenth_of_range  # noqa: E402 - the sibling protocol client
 from load_test import BUSY, HOST, IDLE, ROOT, free_port, rss_mib  # noqa: E402 - the sibling load script
 
 LOGS = sorted((ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "logs").glob("server_b*.log"))  # real runs
 GPUS = ("RTX 3090", "Tesla T4", "RTX 4090")
 KINDS = ("explore", "logs", "shopping", "learn")
 MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")  # the issue's
+CLIENTS = ("protocol", "browser")
 
 
 def start_server(port: int, cpus: set[int] | None = None) -> tuple[subprocess.Popen, float]:
@@ -90,36 +102,94 @@ async def act(kind: str, page, url: str, step: int) -> None:
         await slider.press("ArrowRight")
 
 
-async def session(i: int, kind: str, browser, url: str, stop_at: float, timeout_s: float, out: dict) -> None:
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = await context.new_page()
-    page.set_default_timeout(timeout_s * 1000)  # a busy server is measured, not cut off at playwright's 30 s
+async def act_protocol(kind: str, visitor, step: int) -> None:
+    """The same interaction through Streamlit's protocol (the first one opens its page and waits for its run)."""
+    if step == 0:
+        await visitor.open(kind)
+    elif kind == "explore":
+        slider = visitor.widget("slider", "--moe-cache-mib")
+        tenth = tenth_of_range(slider)
+        await visitor.set_slider(slider, slider_moved(slider, visitor.value(slider), -tenth if step % 2 else tenth))
+    elif kind == "logs":
+        await visitor.upload(visitor.widget("file_uploader", "llama-server", exact=False), LOGS[step % len(LOGS)])
+    elif kind == "shopping":
+        box = visitor.widget("selectbox", "GPU", sidebar=True)
+        shown = visitor.value(box)
+        await visitor.select(box, next(g for g in GPUS[step % len(GPUS) :] + GPUS if g != shown))
+    else:
+        slider = visitor.widget("slider", "step")
+        await visitor.set_slider(slider, slider_moved(slider, visitor.value(slider), 1))
+
+
+async def interact(i: int, kind: str, step_once, stop_at: float, out: dict) -> None:
+    """One session: an action, its wait, a pause to read, until stop_at; `step_once(step)` returns errors shown."""
     waits, errors, step = [], [], 0
     while time.monotonic() < stop_at:
         start = time.monotonic()
         try:
-            await act(kind, page, url, step)
-            await settle(page, timeout_s)
-            if await page.locator("[data-testid='stException']").count():
-                errors.append("exception shown")
+            errors += await step_once(step)
         except Exception as err:  # noqa: BLE001 - a timed-out or failed action is reported, not fatal
             errors.append(f"step {step}: {type(err).__name__}")
         waits.append(time.monotonic() - start)
         step += 1
         await asyncio.sleep(1.0)  # a person reads before the next action
     out[f"{i} {kind}"] = (waits, errors)
+
+
+async def browser_session(i: int, kind: str, browser, url: str, stop_at: float, timeout_s: float, out: dict) -> None:
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = await context.new_page()
+    page.set_default_timeout(timeout_s * 1000)  # a busy server is measured, not cut off at playwright's 30 s
+
+    async def step_once(step: int) -> list[str]:
+        await act(kind, page, url, step)
+        await settle(page, timeout_s)
+        return ["exception shown"] if await page.locator("[data-testid='stException']").count() else []
+
+    await interact(i, kind, step_once, stop_at, out)
     await context.close()
 
 
-async def run(
-    url: str, pid: int, begin_at: float, seconds: float, timeout_s: float, chromium: str, mix: tuple[str, ...]
-) -> dict:
+async def protocol_session(i: int, kind: str, url: str, stop_at: float, timeout_s: float, out: dict) -> None:
+    visitor = Session(url, timeout_s)
+
+    async def step_once(step: int) -> list[str]:
+        await act_protocol(kind, visitor, step)
+        return visitor.take_errors()
+
+    try:
+        await interact(i, kind, step_once, stop_at, out)
+    finally:
+        await visitor.close()
+
+
+@contextlib.asynccontextmanager
+async def sessions(client: str, chromium: str | None):
+    """Yields `start(i, kind, url, stop_at, timeout_s, out)` for the client: Chromium is launched once for all."""
+    if client == "protocol":
+        yield protocol_session
+        return
     from playwright.async_api import async_playwright
 
-    out: dict = {}
-    rss: list[float] = []
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield lambda i, kind, *rest: browser_session(i, kind, browser, *rest)
+        await browser.close()
+
+
+async def run(
+    url: str,
+    pid: int,
+    begin_at: float,
+    seconds: float,
+    timeout_s: float,
+    client: str,
+    chromium: str | None,
+    mix: tuple[str, ...],
+) -> dict:
+    out: dict = {}
+    rss: list[float] = []
+    async with sessions(client, chromium) as start:
         await asyncio.sleep(max(0.0, begin_at - time.monotonic()))
         stop_at = time.monotonic() + seconds
 
@@ -129,9 +199,8 @@ async def run(
                 await asyncio.sleep(2)
 
         sampler = asyncio.create_task(sample())
-        await asyncio.gather(*(session(i, k, browser, url, stop_at, timeout_s, out) for i, k in enumerate(mix)))
+        await asyncio.gather(*(start(i, k, url, stop_at, timeout_s, out) for i, k in enumerate(mix)))
         sampler.cancel()
-        await browser.close()
     out["rss"] = rss
     return out
 
@@ -142,15 +211,16 @@ def main() -> int:
     parser.add_argument("--start-after", type=float, default=10.0, help="seconds after `streamlit run`")
     parser.add_argument("--timeout", type=float, default=120.0, help="the longest one wait may take")
     parser.add_argument(
-        "--browser-cpu", type=int, help="the browsers on this CPU, the server on the rest (visitors' own machines)"
+        "--browser-cpu", type=int, help="the clients on this CPU, the server on the rest (visitors' own machines)"
     )
+    parser.add_argument("--client", choices=CLIENTS, default="protocol", help="Streamlit's protocol or Chromium pages")
     parser.add_argument("--mix", default=",".join(MIX), help=f"the sessions, comma-separated kinds of {KINDS}")
     args = parser.parse_args()
     mix = tuple(args.mix.split(","))
     if not set(mix) <= set(KINDS):
         raise SystemExit(f"--mix {args.mix}: kinds are {', '.join(KINDS)}")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
+    if chromium is None and args.client == "browser":
         raise SystemExit("no Chromium: apt-get install chromium")
     port = free_port()
     proc, started = start_server(port, split_cores(args.browser_cpu))
@@ -162,6 +232,7 @@ def main() -> int:
                 started + args.start_after,
                 min(args.seconds, 600),
                 args.timeout,
+                args.client,
                 chromium,
                 mix,
             )
@@ -170,9 +241,10 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=15)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    where = "browsers on their own CPU" if args.browser_cpu is not None else "browsers and server sharing every CPU"
+    clients = "browsers" if args.client == "browser" else "protocol clients"
+    where = f"{clients} on their own CPU" if args.browser_cpu is not None else f"{clients} and server sharing every CPU"
     started_at = f"{args.start_after:g} s after `streamlit run`"
-    print(f"{len(mix)} sessions from {started_at}, {args.seconds:g} s, {where}; load now {load}")
+    print(f"{len(mix)} sessions ({args.client} client) from {started_at}, {args.seconds:g} s, {where}; load now {load}")
     worst = 0.0
     for name in sorted(k for k in out if k != "rss"):
         waits, errors = out[name]
