@@ -120,7 +120,7 @@ def bench_curve() -> None:
     )
     report(
         "one numpy pass over the same keys (np.bincount)",
-        f"{numpy_pass:.3f} s wall, {numpy_cpu:.3f} s CPU: the curve takes **{ours / numpy_pass:.0f}x** "
+        f"{numpy_pass:.3f} s wall, {numpy_cpu:.3f} s CPU: the curve takes **{ours / numpy_pass:.1f}x** "
         f"(CPU {ours_cpu / numpy_cpu:.0f}x)",
     )
     report("1 budget / 1,024 budgets", f"{one:.2f} s / {wide:.2f} s")
