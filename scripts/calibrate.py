@@ -60,6 +60,7 @@ MACHINE_NAMES = {
 RUN5 = GROUNDTRUTH / "run5"
 RUN3_HEADER = GROUNDTRUTH / "run3" / "model-header.gguf"
 RUN6 = GROUNDTRUTH / "run6"
+RUN7 = GROUNDTRUTH / "run7"
 
 
 def _progress(label: str):
@@ -222,6 +223,34 @@ def run6_table() -> tuple[list[str], dict[tuple[str, str], list[float]]]:
     return lines, errors
 
 
+def run7_table() -> list[str]:
+    """run7 (held out: never fitted) through the plain `predict` command: the means of its interleaved short and
+    6,085-token requests (the CPU path on two servers), against the predicted steady decode and prompt."""
+    summary = pd.read_csv(RUN7 / "summary.csv")
+    lines = [
+        "| placement (servers) | short decode pred. / meas. (n) | long decode pred. / meas. (n) | long/short pred. / "
+        "meas. | one pair's long/short | 6k prompt pred. / meas. |",
+        "|---|---|---|---|---|---|",
+    ]
+    for placement, rows in summary[summary["request"] != "warm"].groupby("placement", sort=False):
+        base = ["predict", "--model", str(RUN3_HEADER), "--hardware", "h200", "--placement", placement, "--ctx"]
+        base += ["16384", "--budget-mib", "0", "-fa", "off", "--n-predict", "128", "--json"]
+        short = _predict(base + ["--prompt-tokens", "147", "--depth", "211"])
+        long = _predict(base + ["--prompt-tokens", "6085", "--depth", "6149"])
+        is_long = rows["request"].str.startswith("L")
+        s_meas, l_meas = rows[~is_long]["decode_tps"], rows[is_long]["decode_tps"]
+        by = rows.set_index(["server", "request"])["decode_tps"]
+        pairs = [by[srv, f"L{i}"] / by[srv, f"s{i}"] for srv in rows["server"].unique() for i in range(1, 5)]
+        lines.append(
+            f"| {placement} ({rows['server'].nunique()}) | {short['decode_tps']:.1f} / {s_meas.mean():.1f} "
+            f"({len(s_meas)}) | {long['decode_tps']:.1f} / {l_meas.mean():.1f} ({len(l_meas)}) | "
+            f"{long['decode_tps'] / short['decode_tps']:.2f} / {l_meas.mean() / s_meas.mean():.2f} | "
+            f"{min(pairs):.2f}-{max(pairs):.2f} | {long['prefill_tps']:.0f} / "
+            f"{rows[is_long]['prompt_tps'].mean():.0f} |"
+        )
+    return lines
+
+
 # Decode at depth against a short request on third-party machines, as their sources state it (field-measurements.csv
 # notes): (row, short depth, long depth, measured short t/s, measured long t/s). R9700: the 4,702-token prompt's
 # request against short ones; V620: the median cell at d0 against the median at d8000 (~5.8k tokens).
@@ -374,6 +403,7 @@ def main() -> None:
         for (run, kind), errors in run6_errors.items()
     ]
     sections += [f"run6, median absolute error (requests): {'; '.join(medians)}.", ""]
+    sections += ["### The H200 run7 servers through plain `predict` (held out: repeated pairs)", "", *run7_table(), ""]
     sections += ["### Distinct experts per prompt window: routing model against traces", "", *prompt_routing_table()]
     print("\n".join(sections))
     write_block(DOC, sections)
