@@ -3,6 +3,7 @@ them at once (the groups of a model, the budgets of a policy). One core, or one 
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -74,3 +75,36 @@ class Lanes:
         self.queues, self.threads = [], []
         if self.errors:
             raise self.errors[0]
+
+
+def cache_once(fn: Callable) -> Callable:
+    """functools.cache whose key is computed once when several threads ask for it at the same time: the others
+    wait for that answer (sessions opening together would each compute the same first answer, fighting over the
+    GIL: five first calls of a 1 s routing curve took 7.5 s). A failure is not kept: a waiting caller computes."""
+    results: dict[tuple, object] = {}
+    pending: dict[tuple, threading.Event] = {}
+    lock = threading.Lock()
+
+    @functools.wraps(fn)
+    def cached(*args):
+        with lock:
+            if args in results:
+                return results[args]
+            running = pending.get(args)
+            mine = running is None
+            if mine:
+                running = pending[args] = threading.Event()
+        if not mine:
+            running.wait()
+            return cached(*args)
+        try:
+            value = fn(*args)
+            with lock:
+                results[args] = value
+            return value
+        finally:
+            with lock:
+                del pending[args]
+            running.set()
+
+    return cached

@@ -1,10 +1,14 @@
-"""Independent passes on threads: every job runs, in order per lane, and an error reaches the caller."""
+"""Independent passes on threads: every job runs, in order per lane, and an error reaches the caller; a cache that
+computes a key once however many threads ask at once."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from moe_model.threads import Lanes, on_threads
+from moe_model.threads import Lanes, cache_once, on_threads
 
 
 def test_each_lane_runs_its_jobs_in_the_order_they_were_put(monkeypatch):
@@ -35,3 +39,41 @@ def test_an_error_in_a_lane_is_raised_by_close_or_the_next_put(monkeypatch, core
 def test_on_threads_returns_the_results_in_the_jobs_order(monkeypatch):
     monkeypatch.setattr("moe_model.threads.available_cores", lambda: 2)
     assert on_threads(lambda a, b: a * b, [(i, 2) for i in range(9)]) == [2 * i for i in range(9)]
+
+
+def test_cache_once_computes_a_key_once_while_the_other_threads_asking_wait_for_it():
+    calls, started = [], threading.Barrier(4)
+
+    @cache_once
+    def slow(x):
+        calls.append(x)
+        time.sleep(0.2)  # the others ask while it runs
+        return [x]
+
+    def ask(out, i):
+        started.wait()
+        out[i] = slow(3)
+
+    out = [None] * 4
+    threads = [threading.Thread(target=ask, args=(out, i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [3] and all(o is out[0] for o in out)  # one computation, the same object for every caller
+    assert slow(4) == [4] and calls == [3, 4]
+
+
+def test_cache_once_keeps_no_failure_the_next_call_computes_again():
+    attempts = []
+
+    @cache_once
+    def flaky(x):
+        attempts.append(x)
+        if len(attempts) == 1:
+            raise ValueError("first try fails")
+        return x
+
+    with pytest.raises(ValueError):
+        flaky(1)
+    assert flaky(1) == 1 and flaky(1) == 1 and attempts == [1, 1]

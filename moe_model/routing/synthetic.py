@@ -36,7 +36,7 @@ from moe_model.limits import (
 from moe_model.llama.batching import build_workload
 from moe_model.readers.traces import make_token_trace
 from moe_model.resources import data_path
-from moe_model.threads import worker_pool
+from moe_model.threads import cache_once, worker_pool
 from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
 
 SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
@@ -395,7 +395,7 @@ RANDOM_WEIGHT_MODELS = ("synthetic-qwen3moe",)
 RANDOM_WEIGHT_KNOBS = Knobs(skew=1.2, working_set=1.0, drift=0.0, reuse=0.0)
 
 
-@cache
+@cache_once  # every page's prompt pricing asks for it first thing: sessions opening together wait for one
 def _window_curve(n_expert: int, k: int, knobs: Knobs) -> tuple[np.ndarray, np.ndarray]:
     """Mean distinct experts per layer in windows of 2^i consecutive tokens of one synthetic sequence."""
     shape = Shape(WINDOW_CURVE_LAYERS, n_expert, k)
