@@ -297,3 +297,16 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
     first = cached.cached_explore_point(inputs, Scenario(), 1.0, 100)
     assert cached.cached_explore_point(same, Scenario(), 1.0, 100) is first and len(calls) == 1
     assert cached.cached_explore_point(other, Scenario(), 1.0, 100) is not first and len(calls) == 2
+
+
+def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
+    from moe_model.speed import measured
+
+    model, generated, real = uniform_spec(2, 8, 2), [], measured.generate
+    monkeypatch.setattr(measured, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    for cache in (cached._synthetic_tokens, cached._cached_synthetic, cached.recommend_memo):
+        cache.clear()
+    explore = cached.cached_synthetic(model, 1, 0, 0.7, 64)  # with prompts, as Explore asks
+    memo = cached.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only, as recommend asks
+    assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
+    assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records

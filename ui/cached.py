@@ -52,12 +52,12 @@ from moe_model.speed.calibration import TimeModel
 from moe_model.speed.curve import BudgetAxis, CurvePoint, ReplayMemo
 from moe_model.speed.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.measured import synthetic_workload
+from moe_model.speed.measured import SYNTHETIC_TOKENS, batched_synthetic, synthetic_trace
 from moe_model.speed.policy_compare import Comparison, compare_priced, policy_workload
 from moe_model.speed.recommend import Option, recommend, replay_shared
 from moe_model.speed.scenario import Scenario
 from moe_model.warmup import is_compiled
-from moe_model.workload import Batching, Workload
+from moe_model.workload import Batching, TokenTrace, Workload
 
 
 def content_key(data: bytes) -> str:
@@ -399,7 +399,7 @@ def recommend_memo(
     base = Scenario(concurrency=concurrency)
     if routing is not None:
         return ReplayMemo(routing.workload(model, Batching(concurrency, base.draft_tokens, base.accept_rate)))
-    return ReplayMemo(synthetic_workload(model, base))
+    return ReplayMemo(batched_synthetic(model, base, _synthetic_tokens(model, SYNTHETIC_TOKENS, presets_key)))
 
 
 @app_cached("Ranking every setting...", kernels=True)
@@ -483,7 +483,13 @@ def _cached_synthetic(
     model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int, n_tokens: int, presets_key: str
 ) -> Workload:
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
-    return synthetic_workload(model, sc, n_tokens=n_tokens, prompts=prompt_tokens > 0)
+    return batched_synthetic(model, sc, _synthetic_tokens(model, n_tokens, presets_key), prompts=prompt_tokens > 0)
+
+
+@app_cached("Generating routing...")
+def _synthetic_tokens(model: ModelSpec, n_tokens: int, presets_key: str) -> TokenTrace:
+    """The preset's token routing, generated once for Explore and the recommender (they batch it their ways)."""
+    return synthetic_trace(model, n_tokens=n_tokens)
 
 
 @app_cached("Generating routing...")

@@ -39,7 +39,7 @@ from moe_model.speed.measurements import decode_tps_of, infer_budget, infer_plac
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
-from moe_model.workload import Batching, Workload
+from moe_model.workload import Batching, TokenTrace, Workload
 
 SAMPLE = data_path()
 MODELS = SAMPLE / "models"
@@ -95,9 +95,19 @@ def synthetic_workload(
 ) -> Workload:
     """The model's routing preset (a model), batched as the scenario's server would; with `prompts`, each
     sequence first processes sc.prompt_tokens of prompt in ubatches of sc.n_ubatch."""
+    return batched_synthetic(model, sc, synthetic_trace(model, seed, n_tokens), prompts)
+
+
+def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS) -> TokenTrace:
+    """The tokens' routing under the model's preset, before any batching: callers that batch it several ways
+    (Explore, the recommender) can generate it once."""
     preset = preset_for(model)
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
-    trace = generate(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")
+    return generate(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")
+
+
+def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
+    """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
     prompt = sc.prompt_tokens if prompts else 0
     batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, prompt, sc.n_ubatch)
     return build_workload(trace, batching, model.n_expert)
