@@ -143,8 +143,12 @@ def ns_per_lookup(n_caps: int) -> float:
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
+    used = rec_mode != MODE_SKIP  # other groups' records: every pool size's loop would step over them
+    rec_layer, rec_ntok, rec_off, rec_mode, rec_large = (
+        a[used] for a in (rec_layer, rec_ntok, rec_off, rec_mode, rec_large)
+    )
     n_rec = len(rec_mode)
-    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert)[rec_mode != MODE_SKIP].sum())  # skipped: none
+    n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert).sum())
     ent_start = np.zeros(n_rec + 1, dtype=np.int64)
     ent_key = np.empty(n_ent, dtype=np.int32)
     ent_cls = np.empty(n_ent, dtype=np.int8)
