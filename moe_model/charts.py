@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
@@ -21,6 +22,13 @@ from moe_model.speed.vram import VramBreakdown
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
 HOT, COLD, MISS = "#D55E00", "#0072B2", "#E69F00"
+TEMPLATE = "plotly_white"
+
+
+def use_template_by_default() -> None:
+    """Make TEMPLATE plotly's default in this process (the app, which draws figures on every rerun): plotly then
+    gives each new figure the template unvalidated, ~3 ms a figure instead of ~25 ms for setting it on each."""
+    pio.templates.default = TEMPLATE
 
 
 @dataclass(frozen=True)
@@ -48,11 +56,12 @@ def for_notebook(fig: go.Figure, include_plotlyjs: bool | str = "cdn") -> Notebo
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    if pio.templates.default != TEMPLATE:  # else the figure was born with it (use_template_by_default)
+        fig.update_layout(template=TEMPLATE)
     fig.update_layout(
         title=title,
         xaxis_title=x,
         yaxis_title=y,
-        template="plotly_white",
         height=380,
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
         legend={"orientation": "h", "y": -0.25},

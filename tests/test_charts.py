@@ -40,3 +40,18 @@ def test_logged_hit_rates_are_drawn_on_the_hit_curve_with_where_the_routing_come
     assert list(markers.x) == [100, 200] and list(markers.y) == [20.0, 40.0]  # only this placement's logs
     assert fig.layout.title.text == "Simulated hit rate: routing fitted to your 3 logs, ±1.5 points"
     assert len(overlay_logged_hits(go.Figure(), routing).data[0].x) == 3  # no placement given: every log
+
+
+def test_figures_wear_plotly_white_whether_or_not_the_app_made_it_the_process_default(monkeypatch):
+    import pandas as pd
+    import plotly.io as pio
+
+    from moe_model.charts import TEMPLATE, shopping_bars
+
+    frame = pd.DataFrame({"GPU": ["T4"], "decode t/s": [20.0], "low t/s": [16.0], "high t/s": [24.0]})
+    frame["best setting"] = "--cpu-moe"
+    monkeypatch.setattr(pio.templates, "default", "plotly")  # a notebook's plotly: set on the figure
+    own = shopping_bars(frame).layout.template
+    monkeypatch.setattr(pio.templates, "default", TEMPLATE)  # the app's process (use_template_by_default)
+    born = shopping_bars(frame).layout.template
+    assert own.to_plotly_json() == born.to_plotly_json() == pio.templates[TEMPLATE].to_plotly_json()

@@ -10,6 +10,7 @@ import threading
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
+from moe_model.charts import use_template_by_default
 from moe_model.warmup import is_compiled, warm_up
 from ui.cached import warm_kernels_in_background
 
@@ -40,6 +41,7 @@ def prepare_process() -> None:
         if _PREPARED.is_set():
             return
         warm_kernels_in_background()
+        use_template_by_default()
         for name in PAGE_MODULES:
             importlib.import_module(name)
         if is_compiled():
