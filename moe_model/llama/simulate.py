@@ -33,7 +33,7 @@ from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
-CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays, masks and each pass's modes, per record
+CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays and masks, per record (each pass adds its modes' one byte)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Kernel:
 
     `feed(state, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert)` continues a pass with a
     chunk; `results(state)` gives (hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]), the
-    middle axis being llama.cpp's "ubatch <= 8" / "ubatch  > 8" classes. The LRU kernel is b11549's exact one.
+    middle axis being llama.cpp's "ubatch <= 8" / "ubatch  > 8" classes. A chunk holds every group's records:
+    feed must leave the state as it is for a MODE_SKIP record. The LRU kernel is b11549's exact one.
     """
 
     name: str
@@ -171,7 +172,9 @@ def pool_need(work: Workload) -> np.ndarray:
     return _pool_need(work.rec_ntok, work.k, work.n_expert)
 
 
-def _record_modes(in_group: np.ndarray, need: np.ndarray, offloaded: np.ndarray, n_slots: int, copies: bool):
+def _record_modes(
+    in_group: np.ndarray, need: np.ndarray, offloaded: np.ndarray, n_slots: int, copies: bool
+) -> np.ndarray:
     """Per record: use the pool, probe it (offloaded large batch), or nothing (get_slot_map rules)."""
     cache = in_group & (need <= n_slots)
     modes = np.where(cache, MODE_CACHE, MODE_SKIP).astype(np.int8)
@@ -220,7 +223,8 @@ def estimate_run(
     kernel: Kernel = LRU_KERNEL,
 ) -> RunEstimate:
     states = sum(kernel.state_bytes(stream.n_layer, n_expert, np.asarray(caps)) for caps in caps_per_pass)
-    chunk = min(chunk_records, stream.n_records) * CHUNK_BYTES_PER_RECORD * (1 + LANE_QUEUE_JOBS)  # queued ones too
+    per_record = CHUNK_BYTES_PER_RECORD + len(caps_per_pass)  # every pass's modes span the whole chunk
+    chunk = min(chunk_records, stream.n_records) * per_record * (1 + LANE_QUEUE_JOBS)  # queued ones too
     seconds = stream.n_lookups * sum(kernel.ns_per_lookup(len(caps)) for caps in caps_per_pass) * 1e-9
     return RunEstimate(len(caps_per_pass), states + chunk, seconds)
 
@@ -257,7 +261,7 @@ def _feed_chunk(
         if ps.group not in in_group:
             in_group[ps.group] = group == ps.group
         modes = _record_modes(in_group[ps.group], need, offloaded, ps.n_slots, ps.copies)
-        if modes.any():
+        if (modes != MODE_SKIP).any():
             args = (work.rec_layer, work.rec_ntok, work.rec_off, modes, large, work.ids)
             lanes.put(lane, (ps.state, *args, work.k, work.n_expert))
 
