@@ -80,23 +80,23 @@ class Lanes:
 def cache_once(fn: Callable) -> Callable:
     """functools.cache whose key is computed once when several threads ask for it at the same time: the others
     wait for that answer (sessions opening together would each compute the same first answer, fighting over the
-    GIL: five first calls of a 1 s routing curve took 7.5 s). A failure is not kept: a waiting caller computes."""
+    GIL: five first calls of a 1 s routing curve took 7.5 s). A failure is not kept: a waiting caller computes.
+    Not reentrant: `fn` asking for its own key would wait for itself."""
     results: dict[tuple, object] = {}
     pending: dict[tuple, threading.Event] = {}
     lock = threading.Lock()
 
     @functools.wraps(fn)
     def cached(*args):
-        with lock:
-            if args in results:
-                return results[args]
-            running = pending.get(args)
-            mine = running is None
-            if mine:
-                running = pending[args] = threading.Event()
-        if not mine:
+        while True:  # after a failure the waiters ask again: one of them computes, the others wait for it
+            with lock:
+                if args in results:
+                    return results[args]
+                running = pending.get(args)
+                if running is None:
+                    running = pending[args] = threading.Event()
+                    break
             running.wait()
-            return cached(*args)
         try:
             value = fn(*args)
             with lock:

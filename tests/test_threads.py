@@ -77,3 +77,37 @@ def test_cache_once_keeps_no_failure_the_next_call_computes_again():
     with pytest.raises(ValueError):
         flaky(1)
     assert flaky(1) == 1 and flaky(1) == 1 and attempts == [1, 1]
+
+
+def test_cache_once_a_failure_wakes_the_waiting_threads_and_one_of_them_computes():
+    calls, started, release = [], threading.Event(), threading.Event()
+
+    @cache_once
+    def first_fails(x):
+        calls.append(x)
+        if len(calls) == 1:
+            started.set()
+            release.wait()  # the other threads ask while the first computation runs
+            raise ValueError("first try fails")
+        return [x]
+
+    out, failed = [None] * 3, []
+
+    def ask(i):
+        try:
+            out[i] = first_fails(5)
+        except ValueError:
+            failed.append(i)
+
+    threads = [threading.Thread(target=ask, args=(0,))]
+    threads[0].start()
+    started.wait()
+    threads += [threading.Thread(target=ask, args=(i,)) for i in (1, 2)]
+    for t in threads[1:]:
+        t.start()
+    time.sleep(0.1)  # both are waiting now
+    release.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)  # nobody left waiting
+    assert failed == [0] and calls == [5, 5] and out[1] is out[2] == [5]  # one retry, its answer shared
