@@ -65,6 +65,8 @@ DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_CHUNK_LOOKUPS = 1 << 20  # and expert ids per chunk (4 MiB as int32): large ubatches make fewer records a chunk
+SIM_CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays and masks, per record (each pass adds its modes' byte)
+SIM_CHUNK_BYTES_PER_ID = 4  # a chunk's expert ids (int32 at most)
 LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
 ROUTING_ROWS_CELLS_PER_THREAD = 32_768  # synthetic routing: (row x expert) scores per thread and step, ~0.3 ms
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes

@@ -213,3 +213,21 @@ def test_a_run_this_machine_cannot_hold_is_refused_before_it_starts_in_one_line(
     with pytest.raises(WorkloadError, match="above this tool's limit of 60 minutes"):
         check_run(RunEstimate(n_passes=4, peak_bytes=1, seconds=7200.0), available=4 * 2**30)
     check_run(RunEstimate(n_passes=4, peak_bytes=2**30, seconds=10.0), available=4 * 2**30)  # positive control
+
+
+def test_the_memory_estimate_counts_the_queued_chunks_ids_and_every_passs_modes():
+    from dataclasses import replace
+
+    from moe_model.limits import LANE_QUEUE_JOBS, SIM_CHUNK_BYTES_PER_ID, SIM_CHUNK_LOOKUPS
+    from moe_model.llama.lru_kernel import state_bytes
+    from moe_model.llama.simulate import estimate_run
+    from moe_model.workload import stream_of
+
+    stream = stream_of(make_workload([(t, 0, 1, [0, 1]) for t in range(50)], 1, 8, 2))
+    caps = [np.array([4, 8])]
+    base = estimate_run(stream, caps, 8, 32_768).peak_bytes
+    many_ids = replace(stream, n_lookups=10 * SIM_CHUNK_LOOKUPS)  # a chunk holds at most SIM_CHUNK_LOOKUPS ids
+    extra_ids = (SIM_CHUNK_LOOKUPS - stream.n_lookups) * SIM_CHUNK_BYTES_PER_ID * (1 + LANE_QUEUE_JOBS)
+    assert estimate_run(many_ids, caps, 8, 32_768).peak_bytes == base + extra_ids
+    one_more = estimate_run(stream, caps * 2, 8, 32_768).peak_bytes - base  # a second pass: its state and its modes
+    assert one_more == state_bytes(1, 8, 2) + stream.n_records * (1 + LANE_QUEUE_JOBS)

@@ -18,6 +18,9 @@ from moe_model.errors import WorkloadError
 from moe_model.limits import (
     LANE_QUEUE_JOBS,
     MAX_SIM_SECONDS,
+    SIM_CHUNK_BYTES_PER_ID,
+    SIM_CHUNK_BYTES_PER_RECORD,
+    SIM_CHUNK_LOOKUPS,
     SIM_CHUNK_RECORDS,
     SIM_MEMORY_SHARE,
     SIM_NS_PER_LOOKUP_PASS,
@@ -33,7 +36,6 @@ from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
 
 OFFLOAD_DEVICE = 0  # large batches are offloaded to the first GPU; only its groups can be copied from
-CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays and masks, per record (each pass adds its modes' one byte)
 
 
 @dataclass(frozen=True)
@@ -223,8 +225,9 @@ def estimate_run(
     kernel: Kernel = LRU_KERNEL,
 ) -> RunEstimate:
     states = sum(kernel.state_bytes(stream.n_layer, n_expert, np.asarray(caps)) for caps in caps_per_pass)
-    per_record = CHUNK_BYTES_PER_RECORD + len(caps_per_pass)  # every pass's modes span the whole chunk
-    chunk = min(chunk_records, stream.n_records) * per_record * (1 + LANE_QUEUE_JOBS)  # queued ones too
+    per_record = SIM_CHUNK_BYTES_PER_RECORD + len(caps_per_pass)  # every pass's modes span the whole chunk
+    ids = min(SIM_CHUNK_LOOKUPS, stream.n_lookups) * SIM_CHUNK_BYTES_PER_ID
+    chunk = (min(chunk_records, stream.n_records) * per_record + ids) * (1 + LANE_QUEUE_JOBS)  # queued ones too
     seconds = stream.n_lookups * sum(kernel.ns_per_lookup(len(caps)) for caps in caps_per_pass) * 1e-9
     return RunEstimate(len(caps_per_pass), states + chunk, seconds)
 
