@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -77,34 +77,48 @@ class Lanes:
             raise self.errors[0]
 
 
-def cache_once(fn: Callable) -> Callable:
-    """functools.cache whose key is computed once when several threads ask for it at the same time: the others
-    wait for that answer (sessions opening together would each compute the same first answer, fighting over the
-    GIL: five first calls of a 1 s routing curve took 7.5 s). A failure is not kept: a waiting caller computes.
-    Not reentrant: `fn` asking for its own key would wait for itself."""
-    results: dict[tuple, object] = {}
-    pending: dict[tuple, threading.Event] = {}
-    lock = threading.Lock()
+class SingleFlight:
+    """Per key, one computation at a time: a caller that finds one running waits for it and then looks again (the
+    value kept by then is its answer; after a failure, or a value not kept, one of the waiters computes). Sessions
+    asking for the same first answer at once would otherwise each compute it, fighting over the GIL."""
 
-    @functools.wraps(fn)
-    def cached(*args):
-        while True:  # after a failure the waiters ask again: one of them computes, the others wait for it
-            with lock:
-                if args in results:
-                    return results[args]
-                running = pending.get(args)
+    def __init__(self) -> None:
+        self._running: dict[Hashable, threading.Event] = {}
+        self._lock = threading.Lock()  # held around a lookup and the running set, never around a computation
+
+    def get(self, key: Hashable, lookup: Callable[[], tuple[bool, object]], compute: Callable[[], object]) -> object:
+        """lookup() -> (found, value); compute() computes and keeps the value (or not) before returning it."""
+        while True:
+            with self._lock:
+                found, value = lookup()
+                if found:
+                    return value
+                running = self._running.get(key)
                 if running is None:
-                    running = pending[args] = threading.Event()
+                    running = self._running[key] = threading.Event()
                     break
             running.wait()
         try:
-            value = fn(*args)
-            with lock:
-                results[args] = value
-            return value
+            return compute()
         finally:
-            with lock:
-                del pending[args]
+            with self._lock:
+                del self._running[key]
             running.set()
+
+
+def cache_once(fn: Callable) -> Callable:
+    """functools.cache whose key is computed once when several threads ask for it at the same time (SingleFlight:
+    five first calls of a 1 s routing curve took 7.5 s with functools.cache). A failure is not kept.
+    Not reentrant: `fn` asking for its own key would wait for itself."""
+    results: dict[tuple, object] = {}
+    flights = SingleFlight()
+
+    def computed(args: tuple) -> object:
+        results[args] = value = fn(*args)
+        return value
+
+    @functools.wraps(fn)
+    def cached(*args):
+        return flights.get(args, lambda: (args in results, results.get(args)), lambda: computed(args))
 
     return cached

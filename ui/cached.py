@@ -56,6 +56,7 @@ from moe_model.speed.measured import SYNTHETIC_TOKENS, batched_synthetic, synthe
 from moe_model.speed.policy_compare import Comparison, compare_priced, policy_workload
 from moe_model.speed.recommend import Option, recommend, replay_shared
 from moe_model.speed.scenario import Scenario
+from moe_model.threads import SingleFlight
 from moe_model.warmup import is_compiled
 from moe_model.workload import Batching, TokenTrace, Workload
 
@@ -159,12 +160,13 @@ def _release_freed_memory() -> None:
 class ByteBudgetCache:
     """Results by key, least recently used out beyond max_bytes, none older than ttl_s; a result larger than
     entry_bytes is returned, not kept. The lock guards the dictionary only, never a computation; a key being
-    computed is computed once, while other callers wait for it (a failure makes each compute it, and fail, alone)."""
+    computed is computed once, while other callers wait for it (SingleFlight: after a failure, or a result not
+    kept, the next waiter computes it alone)."""
 
     def __init__(self, max_bytes: int, entry_bytes: int, ttl_s: float) -> None:
         self.max_bytes, self.entry_bytes, self.ttl_s = max_bytes, entry_bytes, ttl_s
         self._entries: OrderedDict[tuple, tuple[object, int, float]] = OrderedDict()
-        self._pending: dict[tuple, threading.Event] = {}
+        self._flights = SingleFlight()  # a key being computed: the other callers wait for it
         self._lock = threading.Lock()
         self.nbytes = 0
 
@@ -181,29 +183,15 @@ class ByteBudgetCache:
 
     def get_or_compute(self, key: tuple, compute: Callable[[], object]) -> tuple[object, bool]:
         """The value, and whether it is kept here (False: too large for this store)."""
-        while True:
-            hit, value = self.lookup(key)
-            if hit:
-                return value, True
-            with self._lock:
-                waiting = self._pending.get(key)
-                if waiting is None:
-                    self._pending[key] = threading.Event()
-                    break
-            waiting.wait()
-            hit, value = self.lookup(key)
-            if hit:
-                return value, True
-            with self._lock:
-                if key not in self._pending:  # computed but not kept, or failed: compute it here
-                    self._pending[key] = threading.Event()
-                    break
-        try:
+        kept = True
+
+        def computed() -> object:
+            nonlocal kept
             value = compute()
-            return value, self._keep(key, value)
-        finally:
-            with self._lock:
-                self._pending.pop(key).set()
+            kept = self._keep(key, value)
+            return value
+
+        return self._flights.get(key, lambda: self.lookup(key), computed), kept
 
     def _keep(self, key: tuple, value) -> bool:
         size = nbytes_of(value)
