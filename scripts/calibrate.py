@@ -37,6 +37,7 @@ from moe_model.speed.measured import (
     GROUNDTRUTH,
     all_points,
     field_rows,
+    run7_predict_argv,
     scenario_of_run,
     steady_hit_rate,
     t4_predict_argv,
@@ -233,10 +234,8 @@ def run7_table() -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for placement, rows in summary[summary["request"] != "warm"].groupby("placement", sort=False):
-        base = ["predict", "--model", str(RUN3_HEADER), "--hardware", "h200", "--placement", placement, "--ctx"]
-        base += ["16384", "--budget-mib", "0", "-fa", "off", "--n-predict", "128", "--json"]
-        short = _predict(base + ["--prompt-tokens", "147", "--depth", "211"])
-        long = _predict(base + ["--prompt-tokens", "6085", "--depth", "6149"])
+        short = _predict(run7_predict_argv(placement, 147, 211))
+        long = _predict(run7_predict_argv(placement, 6085, 6149))
         is_long = rows["request"].str.startswith("L")
         s_meas, l_meas = rows[~is_long]["decode_tps"], rows[is_long]["decode_tps"]
         by = rows.set_index(["server", "request"])["decode_tps"]

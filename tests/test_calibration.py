@@ -22,6 +22,7 @@ from moe_model.speed.measured import (
     log_fills,
     log_points,
     measured_kind_tps,
+    run7_predict_argv,
     steady_hit_rate,
 )
 from moe_model.speed.time_model import TimeParams, predict
@@ -211,8 +212,6 @@ def test_plain_predicts_long_over_short_decode_is_run7s_mean_over_interleaved_pa
     rows = rows[(rows["placement"] == placement) & (rows["request"] != "warm")]
     long_rows = rows["request"].str.startswith("L")
     measured = rows[long_rows]["decode_tps"].mean() / rows[~long_rows]["decode_tps"].mean()
-    base = ["predict", "--model", str(RUN3 / "model-header.gguf"), "--hardware", "h200", "--placement", placement]
-    base += ["--ctx", "16384", "--budget-mib", "0", "-fa", "off", "--n-predict", "128", "--json"]
-    short = _plain_decode_tps([*base, "--prompt-tokens", "147", "--depth", "211"])
-    long = _plain_decode_tps([*base, "--prompt-tokens", "6085", "--depth", "6149"])
+    short = _plain_decode_tps(run7_predict_argv(placement, 147, 211))
+    long = _plain_decode_tps(run7_predict_argv(placement, 6085, 6149))
     assert abs(long / short - measured) <= 0.08, (placement, long / short, measured)

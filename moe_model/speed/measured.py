@@ -212,6 +212,14 @@ def t4_predict_argv() -> dict[str, tuple[list[str], float, float | None]]:
     return out
 
 
+def run7_predict_argv(placement: str, prompt_tokens: int, depth: int) -> list[str]:
+    """One request of a run7 server as the plain `predict` command (groundtruth/run7/README: -ngl 99 -fa off -c 16384
+    -np 1, mmap'd experts, no cache, 128 tokens decoded)."""
+    argv = ["predict", "--model", str(GROUNDTRUTH / "run3" / "model-header.gguf"), "--hardware", "h200"]
+    argv += ["--placement", placement, "--ctx", "16384", "--budget-mib", "0", "-fa", "off", "--n-predict", "128"]
+    return argv + ["--prompt-tokens", str(prompt_tokens), "--depth", str(depth), "--json"]
+
+
 def scenario_of_run(run: LogRun, model: ModelSpec, build: int | None = None) -> Scenario:
     """The scenario a llama-server log describes: placement, budget, streams, context, load mode, -fa, and the
     build (the log's own `build:` line, else `build`, else mainline)."""
