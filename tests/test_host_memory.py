@@ -23,8 +23,8 @@ def test_too_little_ram_does_not_fit_and_says_why_per_load_mode(qwen30b):
     small = preset("RTX 4090").with_changes(ram_gib=8.0)
     mmap = host_memory(qwen30b, small, Placement(cpu_moe=True), "mmap")
     pinned = host_memory(qwen30b, small, Placement(cpu_moe=True), "none")
-    assert not mmap.fits and "page from disk: very slow" in mmap.verdict
-    assert not pinned.fits and "cannot page out" in pinned.verdict
+    assert not mmap.fits and mmap.streams and mmap.runs and "page from disk" in mmap.verdict
+    assert not pinned.fits and not pinned.streams and not pinned.runs and "cannot page out" in pinned.verdict
     assert "fewer layers in host memory" in pinned.verdict
 
 
@@ -36,3 +36,14 @@ def test_fewer_host_layers_free_ram(qwen30b):
 
 def test_every_preset_names_its_ram():
     assert preset("Tesla T4").ram_gib == 32.0 and preset("RTX 4090").ram_gib == 64.0
+
+
+def test_the_page_cache_misses_less_than_its_share_under_skewed_routing_and_nothing_when_it_holds_everything(qwen30b):
+    from moe_model.speed.host_memory import page_miss_share
+
+    n = qwen30b.n_expert
+    assert page_miss_share(qwen30b, 0.0, n) == 0.0
+    assert page_miss_share(qwen30b, 0.0, 0.0) == 1.0
+    half = page_miss_share(qwen30b, 0.0, n / 2)
+    assert 0.0 < half < 0.5  # popular experts stay resident: fewer misses than the uncached share
+    assert page_miss_share(qwen30b, n / 4, n / 4) > half  # behind a GPU pool the host reads are the rarer experts

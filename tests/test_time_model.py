@@ -206,6 +206,7 @@ def test_the_prediction_breakdown_names_every_term(gt_model):
         "experts_cpu",
         "split",
         "draft",
+        "disk",
     }
     assert pred.vram.kv_mib == 56.0 and pred.as_dict()["vram"]["moe_cache"] == pytest.approx(402.75)
     assert pred.as_dict()["decode_tps_range"][0] <= pred.decode_tps

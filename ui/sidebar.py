@@ -7,12 +7,14 @@ import os
 
 import streamlit as st
 
+from moe_model.errors import MoeModelError
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
+from moe_model.speed.host_parts import described
 from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
@@ -199,16 +201,13 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         gpu_bw = _edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), base_id)
         gen = _edit(st, "pcie_gen", hw.pcie_gen, base_id)
         lanes = _edit(st, "pcie_lanes", hw.pcie_lanes, base_id)
-        hw = hw.with_changes(
-            ram_gib=ram,
-            vram_gib=vram,
-            gpu_bw_gbs=gpu_bw,
-            pcie_gen=gen,
-            pcie_lanes=lanes,
-            mem_bw_gbs=_edit(st, "mem_bw_gbs", float(hw.cpu_bw_gbs), base_id),
-            threads=_edit(st, "threads", int(hw.cpu_threads), base_id),
-            **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
-        )
+        shown = {"ram_gib": float(hw.ram_gib), "vram_gib": float(hw.vram_gib), "gpu_bw_gbs": float(hw.gpu_bw_gbs)}
+        shown |= {"pcie_gen": hw.pcie_gen, "pcie_lanes": hw.pcie_lanes}
+        shown |= {"mem_bw_gbs": float(hw.cpu_bw_gbs), "threads": int(hw.cpu_threads)}
+        edits = {"ram_gib": ram, "vram_gib": vram, "gpu_bw_gbs": gpu_bw, "pcie_gen": gen, "pcie_lanes": lanes}
+        edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
+        changed = {name: value for name, value in edits.items() if value != shown[name]}  # only these are stated
+        hw = hw.with_changes(**changed, **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes))
         if not use_calibrated:
             st.button(
                 f"use the {name} preset's host",
@@ -217,12 +216,35 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
                 args=(base_id,),
                 help="RAM, host memory, threads and link as the preset states them (picking a GPU keeps yours)",
             )
+    hw = _host_parts(hw)
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
         f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
     )
     return hw, time_model, load_mode
+
+
+HOST_PARTS = {"cpu": "CPU model (e.g. Ryzen 7 7700X)", "kit": "RAM kit (e.g. 2x32 GB DDR5-6000)"}
+HOST_PARTS |= {"slot": "GPU slot (e.g. PCIe 4.0 x16, OCuLink)", "drive": "drive (e.g. NVMe Gen4, SATA SSD)"}
+
+
+def _host_parts(hw: Hardware) -> Hardware:
+    """The host as the user knows it (CPU, RAM kit, slot, drive): each part given narrows the range; one that is
+    not understood is named in one line and left out. Kept across pages and in the URL."""
+    with st.sidebar.expander("describe your host (narrows the range)"):
+        typed = {
+            key: st.text_input(label, kept(key, ""), key=f"host_{key}").strip() for key, label in HOST_PARTS.items()
+        }
+    keep(**typed)
+    for key, text in typed.items():
+        if not text:
+            continue
+        try:
+            hw = described(hw, **{key: text})
+        except MoeModelError as err:
+            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {err}")
+    return hw
 
 
 def sidebar_session(note: str) -> None:

@@ -52,12 +52,21 @@ def _hardware(args: argparse.Namespace):
         hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
         args.load_mode = flag_mode or SCENARIO["load_mode"].default
         args.load_mode_source = "flag" if flag_mode else "default"
+    hw = _described(hw, args)
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
     if (args.mem_channels or args.mem_mts) and args.mem_bw_gbs is None:
         changes["mem_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
     if args.link_gbs is not None:
         changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
     return (hw.with_changes(**changes) if changes else hw), rel_error
+
+
+def _described(hw, args: argparse.Namespace):
+    """The machine with the host parts typed as people know them (CPU model, RAM kit, slot, drive); the figure
+    flags (--threads, --mem-mts, ...) are applied after, so a typed figure wins over the part's."""
+    from moe_model.speed.host_parts import described
+
+    return described(hw, cpu=args.cpu, kit=args.ram_kit, slot=args.slot, drive=args.drive)
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):
@@ -158,6 +167,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}) at {sc.context_depth:,} tokens of context, "
         f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
     )
+    for source in pred.range_sources:
+        print(f"    range from {source.source}: {source.low_tps:.1f}-{source.high_tps:.1f} t/s")
+    if step := out["range_step"]:
+        print(f"  {step}")
     print(
         f"  prompt of {sc.prompt_tokens:,} tokens: {pred.prefill_tps:.0f} t/s, first token after {pred.ttft_s:.2f} s "
         "(steady state: the requests after the server's first)"
@@ -317,6 +330,11 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     for name in HARDWARE:  # each edits the preset's value, which it defaults to
         add_setting(parser, HARDWARE[name], default=None)
     parser.add_argument("--link-gbs", type=ranged(number, MIN_RATE, MAX_RATE_GBS), help="both measured rates at once")
+    host = parser.add_argument_group("the host as you know it (each narrows the range; figure flags override)")
+    host.add_argument("--cpu", help="CPU model, e.g. 'Ryzen 7 7700X', 'i7-13700K' (threads, clock, VNNI)")
+    host.add_argument("--ram-kit", help="RAM kit as on the box, e.g. '2x32 GB DDR5-6000' (RAM, channels, speed)")
+    host.add_argument("--slot", help="the GPU's slot or link, e.g. 'PCIe 4.0 x4', 'OCuLink', 'Thunderbolt 4'")
+    host.add_argument("--drive", help="the drive the model file is on: 'SATA SSD', 'NVMe Gen3/4/5', 'HDD'")
     add_settings(parser, SCENARIO, tuple(f for f in SCENARIO_FLAGS if f != "load_mode"))
     add_setting(parser, SCENARIO["load_mode"], default=None, help="default: a machine file's own, else mmap")
     add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))

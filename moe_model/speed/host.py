@@ -22,6 +22,7 @@ CPU_FAMILIES = {
 FAMILIES = tuple(CPU_FAMILIES)
 PCIE_GENS = (3, 4, 5)
 PCIE_LANES = (1, 2, 4, 8, 16)
+DRIVES = ("hdd", "sata", "nvme3", "nvme4", "nvme5")  # drive classes of moe_model/data/host_parts.json
 MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate would divide by zero)
 
 
@@ -80,6 +81,16 @@ class Host:
         lo=MIN_RATE,
         hi=2000.0,
     )
+    cpu: str | None = None  # the CPU model of the parts table the figures came from (host_parts.describe)
+    drive: str | None = None  # the drive class mmap'd experts page from (None: host_parts.DEFAULT_DRIVE)
+    disk_gbs: float | None = setting(
+        None,
+        help="measured read rate of the drive the model file is on (GB/s): mmap'd experts beyond RAM stream at it",
+        parse=float,
+        flags=("--disk-gbs",),
+        lo=MIN_RATE,
+        hi=200.0,
+    )
     stated: tuple[str, ...] = ()
     source: str = "an assumption to edit"
 
@@ -96,6 +107,8 @@ class Host:
             "slot_lanes": self.slot_lanes is None or self.slot_lanes in PCIE_LANES,
             "mem_bw_gbs": self.mem_bw_gbs is None or MIN_RATE <= self.mem_bw_gbs <= 2000,
             "copy_gbs": self.copy_gbs is None or MIN_RATE <= self.copy_gbs <= 2000,
+            "drive": self.drive is None or self.drive in DRIVES,
+            "disk_gbs": self.disk_gbs is None or MIN_RATE <= self.disk_gbs <= 200,
             "stated": set(self.stated) <= {f.name for f in fields(Host)},
         }
         bad = [k for k, ok in checks.items() if not ok]

@@ -14,6 +14,8 @@ Per decode ubatch (c streams x (d+1) verified tokens), in milliseconds:
     experts_cpu distinct experts of host layers the pool does not serve    bytes / CPU expert rate
     split       a graph split around each layer computed on the CPU        split_us x layers (x VM)
     draft       the draft / MTP head, per drafted token                    draft_ms x d
+    disk        mmap'd host experts beyond the page cache, read again      bytes missing the page cache / (drive
+                (host_memory: an LRU page cache under the routing)           read rate x fault_read_share)
 
 This is the steady state: the requests after a server's first. The first request starts with an empty
 pool, so every slot it fills is a miss on top (`first_request`).
@@ -48,6 +50,9 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import host_memory, page_miss_share
+from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
@@ -142,6 +147,11 @@ class TimeParams:
     first_prompt_ms: float = prior(
         100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
         "prefill",
+    )  # fmt: skip
+
+    fault_read_share: float = prior(
+        0.5, "page faults on mmap'd experts reach this share of the drive's sequential read rate", LOG2, 0.05, 1.0,
+        "disk",
     )  # fmt: skip
 
     def sync_us(self, hw: Hardware) -> float:
@@ -253,6 +263,7 @@ class Prediction:
     notes: tuple[str, ...] = field(default=())
     ttft_s: float = 0.0
     first_request: FirstRequest | None = None
+    range_sources: tuple[RangeSource, ...] = ()  # the range's sources, largest first (ranges.decode_sources)
 
     @property
     def usable(self) -> bool:
@@ -267,6 +278,8 @@ class Prediction:
             "error": self.error,
             "decode_tps": self.decode_tps,
             "decode_tps_range": list(self.decode_tps_range),
+            "range_sources": [r.as_dict() for r in self.range_sources],
+            "range_step": largest_step(self.decode_tps, self.range_sources),
             "prefill_tps": self.prefill_tps,
             "ttft_s": self.ttft_s,
             "depth": self.scenario.context_depth,
@@ -323,6 +336,7 @@ def decode_terms(
     gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
     link = upload_gbs(hw, params, sc.pinned) * GB
     cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
+    disk = disk_gbs(hw, params) * GB
     host, on_cpu, slot, n_tensors, dense = _layer_arrays(model, layout)
     cached = traffic.cached & ~on_cpu
     distinct_bytes = traffic.distinct * slot
@@ -331,7 +345,8 @@ def decode_terms(
     gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - on_host * slot, 0.0)) / gpu
     copy_us = params.copy_us(hw, sc.pinned)
     uploads = uploaded * slot / link + uploaded * n_tensors * copy_us / 1e6
-    cpu_work = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0)) / cpu
+    host_read = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0))
+    cpu_work = host_read / cpu
     on_gpu = np.where(~host | cached, traffic.distinct * n_tensors, 0.0)
     launches = on_gpu.sum() * params.batch_expert_us / 1e3 if sc.tokens_per_ubatch > 1 else 0.0
     hidden = np.where(cached, np.minimum(gpu_reads + uploads, cpu_work), 0.0)  # CPU misses overlap the GPU
@@ -349,7 +364,28 @@ def decode_terms(
         "experts_cpu": float((cpu_work.sum() - hidden.sum()) * MS),
         "split": params.split_us(hw) * int(split_layers.sum()) / 1e3,
         "draft": params.draft_ms * sc.draft_tokens,
+        "disk": float(((host_read + uploaded * slot) * _page_miss(model, hw, sc, layout)).sum() / disk) * MS,
     }
+
+
+def disk_gbs(hw: Hardware, params: TimeParams) -> float:
+    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
+    return disk_read_gbs(hw.host) * params.fault_read_share
+
+
+@lru_cache(maxsize=256)
+def _page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> np.ndarray:
+    """Per layer, the share of its host reads the page cache misses (0 where the mmap'd experts fit in RAM)."""
+    miss = np.zeros(model.n_layer)
+    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    if not memory.streams or not layout.host_layers:
+        return miss
+    cache_items = memory.page_cache_mib / memory.experts_mib * model.n_expert
+    pool = _cached_share(layout, warm=True)
+    for il in layout.host_layers:
+        share, _ = pool.get(il, (0.0, 0))
+        miss[il] = page_miss_share(model, share * model.n_expert, cache_items)
+    return miss
 
 
 def _cached_share(layout: Layout, warm: bool) -> dict[int, tuple[float, int]]:
@@ -416,6 +452,7 @@ def _prompt_ubatch_ms(
     """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position)."""
     ub = _prompt_ubatch(model, sc, layout, tokens, warm)
     copy_us = params.copy_us(hw, sc.pinned)
+    disk = disk_gbs(hw, params) * GB
     return {
         "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, ub.expert_bytes),
         "expert_matmuls": ub.used * ub.launch_tensors * params.batch_expert_us / 1e3,
@@ -425,7 +462,13 @@ def _prompt_ubatch_ms(
         "experts_cpu": ub.cpu_bytes / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
         "sync": params.sync_us(hw) * ub.host_layers / 1e3,
         "fixed": params.prompt_ubatch_ms,
+        "disk": (ub.uploaded_bytes + ub.cpu_bytes) * _mean_page_miss(model, hw, sc, layout) / disk * MS,
     }
+
+
+def _mean_page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> float:
+    miss = _page_miss(model, hw, sc, layout)
+    return float(miss[list(layout.host_layers)].mean()) if layout.host_layers else 0.0
 
 
 def _prompt_matmul_ms(model: ModelSpec, hw: Hardware, params: TimeParams, tokens: int, expert_bytes: float) -> float:
@@ -518,10 +561,15 @@ def first_request(
     )
 
 
-def _notes(sc: Scenario, layout: Layout) -> list[str]:
+def _notes(sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
     if not layout.vram.fits:
         notes.append(layout.vram.verdict)
+    if disk_gib_per_token > 0:
+        notes.append(
+            f"streams {disk_gib_per_token:,.2f} GiB per token from disk: the mmap'd host experts exceed the RAM left "
+            "for the page cache (the disk term; a model). More RAM, fewer host layers or a smaller quant end it"
+        )
     policy = get_policy(sc.policy_name)
     if policy.label == MODELLED:
         notes.append(f"{policy.name} is a modelled policy (our reading of {policy.source}): {policy.summary}")
@@ -547,7 +595,8 @@ def predict(
     """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
     or a given hit rate.
 
-    The range spans the routing's hit-rate spread (± spread_points) and the calibration's relative error.
+    The range combines its sources (ranges.decode_sources): the routing's hit-rate spread (± spread_points), the
+    calibration's relative error and the host's undescribed parts.
     """
     layout = layout or resolve(model, hw, sc)
     if not layout.plan.starts:
@@ -556,9 +605,12 @@ def predict(
     if traffic is None:
         traffic = from_hit_rate(model, layout, sc, 0.0 if hit_rate is None else hit_rate)
     decode_tps, decode = _decode_tps(model, hw, params, sc, layout, traffic)
-    shifts = (-spread_points, spread_points) if spread_points else ()
-    spread = [decode_tps] + [_decode_tps(model, hw, params, sc, layout, traffic.shifted(s))[0] for s in shifts]
-    low, high = min(spread) * (1 - rel_error), max(spread) * (1 + rel_error)
+
+    def decode_at(machine: Hardware, shift: float) -> float:
+        return _decode_tps(model, machine, params, sc, layout, traffic.shifted(shift) if shift else traffic)[0]
+
+    sources = decode_sources(decode_tps, hw, decode_at, rel_error, spread_points)
+    low, high = combine(decode_tps, sources)
     prefill = prefill_terms(model, hw, params, sc, layout)
     prefill_ms = sum(prefill.values())
     first = first_request(model, hw, params, sc, layout, traffic, sum(decode.values()))
@@ -574,9 +626,10 @@ def predict(
         sc,
         layout,
         (low, high),
-        tuple(_notes(sc, layout)),
+        tuple(_notes(sc, layout, decode["disk"] / MS * disk_gbs(hw, params) * GB / sc.decoded_per_ubatch / 2**30)),
         prefill_ms / MS,
         first,
+        sources,
     )
 
 

@@ -1,0 +1,98 @@
+"""A prediction's range, split into its sources, each with what the user could supply to narrow it.
+
+Sources: the routing's hit-rate spread (± points), the time model's left-out error (±), and each part of the host
+the user has not described (the slowest and fastest choice of the parts table). Each is an interval around the
+central speed; the range adds their widths in log space (every source at its worst together, as the range of the
+routing spread and the time model's error always did: on machines never seen the central estimate is often off by
+more than one source's width). A source's `without_tps` is the range if that source were settled exactly: the
+most its step can narrow it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_parts import unknown_parts
+
+ROUTING_NARROWED_BY = (
+    "your own llama-server -lv 4 logs (the Logs page): at the budget you run, its hit rate (--hit-rate) settles it; "
+    "at other budgets the routing fitted to them carries its own measured spread"
+)
+TIME_MODEL_NARROWED_BY = "your machine's own logs calibrated (`calibrate`, the Logs page): its own left-out error"
+
+
+@dataclass(frozen=True)
+class RangeSource:
+    """One source of a range: the speeds it alone spans around the central one, and the step that narrows it."""
+
+    source: str
+    low_tps: float
+    high_tps: float
+    narrowed_by: str
+    without_tps: tuple[float, float] = (0.0, 0.0)
+
+    def log_widths(self, tps: float) -> tuple[float, float]:
+        """How far below and above the central speed it reaches, in log units."""
+        return math.log(tps / max(self.low_tps, 1e-12)), math.log(max(self.high_tps, 1e-12) / tps)
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"without_tps": list(self.without_tps)}
+
+
+def combine(tps: float, sources: tuple[RangeSource, ...]) -> tuple[float, float]:
+    """The range of all sources together: each side's log widths added."""
+    if tps <= 0 or not sources:
+        return tps, tps
+    below = sum(max(0.0, s.log_widths(tps)[0]) for s in sources)
+    above = sum(max(0.0, s.log_widths(tps)[1]) for s in sources)
+    return tps * math.exp(-below), tps * math.exp(above)
+
+
+def _width(tps: float, source: RangeSource) -> float:
+    return sum(abs(w) for w in source.log_widths(tps))
+
+
+def decode_sources(
+    tps: float,
+    hw: Hardware,
+    decode_at: Callable[[Hardware, float], float],
+    rel_error: float,
+    spread_points: float,
+) -> tuple[RangeSource, ...]:
+    """Every source of a decode speed's range, largest first. `decode_at(hw, shift)` is the decode speed on that
+    machine with the hit rate shifted by `shift` points."""
+    found = []
+    if spread_points:
+        speeds = [decode_at(hw, -spread_points), decode_at(hw, spread_points)]
+        found.append(RangeSource("routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY))
+    if rel_error:
+        found.append(RangeSource("time model", tps * (1 - rel_error), tps * (1 + rel_error), TIME_MODEL_NARROWED_BY))
+    for part in unknown_parts(hw):
+        speeds = [decode_at(hw.with_changes(host=h), 0.0) for h in (part.slow, part.fast)]
+        if max(speeds) - min(speeds) > 1e-3 * tps:  # a part that changes nothing here is not a source
+            found.append(RangeSource(part.part, min(speeds + [tps]), max(speeds + [tps]), part.narrowed_by))
+    found = sorted(found, key=lambda s: _width(tps, s), reverse=True)
+    return tuple(_with_without(tps, s, found) for s in found)
+
+
+def _with_without(tps: float, source: RangeSource, every: list[RangeSource]) -> RangeSource:
+    others = tuple(s for s in every if s is not source)
+    return RangeSource(source.source, source.low_tps, source.high_tps, source.narrowed_by, combine(tps, others))
+
+
+def largest_step(tps: float, sources: tuple[RangeSource, ...]) -> str | None:
+    """One line naming the largest source and what settling it would do to the whole range."""
+    if not sources:
+        return None
+    top = sources[0]
+    lo, hi = combine(tps, sources)
+    if len(sources) == 1:
+        return f"the range {lo:.1f}-{hi:.1f} t/s is the {top.source}'s alone: {top.narrowed_by} narrows it"
+    new_lo, new_hi = top.without_tps
+    return (
+        f"widest source: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); {top.narrowed_by} would narrow "
+        f"the range {lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s"
+    )

@@ -1,0 +1,87 @@
+"""The host as people know it: CPU models, RAM kits, slots and drives become Host figures; undescribed parts span."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moe_model.errors import MoeModelError
+from moe_model.resources import data_path
+from moe_model.speed.hardware import preset
+from moe_model.speed.host import DRIVES, Host
+from moe_model.speed.host_parts import (
+    cpu_named,
+    cpus,
+    described,
+    drive_named,
+    drives,
+    parse_ram_kit,
+    parse_slot,
+    unknown_parts,
+)
+
+
+def test_every_table_row_cites_its_source_and_the_drive_classes_are_the_hosts():
+    table = json.loads(data_path("host_parts.json").read_text())
+    assert all(row["source"] for row in table["cpus"]) and all(d.source for d in drives().values())
+    assert set(drives()) == set(DRIVES)
+
+
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [("7950x", "AMD Ryzen 9 7950X"), ("Ryzen 7 5800X3D", "AMD Ryzen 7 5800X3D"), ("i7-13700K", "Intel Core i7-13700K")],
+)
+def test_a_cpu_is_found_by_its_model_number(typed, name):
+    assert cpu_named(typed).name == name
+
+
+def test_an_unknown_cpu_is_one_line_with_the_nearest_and_how_to_give_figures():
+    with pytest.raises(MoeModelError, match="nearest.*--threads"):
+        cpu_named("Ryzen 7 7700XT")
+
+
+def test_a_ram_kit_gives_ram_channels_and_speed():
+    kit = parse_ram_kit("2x32 GB DDR5-6000")
+    assert (kit.ram_gib, kit.modules, kit.ddr, kit.mts) == (64, 2, "ddr5", 6000)
+    assert parse_ram_kit("4 x 16GB DDR4 3200").ram_gib == 64
+    with pytest.raises(MoeModelError, match="as on the box"):
+        parse_ram_kit("lots of fast RAM")
+
+
+def test_slots_and_drives_as_typed():
+    assert parse_slot("PCIe 4.0 x4") == (4, 4) and parse_slot("gen3 x16") == (3, 16)
+    assert parse_slot("Thunderbolt 4") == (3, 4) and parse_slot("OCuLink") == (4, 4)
+    assert drive_named("NVMe Gen4") == "nvme4" and drive_named("Samsung SATA SSD") == "sata"
+    with pytest.raises(MoeModelError, match="NVMe Gen3"):
+        drive_named("a big disk")
+
+
+def test_described_parts_set_the_figures_and_count_as_stated():
+    hw = described(preset("3060"), cpu="Ryzen 7 7700X", kit="2x32 GB DDR5-6000", slot="PCIe 4.0 x4", drive="gen5")
+    host = hw.host
+    assert (host.threads, host.vnni, host.ram_gib, host.mem_mts, host.slot_gen, host.slot_lanes) == (
+        8, True, 64, 6000, 4, 4,
+    )  # fmt: skip
+    assert host.drive == "nvme5" and hw.pcie_label == "PCIe 4.0 x4"
+    assert unknown_parts(hw) == ()
+
+
+def test_every_undescribed_part_spans_the_tables_slowest_and_fastest_choice():
+    parts = {p.part: p for p in unknown_parts(preset("3060").with_changes(host=Host()))}
+    assert set(parts) == {"host: RAM kit", "host: CPU", "host: slot", "host: drive"}
+    cpu = parts["host: CPU"]
+    rate = [h.threads * h.ghz * (1 if h.vnni else 0.5) for h in (cpu.slow, cpu.fast)]
+    table = [c.p_cores * c.all_core_ghz * (1 if c.vnni else 0.5) for c in cpus()]
+    assert rate == [min(table), max(table)]
+    assert parts["host: RAM kit"].slow.bandwidth_gbs < parts["host: RAM kit"].fast.bandwidth_gbs
+
+
+def test_a_known_cpu_bounds_an_unknown_kit_by_the_memory_it_takes():
+    ddr4_only = described(preset("3060").with_changes(host=Host()), cpu="Ryzen 9 5950X")
+    kit = next(p for p in unknown_parts(ddr4_only) if p.part == "host: RAM kit")
+    assert kit.fast.mem_mts == 3600  # no DDR5 kit on an AM4 CPU
+
+
+def test_a_measured_link_leaves_the_slot_out_of_the_range():
+    assert "host: slot" not in {p.part for p in unknown_parts(preset("H200"))}

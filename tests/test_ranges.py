@@ -1,0 +1,61 @@
+"""A prediction's range split into its sources, largest first, each saying what narrows it."""
+
+from __future__ import annotations
+
+import pytest
+
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
+from moe_model.resources import data_path
+from moe_model.speed.calibration import default_time_model
+from moe_model.speed.hardware import preset
+from moe_model.speed.host_parts import described
+from moe_model.speed.ranges import RangeSource, combine
+from moe_model.speed.scenario import Scenario
+from moe_model.speed.time_model import predict
+
+
+@pytest.fixture(scope="module")
+def qwen30b():
+    return load_model(data_path("models", "Qwen3-30B-A3B-Q4_K_M.gguf"))
+
+
+def _desktop(qwen30b, hw, rel_error, spread, hit_rate=0.958):
+    sc = Scenario(Placement(cpu_moe=True), 9470)  # issue 29's example: a 12 GB 3060 at its best budget
+    return predict(qwen30b, hw, default_time_model().params, sc, hit_rate=hit_rate, rel_error=rel_error,
+                   spread_points=spread)  # fmt: skip
+
+
+def test_sources_add_their_widths_in_log_space():
+    a, b = RangeSource("a", 50.0, 200.0, ""), RangeSource("b", 80.0, 125.0, "")
+    lo, hi = combine(100.0, (a, b))
+    assert lo == pytest.approx(100 * 0.5 * 0.8) and hi == pytest.approx(100 * 2 * 1.25)
+    assert combine(100.0, ()) == (100.0, 100.0)
+
+
+def test_the_range_names_each_source_largest_first_with_what_narrows_it(qwen30b):
+    pred = _desktop(qwen30b, preset("3060"), 0.21, 5.3)
+    names = [s.source for s in pred.range_sources]
+    assert {"routing (hit rate)", "time model", "host: RAM kit"} <= set(names)
+    widths = [s.high_tps / s.low_tps for s in pred.range_sources]
+    assert widths == sorted(widths, reverse=True)
+    assert all(s.narrowed_by for s in pred.range_sources)
+    assert pred.decode_tps_range == pytest.approx(combine(pred.decode_tps, pred.range_sources))
+    top = pred.range_sources[0]
+    assert top.without_tps[1] - top.without_tps[0] < pred.decode_tps_range[1] - pred.decode_tps_range[0]
+    d = pred.as_dict()
+    assert set(d["range_sources"][0]) >= {"source", "low_tps", "high_tps", "narrowed_by"}
+    assert top.source in d["range_step"]
+
+
+def test_a_described_host_and_a_log_halve_the_range_and_the_largest_source_is_still_named(qwen30b):
+    """The same prediction with CPU, RAM kit and slot given and a logged hit rate (no routing spread) against
+    neither: at most half as wide in log terms."""
+    import math
+
+    neither = _desktop(qwen30b, preset("3060"), 0.21, 5.3)
+    hw = described(preset("3060"), cpu="Ryzen 7 7700X", kit="2x32 GB DDR5-6000", slot="PCIe 4.0 x16")
+    both = _desktop(qwen30b, hw, 0.21, 0.0)
+    width = [math.log(p.decode_tps_range[1] / p.decode_tps_range[0]) for p in (neither, both)]
+    assert width[1] <= width[0] / 2
+    assert both.range_sources[0].source == "time model" and neither.range_sources[0].source != "time model"
