@@ -58,7 +58,7 @@ def test_slots_and_drives_as_typed():
 
 
 def test_described_parts_set_the_figures_and_count_as_stated():
-    hw = described(preset("3060"), cpu="Ryzen 7 7700X", kit="2x32 GB DDR5-6000", slot="PCIe 4.0 x4", drive="gen5")
+    hw = described(preset("3060"), "Ryzen 7 7700X", "2x32 GB DDR5-6000", "PCIe 4.0 x4", "gen5")
     host = hw.host
     assert (host.threads, host.vnni, host.ram_gib, host.mem_mts, host.slot_gen, host.slot_lanes) == (
         8, True, 64, 6000, 4, 4,
@@ -78,7 +78,7 @@ def test_every_undescribed_part_spans_the_tables_slowest_and_fastest_choice():
 
 
 def test_a_known_cpu_bounds_an_unknown_kit_by_the_memory_it_takes():
-    ddr4_only = described(preset("3060").with_changes(host=Host()), cpu="Ryzen 9 5950X")
+    ddr4_only = described(preset("3060").with_changes(host=Host()), cpu_model="Ryzen 9 5950X")
     kit = next(p for p in unknown_parts(ddr4_only) if p.part == "host: RAM kit")
     assert kit.fast.mem_mts == 3600  # no DDR5 kit on an AM4 CPU
 

@@ -54,7 +54,7 @@ def test_a_described_host_and_a_log_halve_the_range_and_the_largest_source_is_st
     import math
 
     neither = _desktop(qwen30b, preset("3060"), 0.21, 5.3)
-    hw = described(preset("3060"), cpu="Ryzen 7 7700X", kit="2x32 GB DDR5-6000", slot="PCIe 4.0 x16")
+    hw = described(preset("3060"), "Ryzen 7 7700X", "2x32 GB DDR5-6000", "PCIe 4.0 x16")
     both = _desktop(qwen30b, hw, 0.21, 0.0)
     width = [math.log(p.decode_tps_range[1] / p.decode_tps_range[0]) for p in (neither, both)]
     assert width[1] <= width[0] / 2

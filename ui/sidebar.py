@@ -225,7 +225,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     return hw, time_model, load_mode
 
 
-HOST_PARTS = {"cpu": "CPU model (e.g. Ryzen 7 7700X)", "kit": "RAM kit (e.g. 2x32 GB DDR5-6000)"}
+HOST_PARTS = {"cpu_model": "CPU model (e.g. Ryzen 7 7700X)", "ram_kit": "RAM kit (e.g. 2x32 GB DDR5-6000)"}
 HOST_PARTS |= {"slot": "GPU slot (e.g. PCIe 4.0 x16, OCuLink)", "drive": "drive (e.g. NVMe Gen4, SATA SSD)"}
 
 

@@ -66,7 +66,7 @@ def _described(hw, args: argparse.Namespace):
     flags (--threads, --mem-mts, ...) are applied after, so a typed figure wins over the part's."""
     from moe_model.speed.host_parts import described
 
-    return described(hw, cpu=args.cpu, kit=args.ram_kit, slot=args.slot, drive=args.drive)
+    return described(hw, cpu_model=args.cpu, ram_kit=args.ram_kit, slot=args.slot, drive=args.drive)
 
 
 def _workload_source(args: argparse.Namespace, model: ModelSpec):

@@ -173,11 +173,15 @@ def describe(host: Host, cpu: str | None = None, ram_kit: str | None = None, slo
 
 
 def described(
-    hw: Hardware, cpu: str | None = None, kit: str | None = None, slot: str | None = None, drive: str | None = None
+    hw: Hardware,
+    cpu_model: str | None = None,
+    ram_kit: str | None = None,
+    slot: str | None = None,
+    drive: str | None = None,
 ) -> Hardware:
     """The machine with its host described by the parts typed as people know them; a part not understood is a
     one-line MoeModelError naming it."""
-    host = describe(hw.host, cpu=cpu, ram_kit=kit, slot=slot)
+    host = describe(hw.host, cpu=cpu_model, ram_kit=ram_kit, slot=slot)
     if drive:
         host = host.with_changes(drive=drive_named(drive))
     return hw if host is hw.host else hw.with_changes(host=host)
