@@ -23,7 +23,7 @@ from moe_model.workload import Batching
 PLACEMENT_FLAGS = {"--placement", "--cpu-moe", "--n-cpu-moe", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}
 MACHINE_FLAGS = {"--vram-gib", "--gpu-bw-gbs", "--pcie-gen", "--pcie-lanes", "--cpu-bw-gbs", "--threads"}
 MACHINE_FLAGS |= {"--pinned-gbs", "--pageable-gbs", "--ram-gib"}
-MACHINE_FLAGS |= {"--mem-channels", "--mem-mts", "--cpu-ghz", "--cpu-family", "--vm", "--host-copy-gbs"}  # the host
+MACHINE_FLAGS |= {"--mem-channels", "--mem-mts", "--cpu-ghz", "--cpu-family", "--vm", "--host-copy-gbs", "--disk-gbs"}
 SERVING_FLAGS = {"--concurrency", "--draft", "--accept", "--cpu-share", "--ctx", "--prompt-tokens", "--ubatch-size"}
 SERVING_FLAGS |= {"-ub", "--load-mode", "--pinned", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv"}
 SERVING_FLAGS |= {"--fit-target-mib", "--offload-min-batch", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}

@@ -23,6 +23,8 @@ from moe_model.routing.synthetic import prompt_knobs
 from moe_model.speed.hardware import Hardware
 
 HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assumption
+# page faults read mmap'd experts in readahead windows, not in one stream: a share of the drive's sequential rate
+FAULT_READ_SHARE = 0.5  # an assumption until measured (sample_data/groundtruth/run8 when it lands)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import host_memory, page_miss_share
+from moe_model.speed.host_memory import FAULT_READ_SHARE, host_memory, page_miss_share
 from moe_model.speed.host_parts import disk_read_gbs
 from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step
 from moe_model.speed.scenario import Layout, Scenario, resolve
@@ -147,11 +147,6 @@ class TimeParams:
     first_prompt_ms: float = prior(
         100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
         "prefill",
-    )  # fmt: skip
-
-    fault_read_share: float = prior(
-        0.5, "page faults on mmap'd experts reach this share of the drive's sequential read rate", LOG2, 0.05, 1.0,
-        "disk",
     )  # fmt: skip
 
     def sync_us(self, hw: Hardware) -> float:
@@ -336,7 +331,7 @@ def decode_terms(
     gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
     link = upload_gbs(hw, params, sc.pinned) * GB
     cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
-    disk = disk_gbs(hw, params) * GB
+    disk = disk_gbs(hw) * GB
     host, on_cpu, slot, n_tensors, dense = _layer_arrays(model, layout)
     cached = traffic.cached & ~on_cpu
     distinct_bytes = traffic.distinct * slot
@@ -368,9 +363,9 @@ def decode_terms(
     }
 
 
-def disk_gbs(hw: Hardware, params: TimeParams) -> float:
+def disk_gbs(hw: Hardware) -> float:
     """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
-    return disk_read_gbs(hw.host) * params.fault_read_share
+    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
 
 
 @lru_cache(maxsize=256)
@@ -452,7 +447,7 @@ def _prompt_ubatch_ms(
     """Milliseconds of one prompt ubatch of `tokens`, apart from attention (which depends on its position)."""
     ub = _prompt_ubatch(model, sc, layout, tokens, warm)
     copy_us = params.copy_us(hw, sc.pinned)
-    disk = disk_gbs(hw, params) * GB
+    disk = disk_gbs(hw) * GB
     return {
         "gpu_compute": _prompt_matmul_ms(model, hw, params, tokens, ub.expert_bytes),
         "expert_matmuls": ub.used * ub.launch_tensors * params.batch_expert_us / 1e3,
@@ -626,7 +621,7 @@ def predict(
         sc,
         layout,
         (low, high),
-        tuple(_notes(sc, layout, decode["disk"] / MS * disk_gbs(hw, params) * GB / sc.decoded_per_ubatch / 2**30)),
+        tuple(_notes(sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
         prefill_ms / MS,
         first,
         sources,
