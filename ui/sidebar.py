@@ -12,11 +12,11 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
-from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
+from moe_model.speed.hardware import PRESETS, Hardware, preset
 from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
-from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, link_rates
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
 from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
 from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
 from ui.widgets import control, setting_input
@@ -199,7 +199,9 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         gpu_bw = _edit(st, "gpu_bw_gbs", float(hw.gpu_bw_gbs), base_id)
         gen = _edit(st, "pcie_gen", hw.pcie_gen, base_id)
         lanes = _edit(st, "pcie_lanes", hw.pcie_lanes, base_id)
-        hw = hw.with_changes(
+        hw = with_edits(
+            hw,
+            link,
             ram_gib=ram,
             vram_gib=vram,
             gpu_bw_gbs=gpu_bw,
@@ -207,7 +209,6 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
             pcie_lanes=lanes,
             mem_bw_gbs=_edit(st, "mem_bw_gbs", float(hw.cpu_bw_gbs), base_id),
             threads=_edit(st, "threads", int(hw.cpu_threads), base_id),
-            **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes),
         )
         if not use_calibrated:
             st.button(
