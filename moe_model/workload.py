@@ -262,7 +262,7 @@ class Batching:
     token of each. draft_tokens/accept_rate: speculative decoding, each verification ubatch has
     draft_tokens+1 tokens per sequence and consumes 1 + accepted drafts. prompt_tokens: prompt
     length per sequence (0: none), processed in ubatches of ubatch_size. warmup: llama-server's
-    2-token warm-up decode at start-up.
+    warm-up decode at start-up (llama/server_warm_up.py).
     """
 
     concurrency: int = 1

@@ -451,6 +451,16 @@ def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
     assert (code, text) == _main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
 
 
+@pytest.mark.parametrize("ubatch", ["512", "4096", "8192"])
+def test_predict_fit_moves_the_layers_each_ubatch_needs_and_the_layout_fits(capsys, ubatch):
+    """RTX 3060, -c 32768: --fit sizes its layers with this -ub's compute buffer, so it never reports its own
+    layout as not fitting (it moved 29 layers at every -ub and then reported 1,199 MiB over at 4096)."""
+    args = ("predict", "--model", str(QWEN30B), "--hardware", "3060", "--ctx", "32768", "--placement", "fit")
+    code, out, err = _main_exit(capsys, *args, "-ub", ubatch, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["fits_vram"] and report["vram"]["free"] >= report["vram"]["margin"], err
+
+
 def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellings_are_usage_errors(capsys):
     code, _, err = _main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "2000", "--placement", "fit")
     assert code == 1 and err.strip().splitlines() == [

@@ -14,7 +14,6 @@ from moe_model.speed.calibration import default_time_model
 from moe_model.speed.fit_advice import (
     CTX_STEP,
     check_fit,
-    no_cache_baselines,
     recommend_advice,
     smallest_change,
     would_fit,
@@ -93,17 +92,6 @@ def test_a_shorter_context_is_never_offered_below_what_the_streams_at_the_depth_
     at_depth = replace(deep, n_ctx=131_072, concurrency=1, depth=131_072)
     changes = _kinds(would_fit(qwen30b, RTX3060, at_depth))
     assert "context" not in changes and changes  # -c cannot shrink below the depth; the KV cache type can
-
-
-def test_baselines_that_do_not_fit_are_marked(qwen235b, qwen30b):
-    params = default_time_model().params
-    small = preset("RTX 4090").with_changes(ram_gib=64.0)
-    assert not any(b.fits for b in no_cache_baselines(qwen235b, small, params, Scenario()))
-    assert all(b.fits for b in no_cache_baselines(qwen30b, small, params, Scenario()))  # positive control
-    assert [b.name for b in no_cache_baselines(qwen30b, small, params, Scenario())] == [
-        "--fit, no cache",
-        "--cpu-moe, no cache",
-    ]
 
 
 def test_recommend_says_nothing_fits_and_what_would(qwen30b):

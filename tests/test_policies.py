@@ -14,10 +14,10 @@ from test_simulate import make_workload, random_runs, tiny_model
 
 from moe_model.cli.main import main
 from moe_model.errors import MoeModelError
+from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
-from moe_model.policies.base import group_records
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
 from moe_model.policies.stepper import STEPPABLE, steps
@@ -25,6 +25,11 @@ from moe_model.readers.traces import load_recorded
 from moe_model.routing.toy import toy_model, toy_workload
 
 TWO_SLOTS, FOUR_SLOTS = 9, 15  # toy budgets in MiB: 3 MiB slots, minus llama.cpp's guard slot
+
+
+def group_records(work, group, n_expert: int) -> np.ndarray:
+    """Records of the group's layers that use its pool (pool_rule.uses_pool), for the plain replays below."""
+    return np.isin(work.rec_layer, group.layers) & uses_pool(work.rec_ntok, work.k, n_expert, group.n_slots)
 
 
 def decode(experts_per_step, n_expert=8):
@@ -411,8 +416,8 @@ def plain_next_use(entries) -> np.ndarray:
 
 
 def plain_priority_pool(entries, prio, n_slots, n_layer, bypass):
-    """The priority pool of policies.priority_pool written plainly: the victim is the resident key outside the
-    record with the lowest (priority, sequence of its last use); misses are placed highest priority first."""
+    """A pool that evicts by priority, written plainly (Belady's: -next use): the victim is the resident key outside
+    the record with the lowest (priority, sequence of its last use); misses are placed highest priority first."""
     out = np.zeros((3, n_layer), dtype=np.int64)
     resident, seq = {}, 0
     bounds = entries.record_bounds()

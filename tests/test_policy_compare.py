@@ -11,7 +11,9 @@ from moe_model.cli.main import main
 from moe_model.llama.batching import workload_from
 from moe_model.policies import CLASS_LRU, CPU_SHARE, POLICIES, REFERENCE
 from moe_model.readers.traces import load_any
+from moe_model.settings import DEFAULT_CPU_SHARE
 from moe_model.speed.calibration import default_time_model
+from moe_model.speed.explore import explore_point
 from moe_model.speed.hardware import preset
 from moe_model.speed.policy_compare import compare, compare_priced, policy_scenario, policy_workload
 from moe_model.speed.scenario import Scenario
@@ -62,10 +64,22 @@ def test_explore_policy_chart_and_recommend_agree_to_the_digit(explore, capsys):
     assert option(144384, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(144384)]
 
 
-def test_a_cpu_share_is_compared_at_its_default_knob_and_every_other_policy_without_one():
-    assert policy_scenario(Scenario(cpu_share=0.8), CPU_SHARE).policy_knobs == {
-        "share": POLICIES[CPU_SHARE].knobs["share"]
-    }
+@pytest.mark.parametrize("share", [0.2, 0.5, 0.8])
+def test_the_charts_cpu_share_row_prices_the_sidebars_share_as_the_headline_does(gt_model, share):
+    """Explore's headline (explore_point on the sidebar's scenario) and the chart's row of the same policy, on the
+    same workload and budget: one number at any share (the chart once priced its default 0.5 whatever was set)."""
+    work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
+    hw, tm, base, at = preset("h200"), default_time_model(), Scenario(cpu_share=share), BUDGETS.index(633)
+    headline = explore_point(gt_model, hw, tm.params, base, work, 633).prediction
+    chart = compare_priced(gt_model, hw, tm.params, base, work, BUDGETS, names=[CPU_SHARE, "belady"])
+    assert base.policy_name == CPU_SHARE and chart.decode_tps[CPU_SHARE][at] == headline.decode_tps
+    default = compare_priced(gt_model, hw, tm.params, Scenario(), work, [633], names=[CPU_SHARE])
+    assert (default.decode_tps[CPU_SHARE][0] == headline.decode_tps) == (share == DEFAULT_CPU_SHARE)  # it moves
+
+
+def test_a_cpu_share_row_keeps_the_scenarios_share_or_its_default_and_every_other_policy_runs_without_one():
+    assert policy_scenario(Scenario(cpu_share=0.8), CPU_SHARE).policy_knobs == {"share": 0.8}
+    assert policy_scenario(Scenario(), CPU_SHARE).policy_knobs == {"share": POLICIES[CPU_SHARE].knobs["share"]}
     belady = policy_scenario(Scenario(cpu_share=0.8), "belady")
     assert belady.policy_name == "belady" and belady.cpu_share == 0.0
 

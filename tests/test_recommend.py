@@ -54,7 +54,7 @@ def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(q
 def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):
     from moe_model.speed import curve
     from moe_model.speed.curve import ReplayMemo
-    from moe_model.speed.recommend import recommend_cards
+    from moe_model.speed.recommend import replay_shared
 
     tm, base = default_time_model(), Scenario(build=11549)  # the exact LRU: every budget of a placement in one pass
     work = synthetic_workload(qwen30b, base, n_tokens=400)
@@ -64,12 +64,13 @@ def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone
     real = curve.replay_counts
     monkeypatch.setattr(curve, "replay_counts", lambda *a: replays.append((a[2].policy_name, a[4])) or real(*a))
     memo = ReplayMemo(work)
-    shared = list(recommend_cards(qwen30b, cards, tm.params, base, memo, "m.gguf", tm.rel_error))
+    replay_shared(qwen30b, cards, base, memo)  # what Shopping runs first, then recommend per card
+    shared = [recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.rel_error) for hw in cards]
     assert [[o.as_dict() for o in opts] for opts in shared] == [[o.as_dict() for o in opts] for opts in alone]
     cpu_moe = [p for name, p in replays if p.cpu_moe and name == base.policy_name]  # the build's own policy
     assert len(cpu_moe) == 1  # the --cpu-moe budgets of all three cards in one pass
     before = len(replays)
-    again = next(recommend_cards(qwen30b, cards[:1], tm.params, base, memo, "m.gguf", tm.rel_error))
+    again = recommend(qwen30b, cards[0], tm.params, base, memo, "m.gguf", tm.rel_error)
     assert len(replays) == before  # a card answered before (a GPU switch back) replays nothing
     assert [o.as_dict() for o in again] == [o.as_dict() for o in alone[0]]
 
@@ -131,7 +132,7 @@ def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budget
 def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays_them_in_one_pass(qwen30b, monkeypatch):
     from moe_model.speed import curve
     from moe_model.speed.curve import ReplayMemo
-    from moe_model.speed.recommend import budget_grid, candidates, recommend_cards
+    from moe_model.speed.recommend import budget_grid, candidates, replay_shared
 
     tm, base = default_time_model(), Scenario()  # the default build: ClassLRU, its budgets of a class in one pass
     assert base.policy_name.startswith("class-lru")
@@ -148,5 +149,8 @@ def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays
     real = curve.replay_counts
     monkeypatch.setattr(curve, "replay_counts", lambda *a: replays.append((a[2].policy_name, a[4])) or real(*a))
     work = synthetic_workload(qwen30b, base, n_tokens=300)
-    list(recommend_cards(qwen30b, cards, tm.params, base, ReplayMemo(work), "m.gguf", tm.rel_error))
+    memo = ReplayMemo(work)
+    replay_shared(qwen30b, cards, base, memo)
+    for hw in cards:
+        recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.rel_error)
     assert [p for name, p in replays if p.cpu_moe and name == base.policy_name] == [Placement(cpu_moe=True)]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from moe_model.speed.hardware import preset
-from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, in_host, link_rates
+import pytest
+
+from moe_model.speed.hardware import MACHINE_SETTINGS, PRESETS, line_gbs, preset
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, in_host, link_rates, with_edits
 
 
 def _host_figures(hw):
@@ -40,3 +42,27 @@ def test_a_new_gpu_drops_the_cards_edits_and_keeps_a_host_the_user_edited():
     edited = untouched | {"ram": 128.0}
     assert set(edits_to_forget(edited, t4, False)) == set(CARD_EDITS)
     assert set(edits_to_forget(edited, t4, True)) == set(HOST_EDITS) | set(CARD_EDITS)  # a calibrated machine's own
+
+
+EGPUS = [name for name in PRESETS if PRESETS[name].host.slot_gen]  # presets whose enclosure limits the link
+
+
+@pytest.mark.parametrize("name", EGPUS)
+def test_an_egpu_takes_any_slot_edit_after_a_typed_link_and_its_rate_stays_within_the_enclosures_line(name):
+    """Issue 31: on the eGPU preset, editing the PCIe generation after typing a link raised "implausible
+    pinned_gbs" (the line was the card's edit alone, not the edit in the enclosure's slot)."""
+    hw = preset(name)
+    assert EGPUS and hw.line_gbs < line_gbs(hw.pcie_gen, hw.pcie_lanes, preset("RTX 4090").host)  # a slower slot
+    for link in (0.0, hw.line_gbs / 2, hw.line_gbs):  # none typed, one the line carries, the line itself
+        for gen in MACHINE_SETTINGS["pcie_gen"].choices:
+            for lanes in MACHINE_SETTINGS["pcie_lanes"].choices:
+                edited = with_edits(hw, link, pcie_gen=gen, pcie_lanes=lanes)
+                assert edited.line_gbs == line_gbs(gen, lanes, hw.host)
+                assert edited.pinned_gbs == (min(link, edited.line_gbs) if link else None), (gen, lanes, link)
+
+
+def test_the_line_rate_is_the_slower_of_the_card_and_the_hosts_slot():
+    egpu = preset("eGPU RTX 4090, PCIe 3.0 x4")
+    assert line_gbs(5, 16, egpu.host) == line_gbs(3, 4, egpu.host) == egpu.line_gbs  # the enclosure's 3.0 x4
+    assert line_gbs(3, 1, egpu.host) == egpu.line_gbs / 4  # fewer lanes than the slot: the card's
+    assert line_gbs(4, 16, preset("RTX 4090").host) == preset("RTX 4090").line_gbs  # no slot limit: the card's

@@ -10,6 +10,7 @@ from conftest import ROOT
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
+from moe_model.speed.scenario import Scenario, fit_layers, resolve
 from moe_model.speed.vram import (
     CUDA_RESERVE_MIB,
     FIT_MARGIN_MIB,
@@ -20,6 +21,14 @@ from moe_model.speed.vram import (
 )
 
 
+def _flags(**scenario):
+    """The memory flags of a scenario with these fields, the rest at their defaults."""
+    return Scenario(**scenario).memory_flags
+
+
+DEFAULTS = _flags()
+
+
 def test_kv_cache_matches_the_logged_sizes(qwen30b, gt_model):
     assert kv_cache_mib(qwen30b, 4096) == 384.0  # 48 layers x 4 KV heads x 128 x 2 (K, V) x f16
     assert kv_cache_mib(gt_model, 4096) == 56.0  # groundtruth logs: "KV buffer size = 56.00 MiB"
@@ -27,14 +36,14 @@ def test_kv_cache_matches_the_logged_sizes(qwen30b, gt_model):
 
 def test_the_largest_budget_fits_and_one_more_gib_does_not(qwen30b):
     hw = preset("Tesla T4")
-    budget = max_budget_mib(qwen30b, hw, Placement())
-    assert breakdown(qwen30b, hw, Placement(), budget).fits
-    assert not breakdown(qwen30b, hw, Placement(), budget + 4096).fits
+    budget = max_budget_mib(qwen30b, hw, Placement(), DEFAULTS)
+    assert breakdown(qwen30b, hw, Placement(), budget, DEFAULTS).fits
+    assert not breakdown(qwen30b, hw, Placement(), budget + 4096, DEFAULTS).fits
 
 
 def test_fit_moves_more_layers_to_ram_to_make_room_for_a_cache(qwen30b):
     hw = preset("Tesla T4")
-    without, with_cache = fit_host_layers(qwen30b, hw, 0), fit_host_layers(qwen30b, hw, 1671)
+    without, with_cache = fit_host_layers(qwen30b, hw, DEFAULTS), fit_host_layers(qwen30b, hw, DEFAULTS, 1671)
     assert 0 < without < with_cache < 48
     moved_mib = (with_cache - without) * qwen30b.layers[0].expert_bytes_total / 2**20
     assert 1671 <= moved_mib < 1671 + 2 * 348.75  # whole layers: at least the cache, at most a layer more
@@ -69,10 +78,10 @@ def test_fit_host_layers_agrees_with_llama_cpps_own_fit(log, header, sizes):
     assert sorted(trials) == sizes
     for free_mib, (full, split, used_mib) in trials.items():
         hw = preset("h200").with_changes(vram_gib=(free_mib + CUDA_RESERVE_MIB) / 1024)
-        k = fit_host_layers(model, hw, 0, 4096)
+        k = fit_host_layers(model, hw, _flags(n_ctx=4096))
         assert full <= k <= full + 1, (free_mib, k, full, split)  # whole layers: a split one counts as host or not
         if not split and k == full:  # the same placement: our estimate of its memory against llama.cpp's
-            ours = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=k), 0, 4096)
+            ours = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=k), 0, _flags(n_ctx=4096))
             assert ours.used_mib - ours.reserve_mib == pytest.approx(used_mib, abs=40), free_mib
 
 
@@ -80,17 +89,17 @@ def test_fit_on_a_t4_moves_the_experts_of_12_layers_as_llama_cpp_does(qwen30b):
     full, split, _ = _llama_fit_trials("fit-params-qwen3-30b.log")[14992]  # a T4's free memory, as logged
     assert (full, split) == (12, False)
     t4 = preset("t4").with_changes(vram_gib=(14992 + CUDA_RESERVE_MIB) / 1024)
-    assert fit_host_layers(qwen30b, t4, 0, 4096) == 12
+    assert fit_host_layers(qwen30b, t4, _flags(n_ctx=4096)) == 12
 
 
 def test_without_flash_attention_the_compute_buffer_holds_the_scores_and_no_kv_offload_moves_the_kv(gt_model):
     run3 = load_model(ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "model-header.gguf")
     hw, placement = preset("h200"), Placement()
-    fa_off = breakdown(run3, hw, placement, 8376, 16384, flash_attn=False)
+    fa_off = breakdown(run3, hw, placement, 8376, _flags(n_ctx=16384, flash_attn="off"))
     # groundtruth run5 (-fa off, -c 16384, -ub 512): "CUDA0 compute buffer size = 1090.01 MiB"
     assert fa_off.compute_mib == pytest.approx(1090.01, rel=0.05)
-    assert breakdown(run3, hw, placement, 8376, 16384).compute_mib < fa_off.compute_mib / 2
-    host_kv = breakdown(run3, hw, placement, 8376, 16384, kv_offload=False)
+    assert breakdown(run3, hw, placement, 8376, _flags(n_ctx=16384)).compute_mib < fa_off.compute_mib / 2
+    host_kv = breakdown(run3, hw, placement, 8376, _flags(n_ctx=16384, no_kv_offload=True))
     assert host_kv.kv_mib == 0 and fa_off.kv_mib == 768.0  # run5: "CUDA0 KV buffer size = 768.00 MiB"
 
 
@@ -103,13 +112,13 @@ def _fit_target_logged() -> int:
 def test_the_margin_is_what_llama_cpp_keeps_free_and_less_is_too_close_to_call(qwen30b):
     assert FIT_MARGIN_MIB == _fit_target_logged() == 1024
     hw = preset("Tesla T4")
-    budget = max_budget_mib(qwen30b, hw, Placement())
-    at_margin = breakdown(qwen30b, hw, Placement(), budget)
+    budget = max_budget_mib(qwen30b, hw, Placement(), DEFAULTS)
+    at_margin = breakdown(qwen30b, hw, Placement(), budget, DEFAULTS)
     assert at_margin.fits and at_margin.free_mib >= 1024 > at_margin.free_mib - 8  # whole MiB of budget
-    tight = breakdown(qwen30b, hw, Placement(), budget + 512)
+    tight = breakdown(qwen30b, hw, Placement(), budget + 512, DEFAULTS)
     assert tight.tight and not tight.fits and 0 <= tight.free_mib < 1024
     assert tight.verdict.startswith("too close to call") and "1,024 MiB" in tight.verdict
-    over = breakdown(qwen30b, hw, Placement(), budget + 4096)
+    over = breakdown(qwen30b, hw, Placement(), budget + 4096, DEFAULTS)
     assert not over.fits and not over.tight and over.verdict.startswith("does not fit")
 
 
@@ -118,5 +127,27 @@ def test_a_configuration_that_ran_out_of_memory_in_the_field_is_not_predicted_to
     # (../shared/reference/field-measurements.csv, minipc-egpu-llm); its context is not stated
     model, hw = load_model(ROOT / "moe_model" / "data" / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"), preset("3060 ti")
     for n_ctx in (4096, 40960):  # llama-server's default, and the model's own (-c 0)
-        vram = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=33), 2000, n_ctx)
+        vram = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=33), 2000, _flags(n_ctx=n_ctx))
         assert 0 < vram.free_mib < FIT_MARGIN_MIB and not vram.fits and vram.tight, (n_ctx, vram.free_mib)
+
+
+@pytest.mark.parametrize("n_ubatch", [512, 4096, 8192])
+def test_fit_moves_as_many_layers_as_the_ubatchs_compute_buffer_needs_and_then_fits(qwen30b, n_ubatch):
+    """RTX 3060, -c 32768: a larger -ub's compute buffer (logits of the ubatch, the copies of host experts past
+    GGML_OP_OFFLOAD_MIN_BATCH) makes --fit move more layers, never a layout it then calls too big."""
+    hw, sc = preset("3060"), Scenario(placement=Placement.parse("fit"), n_ctx=32768, n_ubatch=n_ubatch)
+    layout = resolve(qwen30b, hw, sc)
+    k = layout.placement.n_cpu_moe
+    assert k == fit_layers(qwen30b, hw, sc, sc.placement) and layout.fits, (n_ubatch, k, layout.vram.free_mib)
+    assert layout.vram.compute_mib == breakdown(qwen30b, hw, layout.placement, 0, sc.memory_flags).compute_mib
+    one_fewer = Placement(cpu_moe=False, n_cpu_moe=k - 1)
+    assert not breakdown(qwen30b, hw, one_fewer, 0, sc.memory_flags).fits  # the fewest layers that fit
+
+
+def test_fit_moves_more_layers_at_a_larger_ubatch_and_past_the_offload_minimum_batch(qwen30b):
+    hw = preset("3060")
+    k = {ub: fit_host_layers(qwen30b, hw, _flags(n_ctx=32768, n_ubatch=ub)) for ub in (512, 4096, 8192)}
+    assert k[512] < k[4096] < k[8192] < qwen30b.n_layer
+    copies = _flags(n_ctx=32768, n_ubatch=128)  # past the default minimum: the host experts' copies in the buffer
+    on_cpu = _flags(n_ctx=32768, n_ubatch=128, offload_min_batch=129)  # below it: no copies, a smaller buffer
+    assert fit_host_layers(qwen30b, hw, copies) == fit_host_layers(qwen30b, hw, on_cpu) + 1

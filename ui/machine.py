@@ -3,7 +3,7 @@ changes, and Shopping puts every other card in that host. Without Streamlit, so 
 
 from __future__ import annotations
 
-from moe_model.speed.hardware import MACHINE_SETTINGS, PCIE_LANE_GBS, Hardware
+from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware, line_gbs
 
 # the host's measured (calibrated) terms kept on Hardware: a card moved into this host takes them with its Host
 HOST_FIELDS = ("cpu_expert_gbs", "token_ms")
@@ -19,7 +19,7 @@ def in_host(card: Hardware, host: Hardware) -> Hardware:
     lower PCIe generation of the card and the host's slot; measured link rates kept where the card's line
     carries them (a slower line gets them derived)."""
     gen = min(card.pcie_gen, host.pcie_gen)
-    rates = link_rates(host, 0.0, PCIE_LANE_GBS[gen] * card.pcie_lanes)
+    rates = link_rates(host, 0.0, line_gbs(gen, card.pcie_lanes, host.host))
     own = {name: getattr(host, name) for name in HOST_FIELDS}
     return card.with_changes(pcie_gen=gen, host=host.host, **rates, **own)
 
@@ -32,6 +32,14 @@ def link_rates(hw: Hardware, measured_gbs: float, line_gbs: float) -> dict[str, 
         return {"pinned_gbs": min(measured_gbs, line_gbs), "pageable_gbs": min(measured_gbs, line_gbs)}
     own = {"pinned_gbs": hw.pinned_gbs, "pageable_gbs": hw.pageable_gbs}
     return {name: rate if rate is not None and rate <= line_gbs else None for name, rate in own.items()}
+
+
+def with_edits(hw: Hardware, link_gbs: float, **changes) -> Hardware:
+    """`hw` with the sidebar's edits (Hardware.with_changes' names) and its measured link rate (0: none), the rates
+    capped at the line of the edited card in this host's slot (an edit past the slot's generation or lanes gains
+    nothing)."""
+    gen, lanes = changes.get("pcie_gen", hw.pcie_gen), changes.get("pcie_lanes", hw.pcie_lanes)
+    return hw.with_changes(**changes, **link_rates(hw, link_gbs, line_gbs(gen, lanes, hw.host)))
 
 
 def host_edited(kept: dict, base: Hardware) -> bool:

@@ -13,12 +13,12 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
-from moe_model.speed.hardware import PCIE_LANE_GBS, PRESETS, Hardware, preset
+from moe_model.speed.hardware import PRESETS, Hardware, preset
 from moe_model.speed.host_parts import described
 from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
-from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, link_rates
+from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
 from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
 from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
 from ui.widgets import control, setting_input
@@ -207,7 +207,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         edits = {"ram_gib": ram, "vram_gib": vram, "gpu_bw_gbs": gpu_bw, "pcie_gen": gen, "pcie_lanes": lanes}
         edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
         changed = {name: value for name, value in edits.items() if value != shown[name]}  # only these are stated
-        hw = hw.with_changes(**changed, **link_rates(hw, link, PCIE_LANE_GBS[gen] * lanes))
+        hw = with_edits(hw, link, **changed)
         if not use_calibrated:
             st.button(
                 f"use the {name} preset's host",

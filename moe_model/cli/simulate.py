@@ -25,6 +25,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_SYNTHETIC_TOKENS
 from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.builds import check_cache_flags
+from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace, save_npz
 from moe_model.workload import Batching, Workload, WorkloadStream
@@ -184,7 +185,9 @@ def add_parser(sub) -> None:
     add_settings(sim, SCENARIO, ("concurrency", "draft_tokens", "accept_rate"))
     add_settings(sim, BATCHING, ("prompt_tokens",))
     add_settings(sim, SCENARIO, ("n_ubatch",))
-    sim.add_argument("--no-warmup", action="store_true", help="skip llama-server's 2-token warm-up")
+    sim.add_argument(
+        "--no-warmup", action="store_true", help=f"skip llama-server's {WARM_UP_TOKENS}-token warm-up (BOS, EOS)"
+    )
     sim.add_argument(
         "--tokens", type=ranged(whole, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
     )

@@ -28,6 +28,7 @@ from moe_model.limits import (
     available_memory_bytes,
     check_at_most,
 )
+from moe_model.llama.server_warm_up import WARM_UP_LAST_LAYER_TOKENS, WARM_UP_TOKENS
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
@@ -71,8 +72,8 @@ def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.ra
     to d+1 tokens each; a finished stream takes the next sequence, whose prompt ubatches come first)."""
     drawn = 0
     if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
-        yield _Ubatch(PHASE_WARMUP, 1, ((DRAWN, 0, 2),))
-        drawn = 2
+        yield _Ubatch(PHASE_WARMUP, WARM_UP_LAST_LAYER_TOKENS, ((DRAWN, 0, WARM_UP_TOKENS),))
+        drawn = WARM_UP_TOKENS
     if trace.ubatch is not None:
         yield from _given_ubatches(trace.ubatch)
         return
@@ -135,7 +136,7 @@ def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random
 
 def _synthetic_rows(trace: TokenTrace | StreamedTokens, batching: Batching, n_expert: int) -> int:
     """Tokens of warm-up and prompt routing to draw, refused beyond MAX_ROUTING_DRAWS before drawing."""
-    needed = (2 if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    needed = (WARM_UP_TOKENS if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
     if needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:
         raise WorkloadError(
             f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "

@@ -236,13 +236,6 @@ def results(state: LruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return hits, state.distinct.copy(), probe
 
 
-def lru_pass(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, n_layer, caps):
-    """Replay one group's records for pool sizes `caps` (ascending) in one chunk."""
-    state = new_state(np.asarray(caps, dtype=np.int64), n_layer, n_expert)
-    feed(state, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert)
-    return results(state)
-
-
 @njit(cache=True, nogil=True)
 def _compact(scalars, last_rec, last_ent, fen, cnt, ent_start, ent_nu, ent_key, ent_fa, ent_lo, ent_hi, ent_mask):
     """Drop records and entries no key points at, in order; the counts and the Fenwick tree are rebuilt."""

@@ -14,9 +14,8 @@ import numpy as np
 
 from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, pool_classes, pool_need, uses_pool
-from moe_model.llama.slot_plan import GroupPlan, Placement, plan_cache
+from moe_model.llama.slot_plan import Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.threads import on_threads
 from moe_model.workload import Workload
 
 EXACT, MODELLED = "exact", "modelled"
@@ -74,45 +73,15 @@ class Policy:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}
 
 
-GroupPass = Callable[[Workload, GroupPlan, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-
-
-def group_records(work: Workload, group: GroupPlan, n_expert: int) -> np.ndarray:
-    """Records of the group's layers that use its pool (the one pool-use rule)."""
-    in_group = np.isin(work.rec_layer, np.array(group.layers))
-    return in_group & uses_pool(work.rec_ntok, work.k, n_expert, group.n_slots)
-
-
-def per_budget(
-    model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None, group_pass: GroupPass
-) -> list[PolicyResult]:
-    """Run `group_pass(work, group, use)` for each cached group at each budget and add up the layers; the
-    budgets run on threads at once (what group_pass compiles without the GIL runs on every core)."""
-    work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
-    work = work.for_model(model.n_expert)
-
-    def one(budget: int) -> PolicyResult:
-        plan = plan_cache(model, int(budget), placement)
-        counts = [np.zeros(model.n_layer, dtype=np.int64) for _ in range(3)]
-        for group in plan.groups if plan.starts else ():
-            if group.cached:
-                parts = group_pass(work, group, group_records(work, group, model.n_expert))
-                for total, part in zip(counts, parts, strict=True):
-                    total += part
-        return PolicyResult(plan.budget_mib, plan.starts, *counts)
-
-    return on_threads(one, [(b,) for b in budgets_mib])
-
-
 ClassPass = Callable[[Workload, tuple[int, ...], np.ndarray, np.ndarray], np.ndarray]
 
 
 def per_class(
     model: ModelSpec, work: Workload, budgets_mib: Sequence[int], placement: Placement | None, class_pass: ClassPass
 ) -> list[PolicyResult]:
-    """Like per_budget, but each group's budgets whose pools admit the same records (pool_rule.pool_classes) go
-    to `class_pass(work, layers, use, slots)` together: `use` marks those records, `slots` are the pool sizes;
-    it returns [len(slots), 3, n_layer] counts (hits, uploads, CPU), sharing its preparation or its pass."""
+    """Each cached group's budgets whose pools admit the same records (pool_rule.pool_classes) go to
+    `class_pass(work, layers, use, slots)` together: `use` marks those records, `slots` are the pool sizes; it
+    returns [len(slots), 3, n_layer] counts (hits, uploads, CPU), sharing its preparation or its pass."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     work = work.for_model(model.n_expert)
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)

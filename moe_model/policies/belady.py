@@ -17,20 +17,9 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import EXACT, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
 from moe_model.policies.next_use_pool import next_records, next_use_pass
-from moe_model.policies.priority_pool import priority_pass
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.threads import on_threads
 from moe_model.workload import Workload
-
-
-def group_counts(entries: PoolEntries, n_layer: int, n_slots: int, prio: np.ndarray, bypass: bool):
-    """(hits, uploads, CPU) per layer of one group's entries through a pool of n_slots, victims by `prio`."""
-    return _pass(entries, entries.record_bounds(), entries.layer.astype(np.int32), n_layer, n_slots, prio, bypass)
-
-
-def _pass(entries: PoolEntries, bounds, layer, n_layer: int, n_slots: int, prio: np.ndarray, bypass: bool):
-    args = (bounds, entries.key, layer, prio, n_layer * entries.n_expert, n_layer, entries.n_expert, n_slots, bypass)
-    return priority_pass(*args)
 
 
 def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None) -> list[PolicyResult]:

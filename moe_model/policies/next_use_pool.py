@@ -1,12 +1,12 @@
 """Belady's pool without a heap: a resident key's priority is the record of its next use, so the keys are
 kept in buckets by that record, and a multi-level bitmap over the records finds the farthest bucket.
 
-The same replay as priority_pool.priority_pass with priority -(next use) and bypass (the victim is the key
-used farthest ahead, the earliest refreshed among keys of one bucket; a miss used no sooner than the victim is
-not kept), at O(1) per hit instead of a heap update: the keys whose next use is the current record are
-exactly its hits, so that bucket is emptied at once, and each record's keys join their next buckets when it
-ends. A bucket needs no list of its own: its keys are the resident keys of that future record (at most its
-distinct experts) whose next use is it. Keys never used again wait in a first-in first-out queue.
+MIN with bypass (the victim is the key used farthest ahead, the earliest refreshed among keys of one bucket;
+a miss used no sooner than the victim is not kept), at O(1) per hit instead of a heap update: the keys whose
+next use is the current record are exactly its hits, so that bucket is emptied at once, and each record's keys
+join their next buckets when it ends. A bucket needs no list of its own: its keys are the resident keys of that
+future record (at most its distinct experts) whose next use is it. Keys never used again wait in a first-in
+first-out queue.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.recommend import Option
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
-from moe_model.speed.time_model import Prediction, TimeParams, predict
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -194,35 +193,6 @@ def smallest_change(changes: Sequence[FitChange]) -> FitChange | None:
     """The change a summary names: one that fits alone (flags of this machine before more RAM), else the one
     needing the least RAM."""
     return min(changes, key=lambda c: (not c.fits_alone, c.ram_gib or 0, KINDS.index(c.kind)), default=None)
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A placement without a cache: what a page draws the cache against, only when it fits."""
-
-    name: str
-    prediction: Prediction
-    host: HostMemory
-
-    @property
-    def fits(self) -> bool:
-        return self.prediction.usable and self.host.fits
-
-
-BASELINE_PLACEMENTS = (("--fit", "fit"), ("--cpu-moe", "cpu-moe"))
-
-
-def no_cache_baselines(
-    model: ModelSpec, hw: Hardware, params: TimeParams, base: Scenario, rel_error: float = 0.0
-) -> list[Baseline]:
-    """--fit and --cpu-moe without a cache at the base setting, each marked whether it fits VRAM and RAM."""
-    out = []
-    for name, text in BASELINE_PLACEMENTS:
-        multi_gpu = {"n_gpu_layers": base.placement.n_gpu_layers, "n_gpus": base.placement.n_gpus}
-        sc = replace(base, placement=Placement.parse(text, **multi_gpu, tensor_split=base.placement.tensor_split))
-        pred = predict(model, hw, params, sc.with_budget(0), rel_error=rel_error)
-        out.append(Baseline(f"{name}, no cache", pred, host_memory(model, hw, pred.layout.placement, sc.load_mode)))
-    return out
 
 
 @dataclass(frozen=True)

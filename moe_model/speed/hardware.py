@@ -25,6 +25,18 @@ BACKENDS = ("cuda", "hip", "vulkan")
 HOST_ALIASES = {"cpu_bw_gbs": "mem_bw_gbs", "cpu_threads": "threads", "cpu_ghz": "ghz", "cpu_vnni": "vnni"}
 
 
+def link_of(pcie_gen: int, pcie_lanes: int, host: Host) -> tuple[int, int]:
+    """The generation and lanes a card of `pcie_gen` x `pcie_lanes` runs at in `host`: the slower of the card and
+    the host's slot or enclosure, each."""
+    return min(pcie_gen, host.slot_gen or pcie_gen), min(pcie_lanes, host.slot_lanes or pcie_lanes)
+
+
+def line_gbs(pcie_gen: int, pcie_lanes: int, host: Host) -> float:
+    """The PCIe line rate (GB/s) of a card of `pcie_gen` x `pcie_lanes` in `host`'s slot: what no copy exceeds."""
+    gen, lanes = link_of(pcie_gen, pcie_lanes, host)
+    return PCIE_LANE_GBS.get(gen, 0.0) * lanes
+
+
 def within(value, s: Setting) -> bool:
     """A machine or host field inside its setting's range or choices (None: not measured, derived)."""
     if value is None:
@@ -125,11 +137,11 @@ class Hardware:
 
     @property
     def link_gen(self) -> int:
-        return min(self.pcie_gen, self.host.slot_gen or self.pcie_gen)
+        return link_of(self.pcie_gen, self.pcie_lanes, self.host)[0]
 
     @property
     def link_lanes(self) -> int:
-        return min(self.pcie_lanes, self.host.slot_lanes or self.pcie_lanes)
+        return link_of(self.pcie_gen, self.pcie_lanes, self.host)[1]
 
     @property
     def pcie_label(self) -> str:
@@ -137,7 +149,7 @@ class Hardware:
 
     @property
     def line_gbs(self) -> float:
-        return PCIE_LANE_GBS.get(self.link_gen, 0.0) * self.link_lanes
+        return line_gbs(self.pcie_gen, self.pcie_lanes, self.host)
 
     @property
     def pinned_rate_gbs(self) -> float:

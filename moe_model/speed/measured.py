@@ -29,6 +29,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
+from moe_model.llama.server_warm_up import warm_up_tokens
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.logs import MAINLINE, LoggedStats, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
@@ -143,18 +144,15 @@ def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None
 def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
     """The logged "ubatch <= 8" hit rate without llama-server's warm-up, which the decode timings leave out:
     BOS+EOS through every cached layer (the last with 1 token), all misses on the cold pool (docs section 5)."""
-    k, n = model.n_expert_used, model.n_expert
-    cached = layout.cached_mask(model, 1).nonzero()[0]
-    warm = sum(independent_distinct(n, k, 1 if il == model.n_layer - 1 else 2) for il in cached)
-    misses = max(stats.misses - warm, 0.0)
+    misses = max(stats.misses - _warm_up_fills(model, layout), 0.0)
     return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
 
 
 def _warm_up_fills(model: ModelSpec, layout: Layout) -> float:
-    """Slots llama-server's 2-token warm-up fills before any request (its last layer sees 1 token)."""
+    """Slots llama-server's warm-up fills before any request (llama.server_warm_up: its tokens at each layer)."""
     k, n = model.n_expert_used, model.n_expert
     cached = layout.cached_mask(model, 1).nonzero()[0]
-    return sum(independent_distinct(n, k, 1 if il == model.n_layer - 1 else 2) for il in cached)
+    return sum(independent_distinct(n, k, warm_up_tokens(il, model.n_layer)) for il in cached)
 
 
 def log_fills(stats: LoggedStats, layout: Layout) -> int:

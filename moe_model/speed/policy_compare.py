@@ -11,7 +11,7 @@ import numpy as np
 
 from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, get_policy, run_policy
+from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, run_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import curve
 from moe_model.speed.hardware import Hardware
@@ -57,10 +57,9 @@ def compare(
 
 
 def policy_scenario(base: Scenario, name: str) -> Scenario:
-    """The scenario `predict --policy NAME` prices: `base` with that policy at its default knobs (the CPU share's
-    knob is the scenario's share)."""
-    share = float(get_policy(name).knobs["share"]) if name == CPU_SHARE else 0.0
-    return replace(base, policy=name, cpu_share=share)
+    """The scenario `predict --policy NAME` prices: `base` with that policy; the CPU share keeps the scenario's
+    share (the sidebar's, so the chart's row and the headline price one setting), its default where none is set."""
+    return replace(base, policy=name, cpu_share=base.cpu_share if name == CPU_SHARE else 0.0)
 
 
 def policy_workload(work: Workload, max_ubatches: int = MAX_POLICY_UBATCHES) -> Workload:

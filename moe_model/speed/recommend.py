@@ -7,7 +7,7 @@ Options that do not start or do not fit the GPU's memory or the host's RAM are n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -166,23 +166,6 @@ def recommend(
             )
         )
     return rank(options, rel_error)
-
-
-def recommend_cards(
-    model: ModelSpec,
-    hardware: Sequence[Hardware],
-    params: TimeParams,
-    base: Scenario,
-    memo: ReplayMemo,
-    model_path: str,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-) -> Iterator[list[Option]]:
-    """recommend() for each card, lazily, card by card (Shopping): what the cards share is replayed first
-    (replay_shared), then each card reuses it from the memo and replays only its own settings."""
-    replay_shared(model, hardware, base, memo)
-    for hw in hardware:
-        yield recommend(model, hw, params, base, memo, model_path, rel_error, spread_points)
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:

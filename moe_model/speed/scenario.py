@@ -45,6 +45,7 @@ from moe_model.speed.vram import (
     DEFAULT_KV_TYPE,
     FIT_MARGIN_MIB,
     KV_TYPES,
+    MemoryFlags,
     VramBreakdown,
     breakdown,
     fit_host_layers,
@@ -307,6 +308,19 @@ class Scenario:
         return self.cache_type_k, self.cache_type_v
 
     @property
+    def memory_flags(self) -> MemoryFlags:
+        """The flags that size GPU memory beside the weights and the cache, for the VRAM functions."""
+        return MemoryFlags(
+            n_ctx=self.n_ctx,
+            n_ubatch=self.n_ubatch,
+            kv_types=self.kv_types,
+            offload_min_batch=self.offload_min_batch,
+            margin_mib=self.fit_target_mib,
+            flash_attn=self.flash_attn_on,
+            kv_offload=self.kv_offload,
+        )
+
+    @property
     def prompt_ubatch(self) -> int:
         return max(1, min(self.n_ubatch, self.prompt_tokens))
 
@@ -395,17 +409,13 @@ def context_for_depth(n_ctx: int, depth: int, concurrency: int) -> int:
 def cache_room_mib(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placement) -> int:
     """The largest --moe-cache-mib that fits beside this scenario's context, KV cache and buffers, with its --fit
     target free: the VRAM check `resolve` makes, so a budget within it is one resolve says fits."""
-    return max_budget_mib(
-        model, hw, placement, sc.n_ctx, sc.fit_target_mib, sc.kv_types, sc.n_ubatch, sc.offload_min_batch,
-        sc.flash_attn_on, sc.kv_offload,
-    )  # fmt: skip
+    return max_budget_mib(model, hw, placement, sc.memory_flags)
 
 
 def fit_layers(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placement, budget_mib: int = 0) -> int:
-    """The layers whose experts --fit moves to host memory for this scenario's context, KV cache and buffers."""
-    return fit_host_layers(
-        model, hw, budget_mib, sc.n_ctx, sc.fit_target_mib, sc.kv_types, placement, sc.flash_attn_on, sc.kv_offload
-    )
+    """The layers whose experts --fit moves to host memory for this scenario's context, ubatch, KV cache and
+    buffers: as many as the VRAM check `resolve` makes needs."""
+    return fit_host_layers(model, hw, sc.memory_flags, budget_mib, placement)
 
 
 def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
@@ -417,18 +427,5 @@ def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
-    vram = breakdown(
-        model,
-        hw,
-        placement,
-        sc.budget_mib,
-        sc.n_ctx,
-        sc.n_ubatch,
-        sc.kv_types,
-        sc.offload_min_batch,
-        plan=plan,
-        margin_mib=sc.fit_target_mib,
-        flash_attn=sc.flash_attn_on,
-        kv_offload=sc.kv_offload,
-    )
+    vram = breakdown(model, hw, placement, sc.budget_mib, sc.memory_flags, plan=plan)
     return Layout(placement, plan, vram, host, cpu_layers)

@@ -45,6 +45,7 @@ from functools import lru_cache
 import numpy as np
 
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
+from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
@@ -511,15 +512,15 @@ def prefill_terms(
 
 def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout) -> float:
     """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
-    pool is full (tokens taken as independent: an upper bound for routing with locality), after the 2-token
-    warm-up's."""
+    pool is full (tokens taken as independent: an upper bound for routing with locality), after the start-up
+    warm-up's (llama.server_warm_up)."""
     tokens = sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency
     k, n_expert = model.n_expert_used, model.n_expert
     fills = 0.0
     for group in layout.plan.groups if layout.plan.starts else ():
         if group.cached:
-            touched = len(group.layers) * independent_distinct(n_expert, k, int(tokens) + 2)
-            warm_up = len(group.layers) * independent_distinct(n_expert, k, 2)
+            touched = len(group.layers) * independent_distinct(n_expert, k, int(tokens) + WARM_UP_TOKENS)
+            warm_up = len(group.layers) * independent_distinct(n_expert, k, WARM_UP_TOKENS)
             fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, warm_up))
     return fills
 

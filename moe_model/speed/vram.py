@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import DEFAULT_CTX, DEFAULT_UBATCH
-from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, copies_from_pool
+from moe_model.llama.pool_rule import copies_from_pool
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -95,7 +94,6 @@ class VramBreakdown:
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")  # -ctk / -ctv choices
 DEFAULT_KV_TYPE = "f16"  # -ctk / -ctv default
-DEFAULT_KV_TYPES = (DEFAULT_KV_TYPE, DEFAULT_KV_TYPE)
 
 
 def kv_bytes_per_elem(type_name: str) -> float:
@@ -116,9 +114,7 @@ def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = DEFAULT_KV_TYPE, ty
     return n_ctx * per_cell / MIB
 
 
-def compute_buffer_mib(
-    model: ModelSpec, n_ubatch: int = DEFAULT_UBATCH, n_ctx: int = DEFAULT_CTX, flash_attn: bool = True
-) -> float:
+def compute_buffer_mib(model: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: bool) -> float:
     """Estimate: the logits of a ubatch, or the attention scores when flash attention is off."""
     logits = n_ubatch * model.n_vocab * 4
     scores = 0 if flash_attn else n_ctx * n_ubatch * model.n_head * 4
@@ -147,63 +143,57 @@ def experts_gpu_mib(model: ModelSpec, placement: Placement) -> float:
     return sum(layer.expert_bytes_total for layer in model.layers if not placement.experts_on_host(layer.index)) / MIB
 
 
+@dataclass(frozen=True)
+class MemoryFlags:
+    """The llama.cpp flags that size GPU memory beside the weights and the cache: -c, -ub, -ctk/-ctv,
+    GGML_OP_OFFLOAD_MIN_BATCH, -fitt, -fa and --no-kv-offload. No defaults: a Scenario builds it
+    (`Scenario.memory_flags`), the one source of them."""
+
+    n_ctx: int
+    n_ubatch: int
+    kv_types: tuple[str, str]
+    offload_min_batch: int
+    margin_mib: float  # what llama.cpp keeps free per GPU (--fit's target, -fitt)
+    flash_attn: bool
+    kv_offload: bool
+
+
 def breakdown(
     model: ModelSpec,
     hw: Hardware,
     placement: Placement,
     budget_mib: int,
-    n_ctx: int = DEFAULT_CTX,
-    n_ubatch: int = DEFAULT_UBATCH,
-    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
-    offload_min_batch: int = OFFLOAD_MIN_BATCH,
+    flags: MemoryFlags,
     plan: CachePlan | None = None,
-    margin_mib: float = FIT_MARGIN_MIB,
-    flash_attn: bool = True,
-    kv_offload: bool = True,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked).
-    `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice);
-    `margin_mib` per GPU is what llama.cpp keeps free (the scenario's --fit target). Without flash attention the
-    compute buffer holds a ubatch's scores over the context; with --no-kv-offload the KV cache is in host memory."""
+    `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice).
+    Without flash attention the compute buffer holds a ubatch's scores over the context; with --no-kv-offload
+    the KV cache is in host memory."""
     plan = plan or plan_cache(model, budget_mib, placement)
     compute = max(
-        compute_buffer_mib(model, n_ubatch, n_ctx, flash_attn),
-        offload_copy_mib(model, placement, n_ubatch, offload_min_batch),
+        compute_buffer_mib(model, flags.n_ubatch, flags.n_ctx, flags.flash_attn),
+        offload_copy_mib(model, placement, flags.n_ubatch, flags.offload_min_batch),
     )
     return VramBreakdown(
         dense_gpu_mib(model),
         experts_gpu_mib(model, placement),
-        kv_cache_mib(model, n_ctx, *kv_types) if kv_offload else 0.0,
+        kv_cache_mib(model, flags.n_ctx, *flags.kv_types) if flags.kv_offload else 0.0,
         compute * placement.n_gpus,
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
         hw.vram_mib * placement.n_gpus,
-        margin_mib * placement.n_gpus,
+        flags.margin_mib * placement.n_gpus,
     )
 
 
-def max_budget_mib(
-    model: ModelSpec,
-    hw: Hardware,
-    placement: Placement,
-    n_ctx: int = DEFAULT_CTX,
-    margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
-    n_ubatch: int = DEFAULT_UBATCH,
-    offload_min_batch: int = OFFLOAD_MIN_BATCH,
-    flash_attn: bool = True,
-    kv_offload: bool = True,
-) -> int:
-    """The largest --moe-cache-mib whose cache still fits beside everything else (breakdown's items for this
-    context, KV types, ubatch, flash attention and KV placement), with llama.cpp's margin free."""
+def max_budget_mib(model: ModelSpec, hw: Hardware, placement: Placement, flags: MemoryFlags) -> int:
+    """The largest --moe-cache-mib whose cache still fits beside everything else (breakdown's items for these
+    flags), with llama.cpp's margin free."""
     lo, hi = 0, int(hw.vram_mib * placement.n_gpus)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        vram = breakdown(
-            model, hw, placement, mid, n_ctx, n_ubatch, kv_types, offload_min_batch, margin_mib=margin_mib,
-            flash_attn=flash_attn, kv_offload=kv_offload,
-        )  # fmt: skip
-        if vram.fits:
+        if breakdown(model, hw, placement, mid, flags).fits:
             lo = mid
         else:
             hi = mid - 1
@@ -211,17 +201,10 @@ def max_budget_mib(
 
 
 def fit_host_layers(
-    model: ModelSpec,
-    hw: Hardware,
-    budget_mib: int = 0,
-    n_ctx: int = DEFAULT_CTX,
-    margin_mib: float = FIT_MARGIN_MIB,
-    kv_types: tuple[str, str] = DEFAULT_KV_TYPES,
-    base: Placement | None = None,
-    flash_attn: bool = True,
-    kv_offload: bool = True,
+    model: ModelSpec, hw: Hardware, flags: MemoryFlags, budget_mib: int = 0, base: Placement | None = None
 ) -> int:
-    """How many leading layers --fit moves to host memory (their experts) so the rest fits with margin_mib free."""
+    """How many leading layers --fit moves to host memory (their experts) so the rest, with the compute buffer
+    of these flags' ubatch, fits with their margin free: the same check `breakdown(...).fits` makes."""
     base = base or Placement(cpu_moe=False)
     for k in range(model.n_layer + 1):
         placement = Placement(
@@ -231,9 +214,6 @@ def fit_host_layers(
             n_gpus=base.n_gpus,
             tensor_split=base.tensor_split,
         )
-        vram = breakdown(
-            model, hw, placement, budget_mib, n_ctx, kv_types=kv_types, flash_attn=flash_attn, kv_offload=kv_offload
-        )
-        if vram.free_mib >= margin_mib:
+        if breakdown(model, hw, placement, budget_mib, flags).fits:
             return k
     return model.n_layer
