@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from moe_model.errors import MoeModelError
-from moe_model.speed.hardware import ALIASES, GPU_TABLE, PRESETS, Hardware, _normal, preset, preset_match
+from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.speed.hardware import (
+    ALIASES,
+    GPU_TABLE,
+    MACHINE_SETTINGS,
+    PRESETS,
+    Hardware,
+    _normal,
+    nearest_presets,
+    preset,
+    preset_match,
+    unknown_gpu,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,11 +54,27 @@ def test_the_rtx_5070_is_its_own_card_not_the_ti():
     assert preset_match("RTX 5070").how == "exact"
 
 
-def test_an_ambiguous_name_lists_the_candidates_and_an_unknown_one_the_presets():
+def test_an_ambiguous_name_lists_the_candidates():
     with pytest.raises(MoeModelError, match="ambiguous: .*RTX 5070 Ti.*RTX 5090|ambiguous: .*RTX 5090.*RTX 5070"):
         preset("rtx 50")
-    with pytest.raises(MoeModelError, match="unknown GPU 'Voodoo 2'; known: Tesla T4"):
-        preset("Voodoo 2")
+
+
+def test_an_unknown_name_suggests_the_nearest_presets_and_how_to_describe_the_card():
+    with pytest.raises(UnknownGpuError) as miss:
+        preset("rtx 4075")
+    assert str(miss.value).startswith("unknown GPU 'rtx 4075'; nearest: RTX 4070 12GB, ")
+    assert str(miss.value).endswith(
+        "For another card, start from the nearest preset and give your card's datasheet figures: "
+        "--hardware 'RTX 4070 12GB' --vram-gib N --gpu-bw-gbs N --pcie-gen N --pcie-lanes N"
+    )
+    assert nearest_presets("rx 7950 xtx")[0] == "Radeon RX 7900 XTX"
+
+
+def test_the_app_words_the_same_advice_with_its_own_boxes():
+    labels = [MACHINE_SETTINGS[k].widget.label for k in ("vram_gib", "gpu_bw_gbs", "pcie_gen", "pcie_lanes")]
+    text = unknown_gpu("rtx 4075", app=True)
+    assert "pick RTX 4070 12GB under GPU and set 'VRAM GiB', 'GPU memory GB/s'" in text
+    assert all(repr(label) in text for label in labels) and text.endswith("under 'edit this machine'")
 
 
 @pytest.mark.parametrize(

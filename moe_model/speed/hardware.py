@@ -10,11 +10,12 @@ The host (RAM, memory, CPU, slot, VM) is one `Host` object: changing the GPU kee
 from __future__ import annotations
 
 import csv
+import difflib
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, UnknownGpuError
 from moe_model.limits import MAX_RATE_GBS
 from moe_model.resources import data_path
 from moe_model.settings import Setting, Widget, setting, settings_of
@@ -360,7 +361,38 @@ def preset_match(name: str) -> PresetMatch:
         return PresetMatch(name, hw, "base card", tuple(h.name for h in found.values() if h is not hw))
     if found:
         raise MoeModelError(f"GPU {name!r} is ambiguous: {', '.join(hw.name for hw in found.values())}")
-    raise MoeModelError(f"unknown GPU {name!r}; known: {', '.join(PRESETS)}")
+    raise UnknownGpuError(name, unknown_gpu(name))
+
+
+def _spellings() -> dict[str, str]:
+    """Each preset's normalised name, that name without its memory size ("rtx 4070"), and its aliases."""
+    names = {_normal(k): k for k in PRESETS}
+    bare = {" ".join(MEMORY_WORD.sub("", key).split()): k for key, k in names.items()}
+    return bare | names | ALIASES
+
+
+def nearest_presets(name: str, n: int = 3) -> list[str]:
+    """The presets whose names or aliases read most like `name` (difflib on the normalised spellings)."""
+    spellings = _spellings()
+    close = difflib.get_close_matches(_normal(name), spellings, n=3 * n, cutoff=0.0)
+    return list(dict.fromkeys(spellings[c] for c in close))[:n]
+
+
+def other_card(start: str, app: bool = False) -> str:
+    """How to describe a card no preset has: start from `start` and give the figures of the card's datasheet, as
+    the CLI's flags or (app) the sidebar's boxes, both read from the settings that declare them."""
+    figures = [MACHINE_SETTINGS[k] for k in ("vram_gib", "gpu_bw_gbs", "pcie_gen", "pcie_lanes")]
+    if app:
+        boxes = ", ".join(repr(s.widget.label) for s in figures)
+        return f"pick {start} under GPU and set {boxes} from your card's datasheet under 'edit this machine'"
+    flags = " ".join(f"{s.flags[0]} N" for s in figures)
+    return f"start from the nearest preset and give your card's datasheet figures: --hardware {start!r} {flags}"
+
+
+def unknown_gpu(name: str, app: bool = False) -> str:
+    """The line for a GPU name no preset has: the nearest presets, and how to describe any other card."""
+    nearest = nearest_presets(name)
+    return f"unknown GPU {name!r}; nearest: {', '.join(nearest)}. For another card, {other_card(nearest[0], app)}"
 
 
 def preset(name: str) -> Hardware:
