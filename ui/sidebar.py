@@ -9,6 +9,7 @@ import streamlit as st
 
 from moe_model.errors import MoeModelError, UnknownGpuError
 from moe_model.llama.slot_plan import Placement
+from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
@@ -84,7 +85,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     if kind in kept_headers:
         return _uploaded_model(kept_headers[kind])
     if kind == UPLOAD_HEADER:
-        st.sidebar.caption("Make one with `head -c 16M model.gguf > header.gguf` (split models: the first shard).")
+        st.sidebar.caption(f"Make one with `{prefix_command()}` (split models: the first shard).")
         upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key=uploader_key("model_upload"))
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
