@@ -385,5 +385,6 @@ def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_neare
     assert typed.selectbox(key="gpu").value == "RTX 4070 Ti SUPER" and typed.query_params["gpu"] == "RTX 4070 Ti SUPER"
     miss = open_page("pages/model_budget.py", gpu="rtx 4075")
     assert not miss.exception and miss.selectbox(key="gpu").value == "Tesla T4"
-    assert [w.value for w in miss.sidebar.warning] == [unknown_gpu("rtx 4075", app=True)]
+    advice = f"The link's gpu: {unknown_gpu('rtx 4075', app=True)}. Showing the Tesla T4 meanwhile."
+    assert [w.value for w in miss.sidebar.warning] == [advice]
     assert "edit this machine" in miss.selectbox(key="gpu").help

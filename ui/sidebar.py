@@ -174,11 +174,9 @@ def _linked_gpu() -> None:
         return
     try:
         keep(gpu=preset_match(typed).hardware.name)
-    except UnknownGpuError as miss:
-        st.sidebar.warning(unknown_gpu(miss.typed, app=True))
-        forget("gpu")
-    except MoeModelError as ambiguous:
-        st.sidebar.warning(str(ambiguous))
+    except MoeModelError as err:
+        why = unknown_gpu(typed, app=True) if isinstance(err, UnknownGpuError) else str(err)
+        st.sidebar.warning(f"The link's gpu: {why}. Showing the {DEFAULT_GPU} meanwhile.")
         forget("gpu")
 
 
