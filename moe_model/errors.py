@@ -30,6 +30,14 @@ class SourceError(MoeModelError):
     """A path or URL this deployment does not read (outside the allowed folders, a private host, a bad scheme)."""
 
 
+class UnknownGpuError(MoeModelError):
+    """A GPU name no preset has; `typed` is the name as given (the app words its advice for its own boxes)."""
+
+    def __init__(self, typed: str, message: str) -> None:
+        self.typed = typed
+        super().__init__(message)
+
+
 class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
 

@@ -12,6 +12,7 @@ from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT
 from streamlit.testing.v1 import AppTest
 
 from moe_model.policies import REFERENCE
+from moe_model.speed.hardware import unknown_gpu
 
 PAGES = [
     "pages/model_budget.py",
@@ -377,3 +378,13 @@ def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     assert not at.exception and not at.error
     # 8 sequences of 500 tokens: the 4,000 that predict and recommend replay
     assert any("Prompt routing is simulated for the first 2,034 tokens" in c.value for c in at.caption)
+
+
+def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_nearest_and_how_to_describe_it():
+    typed = open_page("pages/model_budget.py", gpu="4070 ti super")
+    assert typed.selectbox(key="gpu").value == "RTX 4070 Ti SUPER" and typed.query_params["gpu"] == "RTX 4070 Ti SUPER"
+    miss = open_page("pages/model_budget.py", gpu="rtx 4075")
+    assert not miss.exception and miss.selectbox(key="gpu").value == "Tesla T4"
+    advice = f"The link's gpu: {unknown_gpu('rtx 4075', app=True)}. Showing the Tesla T4 meanwhile."
+    assert [w.value for w in miss.sidebar.warning] == [advice]
+    assert "edit this machine" in miss.selectbox(key="gpu").help

@@ -237,6 +237,12 @@ def test_recommend_cli_and_unknown_hardware():
     assert result["hardware"]["name"] == "H200"
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
+    near = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 4075").stderr.strip().splitlines()
+    assert near[-1].endswith(
+        "nearest: RTX 4070 12GB, RTX 5070, RTX 4090. For another card, start from the nearest "
+        "preset and give your card's datasheet figures: --hardware 'RTX 4070 12GB' --vram-gib N "
+        "--gpu-bw-gbs N --pcie-gen N --pcie-lanes N"
+    )
     ambiguous = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 50")
     assert ambiguous.returncode == 1 and "ambiguous: " in ambiguous.stderr and "RTX 5090" in ambiguous.stderr
 

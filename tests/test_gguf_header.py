@@ -6,24 +6,28 @@ import contextlib
 import http.server
 import io
 import itertools
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import GT_HEADER, QWEN235B_SHARD1, run_within
+from conftest import GPT_OSS, GT_HEADER, QWEN235B_SHARD1, run_within
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType
 
 from moe_model.errors import GGUFError, SourceError, TruncatedHeaderError
+from moe_model.limits import HEADER_PREFIX_MIB
 from moe_model.readers.gguf import SkippedArray, parse_header, read_header, read_model_headers
 from moe_model.readers.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
-from moe_model.readers.http import CREDENTIALS_REFUSED
+from moe_model.readers.http import CREDENTIALS_REFUSED, prefix_command
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.sources import check_url
+from moe_model.resources import data_path
 
 TINY_META = {
     "general.architecture": "qwen3moe",
@@ -329,12 +333,30 @@ def test_url_split_model_reads_every_shard(http_dir):
     assert load_model(f"{url}/{QWEN235B_SHARD1.name}").n_layer == 94
 
 
-def test_url_server_that_ignores_ranges_is_refused(http_dir):
+def test_url_server_that_ignores_ranges_is_refused_with_a_prefix_command_that_works_there(http_dir, tmp_path):
     root, url, handler = http_dir
     handler.honour_ranges = False
-    (root / "model.gguf").write_bytes(tiny())
-    with pytest.raises(GGUFError, match="does not honour HTTP Range requests .status 200.; download the first"):
+    (root / "model.gguf").write_bytes(GPT_OSS.read_bytes() + b"\0" * (HEADER_PREFIX_MIB + 4) * 2**20)
+    with pytest.raises(GGUFError) as refused:
         read_header(f"{url}/model.gguf")
+    command = f"curl -sL {url}/model.gguf | head -c {HEADER_PREFIX_MIB}M > header.gguf"
+    assert str(refused.value) == (
+        f"127.0.0.1 does not honour HTTP Range requests (status 200), so `curl -r` would download the whole file: "
+        f"stream its start instead, `{command}` (curl stops once head has {HEADER_PREFIX_MIB} MiB), and upload "
+        "that prefix"
+    )
+    if shutil.which("curl") is None:
+        pytest.skip("no curl to run the advised command")
+    subprocess.run(command, shell=True, cwd=tmp_path, check=False, timeout=60)  # curl exits 23 once head is done
+    prefix = (tmp_path / "header.gguf").read_bytes()
+    assert len(prefix) == HEADER_PREFIX_MIB * 2**20 and read_header(prefix).header_bytes == GPT_OSS.stat().st_size
+
+
+def test_the_advised_prefix_holds_every_bundled_header_four_times_over():
+    largest = max(read_header(str(p)).header_bytes for p in data_path().rglob("*.gguf"))
+    assert largest == GPT_OSS.stat().st_size == 3_737_954  # gpt-oss-20b: a 200k-token vocabulary
+    assert 4 * largest <= HEADER_PREFIX_MIB * 2**20
+    assert prefix_command() == f"head -c {HEADER_PREFIX_MIB}M model.gguf > header.gguf"
 
 
 def test_url_404_is_a_clear_error(http_dir):

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from moe_model.errors import MoeModelError
-from moe_model.speed.hardware import PRESETS, Hardware, preset, preset_match
+from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.speed.hardware import (
+    ALIASES,
+    GPU_TABLE,
+    MACHINE_SETTINGS,
+    PRESETS,
+    Hardware,
+    _normal,
+    nearest_presets,
+    preset,
+    preset_match,
+    unknown_gpu,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,11 +54,68 @@ def test_the_rtx_5070_is_its_own_card_not_the_ti():
     assert preset_match("RTX 5070").how == "exact"
 
 
-def test_an_ambiguous_name_lists_the_candidates_and_an_unknown_one_the_presets():
+def test_an_ambiguous_name_lists_the_candidates():
     with pytest.raises(MoeModelError, match="ambiguous: .*RTX 5070 Ti.*RTX 5090|ambiguous: .*RTX 5090.*RTX 5070"):
         preset("rtx 50")
-    with pytest.raises(MoeModelError, match="unknown GPU 'Voodoo 2'; known: Tesla T4"):
-        preset("Voodoo 2")
+
+
+def test_an_unknown_name_suggests_the_nearest_presets_and_how_to_describe_the_card():
+    with pytest.raises(UnknownGpuError) as miss:
+        preset("rtx 4075")
+    assert str(miss.value).startswith("unknown GPU 'rtx 4075'; nearest: RTX 4070 12GB, ")
+    assert str(miss.value).endswith(
+        "For another card, start from the nearest preset and give your card's datasheet figures: "
+        "--hardware 'RTX 4070 12GB' --vram-gib N --gpu-bw-gbs N --pcie-gen N --pcie-lanes N"
+    )
+    assert nearest_presets("rx 7950 xtx")[0] == "Radeon RX 7900 XTX"
+
+
+def test_the_app_words_the_same_advice_with_its_own_boxes():
+    labels = [MACHINE_SETTINGS[k].widget.label for k in ("vram_gib", "gpu_bw_gbs", "pcie_gen", "pcie_lanes")]
+    text = unknown_gpu("rtx 4075", app=True)
+    assert "pick RTX 4070 12GB under GPU and set 'VRAM GiB', 'GPU memory GB/s'" in text
+    assert all(repr(label) in text for label in labels) and text.endswith("under 'edit this machine'")
+
+
+@pytest.mark.parametrize(
+    ("typed", "name", "vram_gib", "gpu_bw_gbs"),
+    [
+        ("4070 ti super", "RTX 4070 Ti SUPER", 16, 672),
+        ("4070 super", "RTX 4070 SUPER", 12, 504),
+        ("4080 super", "RTX 4080 SUPER", 16, 736),
+        ("rx 7900 xtx", "Radeon RX 7900 XTX", 24, 960),
+        ("5060 ti 16gb", "RTX 5060 Ti 16GB", 16, 448),
+        ("3080", "RTX 3080", 10, 760),
+        ("3090 ti", "RTX 3090 Ti", 24, 1008),
+        ("a100", "A100 40GB", 40, 1555),
+        ("l4", "L4", 24, 300),
+        ("rx 9070 xt", "Radeon RX 9070 XT", 16, 640),
+        ("arc a770", "Intel Arc A770 16GB", 16, 560),
+    ],
+)
+def test_the_cards_people_own_resolve_to_a_preset_citing_its_spec_page(typed, name, vram_gib, gpu_bw_gbs):
+    hw = preset(typed)
+    assert (hw.name, hw.vram_gib, hw.gpu_bw_gbs) == (name, vram_gib, gpu_bw_gbs)
+    assert "specifications" in hw.source or "datasheet" in hw.source
+
+
+def test_the_nearest_name_wins_among_cards_and_the_first_memory_size_among_one_cards():
+    assert preset_match("rx 7900 xt").hardware.name == "Radeon RX 7900 XT"  # "xt" only starts XTX
+    three = preset_match("3080")
+    assert (three.hardware.name, three.passed_over) == ("RTX 3080", ("RTX 3080 12GB", "RTX 3080 Ti"))
+    assert preset_match("5060 ti").passed_over == ("RTX 5060 Ti 8GB",)
+    assert preset("rtx 4060 ti").name == "RTX 4060 Ti 16GB" and preset("h100").name == "H100 PCIe"
+    with pytest.raises(MoeModelError, match="'rx 7900' is ambiguous: Radeon RX 7900 GRE, Radeon RX 7900 XT, "):
+        preset("rx 7900")
+
+
+def test_the_gpu_table_has_one_row_a_name_and_every_row_cites_its_source():
+    rows = [line for line in GPU_TABLE.read_text().splitlines() if not line.startswith("#")][1:]  # less the header
+    spellings = [_normal(k) for k in PRESETS] + list(ALIASES)
+    assert len(PRESETS) == len(rows) > 80 and len(set(spellings)) == len(spellings)
+    assert all(ALIASES[a] in PRESETS for a in ALIASES)
+    stated = [hw for hw in PRESETS.values() if "not stated" not in hw.source]
+    assert all(hw.gpu_tflops != Hardware("x", 1, 1, 4, 16).gpu_tflops for hw in stated)
 
 
 def test_every_preset_cites_a_source_and_a_backend():

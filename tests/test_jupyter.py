@@ -94,7 +94,8 @@ def test_the_jupyter_cells_run_from_another_directory_after_pip_install_e(
     figure = _figure_outputs(done[0])
     assert figure and PLOTLY_MIME in figure[0]  # drawn live
     html = figure[0]["text/html"]
-    assert "cdn.plot.ly" in html and "Plotly.newPlot" in html  # what an HTML export keeps and can draw
+    assert "Plotly.newPlot" in html and "* plotly.js v" in html  # what an HTML export keeps, plotly.js inside it
+    assert not re.search(r"<script[^>]*\bsrc=", html)  # so it draws with no network
     module, cwd = "".join(o.get("text", "") for o in done[-1].outputs).split()
     assert Path(module) == ROOT / "moe_model" / "__init__.py" and Path(cwd) == tmp_path  # the checkout, elsewhere
     if source == "docs/jupyter.md":

@@ -7,13 +7,14 @@ import os
 
 import streamlit as st
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, UnknownGpuError
 from moe_model.llama.slot_plan import Placement
+from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
 from moe_model.speed.calibration import TimeModel, default_time_model
-from moe_model.speed.hardware import PRESETS, Hardware, preset
+from moe_model.speed.hardware import PRESETS, Hardware, other_card, preset, preset_match, unknown_gpu
 from moe_model.speed.host_parts import described
 from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario, context_for_depth
@@ -85,7 +86,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     if kind in kept_headers:
         return _uploaded_model(kept_headers[kind])
     if kind == UPLOAD_HEADER:
-        st.sidebar.caption("Make one with `head -c 16M model.gguf > header.gguf` (split models: the first shard).")
+        st.sidebar.caption(f"Make one with `{prefix_command()}` (split models: the first shard).")
         upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key=uploader_key("model_upload"))
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
@@ -166,13 +167,29 @@ def _apply_preset_host(base_id: str) -> None:
         st.session_state.pop(f"hw_{key}_{base_id}", None)
 
 
+def _linked_gpu() -> None:
+    """A link's `gpu=` as users type it ("4070 ti super"): kept as its preset; a name no preset has gets the
+    nearest presets and how to describe the card, and the default GPU."""
+    typed = st.query_params.get("gpu")
+    if typed is None or typed in PRESETS or "gpu" in st.session_state.get("kept", {}):
+        return
+    try:
+        keep(gpu=preset_match(typed).hardware.name)
+    except MoeModelError as err:
+        why = unknown_gpu(typed, app=True) if isinstance(err, UnknownGpuError) else str(err)
+        st.sidebar.warning(f"The link's gpu: {why}. Showing the {DEFAULT_GPU} meanwhile.")
+        forget("gpu")
+
+
 def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     """The machine (a preset, every field editable, or the one calibrated on the Logs page), the time model
     and the load mode (-lm) of the host experts; all kept across pages and in the URL. Picking another GPU
     keeps the host (RAM, memory bandwidth, threads, link) once the user has edited it."""
     names = list(PRESETS)
+    _linked_gpu()
     chosen = kept("gpu", DEFAULT_GPU, choices=names)
-    name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu")
+    not_listed = f"Not listed? {other_card('the nearest card', app=True)}."
+    name = st.sidebar.selectbox("GPU", names, index=names.index(chosen), key="gpu", help=not_listed)
     keep(gpu=name)
     time_model = default_time_model()
     calibrated = _calibrated()  # a MachineFit from the Logs page

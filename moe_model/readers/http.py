@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import shlex
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from moe_model.errors import GGUFError, one_line
 from moe_model.limits import (
+    HEADER_PREFIX_MIB,
     MAX_REDIRECTS,
     URL_CONNECT_TIMEOUT_S,
     URL_DEADLINE_S,
@@ -234,8 +236,9 @@ def _fetch(opener: urllib.request.OpenerDirector, url: str, n: int, host: str) -
         content_range = response.headers.get("Content-Range", "bytes 0-")
         if response.status != 206 or not content_range.startswith("bytes 0-"):
             raise GGUFError(
-                f"{host} does not honour HTTP Range requests (status {response.status}); download the "
-                f"first {_mib(n)} MiB (curl -r 0-{n - 1}) and upload that prefix instead"
+                f"{host} does not honour HTTP Range requests (status {response.status}), so `curl -r` would "
+                f"download the whole file: stream its start instead, `{prefix_command(url)}` (curl stops once "
+                f"head has {HEADER_PREFIX_MIB} MiB), and upload that prefix"
             )
         chunks, have = [], 0
         while have < n:
@@ -265,9 +268,14 @@ def _transport_error(err: Exception, url: str, host: str, read_s: float) -> GGUF
     return GGUFError(f"cannot read {shown(url)}: {one_line(reason)}")
 
 
+def prefix_command(source: str = "model.gguf") -> str:
+    """The shell line that makes a header prefix the reader takes, of a file or of a URL: a download piped
+    through `head -c` ends once head has the prefix, from any server (`curl -r` does so only where it has Range)."""
+    prefix = f"head -c {HEADER_PREFIX_MIB}M"
+    if is_url(source):
+        return f"curl -sL {shlex.quote(shown(source))} | {prefix} > header.gguf"
+    return f"{prefix} {shlex.quote(source)} > header.gguf"
+
+
 def is_url(source: object) -> bool:
     return isinstance(source, str) and source.lower().startswith(("http://", "https://"))
-
-
-def _mib(n: int) -> int:
-    return max(1, -(-n // 2**20))

@@ -9,11 +9,15 @@ The host (RAM, memory, CPU, slot, VM) is one `Host` object: changing the GPU kee
 
 from __future__ import annotations
 
+import csv
+import difflib
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, UnknownGpuError
 from moe_model.limits import MAX_RATE_GBS
+from moe_model.resources import data_path
 from moe_model.settings import Setting, Widget, setting, settings_of
 from moe_model.speed.host import DESKTOP_DDR4, DESKTOP_DDR5, MIN_RATE, PCIE_LANES, Host
 
@@ -208,13 +212,7 @@ class Hardware:
 # every machine figure a user can set, the GPU's and the host's, by field name (Hardware.with_changes takes them)
 MACHINE_SETTINGS = settings_of(Hardware) | settings_of(Host)
 
-_NV = "NVIDIA datasheet (memory size, bandwidth, PCIe generation, FP16 tensor TFLOPS)"
-_AMD = "AMD datasheet (memory size, bandwidth, PCIe generation, FP16 matrix TFLOPS)"
-
-
-def _card(name, vram, bw, gen, lanes, tflops, host=DESKTOP_DDR5, backend="cuda", source=None, **kw):
-    return Hardware(name, vram, bw, gen, lanes, host, backend, tflops, source=source or _NV, **kw)
-
+GPU_TABLE = data_path("gpus.csv")  # one card a row, each citing its datasheet
 
 _T4_HOST = Host(
     "cloud VM: 4 vCPUs at 2.0 GHz (Xeon), ~20 GB/s, 32 GiB",
@@ -262,83 +260,53 @@ _R9700_HOST = Host(
     source="as in the field measurements (i7-12700KF stated; memory and threads assumed)",
 )
 
-PRESETS: dict[str, Hardware] = {
-    h.name: h
-    for h in (
-        _card("Tesla T4", 15.0, 320, 3, 16, 65, _T4_HOST, source=f"{_NV} (16 GB, 15,360 MiB usable)"),
-        _card("RTX 3060 12GB", 12, 360, 4, 16, 51, DESKTOP_DDR4),
-        _card("RTX 3060 Ti", 8, 448, 4, 16, 65, DESKTOP_DDR4),
-        _card("RTX 3090", 24, 936, 4, 16, 142, DESKTOP_DDR4),
-        _card("RTX 4060", 8, 272, 4, 8, 60.5, source=f"{_NV} (x8 card; 242 AI TOPS FP8 sparse = 60.5 FP16)"),
-        _card("RTX 4060 Ti 16GB", 16, 288, 4, 8, 88, source=f"{_NV} (x8 card)"),
-        _card(
-            "RTX 4070 12GB",
-            12,
-            504,
-            4,
-            16,
-            117,
-            Host("desktop: 64 GiB dual-channel DDR5-5600, -t 10", 64.0, 2, 5600, 10),
-        ),
-        _card("RTX 4080 16GB", 16, 717, 4, 16, 195),
-        _card("RTX 4090", 24, 1008, 4, 16, 330),
-        _card("RTX 5070", 12, 672, 5, 16, 123.5, source=f"{_NV} (988 AI TOPS FP4 sparse = 123.5 FP16)"),
-        _card("RTX 5070 Ti", 16, 896, 5, 16, 176),
-        _card("RTX 5090", 32, 1792, 5, 16, 419),
-        _card("RTX A6000", 48, 768, 4, 16, 155, Host("workstation: 128 GiB dual-channel DDR5-6000", 128.0)),
-        _card("RTX PRO 6000", 96, 1792, 5, 16, 500, Host("workstation: 256 GiB dual-channel DDR5-6000", 256.0)),
-        _card(
-            "H100 PCIe",
-            80,
-            2000,
-            5,
-            16,
-            756,
-            Host("server: 512 GiB 8-channel DDR5-3200, 32 threads", 512.0, 8, 3200, 32, 3.0, cpu_family="server"),
-        ),
-        _card(
-            "H200",
-            141,
-            4800,
-            5,
-            16,
-            989,
-            _H200_HOST,
-            pinned_gbs=55.0,
-            source=f"{_NV}; link: pinned rate measured on the ground-truth host (moe_model/data/groundtruth/bw.json; "
-            "its pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README)",
-        ),
-        _card("Radeon AI PRO R9700", 32, 640, 5, 16, 191, _R9700_HOST, "hip", _AMD),
-        _card("Radeon Pro V620", 32, 512, 4, 16, 81, _V620_HOST, "vulkan", _AMD),
-        _card(
-            "eGPU RTX 4090, PCIe 3.0 x4",
-            24,
-            1008,
-            4,
-            16,
-            330,
-            replace(DESKTOP_DDR5, name="desktop with a Thunderbolt 3 class enclosure", slot_gen=3, slot_lanes=4),
-        ),
-        _card(
-            "eGPU RTX 4090, PCIe 4.0 x4",
-            24,
-            1008,
-            4,
-            16,
-            330,
-            replace(DESKTOP_DDR5, name="desktop with an OCuLink class enclosure", slot_gen=4, slot_lanes=4),
-        ),
-    )
+# the hosts the table's rows name: an assumption to edit unless the row's measurements stated it
+HOSTS = {
+    "desktop-ddr4": DESKTOP_DDR4,
+    "desktop-ddr5": DESKTOP_DDR5,
+    "desktop-ddr5-5600": Host("desktop: 64 GiB dual-channel DDR5-5600, -t 10", 64.0, 2, 5600, 10),
+    "workstation-128": Host("workstation: 128 GiB dual-channel DDR5-6000", 128.0),
+    "workstation-256": Host("workstation: 256 GiB dual-channel DDR5-6000", 256.0),
+    "server": Host("server: 512 GiB 8-channel DDR5-3200, 32 threads", 512.0, 8, 3200, 32, 3.0, cpu_family="server"),
+    "cloud-vm-t4": _T4_HOST,
+    "cloud-vm-h200": _H200_HOST,
+    "epyc-7532": _V620_HOST,
+    "r9700-desktop": _R9700_HOST,
+    "egpu-thunderbolt3": replace(
+        DESKTOP_DDR5, name="desktop with a Thunderbolt 3 class enclosure", slot_gen=3, slot_lanes=4
+    ),
+    "egpu-oculink": replace(DESKTOP_DDR5, name="desktop with an OCuLink class enclosure", slot_gen=4, slot_lanes=4),
 }
 
-ALIASES = {"t4": "Tesla T4", "3060": "RTX 3060 12GB", "4060 ti": "RTX 4060 Ti 16GB", "r9700": "Radeon AI PRO R9700"}
+
+def _number(text: str) -> int | float:
+    """A table figure as written: "12" stays an int, "15.0" a float (machine files and JSON keep their look)."""
+    return int(text) if text.isdigit() else float(text)
+
+
+def _preset_row(row: dict[str, str]) -> Hardware:
+    """One row of the GPU table; an empty optional figure keeps the code's default."""
+    optional = {k: _number(row[k]) for k in ("gpu_tflops", "pinned_gbs") if row[k]}
+    figures = [_number(row[k]) for k in ("vram_gib", "gpu_bw_gbs", "pcie_gen", "pcie_lanes")]
+    host = HOSTS[row["host"]]
+    return Hardware(row["name"], *figures, host, row["backend"], source=row["source"], **optional)
+
+
+def _table(path: Path = GPU_TABLE) -> list[dict[str, str]]:
+    return list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+
+
+_ROWS = _table()
+PRESETS: dict[str, Hardware] = {row["name"]: _preset_row(row) for row in _ROWS}
+ALIASES = {alias: row["name"] for row in _ROWS for alias in row["aliases"].split("|") if alias}
 
 
 def _normal(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
-VARIANT_WORDS = frozenset({"ti", "super", "xt", "xtx", "max", "laptop", "mobile"})  # name another card of a number
+VARIANT_WORDS = frozenset({"ti", "super", "xt", "xtx", "gre", "max", "laptop", "mobile"})  # another card's name
+MEMORY_WORD = re.compile(r"\d+gb")  # "12gb": one card's memory size, the first listed the card itself
 
 
 @dataclass(frozen=True)
@@ -362,9 +330,29 @@ def _variants_not_typed(words: list[str], key: str) -> set[str]:
     return {w for w in key.split() if w in VARIANT_WORDS and not any(w.startswith(x) for x in words)}
 
 
+def _closeness(words: list[str], key: str) -> tuple[int, int]:
+    """How far a name is from what was typed: typed words only starting one of its words ("xt" of "xtx"),
+    then its words nobody typed ("rtx 3080" is nearer "3080" than "rtx 3080 12gb" is)."""
+    own = key.split()
+    partial = sum(x not in own for x in words)
+    untyped = sum(not any(w.startswith(x) for x in words) for w in own)
+    return partial, untyped
+
+
+def _nearest_card(words: list[str], base: dict[str, Hardware]) -> Hardware | None:
+    """The one nearest base card, or the first listed of one card's memory sizes; None when several are as near."""
+    nearest = min(_closeness(words, key) for key in base)
+    tied = [key for key in base if _closeness(words, key) == nearest]
+    if len({" ".join(MEMORY_WORD.sub("", key).split()) for key in tied}) == 1:
+        return base[tied[0]]
+    return None
+
+
 def preset_match(name: str) -> PresetMatch:
     """A preset as users type it: exact or alias (case-insensitive), else a unique word-prefix match, where a card
-    beats its variants ("rtx 3060" is the RTX 3060 12GB, not the 3060 Ti) and a card its eGPU setups."""
+    beats its variants ("rtx 3060" is the RTX 3060 12GB, not the 3060 Ti) and a card its eGPU setups; of several
+    cards the nearest name wins ("rx 7900 xt" is not the XTX, "3080" not the 3080 12GB), and of one card's memory
+    sizes the first in the table."""
     wanted = _normal(name)
     if not wanted:
         raise MoeModelError("name a GPU preset, e.g. 't4', '4090', 'h200'")
@@ -377,15 +365,46 @@ def preset_match(name: str) -> PresetMatch:
     found = {key: hw for key, hw in by_name.items() if all(any(w.startswith(x) for w in key.split()) for x in words)}
     internal = {key: hw for key, hw in found.items() if not hw.name.startswith("eGPU")}  # "4090": the card itself
     found = internal or found
-    base = {key: hw for key, hw in found.items() if not _variants_not_typed(words, key)}
-    if len(found) > 1 and len(base) == 1:
-        (hw,) = base.values()
-        return PresetMatch(name, hw, "base card", tuple(h.name for h in found.values() if h is not hw))
     if len(found) == 1:
         return PresetMatch(name, next(iter(found.values())), "prefix")
+    base = {key: hw for key, hw in found.items() if not _variants_not_typed(words, key)}
+    hw = _nearest_card(words, base) if base else None
+    if hw is not None:
+        return PresetMatch(name, hw, "base card", tuple(h.name for h in found.values() if h is not hw))
     if found:
         raise MoeModelError(f"GPU {name!r} is ambiguous: {', '.join(hw.name for hw in found.values())}")
-    raise MoeModelError(f"unknown GPU {name!r}; known: {', '.join(PRESETS)}")
+    raise UnknownGpuError(name, unknown_gpu(name))
+
+
+def _spellings() -> dict[str, str]:
+    """Each preset's normalised name, that name without its memory size ("rtx 4070"), and its aliases."""
+    names = {_normal(k): k for k in PRESETS}
+    bare = {" ".join(MEMORY_WORD.sub("", key).split()): k for key, k in names.items()}
+    return bare | names | ALIASES
+
+
+def nearest_presets(name: str, n: int = 3) -> list[str]:
+    """The presets whose names or aliases read most like `name` (difflib on the normalised spellings)."""
+    spellings = _spellings()
+    close = difflib.get_close_matches(_normal(name), spellings, n=3 * n, cutoff=0.0)
+    return list(dict.fromkeys(spellings[c] for c in close))[:n]
+
+
+def other_card(start: str, app: bool = False) -> str:
+    """How to describe a card no preset has: start from `start` and give the figures of the card's datasheet, as
+    the CLI's flags or (app) the sidebar's boxes, both read from the settings that declare them."""
+    figures = [MACHINE_SETTINGS[k] for k in ("vram_gib", "gpu_bw_gbs", "pcie_gen", "pcie_lanes")]
+    if app:
+        boxes = ", ".join(repr(s.widget.label) for s in figures)
+        return f"pick {start} under GPU and set {boxes} from your card's datasheet under 'edit this machine'"
+    flags = " ".join(f"{s.flags[0]} N" for s in figures)
+    return f"start from the nearest preset and give your card's datasheet figures: --hardware {start!r} {flags}"
+
+
+def unknown_gpu(name: str, app: bool = False) -> str:
+    """The line for a GPU name no preset has: the nearest presets, and how to describe any other card."""
+    nearest = nearest_presets(name)
+    return f"unknown GPU {name!r}; nearest: {', '.join(nearest)}. For another card, {other_card(nearest[0], app)}"
 
 
 def preset(name: str) -> Hardware:
