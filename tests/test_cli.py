@@ -317,6 +317,31 @@ def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_p
     assert out.stderr.strip().splitlines() == ["error: expert ids must be in 0..4,095, got 0..40,000"]
 
 
+def test_the_npz_bomb_is_refused_in_under_5_s_naming_the_limit(npz_bomb):
+    import time
+
+    start = time.perf_counter()  # a 0.75 MB file of 768,000,000 ids: simulate read all of it for 57 s
+    out = run_process("simulate", "--model", str(QWEN30B), "--trace", str(npz_bomb), "--budget-mib", "3000")
+    seconds = time.perf_counter() - start
+    assert out.returncode == 1 and out.stdout == "" and seconds < 5, (seconds, out.stderr)
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: the NPZ would inflate 1,0") and line.endswith(
+        "above this tool's limit of 32x its zipped size"
+    )
+
+
+def test_a_trace_above_max_lookups_is_refused_before_replaying_and_the_flag_raises_it():
+    trace = str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz")  # 4,101,024 ids
+    model = str(SAMPLE / "models" / "gpt-oss-20b-MXFP4.gguf")
+    for command in (["simulate", "--budget-mib", "3000"], ["predict", "--hardware", "t4", "--budget-mib", "3000"]):
+        refused = run_cli(*command, "--model", model, "--trace", trace, "--max-lookups", "4000000")
+        assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+            "error: this trace holds 4,101,024 expert ids; the CLI replays at most 4,000,000; --max-lookups raises it"
+        )
+    raised = run_cli("simulate", "--budget-mib", "3000", "--model", model, "--trace", trace, "--max-lookups", "4101024")
+    assert raised.returncode == 0, raised.stderr
+
+
 def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of the CLI run in this process (faster than a subprocess)."""
     from moe_model.cli.main import main

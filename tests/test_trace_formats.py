@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, run_within
+from conftest import GROUNDTRUTH, SAMPLE, run_within
 from trace_cases import labelled_trace
 
 from moe_model.errors import WorkloadError
@@ -198,3 +198,37 @@ def test_csv_layer_indices_are_range_checked_before_reshaping(layer, message):
     assert load_any(b"seq,token,layer,e0\n0,0,0,1\n", "t.csv").n_layer == 1  # positive control
     with pytest.raises(WorkloadError, match=message):
         load_any(f"seq,token,layer,e0\n0,0,{layer},1\n".encode(), "t.csv")
+
+
+def test_an_npz_that_would_inflate_beyond_the_ratio_limit_is_refused_from_its_directory(npz_bomb, monkeypatch):
+    import time
+    import zipfile
+
+    def no_decompression(*args, **kwargs):
+        raise AssertionError("a member was opened before the archive's inflation was checked")
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", no_decompression)
+    start = time.perf_counter()
+    for reader in (load_any, open_trace):
+        with pytest.raises(WorkloadError, match=r"would inflate 1,0\d\dx \(768,000,128 bytes from .*limit of 32x"):
+            reader(str(npz_bomb))
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(
+    "path", sorted(SAMPLE.rglob("*.npz")), ids=lambda p: str(p.relative_to(SAMPLE)).replace("/", "_")
+)
+def test_every_bundled_trace_inflates_well_within_the_ratio_limit(path):
+    from moe_model.limits import MAX_NPZ_INFLATION
+    from moe_model.readers.trace_npz import npz_members, open_zip
+
+    with open_zip(path) as archive:
+        members = npz_members(archive)  # the check itself passes
+    ratio = sum(m.file_size for m in members) / sum(m.compress_size for m in members)
+    assert ratio < MAX_NPZ_INFLATION / 4  # measured 1.9 (token traces) to 5.0 (recorded)
+
+
+def test_a_small_npz_is_read_at_any_ratio():
+    buf = io.BytesIO()
+    np.savez_compressed(buf, experts=np.zeros((4096, 48, 8), dtype=np.int16))  # 3 MiB of one id: ~1,000x
+    assert load_any(buf.getvalue(), "t.npz").n_tokens == 4096

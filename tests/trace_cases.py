@@ -1,13 +1,14 @@
-"""Traces the trace and batching tests share: labelled token traces, CSV text, replayed counts."""
+"""Traces the trace and batching tests share: labelled token traces, CSV text, replayed counts, an NPZ bomb."""
 
 from __future__ import annotations
+
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
 from moe_model.llama.batching import stream_build
-from moe_model.readers.traces import (
-    make_token_trace,
-)
+from moe_model.readers.traces import make_token_trace
 
 
 def labelled_trace(lengths, n_layer=3, k=2):
@@ -50,3 +51,19 @@ def csv_text(trace, order=None) -> bytes:
     rows = rows if order is None else [rows[i] for i in order]
     header = "seq,token,layer," + ",".join(f"e{j}" for j in range(trace.k))
     return "\n".join([header, *(",".join(map(str, r)) for r in rows)]).encode()
+
+
+BOMB_SHAPE = (2_000_000, 48, 8)  # 768,000,000 int8 expert ids: 768 MB of zeros, ~0.75 MB deflated
+
+
+def write_npz_bomb(path: Path) -> Path:
+    """A token-trace NPZ whose `experts` member is zeros: 768 MB inflated from ~0.75 MB (~2 s to write)."""
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("experts.npy", "w", force_zip64=True) as f,
+    ):
+        np.lib.format.write_array_header_1_0(f, {"descr": "|i1", "fortran_order": False, "shape": BOMB_SHAPE})
+        chunk = bytes(BOMB_SHAPE[1] * BOMB_SHAPE[2] * 20_000)
+        for _ in range(BOMB_SHAPE[0] // 20_000):
+            f.write(chunk)
+    return path

@@ -3,6 +3,8 @@ this tool's limits, a recorded trace's arrays), and make_token_trace, which appl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from moe_model.errors import WorkloadError
@@ -102,3 +104,20 @@ def check_sequences(n: int, seq_offsets, ubatch) -> tuple[np.ndarray, np.ndarray
         if np.any(np.diff(ubatch) < 0):
             raise WorkloadError("`ubatch` must be a non-decreasing index per token")
     return offsets, ubatch
+
+
+@dataclass(frozen=True)
+class ReplayCap:
+    """The most expert ids one caller replays from a trace (work, not memory: streaming bounds only memory), who
+    that caller is and what a user does for more, as the refusal says them."""
+
+    max_lookups: int
+    replayer: str  # "the app", "the CLI"
+    more: str  # what to do for a longer trace
+
+    def check(self, n_lookups: int) -> None:
+        if n_lookups > self.max_lookups:
+            raise WorkloadError(
+                f"this trace holds {n_lookups:,} expert ids; {self.replayer} replays at most {self.max_lookups:,}; "
+                f"{self.more}"
+            )

@@ -15,7 +15,7 @@ from typing import BinaryIO
 import numpy as np
 
 from moe_model.errors import WorkloadError, one_line
-from moe_model.limits import MAX_NPZ_BYTES, MAX_NPZ_MEMBERS, shown
+from moe_model.limits import MAX_NPZ_BYTES, MAX_NPZ_INFLATION, MAX_NPZ_MEMBERS, NPZ_INFLATION_FREE_BYTES, shown
 from moe_model.readers.files import open_regular
 
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -59,7 +59,19 @@ def npz_members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
             )
     if len(members) > MAX_NPZ_MEMBERS:
         raise WorkloadError(f"the NPZ holds {len(members)} arrays, above this tool's limit of {MAX_NPZ_MEMBERS}")
+    _check_inflation(members)
     return members
+
+
+def _check_inflation(members: list[zipfile.ZipInfo]) -> None:
+    """Refuse an archive whose members inflate more than MAX_NPZ_INFLATION times their zipped bytes, from the zip
+    directory alone: reading it would cost that much work per uploaded byte (a zip of zeros deflates ~1,000:1)."""
+    inflated, zipped = sum(m.file_size for m in members), sum(m.compress_size for m in members)
+    if inflated > NPZ_INFLATION_FREE_BYTES and inflated > MAX_NPZ_INFLATION * zipped:
+        raise WorkloadError(
+            f"the NPZ would inflate {inflated / max(zipped, 1):,.0f}x ({inflated:,} bytes from {zipped:,}), above "
+            f"this tool's limit of {MAX_NPZ_INFLATION}x its zipped size"
+        )
 
 
 def check_npz_total(members: list[zipfile.ZipInfo], limit: int) -> None:

@@ -7,26 +7,41 @@ Every NPZ member's declared size, shape and dtype are checked before anything is
 
 from __future__ import annotations
 
+import io
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 
 from moe_model.errors import WorkloadError, one_line
-from moe_model.limits import WORKLOAD_BYTES_PER_LOOKUP
+from moe_model.limits import CLI_MAX_LOOKUPS, CSV_BLOCK_BYTES, MAX_CSV_LINE_BYTES, WORKLOAD_BYTES_PER_LOOKUP, shown
+from moe_model.readers.files import open_regular
 from moe_model.readers.recorded_stream import stream_recorded
 from moe_model.readers.token_stream import stream_csv_trace, stream_token_trace
-from moe_model.readers.trace_checks import make_token_trace
-from moe_model.readers.trace_formats import load_any, load_recorded, load_token_trace, save_npz, token_trace_from_csv
+from moe_model.readers.trace_checks import ReplayCap, make_token_trace
+from moe_model.readers.trace_formats import (
+    expert_columns,
+    load_any,
+    load_recorded,
+    load_token_trace,
+    save_npz,
+    token_trace_from_csv,
+)
 from moe_model.readers.trace_npz import NPZ_ERRORS, npy_header, npz_members, open_zip
 from moe_model.workload import StreamedTokens, TokenTrace, Workload, WorkloadStream
 
 __all__ = [
+    "CLI_REPLAY",
+    "ReplayCap",
+    "declared_lookups",
     "load_any",
     "load_recorded",
     "load_token_trace",
+    "load_trace",
     "make_token_trace",
     "open_trace",
     "read_peak_bytes",
+    "replay_lookups",
     "save_npz",
     "stream_csv_trace",
     "stream_recorded",
@@ -53,12 +68,32 @@ def read_peak_bytes(source: bytes, name: str = "") -> int:
     return inflated + int(np.prod(shape, dtype=object)) * WORKLOAD_BYTES_PER_LOOKUP
 
 
-def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
+CLI_REPLAY = ReplayCap(CLI_MAX_LOOKUPS, "the CLI", "--max-lookups raises it")
+
+
+def open_trace(
+    source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY
+) -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
     """load_any, except that a trace is streamed where it can be, read forward and never held whole (an NPZ may
     expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES): a recorded trace whose records are in stream
     order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace), a CSV whose rows
-    are in (seq, token, layer) order (stream_csv_trace)."""
-    name = name or str(source if isinstance(source, (str, Path)) else "")
+    are in (seq, token, layer) order (stream_csv_trace). Its expert ids are held to `cap`: those it declares
+    before anything is read, those a replay looks up once it is open (a recorded trace's records may share ids)."""
+    cap.check(declared_lookups(source, name))
+    opened = _opened(source, name or str(source if isinstance(source, (str, Path)) else ""))
+    cap.check(replay_lookups(opened))
+    return opened
+
+
+def load_trace(source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY) -> TokenTrace | Workload:
+    """load_any, its expert ids held to `cap` as open_trace holds them."""
+    cap.check(declared_lookups(source, name))
+    loaded = load_any(source, name)
+    cap.check(replay_lookups(loaded))
+    return loaded
+
+
+def _opened(source: str | Path | bytes, name: str) -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
     if name.lower().endswith(".csv"):
         tokens = stream_csv_trace(source, Path(name).name)
         return tokens if tokens is not None else load_any(source, name)
@@ -69,3 +104,48 @@ def open_trace(source: str | Path | bytes, name: str = "") -> TokenTrace | Strea
     if tokens is not None:
         return tokens
     return load_any(source, name)
+
+
+def declared_lookups(source: str | Path | bytes, name: str = "") -> int:
+    """The expert ids a trace says it holds, read from the NPZ directory and one .npy header (nothing inflated
+    beyond it) or from a CSV's header and line count; 0 for a file that is no trace (its reader says why)."""
+    name = name or str(source if isinstance(source, (str, Path)) else "")
+    if name.lower().endswith(".csv"):
+        return _csv_lookups(source)
+    try:
+        with open_zip(source) as archive:
+            members = {m.filename.removesuffix(".npy"): m for m in npz_members(archive)}
+            key = "ids" if "rec_layer" in members else "experts"
+            if key not in members:
+                return 0
+            with archive.open(members[key]) as f:
+                return int(np.prod(npy_header(f, members[key])[0], dtype=object))
+    except NPZ_ERRORS as err:
+        raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
+
+
+def _csv_lookups(source: str | Path | bytes) -> int:
+    """Expert id columns times data lines (a blank line counted too): one pass of counting, no parsing."""
+    with ExitStack() as stack:
+        raw = (
+            stack.enter_context(open_regular(source, "trace file", WorkloadError))
+            if isinstance(source, (str, Path))
+            else io.BytesIO(source)
+        )
+        header = raw.readline(MAX_CSV_LINE_BYTES).decode("utf-8", "replace").strip().split(",")
+        lines = last = 0
+        while block := raw.read(CSV_BLOCK_BYTES):
+            lines, last = lines + block.count(b"\n"), block[-1]
+        lines += last not in (0, ord("\n"))  # a last line without its newline
+    return len(expert_columns([c.strip() for c in header])) * lines
+
+
+def replay_lookups(item: TokenTrace | StreamedTokens | Workload | WorkloadStream) -> int:
+    """The expert ids a replay of an opened trace looks up."""
+    if isinstance(item, TokenTrace):
+        return int(item.experts.size)
+    if isinstance(item, StreamedTokens):
+        return item.n_tokens * item.n_layer * item.k
+    if isinstance(item, Workload):
+        return int(item.rec_ntok.astype(np.int64).sum()) * item.k
+    return item.n_lookups
