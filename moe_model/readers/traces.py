@@ -2,7 +2,9 @@
 llama.cpp (already workloads), read whole (trace_formats) or streamed chunk by chunk (token_stream,
 recorded_stream); open_trace picks the reader, read_peak_bytes sizes a file from what it declares.
 
-Every NPZ member's declared size, shape and dtype are checked before anything is decompressed (trace_npz).
+Every NPZ member's declared size, shape and dtype, and the archive's inflation, are checked before anything is
+decompressed (trace_npz); open_trace and load_trace hold a trace's expert ids to a ReplayCap (work, not only
+memory), from what it declares before it is read and from what a replay looks up once it is open.
 """
 
 from __future__ import annotations
