@@ -28,11 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from moe_model.limits import MAX_LOOKUPS_FLAG
 from moe_model.llama.batching import stream_from
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.readers.model_spec import load_model
-from moe_model.readers.traces import open_trace
+from moe_model.readers.traces import CLI_REPLAY, open_trace
 from moe_model.routing.synthetic import SEQ_LEN, Knobs, Shape, generate, stream_workload
 from moe_model.workload import Batching, Workload, WorkloadStream
 
@@ -95,7 +96,8 @@ def replay_token_trace(path: str, n_budgets: int, concurrency: int) -> None:
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
     simulate_budgets(model, stream_workload(shape, Knobs(), 512), budgets[:2])  # compile (or load the cache)
     start = time.perf_counter()
-    stream = stream_from(open_trace(path), Batching(concurrency=concurrency), model.n_expert)
+    cap = replace(CLI_REPLAY, max_lookups=MAX_LOOKUPS_FLAG)  # a benchmark replays traces far above the default
+    stream = stream_from(open_trace(path, cap=cap), Batching(concurrency=concurrency), model.n_expert)
     results = simulate_budgets(model, stream, budgets)
     seconds = time.perf_counter() - start
     print(

@@ -44,8 +44,12 @@ MAX_TRACE_IDS = 400_000_000  # expert ids in one trace or workload (1.6 GiB as i
 MAX_TRACE_RECORDS = 50_000_000  # (ubatch, layer) records: ~1M ubatches of 48 layers
 MAX_NPZ_BYTES = 2 * 1024**3  # uncompressed NPZ members together; checked before decompressing
 MAX_NPZ_MEMBERS = 16  # our formats have at most 8 arrays
+MAX_NPZ_INFLATION = 32  # members together inflate <= 32x their zipped bytes: real traces 1.9x-5.0x, zeros ~1,000x
+NPZ_INFLATION_FREE_BYTES = 16 * 1024**2  # an NPZ inflating to less is read at any ratio: a trace of one id is ~1,000x
 MAX_STREAMED_NPZ_BYTES = 64 * 1024**3  # a trace read chunk by chunk, twice: ~1 min a pass at 1 GB/s
 TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once: ~100 KiB per decoding sequence
+CLI_MAX_LOOKUPS = 50_000_000  # ids the CLI replays of a trace unless --max-lookups: ~11 s at 215 ns an id (GPT-OSS)
+APP_MAX_LOOKUPS = 16_000_000  # and the app per upload: the real GPT-OSS-20B trace (12.3 M ids) fits, 10x of it not
 CSV_BLOCK_BYTES = 1 << 20  # CSV text a streamed CSV trace parses at a time (its checking pass, each cursor)
 MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is read whole
 
@@ -76,6 +80,7 @@ SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py mea
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 40  # per (lookup x budget), one thread: bench_class_lru 42 ns (20.8 s, 64 x 7.68 M)
 MAX_BUDGETS = 512  # budgets of one simulate call: a curve needs tens
 MAX_SIM_SECONDS = 3600  # one run's estimated kernel time: longer is refused, not left running for hours
+MAX_LOOKUPS_FLAG = MAX_SIM_SECONDS * 10**9 // SIM_NS_PER_LOOKUP_PASS  # --max-lookups: one pass of more is refused
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
 

@@ -3,7 +3,8 @@
 A `TokenTrace` holds per-token routing (which k experts each layer picked); a `StreamedTokens` is one read
 forward from its file instead; a `Workload` holds one record per (ubatch, layer) with that layer's own token
 count, in execution order; a `WorkloadStream` hands a workload out in chunks; `Batching` holds the server
-settings that turn one into the other (`llama.batching`). Readers live in `readers.traces`.
+settings that turn one into the other (`llama.batching`). Readers live in `readers.traces` (the entry to
+`readers.trace_formats`, `token_stream`, `recorded_stream`).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ class RowReader(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class StreamedTokens:
-    """A token trace read forward from its file, never held whole (readers.traces.stream_token_trace): its
+    """A token trace read forward from its file, never held whole (readers.token_stream): its
     shape, sequences and per-layer expert counts come from one checking pass; `open_reader()` gives a fresh
     reader (one per pass over the trace) whose cursors read token rows forward."""
 

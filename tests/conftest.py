@@ -48,6 +48,14 @@ def gt_model():
 
 
 @pytest.fixture(scope="session")
+def npz_bomb(tmp_path_factory) -> Path:
+    """The 768 MB NPZ bomb of issue 31 (trace_cases.write_npz_bomb), written once per test session, never committed."""
+    from trace_cases import write_npz_bomb
+
+    return write_npz_bomb(tmp_path_factory.mktemp("bomb") / "bomb.npz")
+
+
+@pytest.fixture(scope="session")
 def qwen30b():
     from moe_model.readers.model_spec import load_model
 

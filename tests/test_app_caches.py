@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import inspect
 import io
+import re
 import threading
+import time
 import tracemalloc
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from conftest import QWEN30B
 from gguf import GGMLQuantizationType as T
 
 from moe_model.errors import WorkloadError
-from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, APP_UPLOAD_PEAK_BYTES
+from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, APP_MAX_LOOKUPS, APP_UPLOAD_PEAK_BYTES
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
@@ -200,7 +203,11 @@ def bomb(n_tokens: int) -> bytes:
     return buf.getvalue()
 
 
-def test_three_concurrent_uploads_of_one_npz_bomb_get_the_same_refusal_before_any_array_is_built():
+def test_three_concurrent_uploads_of_one_npz_bomb_get_the_same_refusal_before_any_array_is_built(monkeypatch):
+    import moe_model.readers.trace_npz as trace_npz
+
+    monkeypatch.setattr(trace_npz, "MAX_NPZ_INFLATION", 10**6)  # the work bounds lifted: memory is still bounded
+    monkeypatch.setattr(cached, "APP_REPLAY", replace(cached.APP_REPLAY, max_lookups=10**9))
     data = bomb(4096 * 40)  # 126 MiB of ids, 126 KiB on the wire: ~4.5 GiB once batched
     assert len(data) < 2**20 and read_peak_bytes(data, "bomb.npz") > APP_UPLOAD_PEAK_BYTES
     errors: list[str] = []
@@ -222,6 +229,37 @@ def test_three_concurrent_uploads_of_one_npz_bomb_get_the_same_refusal_before_an
     assert len(errors) == 3 and len(set(errors)) == 1 and "\n" not in errors[0]
     assert "above the app's limit" in errors[0]
     assert peak < 16 * 2**20  # nothing was inflated (the bomb is 126 MiB inside)
+
+
+def test_the_768_mb_npz_bomb_is_refused_through_the_upload_path_in_under_5_s_naming_the_limit(npz_bomb):
+    data = npz_bomb.read_bytes()
+    start = time.perf_counter()  # read whole, this upload held a server thread for about a minute
+    with pytest.raises(WorkloadError) as refused:
+        cached.cached_trace(data, "bomb.npz", 128, 1, 0, 0.7)
+    assert time.perf_counter() - start < 5 and "\n" not in str(refused.value)
+    assert re.fullmatch(
+        r"the NPZ would inflate 1,0\d\dx \(768,000,128 bytes from [\d,]+\), above this tool's "
+        r"limit of 32x its zipped size",
+        str(refused.value),
+    )
+
+
+def test_an_upload_above_the_apps_lookup_cap_is_refused_before_it_is_read():
+    experts = np.random.default_rng(0).integers(0, 32, (177_084, 24, 4), dtype=np.int8)  # 17,000,064 ids
+    buf = io.BytesIO()
+    np.savez(buf, experts=experts)  # stored: 17 MB that inflate 1x
+    data = buf.getvalue()
+    assert read_peak_bytes(data, "big.npz") < APP_UPLOAD_PEAK_BYTES  # memory alone would let it through
+    tracemalloc.start()
+    with pytest.raises(WorkloadError) as refused:
+        cached.cached_trace(data, "big.npz", 128, 1, 0, 0.7)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(refused.value) == (
+        f"this trace holds 17,000,064 expert ids; the app replays at most {APP_MAX_LOOKUPS:,}; "
+        "run the CLI for more (`python -m moe_model simulate --trace`)"
+    )
+    assert peak < 4 * 2**20  # refused from the header: no array was read
 
 
 def test_an_upload_within_the_limit_is_read_and_shared(tmp_path):

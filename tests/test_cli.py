@@ -2,37 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import subprocess
-import sys
 
-import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, ROOT, SAMPLE
+from cli_runs import main_exit, run_cli, run_process
+from conftest import GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, SAMPLE
 
 from moe_model.cli import build_parser
-
-
-def run_process(*args: str) -> subprocess.CompletedProcess:
-    """The CLI as a user runs it: `python -m moe_model ...` in a subprocess (the few end-to-end tests)."""
-    return subprocess.run(
-        [sys.executable, "-m", "moe_model", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """The CLI's main() in this process, with its exit code and output as a subprocess would give them."""
-    from moe_model.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as stop:  # argparse's usage errors
-            code = stop.code
-    return subprocess.CompletedProcess(["moe_model", *args], code, out.getvalue(), err.getvalue())
 
 
 def test_plan_json_has_the_contract_fields_and_groundtruth_slots():
@@ -312,29 +288,6 @@ def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
 # --- hostile input: one-line errors, never a crash or an invalid number ---
 
 
-def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_path):
-    experts = np.random.default_rng(0).integers(0, 128, (600, 48, 8))
-    experts[5, 3, 2] = 40_000  # wrapped negative in int16 and crashed the kernel (exit 139)
-    np.savez(tmp_path / "t.npz", experts=experts)
-    out = run_process(
-        "simulate", "--model", str(QWEN30B), "--trace", str(tmp_path / "t.npz"), "--budget-mib", "3000", "--no-warmup"
-    )
-    assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr.strip().splitlines() == ["error: expert ids must be in 0..4,095, got 0..40,000"]
-
-
-def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of the CLI run in this process (faster than a subprocess)."""
-    from moe_model.cli.main import main
-
-    try:
-        code = main(list(args))
-    except SystemExit as stop:  # argparse's usage errors
-        code = stop.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
@@ -347,24 +300,24 @@ def _main_exit(capsys, *args: str) -> tuple[int, str, str]:
     ],
 )
 def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, flag, value, message):
-    code, _, err = _main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
+    code, _, err = main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
     assert code == 2 and err.strip().splitlines()[-1].endswith(message)
 
 
 def test_a_gpu_name_that_is_not_exact_says_on_stderr_which_card_it_became(capsys):
     args = ("predict", "--model", str(QWEN30B), "--hit-rate", "0.5", "--json")
-    code, out, err = _main_exit(capsys, *args, "--hardware", "rtx 3060")
+    code, out, err = main_exit(capsys, *args, "--hardware", "rtx 3060")
     assert code == 0 and json.loads(out)["hardware"]["name"] == "RTX 3060 12GB"
     assert (
         err.strip() == "note: 'rtx 3060' is the RTX 3060 12GB preset (12 GB, 360 GB/s, PCIe 4.0 x16), not RTX 3060 Ti"
     )
-    code, out, err = _main_exit(capsys, *args, "--hardware", "RTX 3060 12GB")
+    code, out, err = main_exit(capsys, *args, "--hardware", "RTX 3060 12GB")
     assert code == 0 and err == ""  # positive control: an exact name needs no note
 
 
 def test_simulate_prompt_tokens_beyond_the_limit_are_refused_before_allocation(capsys):
     # Mixtral: 10 billion draws, far beyond memory if allocated (Qwen3-30B spent 2 s more of CPU before refusing)
-    code, _, err = _main_exit(
+    code, _, err = main_exit(
         capsys, "simulate", "--model", str(MIXTRAL), "--synthetic", "--budget-mib", "3000", "--prompt-tokens", "1000000"
     )
     assert code == 1 and "drawn routing is above this tool's limit" in err and len(err.strip().splitlines()) == 1
@@ -377,7 +330,7 @@ def test_parse_log_json_is_valid_when_a_logged_number_overflows(tmp_path, capsys
         "build: 1 (abc)\nllama_moe_cache: ubatch <= 8: hits = 1, misses = 1, hit rate = 50.00%, "
         f"uploaded = {huge}.00 MiB\n"
     )
-    code, text, _ = _main_exit(capsys, "parse-log", str(log), "--json")
+    code, text, _ = main_exit(capsys, "parse-log", str(log), "--json")
 
     def refuse(token: str):
         raise AssertionError(f"invalid JSON token {token}")
@@ -387,74 +340,17 @@ def test_parse_log_json_is_valid_when_a_logged_number_overflows(tmp_path, capsys
     assert stats["hits"] == 1 and stats["uploaded_mib"] is None
 
 
-def test_simulate_streams_a_recorded_trace_longer_than_one_chunk_to_the_in_memory_counts(tmp_path, capsys, gt_model):
-    from moe_model.cli.main import to_json
-    from moe_model.limits import SIM_CHUNK_RECORDS
-    from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import get_policy
-    from moe_model.readers.traces import load_recorded, open_trace, save_npz
-    from moe_model.workload import Workload, WorkloadStream
-
-    one = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
-    times = 10  # 36,120 records, more than one chunk; each repeat with its expert ids rotated
-    long = Workload(
-        one.n_layer,
-        one.n_expert,
-        one.k,
-        np.concatenate([one.rec_ubatch + i * one.n_ubatches for i in range(times)]),
-        np.tile(one.rec_layer, times),
-        np.tile(one.rec_ntok, times),
-        np.concatenate([one.rec_off + i * len(one.ids) for i in range(times)]),
-        np.tile(one.rec_phase, times),
-        np.concatenate([(one.ids + 37 * i) % one.n_expert for i in range(times)]).astype(np.int32),
-    )
-    path = tmp_path / "long.npz"
-    save_npz(path, long)
-    stream = open_trace(str(path))
-    assert isinstance(stream, WorkloadStream) and stream.n_records > SIM_CHUNK_RECORDS
-    assert len(list(stream.chunks())) > 1
-    budgets = [15, 161, 403, 1614]
-    for build in ("11549", "12569"):  # the exact LRU and ClassLRU both stream
-        argv = ["--model", str(GT_HEADER), "--trace", str(path), "--budgets-mib", "15,161,403,1614"]
-        code, out, err = _main_exit(capsys, "simulate", *argv, "--build", build, "--json")
-        assert code == 0, err
-        data = json.loads(out)
-        streamed = data["budgets"]
-        kernel = get_policy(data["policy"]).kernel()
-        in_memory = simulate_budgets(gt_model, load_recorded(path), budgets, kernel=kernel)
-        for got, want in zip(streamed, in_memory, strict=True):
-            for name, stats in (("small", want.small), ("large", want.large)):
-                assert (got[name]["hits"], got[name]["misses"]) == (stats.hits, stats.misses)
-            assert got == json.loads(to_json(want.as_dict() | {"policy": data["policy"]}))
-        assert streamed[2]["small"]["hits"] > 0  # positive control: the cache works on it
-
-
-def test_predict_streams_a_recorded_trace_and_prices_its_exact_lru_counts(capsys):
-    from moe_model.cli.main import main
-    from moe_model.llama.simulate import simulate
-    from moe_model.readers.model_spec import load_model
-    from moe_model.readers.traces import load_recorded
-
-    trace = GROUNDTRUTH / "traces" / "b25.npz"
-    argv = ["predict", "--model", str(GT_HEADER), "--hardware", "h200", "--budget-mib", "403", "--trace", str(trace)]
-    assert main([*argv, "--build", "11549", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    exact = simulate(load_model(GT_HEADER), load_recorded(trace), 403)
-    decode_rate = exact.layer_hits.sum() / exact.layer_lookups.sum()
-    assert out["hit_rate"] == pytest.approx(decode_rate, rel=0.02) and out["routing"] == f"the trace {trace}"
-
-
 def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
     plan = ["plan", str(QWEN30B), "--budget-mib", "2000", "--json"]
-    by_alias = _main_exit(capsys, *plan, "--n-cpu-moe", "6")
-    assert by_alias[0] == 0 and by_alias == _main_exit(capsys, *plan, "--placement", "n-cpu-moe:6")
-    assert _main_exit(capsys, *plan, "--cpu-moe") == _main_exit(capsys, *plan, "--placement", "cpu-moe")
+    by_alias = main_exit(capsys, *plan, "--n-cpu-moe", "6")
+    assert by_alias[0] == 0 and by_alias == main_exit(capsys, *plan, "--placement", "n-cpu-moe:6")
+    assert main_exit(capsys, *plan, "--cpu-moe") == main_exit(capsys, *plan, "--placement", "cpu-moe")
     sim = ["simulate", "--model", str(QWEN30B), "--synthetic", "--tokens", "300", "--budget-mib", "2000", "--json"]
-    assert _main_exit(capsys, *sim, "--n-cpu-moe", "6") == _main_exit(capsys, *sim, "--placement", "n-cpu-moe:6")
+    assert main_exit(capsys, *sim, "--n-cpu-moe", "6") == main_exit(capsys, *sim, "--placement", "n-cpu-moe:6")
     pred = ["predict", "--model", str(QWEN30B), "--hardware", "t4", "--budget-mib", "2000", "--hit-rate", "0.5"]
-    code, text, _ = _main_exit(capsys, *pred, "--n-cpu-moe", "6", "--json")
+    code, text, _ = main_exit(capsys, *pred, "--n-cpu-moe", "6", "--json")
     assert code == 0 and json.loads(text)["scenario"]["placement"] == "n-cpu-moe:6"  # the --placement string
-    assert (code, text) == _main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
+    assert (code, text) == main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
 
 
 @pytest.mark.parametrize("ubatch", ["512", "4096", "8192"])
@@ -468,12 +364,12 @@ def test_predict_fit_moves_the_layers_each_ubatch_needs_and_the_layout_fits(caps
 
 
 def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellings_are_usage_errors(capsys):
-    code, _, err = _main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "2000", "--placement", "fit")
+    code, _, err = main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "2000", "--placement", "fit")
     assert code == 1 and err.strip().splitlines() == [
         "error: --placement fit needs a machine: use predict or recommend with --hardware "
         "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
     ]
-    code, _, err = _main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "9", "--placement", "gpu", "--cpu-moe")
+    code, _, err = main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "9", "--placement", "gpu", "--cpu-moe")
     assert code == 2 and "not allowed with argument --placement" in err
 
 
@@ -499,7 +395,7 @@ def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellin
     ],
 )
 def test_fractional_budgets_are_refused_in_one_line_not_cut_to_whole_mib(capsys, argv, message):
-    code, _, err = _main_exit(capsys, *argv)
+    code, _, err = main_exit(capsys, *argv)
     assert code == 2 and err.strip().splitlines()[-1].endswith(message)
     whole = build_parser().parse_args(["simulate", "--model", "m", "--synthetic", "--budgets-mib", "403,15"])
     assert whole.budgets_mib == (403, 15)  # positive control: whole budgets pass as they are
@@ -535,14 +431,14 @@ def _header_file(tmp_path, name: str, extra_meta: dict | None = None, expert_sha
     ],
 )
 def test_a_tensor_split_that_is_not_finite_and_bounded_is_a_usage_error(capsys, value, message):
-    assert _main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", "1,1")[0] == 0
-    code, _, err = _main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", value)
+    assert main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", "1,1")[0] == 0
+    code, _, err = main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", value)
     assert code == 2 and err.strip().splitlines()[-1].endswith(message)
 
 
 @pytest.mark.parametrize("shape", [(256, 0, 12), (256, 1024, 0)])
 def test_an_expert_tensor_with_an_empty_dimension_is_one_line_not_a_zero_division(tmp_path, capsys, shape):
-    code, out, err = _main_exit(
+    code, out, err = main_exit(
         capsys, "plan", _header_file(tmp_path, "e.gguf", expert_shape=shape), "--budget-mib", "99"
     )
     assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
@@ -567,12 +463,12 @@ def test_negative_metadata_is_refused_not_priced(tmp_path, capsys, key, value, m
     from moe_model.readers.gguf_writer import Scalar
 
     path = _header_file(tmp_path, "neg.gguf", {key: Scalar(GGUFValueType.INT64, value)})
-    code, out, err = _main_exit(capsys, "predict", "--model", path, "--hardware", "t4", "--budget-mib", "100")
+    code, out, err = main_exit(capsys, "predict", "--model", path, "--hardware", "t4", "--budget-mib", "100")
     assert code == 1 and out == "" and err.strip() == f"error: {message}"
 
 
 def test_a_url_with_credentials_is_refused_without_quoting_them(capsys):
-    code, out, err = _main_exit(capsys, "plan", "http://user:s3cret@127.0.0.1:9/model.gguf", "--budget-mib", "99")
+    code, out, err = main_exit(capsys, "plan", "http://user:s3cret@127.0.0.1:9/model.gguf", "--budget-mib", "99")
     assert code == 1 and out == "" and "s3cret" not in err and len(err.strip().splitlines()) == 1
     assert "user name or password" in err
 
@@ -582,10 +478,10 @@ def test_parse_log_shows_a_cache_that_was_never_looked_up_without_dividing_by_ze
     log.write_text(
         "build: 1 (abc)\nllama_moe_cache: ubatch <= 8: hits = 0, misses = 0, hit rate = 0.00%, uploaded = 0.00 MiB\n"
     )
-    code, text, err = _main_exit(capsys, "parse-log", str(log))
+    code, text, err = main_exit(capsys, "parse-log", str(log))
     assert code == 0, err
     assert "ubatch <= 8: hit rate - (0 hits, 0 misses)" in text
-    code, text, _ = _main_exit(capsys, "parse-log", str(log), "--json")
+    code, text, _ = main_exit(capsys, "parse-log", str(log), "--json")
     run = json.loads(text)["runs"][0]
     assert code == 0 and run["stats"]["small"]["hit_rate"] is None and run["build"] == 1
 

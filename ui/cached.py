@@ -34,6 +34,7 @@ from moe_model.limits import (
     APP_CACHE_TTL_S,
     APP_COMPILE_WAIT_S,
     APP_LOG_BYTES,
+    APP_MAX_LOOKUPS,
     APP_UPLOAD_PEAK_BYTES,
     APP_UPLOAD_WAIT_S,
     APP_UPLOADS_PEAK_BYTES,
@@ -44,7 +45,7 @@ from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.sources import SourcePolicy, check_path, check_url
-from moe_model.readers.traces import load_any, read_peak_bytes, save_npz
+from moe_model.readers.traces import ReplayCap, declared_lookups, load_any, load_trace, read_peak_bytes, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
@@ -323,9 +324,13 @@ class _UploadsReading:
 UPLOADS_READING = _UploadsReading(APP_UPLOADS_PEAK_BYTES)
 
 
+APP_REPLAY = ReplayCap(APP_MAX_LOOKUPS, "the app", "run the CLI for more (`python -m moe_model simulate --trace`)")
+
+
 def check_upload_peak(data: bytes, name: str) -> int:
     """An uploaded trace's estimated peak bytes, from its declared sizes, before any array is built; one line
-    refusing it above the app's limit (the CLI streams what the app refuses)."""
+    refusing it above the app's limits, in expert ids (work) or in bytes (the CLI streams what the app refuses)."""
+    APP_REPLAY.check(declared_lookups(data, name))
     peak = read_peak_bytes(data, name)
     if peak > APP_UPLOAD_PEAK_BYTES:
         raise WorkloadError(
@@ -513,7 +518,7 @@ def _cached_trace(
     data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _peak: int
 ) -> Workload:
     with UPLOADS_READING.reserve(_peak):
-        return workload_from(load_any(data, name), Batching(concurrency, draft, accept), n_expert)
+        return workload_from(load_trace(data, name, APP_REPLAY), Batching(concurrency, draft, accept), n_expert)
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS
+from moe_model.limits import CLI_MAX_LOOKUPS, MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS, MAX_LOOKUPS_FLAG
 from moe_model.llama.slot_plan import Placement
+from moe_model.readers.traces import CLI_REPLAY, ReplayCap
 from moe_model.settings import Alias, Setting, settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
@@ -185,3 +187,18 @@ def budget_range(text: str) -> tuple[int, int, int]:
     if not (0 <= lo <= hi <= MAX_BUDGET_MIB and 1 <= count <= MAX_BUDGETS):
         raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI and 1 <= COUNT <= {MAX_BUDGETS}, got {text!r}")
     return lo, hi, count
+
+
+def add_max_lookups(parser) -> None:
+    """--max-lookups: the most expert ids a command replays from a trace (work bounded, not only memory)."""
+    parser.add_argument(
+        "--max-lookups",
+        type=ranged(whole, 1, MAX_LOOKUPS_FLAG),
+        default=CLI_MAX_LOOKUPS,
+        metavar="N",
+        help=f"replay at most N expert ids of a trace (default {CLI_MAX_LOOKUPS:,}: an answer in seconds)",
+    )
+
+
+def trace_cap(args: argparse.Namespace) -> ReplayCap:
+    return replace(CLI_REPLAY, max_lookups=getattr(args, "max_lookups", CLI_MAX_LOOKUPS))

@@ -11,11 +11,13 @@ from moe_model.cli.args import (
     HARDWARE,
     PLACEMENT,
     SCENARIO,
+    add_max_lookups,
     add_setting,
     add_settings,
     number,
     ranged,
     scenario_from_args,
+    trace_cap,
 )
 from moe_model.cli.output import to_json
 from moe_model.limits import MAX_RATE_GBS
@@ -78,7 +80,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     from moe_model.speed.scenario import Scenario
 
     path = getattr(args, "trace", None)
-    opened = lru_cache(maxsize=1)(lambda: open_trace(path))  # opened when a replay first needs it
+    opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @lru_cache(maxsize=16)
     def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
@@ -352,10 +354,12 @@ def add_parsers(sub) -> None:
     )
     source.add_argument("--trace", help="routing trace to simulate")
     source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    add_max_lookups(pred)
     pred.set_defaults(func=cmd_predict)
     rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")
     _add_hardware_args(rec)
     rec.add_argument("--trace", help="routing trace to simulate (default: the model's synthetic preset)")
+    add_max_lookups(rec)
     rec.set_defaults(func=cmd_recommend)
 
 

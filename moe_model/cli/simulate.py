@@ -11,12 +11,14 @@ import numpy as np
 from moe_model.cli.args import (
     BATCHING,
     SCENARIO,
+    add_max_lookups,
     add_placement,
     add_setting,
     add_settings,
     budget_range,
     placement_without_machine,
     ranged,
+    trace_cap,
     whole,
     wholes,
 )
@@ -27,7 +29,7 @@ from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.builds import check_cache_flags
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.readers.model_spec import ModelSpec, load_model
-from moe_model.readers.traces import load_any, open_trace, save_npz
+from moe_model.readers.traces import load_trace, open_trace, save_npz
 from moe_model.workload import Batching, Workload, WorkloadStream
 
 if TYPE_CHECKING:
@@ -63,8 +65,8 @@ def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Worklo
     )
     if args.trace:
         if whole:
-            return workload_from(load_any(args.trace), batching, model.n_expert)
-        return stream_from(open_trace(args.trace), batching, model.n_expert)
+            return workload_from(load_trace(args.trace, cap=trace_cap(args)), batching, model.n_expert)
+        return stream_from(open_trace(args.trace, cap=trace_cap(args)), batching, model.n_expert)
     preset = preset_for(model)
     name, knobs = preset
     knobs = Knobs(
@@ -177,6 +179,7 @@ def add_parser(sub) -> None:
     source = sim.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="routing trace: .npz (token trace or recorded llama.cpp trace) or .csv")
     source.add_argument("--synthetic", action="store_true", help="synthetic routing (a model; knobs below)")
+    add_max_lookups(sim)
     budgets = sim.add_mutually_exclusive_group(required=True)
     add_setting(budgets, SCENARIO["budget_mib"], default=None)
     budgets.add_argument("--budgets-mib", type=wholes, metavar="A,B,...", help="budgets (whole MiB)")
