@@ -48,11 +48,12 @@ from moe_model.routing.synthetic import preset_for as pick_preset
 from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "moe_model" / "data"
+SAMPLE = ROOT / "sample_data"
+PACKAGE_DATA = ROOT / "moe_model" / "data"
 SHARED_FIELD = ROOT.parent / "shared" / "reference" / "field-measurements.csv"
 SEED_FIT, SEED_CHECK = 0, 1  # the fit's trace, and a new one every reported error is measured on
 
-# (id, header in moe_model/data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, target %, streams, role)
+# (id, header in sample_data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, target %, streams, role)
 FLASH_ROWS = (
     ("r9700-ncmoe41-2048", "Qwen3.8-Flash-Next-R9700.gguf", 41, 2048, 45.4, 1, "fit"),
     ("r9700-ncmoe41-4096", "Qwen3.8-Flash-Next-R9700.gguf", 41, 4096, 61.0, 1, "fit"),
@@ -95,7 +96,7 @@ def _row(rid, model, n_cpu_moe, budget, target, streams, role) -> dict:
 
 
 def _reference_target(rid: str) -> float:
-    table = pd.read_csv(SAMPLE / "reference-measurements.csv").set_index("id")
+    table = pd.read_csv(PACKAGE_DATA / "reference-measurements.csv").set_index("id")
     small = table.loc[rid, "hit_rate_small_pct"]
     return float(small if pd.notna(small) else table.loc[rid, "hit_rate_pct"])
 
@@ -200,7 +201,7 @@ def fit_gpt_oss() -> dict:
     knobs, rms = fit_knobs(trace, 32, progress=_progress("gpt-oss-20b"))
     return {
         "knobs": asdict(knobs),
-        "fitted_to": "moe_model/data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
+        "fitted_to": "sample_data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
         "of all (layer, expert) pairs, top-quarter popularity share, next-token overlap",
         "target": asdict(TraceStats.of(trace, 32)),
         "rms_points": round(rms, 3),

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "moe_model" / "data" / "traces" / "gpt-oss-20b"
+OUT = ROOT / "sample_data" / "traces" / "gpt-oss-20b"
 STEP = 3
 
 

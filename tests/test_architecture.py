@@ -73,3 +73,9 @@ def test_a_deliberate_upward_import_is_caught(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(source)
     assert "speed" in _imports(probe) and _layer("speed") > _layer("readers")
+
+
+def test_the_design_cards_top_level_names_exist():
+    root = PACKAGE.parent
+    card = ["requirements.txt", "README.md", "app.py", "pages", "moe_model", "sample_data", "tests"]
+    assert [name for name in card if not (root / name).exists()] == []

@@ -224,7 +224,7 @@ _H200_HOST = Host(
     cpu_family="server",
     vm=True,
     stated=("ram_gib", "threads", "vnni", "cpu_family", "vm"),
-    source="moe_model/data/groundtruth/run5/README.md (an H200 VM, 16-core Xeon, 125 GiB RAM) and its logs "
+    source="sample_data/groundtruth/run5/README.md (an H200 VM, 16-core Xeon, 125 GiB RAM) and its logs "
     "(n_threads = 16, AVX512_VNNI); 8-channel DDR5-4000 and 3.0 GHz are assumptions",
 )
 _V620_HOST = Host(
@@ -293,7 +293,7 @@ PRESETS: dict[str, Hardware] = {
             989,
             _H200_HOST,
             pinned_gbs=55.0,
-            source=f"{_NV}; link: pinned rate measured on the ground-truth host (moe_model/data/groundtruth/bw.json; "
+            source=f"{_NV}; link: pinned rate measured on the ground-truth host (sample_data/groundtruth/bw.json; "
             "its pageable figure is for anonymous memory, mmap'd experts upload slower: run3 README)",
         ),
         _card("Radeon AI PRO R9700", 32, 640, 5, 16, 191, _R9700_HOST, "hip", _AMD),

@@ -1,7 +1,7 @@
 """Every measured configuration the time model is fitted and checked on, as points on their own machines.
 
 - "t4": the seed article's Tesla T4 rows (moe_model/data/reference-measurements.csv, Qwen3-30B-A3B Q4_K_M).
-- "h200": the real llama-server runs of moe_model/data/groundtruth (run1: a small synthetic qwen3moe;
+- "h200": the real llama-server runs of sample_data/groundtruth (run1: a small synthetic qwen3moe;
   run3: Qwen3-30B-A3B-sized experts, one request per server; run5: run3's model, four requests per
   server, each its own point), read from their -lv 4 logs exactly as a user's logs are.
 - the field machines: third-party rows of moe_model/data/field-measurements.csv, interpreted row by row
@@ -41,9 +41,8 @@ from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
 from moe_model.workload import Batching, TokenTrace, Workload
 
-SAMPLE = data_path()
-MODELS = SAMPLE / "models"
-GROUNDTRUTH = SAMPLE / "groundtruth"
+MODELS = data_path("models")
+GROUNDTRUTH = data_path("groundtruth")
 SYNTHETIC_TOKENS = 4000
 
 
@@ -131,7 +130,7 @@ def point_traffic(model: ModelSpec, sc: Scenario, layout: Layout, hit_rate: floa
 
 @cache
 def _model(file: str) -> ModelSpec:
-    return load_model(MODELS / file if "/" not in file else SAMPLE / file)
+    return load_model(data_path(*file.split("/")) if "/" in file else MODELS / file)
 
 
 def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None, **kw) -> Point:
@@ -324,13 +323,13 @@ RUN5_REQUESTS = {"1": "warm", "2": "short1", "3": "short2", "4": "long"}  # run5
 
 
 def field_machines() -> dict[str, Hardware]:
-    return {key: Hardware.from_dict(spec) for key, spec in json.loads((SAMPLE / "machines.json").read_text()).items()}
+    return {key: Hardware.from_dict(spec) for key, spec in json.loads(data_path("machines.json").read_text()).items()}
 
 
 def field_rows() -> pd.DataFrame:
     """The field table joined with our reading of each row (field_rows.csv)."""
-    table = pd.read_csv(SAMPLE / "field-measurements.csv")
-    rows = pd.read_csv(SAMPLE / "field_rows.csv")
+    table = pd.read_csv(data_path("field-measurements.csv"))
+    rows = pd.read_csv(data_path("field_rows.csv"))
     return rows.join(table[["gpu", "model", "hit_rate_small_pct", "source_url_or_repo_path"]], on="row")
 
 
