@@ -146,7 +146,7 @@ def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_lo
     assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0
     # and the build its logs show (no `build:` line, a cache size line in MiB only: b11549), named with hit rates
     assert at.session_state["machine"].build == 11549 and at.sidebar.number_input(key="build").value == 11549
-    assert any("Hit rates: **lru-b11549** (simulated exactly), llama.cpp b11549." in c.value for c in at.caption)
+    assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
 
 
 QWEN235_FILE = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"

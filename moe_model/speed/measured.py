@@ -30,6 +30,8 @@ from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
 from moe_model.llama.slot_plan import Placement
+from moe_model.policies import policy_for_build
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.readers.logs import MAINLINE, LoggedStats, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.resources import data_path
@@ -70,7 +72,7 @@ class Point:
     def engine_label(self) -> str:
         """The engine, its build and the policy its hit rates come from, e.g. 'mainline b11549 (lru-b11549, exact)'."""
         sc = self.scenario
-        return f"{engine_build(self.engine, sc.build)} ({sc.policy_name}, {'exact' if sc.policy_exact else 'modelled'})"
+        return f"{engine_build(self.engine, sc.build)} ({sc.hit_rate_wording.tag})"
 
 
 def engine_build(engine: str, build: int) -> str:
@@ -369,16 +371,30 @@ def field_points() -> list[Point]:
     return points
 
 
-def engines() -> dict[str, str]:
-    """Each measured point's engine and build, read from the tables without simulating (the Reference page)."""
+def _engines_and_builds() -> dict[str, tuple[str, int | None]]:
+    """Each measured point's engine and the build its cache runs as (None: not stated), read from the tables."""
     table = load_reference()
-    out = {r["id"]: engine_build(r["engine"], int(r["build"])) for _, r in _t4_rows().iterrows()}
+    out = {r["id"]: (r["engine"], int(r["build"])) for _, r in _t4_rows().iterrows()}
     for run_name, folder in (("run1", GROUNDTRUTH / "logs"), ("run3", GROUNDTRUTH / "run3" / "logs")):
-        out |= {f"h200-{run_name}-{case}": f"{MAINLINE} b{EXACT_BUILD}" for case, _ in _server_logs(folder)}
+        out |= {f"h200-{run_name}-{case}": (MAINLINE, EXACT_BUILD) for case, _ in _server_logs(folder)}
     rows = field_rows()
     rows = rows[rows["use"] != "no"]
-    out |= {f"{r['machine']}-{int(r['row'])}": engine_build(r["engine"], int(r["build"])) for _, r in rows.iterrows()}
-    return out | {r["id"]: f"{r['engine']}" for _, r in table.iterrows() if r["id"] not in out}
+    out |= {f"{r['machine']}-{int(r['row'])}": (r["engine"], int(r["build"])) for _, r in rows.iterrows()}
+    return out | {r["id"]: (r["engine"], None) for _, r in table.iterrows() if r["id"] not in out}
+
+
+def engines() -> dict[str, str]:
+    """Each measured point's engine and build, read from the tables without simulating (the Reference page)."""
+    return {
+        name: engine if build is None else engine_build(engine, build)
+        for name, (engine, build) in _engines_and_builds().items()
+    }
+
+
+def point_policy_tags() -> list[str]:
+    """The policies the measured points' hit rates are simulated with, as every output words them."""
+    builds = sorted({build for _, build in _engines_and_builds().values() if build is not None})
+    return list(dict.fromkeys(hit_rate_wording(policy_for_build(b), b).tag for b in builds))
 
 
 def all_points() -> list[Point]:
