@@ -11,7 +11,7 @@ streams (a model of routing: the synthetic knobs of moe_model.routing.synthetic)
 - Qwen3.8-Flash-Next (512 x 10): the R9700 field rows (--n-cpu-moe 41, 2-14 GiB) and the seed's CPU-share rows
   flash-6464-s0 / flash-19392-s0 (--cpu-moe); the V620 rows (--n-cpu-moe 34/40/48) held out. Left out: R9700
   row 19 (82.8 %: MTP verify batches, acceptance not stated).
-- Qwen3.6-35B-A3B (256 x 8): the RTX 3060 Ti eGPU rows of ../shared/reference/field-measurements.csv (53 % at
+- Qwen3.6-35B-A3B (256 x 8): the RTX 3060 Ti eGPU rows of moe_model/data/field-measurements.csv (53 % at
   --n-cpu-moe 32 + 1,000 MiB, 81 % at -cmoe + 4,500 MiB); with two rows, each is held out in turn (a fit on
   the other predicts it) and the preset is fitted on both.
 
@@ -50,7 +50,7 @@ from moe_model.workload import Batching
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
 PACKAGE_DATA = ROOT / "moe_model" / "data"
-SHARED_FIELD = ROOT.parent / "shared" / "reference" / "field-measurements.csv"
+FIELD_CSV = PACKAGE_DATA / "field-measurements.csv"
 SEED_FIT, SEED_CHECK = 0, 1  # the fit's trace, and a new one every reported error is measured on
 
 # (id, header in sample_data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, target %, streams, role)
@@ -274,7 +274,7 @@ def borrowed(presets: dict, field_csv: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", nargs="+", choices=list(ARCHITECTURES), default=[], help="refit these presets")
-    parser.add_argument("--field-csv", type=Path, default=SHARED_FIELD, help="field measurements (63-row table)")
+    parser.add_argument("--field-csv", type=Path, default=FIELD_CSV, help="field measurements (63-row table)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for independent fits")
     args = parser.parse_args()
     stored = json.loads(PRESETS_PATH.read_text()) if PRESETS_PATH.exists() else {}

@@ -2,7 +2,7 @@
 
 Each model is laid out from its published architecture (config.json on Hugging Face) and typed
 the way llama.cpp's quantizer types it (src/llama-quant.cpp, paraphrased in
-../shared/docs/llamacpp-moe-cache.md, appendix). The vocabulary has the real token count with
+docs/llamacpp-cache.md section 11). The vocabulary has the real token count with
 placeholder token strings; merges are left out to keep the files small.
 
     python scripts/make_sample_models.py

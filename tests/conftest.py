@@ -1,4 +1,4 @@
-"""Shared paths and fixtures: every test reads the bundled sample data, never ../shared."""
+"""Shared paths and fixtures: every test reads the data bundled in the repository, never a folder outside it."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def test_the_margin_is_what_llama_cpp_keeps_free_and_less_is_too_close_to_call(q
 
 def test_a_configuration_that_ran_out_of_memory_in_the_field_is_not_predicted_to_fit():
     # RTX 3060 Ti 8 GB, Qwen3.6-35B-A3B UD-Q4_K_M, -ngl 99 --n-cpu-moe 33 --moe-cache-mib 2000: "OOM at load"
-    # (../shared/reference/field-measurements.csv, minipc-egpu-llm); its context is not stated
+    # (moe_model/data/field-measurements.csv, minipc-egpu-llm); its context is not stated
     model, hw = load_model(ROOT / "sample_data" / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"), preset("3060 ti")
     for n_ctx in (4096, 40960):  # llama-server's default, and the model's own (-c 0)
         vram = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=33), 2000, n_ctx)

@@ -1,5 +1,5 @@
 """Read and write routing traces: token traces (NPZ `experts [n, n_layer, k]` or CSV) and traces recorded
-inside llama.cpp (../shared/groundtruth format, already workloads), whole or streamed chunk by chunk.
+inside llama.cpp (the format of sample_data/groundtruth/traces, already workloads), whole or streamed chunk by chunk.
 
 Every NPZ member's declared size, shape and dtype are checked before anything is decompressed.
 """
