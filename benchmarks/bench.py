@@ -44,7 +44,7 @@ from moe_model.routing.synthetic import Knobs, Shape, generate
 from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-QWEN = ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+QWEN = ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
 ROWS: list[tuple[str, str]] = []  # (what, result) of this run, in order
 
 
@@ -217,7 +217,7 @@ def bench_log() -> None:
 
     from moe_model.readers.logs import parse_log
 
-    head = (ROOT / "moe_model" / "data" / "groundtruth" / "logs" / "server_np4_b25.log").read_bytes()
+    head = (ROOT / "sample_data" / "groundtruth" / "logs" / "server_np4_b25.log").read_bytes()
     filler = b"0.10.000.000 I slot update_slots: id  0 | task 1 | kv cache rm [0, end) and some more padding\n" * 10_000
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.log"

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "moe_model" / "data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+MODEL = ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
 SWITCH_TO = "RTX 3090"  # a card outside Shopping's defaults: the switch adds new work, not only cached rows
 PAGE_STEPS = """
 import time

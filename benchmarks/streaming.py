@@ -38,7 +38,7 @@ from moe_model.routing.synthetic import SEQ_LEN, Knobs, Shape, generate, stream_
 from moe_model.workload import Batching, Workload, WorkloadStream
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "moe_model" / "data" / "models" / "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+MODEL = ROOT / "sample_data" / "models" / "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 
 
 def tiled(stream: WorkloadStream, repeats: int) -> WorkloadStream:

@@ -15,8 +15,9 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
-from moe_model.llama.builds import CPU_SHARE_BUILD, has_cpu_share
+from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import POLICIES, REFERENCE
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.curve import budget_axis
 from moe_model.speed.explore import (
@@ -62,10 +63,7 @@ from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, mo
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Explore")
-st.caption(
-    "Hit rates are simulated exactly as llama.cpp's cache would serve the workload; speeds come from a "
-    "calibrated time model (a model, not a measurement); diamonds are measurements."
-)
+intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
 
 
 def best_setting(model, source: str, model_key: str, hw, time_model, serving: dict, routing, build: int) -> None:
@@ -197,11 +195,14 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
 
 def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int) -> None:
     st.subheader("Replacement policies on this workload")
-    st.caption(
-        "llama.cpp's LRU (exact) is the reference; newer builds' policies and the alternatives are labelled "
-        "exact or modelled (see docs/models-and-fits.md). Belady's optimum is the upper bound no policy can pass."
-    )
     names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
+    tags = [hit_rate_wording(name, base.build, base.cpu_share).tag for name in names if name != REFERENCE]
+    st.caption(
+        f"The reference: {hit_rate_wording(REFERENCE, base.build, base.cpu_share).tag}, "
+        f"b{FIRST_CACHE_BUILD}-b{CLASS_LRU_BUILD - 1}'s LRU; "
+        + (f"beside it {', '.join(tags)} (see docs/models-and-fits.md). " if tags else "")
+        + "Belady's optimum is the upper bound no policy can pass."
+    )
     if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
         return
     comparison = cached_policy_comparison(inputs, base, view.axis.policy_budgets(), tuple(names))
@@ -245,6 +246,10 @@ with friendly_errors():
         placement, 0, concurrency, draft, accept, share, n_ctx, prompt, load_mode=load_mode, build=build,
         depth=serving["depth"],
     )  # fmt: skip
+    intro.caption(
+        f"{base.hit_rate_wording.sentence}; speeds come from a calibrated time model (a model, not a measurement); "
+        "diamonds are measurements."
+    )
     axis = budget_axis(model, hw, base)
     with controls:
         budget = budget_slider(st, axis.top_mib, step=axis.step_mib)

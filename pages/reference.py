@@ -5,7 +5,7 @@ import streamlit as st
 
 from moe_model.charts import left_out_predictions
 from moe_model.speed.calibration import load_calibration
-from moe_model.speed.measured import engines, field_rows
+from moe_model.speed.measured import engines, field_rows, point_policy_tags
 from moe_model.speed.measurements import load_reference
 from ui.sidebar import sidebar_session
 from ui.startup import through_app
@@ -52,9 +52,10 @@ with friendly_errors():
     )
     st.dataframe(points, hide_index=True, width="stretch")
     st.caption(
-        "Every point ran llama.cpp before b12170 (mainline, or a build carrying its #29887 cache), whose plain LRU "
-        "the simulator reproduces exactly, except t4-fit-cache10: it matches the qvac-fabric fork (its --fit "
-        "reserves 10 % of the expert bytes for its own cache), modelled here as mainline's LRU."
+        f"Every point's hit rates come from {', '.join(point_policy_tags())}: the policy of its build (mainline, "
+        "or a build carrying its #29887 cache, run as the build named above), except t4-fit-cache10: it matches "
+        "the qvac-fabric fork (its --fit reserves 10 % of the expert bytes for its own cache), modelled here as "
+        "mainline's LRU."
     )
     st.subheader("Cache verdicts (machine left out)")
     verdicts = pd.DataFrame(record["verdicts"]).round({"measured_ratio": 2, "predicted_ratio": 2})

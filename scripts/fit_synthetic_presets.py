@@ -11,7 +11,7 @@ streams (a model of routing: the synthetic knobs of moe_model.routing.synthetic)
 - Qwen3.8-Flash-Next (512 x 10): the R9700 field rows (--n-cpu-moe 41, 2-14 GiB) and the seed's CPU-share rows
   flash-6464-s0 / flash-19392-s0 (--cpu-moe); the V620 rows (--n-cpu-moe 34/40/48) held out. Left out: R9700
   row 19 (82.8 %: MTP verify batches, acceptance not stated).
-- Qwen3.6-35B-A3B (256 x 8): the RTX 3060 Ti eGPU rows of ../shared/reference/field-measurements.csv (53 % at
+- Qwen3.6-35B-A3B (256 x 8): the RTX 3060 Ti eGPU rows of moe_model/data/field-measurements.csv (53 % at
   --n-cpu-moe 32 + 1,000 MiB, 81 % at -cmoe + 4,500 MiB); with two rows, each is held out in turn (a fit on
   the other predicts it) and the preset is fitted on both.
 
@@ -48,11 +48,12 @@ from moe_model.routing.synthetic import preset_for as pick_preset
 from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "moe_model" / "data"
-SHARED_FIELD = ROOT.parent / "shared" / "reference" / "field-measurements.csv"
+SAMPLE = ROOT / "sample_data"
+PACKAGE_DATA = ROOT / "moe_model" / "data"
+FIELD_CSV = PACKAGE_DATA / "field-measurements.csv"
 SEED_FIT, SEED_CHECK = 0, 1  # the fit's trace, and a new one every reported error is measured on
 
-# (id, header in moe_model/data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, target %, streams, role)
+# (id, header in sample_data/models, --n-cpu-moe K or None for --cpu-moe, --moe-cache-mib, target %, streams, role)
 FLASH_ROWS = (
     ("r9700-ncmoe41-2048", "Qwen3.8-Flash-Next-R9700.gguf", 41, 2048, 45.4, 1, "fit"),
     ("r9700-ncmoe41-4096", "Qwen3.8-Flash-Next-R9700.gguf", 41, 4096, 61.0, 1, "fit"),
@@ -95,7 +96,7 @@ def _row(rid, model, n_cpu_moe, budget, target, streams, role) -> dict:
 
 
 def _reference_target(rid: str) -> float:
-    table = pd.read_csv(SAMPLE / "reference-measurements.csv").set_index("id")
+    table = pd.read_csv(PACKAGE_DATA / "reference-measurements.csv").set_index("id")
     small = table.loc[rid, "hit_rate_small_pct"]
     return float(small if pd.notna(small) else table.loc[rid, "hit_rate_pct"])
 
@@ -200,7 +201,7 @@ def fit_gpt_oss() -> dict:
     knobs, rms = fit_knobs(trace, 32, progress=_progress("gpt-oss-20b"))
     return {
         "knobs": asdict(knobs),
-        "fitted_to": "moe_model/data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
+        "fitted_to": "sample_data/traces/gpt-oss-20b (real routing): shared-pool LRU hit rates at 25/50/75 % "
         "of all (layer, expert) pairs, top-quarter popularity share, next-token overlap",
         "target": asdict(TraceStats.of(trace, 32)),
         "rms_points": round(rms, 3),
@@ -273,7 +274,7 @@ def borrowed(presets: dict, field_csv: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", nargs="+", choices=list(ARCHITECTURES), default=[], help="refit these presets")
-    parser.add_argument("--field-csv", type=Path, default=SHARED_FIELD, help="field measurements (63-row table)")
+    parser.add_argument("--field-csv", type=Path, default=FIELD_CSV, help="field measurements (63-row table)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for independent fits")
     args = parser.parse_args()
     stored = json.loads(PRESETS_PATH.read_text()) if PRESETS_PATH.exists() else {}

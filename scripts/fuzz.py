@@ -22,13 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SEED_FILES = {
-    "gguf": ["moe_model/data/groundtruth/synthetic-qwen3moe-Q4_K_M-header.gguf"],
-    "trace": ["moe_model/data/traces/gpt-oss-20b/routing.npz"],
-    "stream": ["moe_model/data/groundtruth/traces/b25.npz"],
+    "gguf": ["sample_data/groundtruth/synthetic-qwen3moe-Q4_K_M-header.gguf"],
+    "trace": ["sample_data/traces/gpt-oss-20b/routing.npz"],
+    "stream": ["sample_data/groundtruth/traces/b25.npz"],
     "csv": [],
     "log": [
-        "moe_model/data/groundtruth/logs/server_np4_b25.log",
-        "moe_model/data/groundtruth/logs/server_minany_minus1.log",
+        "sample_data/groundtruth/logs/server_np4_b25.log",
+        "sample_data/groundtruth/logs/server_minany_minus1.log",
     ],
 }
 MAX_SEED_BYTES = 256 * 1024  # libFuzzer works on small inputs; a prefix still covers the header walk

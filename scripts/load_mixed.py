@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_protocol import Session, slider_moved, tenth_of_range  # noqa: E402 - the sibling protocol client
 from load_test import BUSY, HOST, IDLE, ROOT, free_port, rss_mib  # noqa: E402 - the sibling load script
 
-LOGS = sorted((ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "logs").glob("server_b*.log"))  # real runs
+LOGS = sorted((ROOT / "sample_data" / "groundtruth" / "run3" / "logs").glob("server_b*.log"))  # real runs
 GPUS = ("RTX 3090", "Tesla T4", "RTX 4090")
 KINDS = ("explore", "logs", "shopping", "learn")
 MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")  # the issue's

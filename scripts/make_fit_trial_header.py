@@ -1,6 +1,6 @@
-"""Write a header llama.cpp can load with the Qwen3-30B-A3B Q4_K_M tensor table of moe_model/data/models/.
+"""Write a header llama.cpp can load with the Qwen3-30B-A3B Q4_K_M tensor table of sample_data/models/.
 
-For `llama-fit-params` trials (moe_model/data/groundtruth/fit-trials/README.md): the sample header has no
+For `llama-fit-params` trials (sample_data/groundtruth/fit-trials/README.md): the sample header has no
 merges and placeholder token strings, which llama.cpp's loader refuses; this one has a 151,936-token
 SentencePiece-style vocabulary of placeholders and every key qwen3moe needs. `--fit` never reads the
 weights, so `truncate -s <printed size>` turns it into a model file for those trials.

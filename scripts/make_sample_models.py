@@ -1,8 +1,8 @@
-"""Write the header-only sample GGUF files in moe_model/data/models/.
+"""Write the header-only sample GGUF files in sample_data/models/.
 
 Each model is laid out from its published architecture (config.json on Hugging Face) and typed
 the way llama.cpp's quantizer types it (src/llama-quant.cpp, paraphrased in
-../shared/docs/llamacpp-moe-cache.md, appendix). The vocabulary has the real token count with
+docs/llamacpp-cache.md section 11). The vocabulary has the real token count with
 placeholder token strings; merges are left out to keep the files small.
 
     python scripts/make_sample_models.py
@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType as T
 
 from moe_model.readers.gguf_writer import Scalar, StringArray, TypedArray, header_bytes
 
-OUT = Path(__file__).resolve().parent.parent / "moe_model" / "data" / "models"
+OUT = Path(__file__).resolve().parent.parent / "sample_data" / "models"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""Cut the bundled GPT-OSS-20B routing sample from the shared trace (every third sequence).
+"""Cut the bundled GPT-OSS-20B routing sample from the full trace (every third sequence).
 
-python scripts/make_sample_trace.py [../shared/traces/gpt-oss-20b]
+python scripts/make_sample_trace.py SOURCE  (a folder with the full routing.npz and sequences.csv; provenance and
+licence: sample_data/traces/gpt-oss-20b/README.md)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "moe_model" / "data" / "traces" / "gpt-oss-20b"
+OUT = ROOT / "sample_data" / "traces" / "gpt-oss-20b"
 STEP = 3
 
 
@@ -31,4 +32,6 @@ def main(src: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "traces" / "gpt-oss-20b")
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]))

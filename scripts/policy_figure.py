@@ -26,8 +26,8 @@ from moe_model.speed.policy_compare import compare
 from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "moe_model" / "data" / "models" / "gpt-oss-20b-MXFP4.gguf"
-TRACE = ROOT / "moe_model" / "data" / "traces" / "gpt-oss-20b" / "routing.npz"
+MODEL = ROOT / "sample_data" / "models" / "gpt-oss-20b-MXFP4.gguf"
+TRACE = ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz"
 PNG = ROOT / "docs" / "policy-curves-gpt-oss-20b.png"
 N_BUDGETS = 12
 TABLE_BUDGETS = (1, 3, 6, 9)  # indices into the budgets printed in the README table

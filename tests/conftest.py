@@ -1,4 +1,4 @@
-"""Shared paths and fixtures: every test reads the bundled sample data, never ../shared."""
+"""Shared paths and fixtures: every test reads the data bundled in the repository, never a folder outside it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "moe_model" / "data"
+SAMPLE = ROOT / "sample_data"  # what a user opens (moe_model/resources.py says which data lives where)
+PACKAGE_DATA = ROOT / "moe_model" / "data"  # the package's own tables
 GROUNDTRUTH = SAMPLE / "groundtruth"
 GT_HEADER = GROUNDTRUTH / "synthetic-qwen3moe-Q4_K_M-header.gguf"
 MODELS = SAMPLE / "models"

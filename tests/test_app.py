@@ -11,6 +11,7 @@ import pytest
 from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT
 from streamlit.testing.v1 import AppTest
 
+from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.policies import REFERENCE
 from moe_model.speed.hardware import unknown_gpu
 
@@ -87,15 +88,35 @@ def test_model_page_shows_llama_servers_lines_and_follows_the_budget():
 def test_the_sidebar_build_is_kept_in_the_url_and_names_the_policy_and_known_problems():
     at = open_page("pages/model_budget.py", build="11549")
     assert at.sidebar.number_input(key="build").value == 11549
-    assert any("**lru-b11549** (simulated exactly), llama.cpp b11549" in c.value for c in at.caption)
+    assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
     at.sidebar.number_input(key="build").set_value(12569).run()
-    assert any("**class-lru-b12170** (a modelled policy)" in c.value for c in at.caption)
+    assert any("Hit rates: class-lru-b12170 (modelled), llama.cpp b12569." in c.value for c in at.caption)
     assert at.query_params["build"] == "12569"
     at.slider(key="budget").set_value(49).run()
     assert any(w.value.startswith("Known problem: --moe-cache-mib 49 is below one token's experts") for w in at.warning)
     old = open_page("pages/explore.py", build="12100", share="0.5")
     assert not old.exception and any("b12100 has no --moe-cache-cpu-share" in c.value for c in old.caption)
-    assert any("**lru-b11549** (simulated exactly), llama.cpp b12100" in c.value for c in old.caption)
+    assert any("Hit rates: lru-b11549 (exact), llama.cpp b12100." in c.value for c in old.caption)
+
+
+def test_explores_opening_words_follow_the_policy_the_build_runs():
+    """The default build runs ClassLRU: modelled, never "exactly"; b11549's plain LRU is simulated exactly."""
+    new, old = (
+        open_page("pages/explore.py", model=SMALL_MODEL),
+        open_page("pages/explore.py", model=SMALL_MODEL, build="11549"),
+    )
+    assert not new.exception and not old.exception
+    opening = {at: at.caption[0].value for at in (new, old)}
+    assert opening[new].startswith(
+        f"Hit rates are modelled: class-lru-b12170, our reading of the policy llama.cpp b{MAINLINE_BUILD} runs"
+    )
+    assert opening[old].startswith(
+        "Hit rates are simulated exactly as llama.cpp b11549's cache would serve the workload"
+    )
+    assert not any("exactly" in c.value for c in new.caption)
+    assert opening[new].endswith(
+        "speeds come from a calibrated time model (a model, not a measurement); diamonds are measurements."
+    )
 
 
 def test_url_parameters_set_the_view():

@@ -78,7 +78,7 @@ def test_explore_best_setting_equals_shoppings_pick_and_the_cli(capsys):
     explore = best_label(at)
     at.switch_page("pages/shopping.py").run()
     shop = at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "best setting"]
-    model = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
+    model = str(ROOT / "sample_data" / "models" / SMALL_MODEL)
     main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ctx", "8192", "--json"])
     cli = json.loads(capsys.readouterr().out)["best"]["label"]
     assert explore == shop == cli, (explore, shop, cli)
@@ -146,7 +146,7 @@ def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_lo
     assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0
     # and the build its logs show (no `build:` line, a cache size line in MiB only: b11549), named with hit rates
     assert at.session_state["machine"].build == 11549 and at.sidebar.number_input(key="build").value == 11549
-    assert any("Hit rates: **lru-b11549** (simulated exactly), llama.cpp b11549." in c.value for c in at.caption)
+    assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
 
 
 QWEN235_FILE = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
@@ -222,13 +222,13 @@ def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys
     at = open_page("pages/explore.py", model=SMALL_MODEL, gpu="RTX 3060 12GB", ram="8")
     at.toggle(key="best").set_value(True).run()
     said = [e.value for e in at.error if e.value.startswith("nothing fits")]
-    model = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
+    model = str(ROOT / "sample_data" / "models" / SMALL_MODEL)
     assert main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ram-gib", "8", "--json"]) == 1
     assert said == [json.loads(capsys.readouterr().out)["summary"]] and not at.exception
     assert any(i.value.startswith("**What would fit**") for i in at.info)
 
 
-SMALL_MODEL_PATH = str(ROOT / "moe_model" / "data" / "models" / SMALL_MODEL)
+SMALL_MODEL_PATH = str(ROOT / "sample_data" / "models" / SMALL_MODEL)
 
 
 def test_explores_context_depth_slows_the_headline_raises_the_context_and_matches_predict(capsys):

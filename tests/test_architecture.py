@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,49 @@ def test_a_deliberate_upward_import_is_caught(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(source)
     assert "speed" in _imports(probe) and _layer("speed") > _layer("readers")
+
+
+def test_the_design_cards_top_level_names_exist():
+    root = PACKAGE.parent
+    card = ["requirements.txt", "README.md", "app.py", "pages", "moe_model", "sample_data", "tests"]
+    assert [name for name in card if not (root / name).exists()] == []
+
+
+ROOT = PACKAGE.parent
+OUTSIDE = re.compile(r"\.\./shared|/work/")  # the sibling checkout's shared folder, this machine's work tree
+CACHE_DOC = "docs/llamacpp-cache.md"
+
+
+def _repo_python_files() -> list[Path]:
+    """Every .py file of the repository, without caches, virtual environments and build outputs."""
+    skip = {"build", "dist", "__pycache__"}
+    return [
+        p
+        for p in ROOT.rglob("*.py")
+        if not any(
+            part.startswith(".") or part in skip or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts
+        )
+    ]
+
+
+def _outside_citations(path: Path) -> list[str]:
+    return [f"{path.name}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if OUTSIDE.search(line)]
+
+
+def test_no_python_file_cites_a_path_outside_the_repository():
+    this = Path(__file__).resolve()
+    assert [hit for p in _repo_python_files() if p.resolve() != this for hit in _outside_citations(p)] == []
+
+
+def test_the_outside_path_check_sees_a_citation_of_the_shared_folder(tmp_path):
+    """Positive control: a comment citing the shared docs folder is caught."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("x = 1  # see ../" + "shared/docs/llamacpp-moe-cache.md section 5\n")
+    assert _outside_citations(probe) == ["probe.py:1"]
+
+
+def test_every_section_the_code_cites_of_the_cache_doc_exists():
+    sections = {int(m) for m in re.findall(r"^## (\d+)\.", (ROOT / CACHE_DOC).read_text(), flags=re.M)}
+    cited = re.compile(re.escape(CACHE_DOC) + r" sections? (\d+)(?: and (\d+))?")
+    found = {int(n) for p in _repo_python_files() for m in cited.findall(p.read_text()) for n in m if n}
+    assert found and found <= sections, sorted(found - sections)

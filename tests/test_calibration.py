@@ -27,8 +27,8 @@ from moe_model.speed.measured import (
 )
 from moe_model.speed.time_model import TimeParams, predict
 
-RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
-RUN5 = ROOT / "moe_model" / "data" / "groundtruth" / "run5"
+RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
+RUN5 = ROOT / "sample_data" / "groundtruth" / "run5"
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_plain_predicts_long_over_short_decode_is_run7s_mean_over_interleaved_pa
     path; one pair's ratio spreads 0.88-1.18 there, so the model answers the mean (issue 19: within 0.08)."""
     import pandas as pd
 
-    rows = pd.read_csv(ROOT / "moe_model" / "data" / "groundtruth" / "run7" / "summary.csv")
+    rows = pd.read_csv(ROOT / "sample_data" / "groundtruth" / "run7" / "summary.csv")
     rows = rows[(rows["placement"] == placement) & (rows["request"] != "warm")]
     long_rows = rows["request"].str.startswith("L")
     measured = rows[long_rows]["decode_tps"].mean() / rows[~long_rows]["decode_tps"].mean()

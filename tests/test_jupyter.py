@@ -1,6 +1,6 @@
 """The README's and docs/jupyter.md's notebook cells run in a fresh environment after `pip install -e .`, from
-another directory, with figures an exported HTML notebook can draw; a copy installed with `pip install .` finds
-its bundled data.
+another directory, with figures an exported HTML notebook can draw; an editable install and a copy installed with
+`pip install .` find their bundled data (sample_data/ among it).
 
 The notebook tests share one venv (module fixture) that borrows this environment's dependencies (a .pth file);
 this environment's pip installs the package into it, as a user would (the build fetches setuptools from the
@@ -103,13 +103,19 @@ def test_the_jupyter_cells_run_from_another_directory_after_pip_install_e(
         assert "is the H200 preset" in printed and "t/s decode (range" in printed
 
 
+def test_an_editable_install_finds_sample_data_in_the_checkout_from_another_directory(editable_python, tmp_path):
+    probe = "from moe_model.resources import data_path; print(data_path('models', 'Qwen3-30B-A3B-Q4_K_M.gguf'))"
+    out = _run(str(editable_python), "-c", probe, cwd=tmp_path, env=_clean_env())
+    assert Path(out.stdout.strip()) == ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+
+
 def test_a_copy_installed_with_pip_finds_its_bundled_data_from_any_directory(tmp_path):
     site = tmp_path / "site"
     _run(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT),
          cwd=tmp_path, env=_clean_env())  # fmt: skip
     probe = (
         "import moe_model; from moe_model.resources import data_path; from moe_model import load_model\n"
-        "print(moe_model.__file__); print(data_path())\n"
+        "print(moe_model.__file__); print(data_path()); print(data_path('models'))\n"
         "print(len(list(data_path('models').glob('*.gguf'))))\n"
         "print(load_model(data_path('groundtruth', 'run3', 'model-header.gguf')).n_layer)\n"
         "from moe_model.speed.calibration import default_time_model; print(default_time_model().rel_error > 0)"
@@ -117,6 +123,7 @@ def test_a_copy_installed_with_pip_finds_its_bundled_data_from_any_directory(tmp
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = _run(sys.executable, "-c", probe, cwd=elsewhere, env=_clean_env(PYTHONPATH=str(site)))
-    module, data, n_models, n_layer, calibrated = out.stdout.split()
+    module, data, models, n_models, n_layer, calibrated = out.stdout.split()
     assert Path(module).is_relative_to(site) and Path(data) == site / "moe_model" / "data"
+    assert Path(models) == site / "moe_model_samples" / "models"  # sample_data/, installed under the package's name
     assert int(n_models) >= 5 and n_layer == "24" and calibrated == "True"

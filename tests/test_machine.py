@@ -25,7 +25,7 @@ from moe_model.speed.machine import (
     save_machine,
 )
 
-RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
+RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 RUN3_HEADER = RUN3 / "model-header.gguf"
 # the project's own run3 mmap logs: every run that started (minany_minus1 refused to start)
 RUN3_CASES = ("gpu", "off", "off_repeat", "minany", "b10", "b25", "b25_repeat", "b50", "b75", "full")
@@ -141,7 +141,7 @@ def test_a_log_of_another_gpu_is_refused_naming_the_file_and_the_gpu(run3_model,
 
 
 def test_a_log_of_another_model_is_refused_naming_the_file_and_what_differs(run3_model):
-    run1 = ROOT / "moe_model" / "data" / "groundtruth" / "logs" / "server_b25.log"
+    run1 = ROOT / "sample_data" / "groundtruth" / "logs" / "server_b25.log"
     with pytest.raises(MoeModelError, match=r"logs/server_b25\.log#1 ran another model .*n_layer 14 \(header: 24\)"):
         machine_points(parse_logs([run3_log("b25"), run1]), run3_model, preset("h200"))
     with pytest.raises(MoeModelError, match=r"run3/logs/server_b25\.log#1 ran another model"):

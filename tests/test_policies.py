@@ -287,7 +287,7 @@ def test_cli_build_selects_the_policy_and_every_output_names_it(capsys, gt_model
     assert new["budgets"][0]["small"]["hits"] + new["budgets"][0]["large"]["hits"] == int(class_lru_run.hits.sum())
     assert json.loads(run_simulate(capsys, "--budget-mib", "403", "--json")[1])["build"] == 12569  # mainline default
     code, out, _ = run_simulate(capsys, "--budget-mib", "403", "--build", "12100")
-    assert code == 0 and out.startswith("b12100: hit rates by lru-b11549 (exact")
+    assert code == 0 and out.startswith("Hit rates are simulated exactly as llama.cpp b12100's cache would serve")
 
 
 def test_cli_refuses_a_cache_on_a_build_without_one_in_one_line(capsys):

@@ -125,7 +125,7 @@ def test_gpt_oss_single_mxfp4_group_and_mixtral_two_groups():
     assert [(g.type_name, g.n_layers) for g in mixtral.groups] == [("q6_K", 16), ("q4_K", 16)]
 
 
-# Field rows (../shared/reference/field-measurements.csv notes): logged host-expert MiB per --n-cpu-moe K. The
+# Field rows (moe_model/data/field-measurements.csv notes): logged host-expert MiB per --n-cpu-moe K. The
 # headers are made from the architecture to match these (their quants' per-tensor types are not published).
 FIELD_HOST_EXPERTS = [
     ("Qwen3.8-Flash-Next-UD-Q4_K_XL.gguf", 34, 51950),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import GPT_OSS, MIXTRAL, MODELS, QWEN30B, QWEN235B_SHARD1, SAMPLE
+from conftest import GPT_OSS, MIXTRAL, MODELS, PACKAGE_DATA, QWEN30B, QWEN235B_SHARD1, SAMPLE
 
 from moe_model.errors import WorkloadError
 from moe_model.llama.batching import build_workload
@@ -81,7 +81,7 @@ def test_gpt_oss_preset_reproduces_the_real_traces_shared_pool_curve_within_2_po
 
 
 def test_qwen30b_preset_gives_the_measured_t4_hit_rates():
-    table = pd.read_csv(SAMPLE / "reference-measurements.csv").set_index("id")
+    table = pd.read_csv(PACKAGE_DATA / "reference-measurements.csv").set_index("id")
     model = load_model(QWEN30B)
     name, knobs = preset_for(model.name)
     assert name == "Qwen3-30B-A3B"

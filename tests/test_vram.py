@@ -49,7 +49,7 @@ def test_fit_moves_more_layers_to_ram_to_make_room_for_a_cache(qwen30b):
     assert 1671 <= moved_mib < 1671 + 2 * 348.75  # whole layers: at least the cache, at most a layer more
 
 
-FIT_TRIALS = ROOT / "moe_model" / "data" / "groundtruth" / "fit-trials"
+FIT_TRIALS = ROOT / "sample_data" / "groundtruth" / "fit-trials"
 
 
 def _llama_fit_trials(log: str) -> dict[int, tuple[int, bool, float]]:
@@ -73,7 +73,7 @@ def _llama_fit_trials(log: str) -> dict[int, tuple[int, bool, float]]:
     ],
 )
 def test_fit_host_layers_agrees_with_llama_cpps_own_fit(log, header, sizes):
-    model = load_model(ROOT / "moe_model" / "data" / header)
+    model = load_model(ROOT / "sample_data" / header)
     trials = _llama_fit_trials(log)
     assert sorted(trials) == sizes
     for free_mib, (full, split, used_mib) in trials.items():
@@ -93,7 +93,7 @@ def test_fit_on_a_t4_moves_the_experts_of_12_layers_as_llama_cpp_does(qwen30b):
 
 
 def test_without_flash_attention_the_compute_buffer_holds_the_scores_and_no_kv_offload_moves_the_kv(gt_model):
-    run3 = load_model(ROOT / "moe_model" / "data" / "groundtruth" / "run3" / "model-header.gguf")
+    run3 = load_model(ROOT / "sample_data" / "groundtruth" / "run3" / "model-header.gguf")
     hw, placement = preset("h200"), Placement()
     fa_off = breakdown(run3, hw, placement, 8376, _flags(n_ctx=16384, flash_attn="off"))
     # groundtruth run5 (-fa off, -c 16384, -ub 512): "CUDA0 compute buffer size = 1090.01 MiB"
@@ -124,8 +124,8 @@ def test_the_margin_is_what_llama_cpp_keeps_free_and_less_is_too_close_to_call(q
 
 def test_a_configuration_that_ran_out_of_memory_in_the_field_is_not_predicted_to_fit():
     # RTX 3060 Ti 8 GB, Qwen3.6-35B-A3B UD-Q4_K_M, -ngl 99 --n-cpu-moe 33 --moe-cache-mib 2000: "OOM at load"
-    # (../shared/reference/field-measurements.csv, minipc-egpu-llm); its context is not stated
-    model, hw = load_model(ROOT / "moe_model" / "data" / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"), preset("3060 ti")
+    # (moe_model/data/field-measurements.csv, minipc-egpu-llm); its context is not stated
+    model, hw = load_model(ROOT / "sample_data" / "models" / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf"), preset("3060 ti")
     for n_ctx in (4096, 40960):  # llama-server's default, and the model's own (-c 0)
         vram = breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=33), 2000, _flags(n_ctx=n_ctx))
         assert 0 < vram.free_mib < FIT_MARGIN_MIB and not vram.fits and vram.tight, (n_ctx, vram.free_mib)

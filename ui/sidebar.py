@@ -280,8 +280,7 @@ def sidebar_build() -> int:
 
 def policy_caption(sc: Scenario) -> str:
     """One line naming the policy that produced a page's hit rates, exact or modelled, and the build."""
-    how = "simulated exactly" if sc.policy_exact else "a modelled policy"
-    return f"Hit rates: **{sc.policy_name}** ({how}), llama.cpp b{sc.build}."
+    return sc.hit_rate_wording.line
 
 
 def sidebar_serving(prompt: bool = False) -> dict:

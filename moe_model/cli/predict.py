@@ -188,7 +188,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
-    print(f"  hit rates: {sc.policy_name} ({'exact' if sc.policy_exact else 'modelled'}), llama.cpp b{sc.build}")
+    print(f"  {sc.hit_rate_wording.line}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
@@ -231,7 +231,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         _print_recommendation(ranked, best, margin, advice)
         print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
         sc = scenario_from_args(args)
-        print(f"hit rates: {sc.policy_name} ({'exact' if sc.policy_exact else 'modelled'}), llama.cpp b{sc.build}")
+        print(sc.hit_rate_wording.line)
         print(f"summary: {advice.summary}")
     if not advice.fits:
         print(f"error: {advice.summary}", file=sys.stderr)

@@ -150,6 +150,7 @@ def _simulate_with_policies(
 def cmd_simulate(args: argparse.Namespace) -> int:
     from moe_model.llama.simulate import simulate_budgets  # numba: imported only by the commands that simulate
     from moe_model.policies import EXACT, get_policy, policy_for_build
+    from moe_model.policies.wording import hit_rate_wording
 
     budgets = _budget_list(args)
     check_cache_flags(args.build, max(budgets), 0.0)
@@ -168,7 +169,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         out = {"model": model.name, "workload": work.label, "budgets": rows} | fields
         print(to_json(out | ({"policies": policies} if policies else {})))
     else:
-        head = f"b{args.build}: hit rates by {main.name} ({main.label}: {main.source})\n"
+        head = f"{hit_rate_wording(main.name, args.build).sentence}; policy source: {main.source}\n"
         print(head + format_sim(results, work) + (format_policies(policies) if policies else ""))
     return 0
 

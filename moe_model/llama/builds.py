@@ -1,7 +1,7 @@
 """Which llama.cpp build does what with the MoE cache: the release facts, each with its source, in one place.
 
 Build numbers are llama.cpp's release tags (bNNNNN), printed at the top of every log as `build: NNNNN (hash)`.
-Sources: ../shared/docs/llamacpp-moe-cache.md (release pages b11480, b12170, tag b12191) and issue 20 (#32584,
+Sources: docs/llamacpp-cache.md sections 1 and 10 (release pages b11480, b12170, tag b12191) and issue 20 (#32584,
 #32636 at b12569).
 """
 
@@ -38,7 +38,7 @@ def parse_build(text: str) -> int:
 def build_of_mib_only_log(given: int | None) -> int:
     """The build of a run whose log names none but prints its cache size in MiB only ("MoE cache size = X MiB for
     Y MiB of host experts", b11549's line): a plain-LRU build, since #31233 (b12170) "display[s] the cache size in
-    token worth count" (docs/llamacpp-moe-cache.md sections 7 and 10). `given` when it is one, else b11549."""
+    token worth count" (docs/llamacpp-cache.md sections 9 and 10). `given` when it is one, else b11549."""
     return given if given is not None and FIRST_CACHE_BUILD <= given < CLASS_LRU_BUILD else EXACT_BUILD
 
 

@@ -2,7 +2,7 @@
 
 b11549 `src/llama-moe-cache.cpp` get_slot_map(il, n_tokens, k) returns null (the layer bypasses the
 pool for this ubatch) when n_tokens == 0, n_tokens > max_batch, or min(n_tokens * k, n_expert) > n_slots
-(../shared/docs/llamacpp-moe-cache.md section 4). Every policy, the stepper and the time model use this rule.
+(docs/llamacpp-cache.md section 5). Every policy, the stepper and the time model use this rule.
 
 A ubatch that bypasses the pool is offloaded to the first GPU when it has at least GGML_OP_OFFLOAD_MIN_BATCH
 tokens (ggml-backend sched; b11549 sched_copy_experts then copies its cached experts from the pool device to

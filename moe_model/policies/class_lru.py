@@ -1,7 +1,7 @@
 """llama.cpp b12170+ ClassLRU (PR #31233): one LRU list per frequency class over a group's slots.
 
 Modelled from the opening comment of `src/llama-moe-cache.cpp` at ggml-org/llama.cpp commit c4fb5796 (its
-state declarations were readable, its plan() body was not; ../shared/docs/llamacpp-moe-cache.md section 10):
+state declarations were readable, its plan() body was not; docs/llamacpp-cache.md section 10):
 - per (layer, expert) a CRF (combined recency and frequency): its uses, decayed with a half-life of 128 tokens,
   kept across evictions (`crf[n_layer * n_expert]`, `last_use[...]`: "layer clock at the last use");
 - class = floor(log2(CRF)), at most n_class - 1, n_class = 8 (the class of CRF_max = 1 / (1 - 2^(-1/128)));
@@ -429,7 +429,7 @@ POLICY = Policy(
     "class-lru-b12170",
     MODELLED,
     "llama.cpp b12170+ src/llama-moe-cache.cpp (PR #31233), its opening comment at commit c4fb5796; "
-    "../shared/docs/llamacpp-moe-cache.md section 10",
+    "docs/llamacpp-cache.md section 10",
     "one LRU list per frequency class (CRF: uses decayed with a 128-token half-life, kept across evictions); "
     "evict the least recent slot of the list with the largest age / 2^class",
     run,

@@ -1,12 +1,13 @@
 """llama.cpp b12191 `--moe-cache-cpu-share F` as a *modelled* policy: its exact formulas were not available.
 
-What is known (../shared/docs: doc-b12191, the CPU-share article): hits run on the GPU; once a group's slots
-are all filled, a share F of the distinct misses of each (layer, ubatch) is computed on the CPU from host memory
-and not inserted; the count is kept on target with an accumulated remainder; the misses sent to the CPU are
-those with the lowest combined recency-frequency (CRF) score. Before the pool is full every miss is uploaded.
-From b12170 the cache under it is ClassLRU (issue 20), so this runs on ClassLRU's lists and CRF
-(policies.class_lru, its knobs at their defaults): share 0 gives ClassLRU's counts. Every pool size of a class
-of budgets in one pass per group (base.per_class).
+What is known (docs/llamacpp-cache.md section 10: llama.cpp's docs/moe-cache.md at tag b12191, PR #30966): hits run
+on the GPU; once a group's slots are all filled, a share F of the distinct misses of each (layer, ubatch) is
+computed on the CPU from host memory and not inserted; the count is kept on target with an accumulated remainder;
+the misses sent to the CPU are those with the lowest combined recency-frequency (CRF) score. Before the pool is full
+every miss is uploaded.
+From b12170 the cache under it is ClassLRU (issue 20), so this runs on ClassLRU's lists and CRF (policies.class_lru,
+its knobs at their defaults): share 0 gives ClassLRU's counts. Every pool size of a class of budgets in one pass per
+group (base.per_class).
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ def run(
 POLICY = Policy(
     "cpu-share-b12191",
     MODELLED,
-    "llama.cpp b12191 docs/moe-cache.md (PR #30966) on b12170's ClassLRU; ../shared/docs/llamacpp-moe-cache.md "
-    "section 10",
+    "llama.cpp b12191 docs/moe-cache.md (PR #30966) on b12170's ClassLRU; docs/llamacpp-cache.md section 10",
     "ClassLRU (b12170+), but once the pool is full a share of the misses, the lowest CRF first, runs on the CPU "
     "instead of being uploaded",
     run,

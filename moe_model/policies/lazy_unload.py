@@ -1,4 +1,4 @@
-"""The "lazy unload" fork (../shared/docs/seeds-digest.md section 4), modelled on llama.cpp's pool: an expert
+"""The "lazy unload" fork (docs/llamacpp-cache.md section 12), modelled on llama.cpp's pool: an expert
 not routed for N rounds (ubatches), and for at least its cooldown, is unloaded; routed experts load on demand."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def run(
 POLICY = Policy(
     "lazy-unload",
     MODELLED,
-    "a personal fork's 'MoE unload optimization on Windows' blog; ../shared/docs/seeds-digest.md section 4",
+    "a personal fork's 'MoE unload optimization on Windows' blog; docs/llamacpp-cache.md section 12",
     "b11549's LRU pool, but an expert idle for max(N rounds, cooldown / round time) ubatches is unloaded",
     run,
     {"idle_rounds": 3, "cooldown_ms": 500.0, "ms_per_round": 50.0},

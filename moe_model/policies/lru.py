@@ -44,7 +44,7 @@ def run(model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement
 POLICY = Policy(
     "lru-b11549",
     EXACT,
-    "llama.cpp b11549 src/llama-moe-cache.cpp plan(); ../shared/docs/llamacpp-moe-cache.md section 5",
+    "llama.cpp b11549 src/llama-moe-cache.cpp plan(); docs/llamacpp-cache.md section 6",
     "one LRU per group of layers: hits refreshed first, sorted misses take the least recently used slot",
     run,
     kernel=lambda: LRU_KERNEL,

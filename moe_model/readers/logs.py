@@ -1,6 +1,6 @@
 """Read llama-server / llama-cli logs: what the MoE cache really did, run by run.
 
-Formats mirror llama.cpp b11549 (../shared/docs/llamacpp-moe-cache.md, section 7). Lines may carry
+Formats mirror llama.cpp b11549 (docs/llamacpp-cache.md section 9). Lines may carry
 the `M.SS.mmm.uuu L ` prefix or not, ANSI colours, CRLF; other components interleave; a file may
 hold several runs. The parser streams the file and keeps only the facts it extracts.
 """

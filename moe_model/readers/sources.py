@@ -21,9 +21,9 @@ from typing import Any
 from moe_model.errors import SourceError
 from moe_model.limits import MAX_PATH_CHARS
 from moe_model.readers.http import CREDENTIALS_REFUSED, has_credentials
-from moe_model.resources import data_path
+from moe_model.resources import sample_data_root
 
-SAMPLE_DATA = data_path()
+SAMPLE_DATA = sample_data_root().resolve()
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use NAT64: a site's own translator
 NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
@@ -88,7 +88,7 @@ def policy_from_env(bind_address: str | None, env: Mapping[str, str] | None = No
     local = (bind_address or "") in LOCAL_ADDRESSES
     extra = tuple(Path(d).expanduser().resolve() for d in env.get(ENV_DIRS, "").split(os.pathsep) if d.strip())
     return SourcePolicy(
-        allowed_dirs=(SAMPLE_DATA.resolve(), *extra),
+        allowed_dirs=(SAMPLE_DATA, *extra),
         paths=_flag(env, ENV_PATHS, local),
         urls=_flag(env, ENV_URLS, local),
         private_hosts=_flag(env, ENV_PRIVATE, False),

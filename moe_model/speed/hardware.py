@@ -234,7 +234,7 @@ _H200_HOST = Host(
     cpu_family="server",
     vm=True,
     stated=("ram_gib", "threads", "vnni", "cpu_family", "vm"),
-    source="moe_model/data/groundtruth/run5/README.md (an H200 VM, 16-core Xeon, 125 GiB RAM) and its logs "
+    source="sample_data/groundtruth/run5/README.md (an H200 VM, 16-core Xeon, 125 GiB RAM) and its logs "
     "(n_threads = 16, AVX512_VNNI); 8-channel DDR5-4000 and 3.0 GHz are assumptions",
 )
 _V620_HOST = Host(

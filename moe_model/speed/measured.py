@@ -1,7 +1,7 @@
 """Every measured configuration the time model is fitted and checked on, as points on their own machines.
 
 - "t4": the seed article's Tesla T4 rows (moe_model/data/reference-measurements.csv, Qwen3-30B-A3B Q4_K_M).
-- "h200": the real llama-server runs of moe_model/data/groundtruth (run1: a small synthetic qwen3moe;
+- "h200": the real llama-server runs of sample_data/groundtruth (run1: a small synthetic qwen3moe;
   run3: Qwen3-30B-A3B-sized experts, one request per server; run5: run3's model, four requests per
   server, each its own point), read from their -lv 4 logs exactly as a user's logs are.
 - the field machines: third-party rows of moe_model/data/field-measurements.csv, interpreted row by row
@@ -31,6 +31,8 @@ from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
 from moe_model.llama.server_warm_up import warm_up_tokens
 from moe_model.llama.slot_plan import Placement
+from moe_model.policies import policy_for_build
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.readers.logs import MAINLINE, LoggedStats, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.resources import data_path
@@ -42,9 +44,8 @@ from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
 from moe_model.workload import Batching, TokenTrace, Workload
 
-SAMPLE = data_path()
-MODELS = SAMPLE / "models"
-GROUNDTRUTH = SAMPLE / "groundtruth"
+MODELS = data_path("models")
+GROUNDTRUTH = data_path("groundtruth")
 SYNTHETIC_TOKENS = 4000
 
 
@@ -72,7 +73,7 @@ class Point:
     def engine_label(self) -> str:
         """The engine, its build and the policy its hit rates come from, e.g. 'mainline b11549 (lru-b11549, exact)'."""
         sc = self.scenario
-        return f"{engine_build(self.engine, sc.build)} ({sc.policy_name}, {'exact' if sc.policy_exact else 'modelled'})"
+        return f"{engine_build(self.engine, sc.build)} ({sc.hit_rate_wording.tag})"
 
 
 def engine_build(engine: str, build: int) -> str:
@@ -132,7 +133,7 @@ def point_traffic(model: ModelSpec, sc: Scenario, layout: Layout, hit_rate: floa
 
 @cache
 def _model(file: str) -> ModelSpec:
-    return load_model(MODELS / file if "/" not in file else SAMPLE / file)
+    return load_model(data_path(*file.split("/")) if "/" in file else MODELS / file)
 
 
 def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None, layout=None, **kw) -> Point:
@@ -322,13 +323,13 @@ RUN5_REQUESTS = {"1": "warm", "2": "short1", "3": "short2", "4": "long"}  # run5
 
 
 def field_machines() -> dict[str, Hardware]:
-    return {key: Hardware.from_dict(spec) for key, spec in json.loads((SAMPLE / "machines.json").read_text()).items()}
+    return {key: Hardware.from_dict(spec) for key, spec in json.loads(data_path("machines.json").read_text()).items()}
 
 
 def field_rows() -> pd.DataFrame:
     """The field table joined with our reading of each row (field_rows.csv)."""
-    table = pd.read_csv(SAMPLE / "field-measurements.csv")
-    rows = pd.read_csv(SAMPLE / "field_rows.csv")
+    table = pd.read_csv(data_path("field-measurements.csv"))
+    rows = pd.read_csv(data_path("field_rows.csv"))
     return rows.join(table[["gpu", "model", "hit_rate_small_pct", "source_url_or_repo_path"]], on="row")
 
 
@@ -368,16 +369,30 @@ def field_points() -> list[Point]:
     return points
 
 
-def engines() -> dict[str, str]:
-    """Each measured point's engine and build, read from the tables without simulating (the Reference page)."""
+def _engines_and_builds() -> dict[str, tuple[str, int | None]]:
+    """Each measured point's engine and the build its cache runs as (None: not stated), read from the tables."""
     table = load_reference()
-    out = {r["id"]: engine_build(r["engine"], int(r["build"])) for _, r in _t4_rows().iterrows()}
+    out = {r["id"]: (r["engine"], int(r["build"])) for _, r in _t4_rows().iterrows()}
     for run_name, folder in (("run1", GROUNDTRUTH / "logs"), ("run3", GROUNDTRUTH / "run3" / "logs")):
-        out |= {f"h200-{run_name}-{case}": f"{MAINLINE} b{EXACT_BUILD}" for case, _ in _server_logs(folder)}
+        out |= {f"h200-{run_name}-{case}": (MAINLINE, EXACT_BUILD) for case, _ in _server_logs(folder)}
     rows = field_rows()
     rows = rows[rows["use"] != "no"]
-    out |= {f"{r['machine']}-{int(r['row'])}": engine_build(r["engine"], int(r["build"])) for _, r in rows.iterrows()}
-    return out | {r["id"]: f"{r['engine']}" for _, r in table.iterrows() if r["id"] not in out}
+    out |= {f"{r['machine']}-{int(r['row'])}": (r["engine"], int(r["build"])) for _, r in rows.iterrows()}
+    return out | {r["id"]: (r["engine"], None) for _, r in table.iterrows() if r["id"] not in out}
+
+
+def engines() -> dict[str, str]:
+    """Each measured point's engine and build, read from the tables without simulating (the Reference page)."""
+    return {
+        name: engine if build is None else engine_build(engine, build)
+        for name, (engine, build) in _engines_and_builds().items()
+    }
+
+
+def point_policy_tags() -> list[str]:
+    """The policies the measured points' hit rates are simulated with, as every output words them."""
+    builds = sorted({build for _, build in _engines_and_builds().values() if build is not None})
+    return list(dict.fromkeys(hit_rate_wording(policy_for_build(b), b).tag for b in builds))
 
 
 def all_points() -> list[Point]:

@@ -13,7 +13,8 @@ import pandas as pd
 
 from moe_model.llama.builds import MAINLINE_BUILD, build_of_mib_only_log, has_cache, has_cpu_share
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
-from moe_model.policies import get_policy, policy_for_build
+from moe_model.policies import policy_for_build
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.readers.logs import FORK, LogRun, Timing
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.resources import data_path
@@ -255,8 +256,8 @@ def _policy_line(run: LogRun, build: int | None) -> CheckLine:
     except ValueError:
         share = 0.0
     share = share if has_cpu_share(number) and 0.0 <= share <= 1.0 else 0.0
-    policy = get_policy(policy_for_build(number, share))
-    return CheckLine("replacement policy", f"b{number} ({origin})", f"{policy.name} ({policy.label})", comparable=False)
+    wording = hit_rate_wording(policy_for_build(number, share), number, share)
+    return CheckLine("replacement policy", f"b{number} ({origin})", wording.tag, comparable=False)
 
 
 def _fork_lines(run: LogRun) -> list[CheckLine]:

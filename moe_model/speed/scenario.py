@@ -349,6 +349,13 @@ class Scenario:
         return get_policy(self.policy_name).label == EXACT
 
     @property
+    def hit_rate_wording(self):
+        """The words beside this scenario's hit rates (policies.wording): exact or modelled, and whose."""
+        from moe_model.policies.wording import hit_rate_wording
+
+        return hit_rate_wording(self.policy_name, self.build, self.cpu_share)
+
+    @property
     def policy_knobs(self) -> dict[str, float]:
         from moe_model.policies import CPU_SHARE
 

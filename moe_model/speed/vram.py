@@ -8,7 +8,7 @@ weights on the GPU and move the experts of the first layers to host memory until
 
 The verdict keeps the same margin: llama.cpp's `--fit` is on by default and aims to leave its target
 (-fitt, 1,024 MiB) free on each device; with the user's own -cmoe/-ncmoe it only shrinks the context
-towards it (docs/llamacpp-moe-cache.md, section 6), and its own accounting sees memory ours estimates.
+towards it (docs/llamacpp-cache.md section 8), and its own accounting sees memory ours estimates.
 A configuration with less free than the target is "too close to call": one field run with 204-924 MiB
 predicted free (the context was not stated) ran out of memory at load, others ran with 554-696.
 """

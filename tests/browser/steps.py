@@ -28,7 +28,7 @@ PAGES = {
     "shopping": "Hardware shopping",
 }
 QWEN30, QWEN235 = "Qwen3-30B-A3B-Q4_K_M.gguf", "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
-RUN3 = ROOT / "moe_model" / "data" / "groundtruth" / "run3"
+RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 RUN3_CACHE_LOGS = [RUN3 / "logs" / f"server_{case}.log" for case in ("minany", "b10", "b25", "b50", "b75", "full")]
 
 
@@ -149,7 +149,7 @@ def cli_best(gpu: str, model: str, ctx: int = 4096, ram: float | None = None) ->
     """`python -m moe_model recommend`'s pick, in a subprocess as a user runs it."""
     args = [
         "--model",
-        str(ROOT / "moe_model" / "data" / "models" / model),
+        str(ROOT / "sample_data" / "models" / model),
         "--hardware",
         gpu,
         "--ctx",

@@ -53,7 +53,7 @@ def test_story_4_my_own_header_and_logs_on_every_page(browser, server, timings):
     wait_idle(page)
     timings["story 4: five pages with the uploads (the routing fitted on Explore)"] = time.time() - start
     # the logs name no build, their cache size line is b11480-b12169's: the machine brought that build, and says so
-    policy = "Hit rates: lru-b11549 (simulated exactly), llama.cpp b11549."
+    policy = "Hit rates: lru-b11549 (exact), llama.cpp b11549."
     assert page.locator("[data-testid='stCaptionContainer']").filter(has_text=policy).count() == 1
     box = page.get_by_label("exact --moe-cache-mib (MiB)")
     for path in RUN3_CACHE_LOGS:
