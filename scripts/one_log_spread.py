@@ -1,6 +1,6 @@
 """How far a routing fitted to ONE log predicts the same model's decode hit rates at other budgets; writes
 moe_model/data/one_log_spread.json (the spread a single logged point carries: routing.logged.fit_to_logs) and the
-table in docs/models-and-fits.md (between its one_log_spread markers). About 3 minutes on 2 busy cores.
+table in docs/models-and-fits.md (between its one_log_spread markers). About a minute on 2 busy cores.
 
 Every bundled set of real llama-server -lv 4 logs of one model at several budgets (SETS). Each log alone is fitted
 as the Logs page fits a user's one log (its decode hit rate, warm-up removed, from the model's routing preset:
