@@ -358,7 +358,7 @@ def test_predict_fit_moves_the_layers_each_ubatch_needs_and_the_layout_fits(caps
     """RTX 3060, -c 32768: --fit sizes its layers with this -ub's compute buffer, so it never reports its own
     layout as not fitting (it moved 29 layers at every -ub and then reported 1,199 MiB over at 4096)."""
     args = ("predict", "--model", str(QWEN30B), "--hardware", "3060", "--ctx", "32768", "--placement", "fit")
-    code, out, err = _main_exit(capsys, *args, "-ub", ubatch, "--json")
+    code, out, err = main_exit(capsys, *args, "-ub", ubatch, "--json")
     report = json.loads(out)
     assert code == 0 and report["fits_vram"] and report["vram"]["free"] >= report["vram"]["margin"], err
 

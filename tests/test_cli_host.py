@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from cli_runs import run_cli
 from conftest import QWEN30B
-from test_cli import run_cli
 
 from moe_model.resources import data_path
 

@@ -3,12 +3,24 @@ and refuses what it cannot fit."""
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 import pytest
 
 from moe_model.errors import WorkloadError
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import uniform_spec
-from moe_model.routing.logged import LoggedHitRate, RunLength, fit_to_logs, simulated_hit_rates
+from moe_model.routing.logged import (
+    ONE_LOG_SPREAD_JSON,
+    LoggedHitRate,
+    RunLength,
+    fit_to_logs,
+    one_log_errors,
+    one_log_spread_points,
+    simulated_hit_rates,
+)
 from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
 from moe_model.workload import Batching
 
@@ -52,11 +64,45 @@ def test_the_routing_says_it_was_fitted_to_the_logs_and_with_what_spread(four_lo
     assert routing.describe().startswith(f"fitted to your 4 logs, ±{routing.spread_points:.1f} hit-rate points")
 
 
-def test_one_log_cannot_be_left_out_so_it_keeps_at_least_the_presets_spread(one_log):
-    routing = one_log
+def test_one_log_carries_the_measured_one_log_error_where_the_presets_spread_is_wider():
+    measured = one_log_spread_points()
+    wide = RoutingPreset("wide", Knobs(), measured + 10, "a test", MATCH_MODEL)
+    routing = fit_to_logs(MODEL, _points_from(TRUE_KNOBS, budgets=(17,)), wide)
+    assert routing.fit_points < measured
+    assert routing.spread_points == round(measured, 2)
     assert routing.left_out_points == {"b17": None}
-    assert routing.spread_points >= PRESET.spread_points
+
+
+def test_one_log_keeps_the_presets_spread_where_it_is_narrower_than_the_measured_one(one_log):
+    routing = one_log
+    assert PRESET.spread_points < one_log_spread_points()  # else this test would not tell the two rules apart
+    assert routing.left_out_points == {"b17": None}
+    assert routing.spread_points == max(routing.fit_points, PRESET.spread_points)
     assert routing.fitted_to == "fitted to your 1 log"
+
+
+def test_the_stored_one_log_error_says_what_it_was_measured_on():
+    record = json.loads(ONE_LOG_SPREAD_JSON.read_text())
+    assert record["written_by"] == "scripts/one_log_spread.py" and "random-weight" in record["caveat"]
+    assert record["spread_points"] == record["all"]["rms_points"] and record["all"]["pairs"] > len(record["sets"])
+
+
+def test_the_docs_show_the_stored_one_log_error():
+    record = json.loads(ONE_LOG_SPREAD_JSON.read_text())
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md").read_text()
+    assert f"A single logged point carries ±{record['spread_points']:.1f} points" in doc
+
+
+def test_one_log_predicting_another_gives_a_signed_error_for_each_pair():
+    points = _points_from(TRUE_KNOBS, budgets=(9, 33))
+    pairs = one_log_errors(MODEL, points, PRESET)
+    assert [(p.fitted, p.predicted) for p in pairs] == [("b9", "b33"), ("b33", "b9")]
+    assert [p.budget_ratio for p in pairs] == [33 / 9, 9 / 33]
+    assert all(math.isfinite(p.error_points) and abs(p.error_points) < 100 for p in pairs)
+    # the routing fitted to b9 alone is the one fit_to_logs gives: its b33 rate is the pair's prediction
+    alone = fit_to_logs(MODEL, points[:1], PRESET)
+    predicted = simulated_hit_rates(MODEL, alone.knobs, points[1:], alone.length)["b33"]
+    assert pairs[0].error_points == pytest.approx(100 * (predicted - points[1].hit_rate))
 
 
 def test_a_workload_like_the_logs_has_their_length(one_log):

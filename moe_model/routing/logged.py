@@ -5,14 +5,17 @@ A llama-server -lv 4 log measures the real routing's decode hit rate at the budg
 that a run like the logged ones (same placement, streams, decode tokens per request, after the start-up warm-up)
 simulated through the replacement policy of the logged build (the exact LRU before b12170, ClassLRU from it)
 gives each logged hit rate. Still a model of routing: its spread is the
-larger of the in-fit and the leave-one-log-out error, in hit-rate points.
+larger of the in-fit and the leave-one-log-out error, in hit-rate points; a single logged point carries the error
+measured by fitting one log and predicting the others (one_log_errors, scripts/one_log_spread.py).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -23,10 +26,12 @@ from moe_model.llama.batching import build_workload
 from moe_model.llama.simulate import LRU_KERNEL, ClassStats, Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.resources import data_path
 from moe_model.routing.synthetic import BOUNDS, Knobs, RoutingPreset, Shape, generate
 from moe_model.workload import Batching, Workload
 
 LOG_ROUTING_NAME = "your logs"
+ONE_LOG_SPREAD_JSON = data_path("one_log_spread.json")  # written by scripts/one_log_spread.py
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,10 @@ class LogRouting:
     """Synthetic routing fitted to a user's logs, with each logged point and how well the fit reproduces it.
 
     spread_points: the larger of the in-fit and the leave-one-log-out RMS error (hit-rate points), for
-    prediction ranges; a single log cannot be left out, so it keeps at least the preset's spread.
+    prediction ranges. A single logged point cannot be left out: it carries the measured error of one log
+    predicting the others (one_log_spread_points: every pair of the bundled H200 logs of one model at several
+    budgets) where that is smaller than the preset's spread, else the preset's. Those logs are random-weight
+    models' routing, close to uniform: a trained model's one-log error may differ.
     """
 
     knobs: Knobs
@@ -132,6 +140,12 @@ def simulated_hit_rates(
     return out
 
 
+def one_log_spread_points(path: Path = ONE_LOG_SPREAD_JSON) -> float:
+    """RMS error (hit-rate points) of a routing fitted to one log predicting the same model's logs at other
+    budgets, over every bundled pair (scripts/one_log_spread.py; random-weight models' routing)."""
+    return float(json.loads(path.read_text())["spread_points"])
+
+
 def _decode_rate(run: ClassStats, warm_up: ClassStats) -> float:
     """The small-ubatch class's hit rate (decode) without the warm-up's lookups."""
     hits, misses = run.hits - warm_up.hits, run.misses - warm_up.misses
@@ -181,16 +195,15 @@ def _check_points(points: Sequence[LoggedHitRate]) -> tuple[LoggedHitRate, ...]:
     return tuple(points)
 
 
-def fit_to_logs(
+def _fit_each(
     model: ModelSpec,
-    points: Sequence[LoggedHitRate],
+    points: tuple[LoggedHitRate, ...],
     start: RoutingPreset,
+    subsets: Sequence[Sequence[LoggedHitRate]],
     progress: Callable[[float], None] | None = None,
-) -> LogRouting:
-    """Knobs whose simulated decode misses match the logged ones (miss_loss): the best of a coarse grid and the
-    model's preset, refined knob by knob around it; then each log is left out in turn and predicted by the same
-    fit on the others, for the spread the routing carries. A few seconds per log on a 24-layer model."""
-    points = _check_points(points)
+) -> tuple[list[Knobs], Callable[[Knobs], dict[str, float]]]:
+    """The knobs fitted to each subset of the points (miss_loss): the best of a coarse grid and the model's preset,
+    refined knob by knob around it; and each knob setting's simulated rates of every point, simulated once."""
     length = RunLength.of(points)
     rates: dict[Knobs, dict[str, float]] = {}
 
@@ -200,24 +213,63 @@ def fit_to_logs(
         return rates[knobs]
 
     grid = _grid(start.knobs)
-    fits = [points] + ([tuple(q for q in points if q is not p) for p in points] if len(points) > 1 else [])
-    total = len(grid) + len(fits)
+    total = len(grid) + len(subsets)
     for i, knobs in enumerate(grid):
         rates_at(knobs)
         if progress:
             progress((i + 1) / total)
     fitted_knobs = []
-    for i, subset in enumerate(fits):
+    for i, subset in enumerate(subsets):
         loss = lambda k, subset=subset: miss_loss(rates_at(k), subset)  # noqa: E731
         best = min(grid, key=loss)
         fitted_knobs.append(coordinate_search(loss, best, _local_bounds(best), tuple(LOCAL), 1, LOCAL_STEPS, digits=4))
         if progress:
             progress((len(grid) + i + 1) / total)
+    return fitted_knobs, rates_at
+
+
+def fit_to_logs(
+    model: ModelSpec,
+    points: Sequence[LoggedHitRate],
+    start: RoutingPreset,
+    progress: Callable[[float], None] | None = None,
+) -> LogRouting:
+    """Knobs whose simulated decode misses match the logged ones (_fit_each); then each log is left out in turn and
+    predicted by the same fit on the others, for the spread the routing carries. A few seconds per log on a
+    24-layer model."""
+    points = _check_points(points)
+    length = RunLength.of(points)
+    fits = [points] + ([tuple(q for q in points if q is not p) for p in points] if len(points) > 1 else [])
+    fitted_knobs, rates_at = _fit_each(model, points, start, fits, progress)
     knobs, fitted = fitted_knobs[0], rates_at(fitted_knobs[0])
     left_out = {p.name: None for p in points} | {
         p.name: 100 * (rates_at(k)[p.name] - p.hit_rate) for p, k in zip(points, fitted_knobs[1:], strict=False)
     }
     in_fit = rms_points(fitted, points)
     held = [v for v in left_out.values() if v is not None]
-    spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else max(in_fit, start.spread_points)
+    alone = min(start.spread_points, one_log_spread_points())  # one point: the measured one-log error if smaller
+    spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else max(in_fit, alone)
     return LogRouting(knobs, round(spread, 2), round(in_fit, 2), left_out, fitted, points, length, start)
+
+
+@dataclass(frozen=True)
+class CrossPrediction:
+    """One log's decode hit rate predicted by the routing fitted to another log of the same model alone."""
+
+    fitted: str  # the log the routing was fitted to
+    predicted: str  # the log whose hit rate it predicts
+    budget_ratio: float  # the predicted log's budget over the fitted log's
+    error_points: float  # simulated minus logged hit rate (points, signed)
+
+
+def one_log_errors(model: ModelSpec, points: Sequence[LoggedHitRate], start: RoutingPreset) -> list[CrossPrediction]:
+    """Fit the routing to each point alone, as fit_to_logs fits one log, and predict every other point's hit rate
+    with those knobs through the same simulation (the points' run length: RunLength.of all of them)."""
+    points = _check_points(points)
+    fitted_knobs, rates_at = _fit_each(model, points, start, [(p,) for p in points])
+    return [
+        CrossPrediction(p.name, q.name, q.budget_mib / p.budget_mib, 100 * (rates_at(knobs)[q.name] - q.hit_rate))
+        for p, knobs in zip(points, fitted_knobs, strict=True)
+        for q in points
+        if q is not p
+    ]
