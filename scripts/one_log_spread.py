@@ -88,7 +88,7 @@ SETS = (
     ),
 )
 EXCLUDED = {
-    "the seed's T4 logs (moe_model/data/logs)": "assembled examples, not recorded, and only t4-cpumoe-10000 has a hit "
+    "the seed's T4 logs (sample_data/logs)": "assembled examples, not recorded, and only t4-cpumoe-10000 has a hit "
     "rate (one budget): no pair to predict",
     "run6a (groundtruth/run6)": "one budget with a cache (its routing collapses onto few experts)",
     "run6b -ub 128 / -ub 2048": "the same budget as run6b b50_fa0 (a prompt-ubatch variant): no other budget",
@@ -157,7 +157,7 @@ def table(record: dict) -> list[str]:
 
 
 def where_it_applies(spread: float) -> str:
-    """Which spreads a single logged point's measured figure replaces (only smaller ones: fit_to_logs)."""
+    """Which spreads a single logged point's measured figure widens (the smaller ones: fit_to_logs takes the larger)."""
     carried = {name: float(p["spread_points"]) for name, p in load_presets().items()}
     carried |= {
         "no preset of its own (nearest shape)": fallback_spread(),
@@ -165,7 +165,7 @@ def where_it_applies(spread: float) -> str:
     }
     replaced = [f"{name} (±{v:.1f})" for name, v in carried.items() if v > spread]
     kept = [f"{name} (±{v:.1f})" for name, v in carried.items() if v <= spread]
-    return f"It replaces: {', '.join(replaced) or 'none'}; kept (smaller already): {', '.join(kept) or 'none'}."
+    return f"Kept (wider already): {', '.join(replaced) or 'none'}; widened to it: {', '.join(kept) or 'none'}."
 
 
 def doc_block(record: dict) -> list[str]:
@@ -177,7 +177,7 @@ def doc_block(record: dict) -> list[str]:
         "",
         *table(record),
         "",
-        f"A single logged point carries ±{spread:.1f} points (every pair) where its preset's spread is larger. "
+        f"A single logged point carries ±{spread:.1f} points (every pair), or its preset's spread where that is wider. "
         f"{where_it_applies(spread)} On these logs one log at another budget cuts the preset's actual error from "
         f"±{record['preset']['rms_points']:.1f} to ±{spread:.1f}, but the presets' own spreads were measured on the "
         "trained models they were fitted to: whether one log narrows a trained model's range is not measured here "
@@ -186,7 +186,7 @@ def doc_block(record: dict) -> list[str]:
 
 
 def _logs(log_set: LogSet) -> dict[str, str]:
-    return {case: str(path.relative_to(data_path())) for case, path in log_set.logs.items()}
+    return {case: str(path.relative_to(data_path("groundtruth").parent)) for case, path in log_set.logs.items()}
 
 
 def record_of(results: dict[str, SetErrors]) -> dict:
@@ -198,7 +198,7 @@ def record_of(results: dict[str, SetErrors]) -> dict:
         "what": "RMS error (hit-rate points) of a routing fitted to one llama-server log (its decode hit rate, warm-up "
         "removed, from the model's preset) predicting the decode hit rate of the same model's logs at other budgets, "
         "over every pair; signed errors are simulated minus logged; 'preset': the preset on each log, none fitted",
-        "caveat": "measured on random-weight synthetic models (H200, llama.cpp b11549, moe_model/data/groundtruth): "
+        "caveat": "measured on random-weight synthetic models (H200, llama.cpp b11549, sample_data/groundtruth): "
         "their routing is close to uniform, not a trained model's, whose one-log error may differ",
         "written_by": "scripts/one_log_spread.py",
         "measured_on": {s.name: {"about": s.about, "hardware": s.hardware, "logs": _logs(s)} for s in SETS},

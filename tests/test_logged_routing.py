@@ -64,20 +64,20 @@ def test_the_routing_says_it_was_fitted_to_the_logs_and_with_what_spread(four_lo
     assert routing.describe().startswith(f"fitted to your 4 logs, ±{routing.spread_points:.1f} hit-rate points")
 
 
-def test_one_log_carries_the_measured_one_log_error_where_the_presets_spread_is_wider():
+def test_one_log_keeps_the_presets_spread_where_it_is_wider_than_the_measured_one_log_error():
     measured = one_log_spread_points()
     wide = RoutingPreset("wide", Knobs(), measured + 10, "a test", MATCH_MODEL)
     routing = fit_to_logs(MODEL, _points_from(TRUE_KNOBS, budgets=(17,)), wide)
     assert routing.fit_points < measured
-    assert routing.spread_points == round(measured, 2)
+    assert routing.spread_points == round(measured + 10, 2)
     assert routing.left_out_points == {"b17": None}
 
 
-def test_one_log_keeps_the_presets_spread_where_it_is_narrower_than_the_measured_one(one_log):
+def test_one_log_carries_the_measured_one_log_error_where_the_presets_spread_is_narrower(one_log):
     routing = one_log
     assert PRESET.spread_points < one_log_spread_points()  # else this test would not tell the two rules apart
     assert routing.left_out_points == {"b17": None}
-    assert routing.spread_points == max(routing.fit_points, PRESET.spread_points)
+    assert routing.spread_points == round(max(routing.fit_points, one_log_spread_points()), 2)
     assert routing.fitted_to == "fitted to your 1 log"
 
 

@@ -80,8 +80,9 @@ class LogRouting:
     spread_points: the larger of the in-fit and the leave-one-log-out RMS error (hit-rate points), for
     prediction ranges. A single logged point cannot be left out: it carries the measured error of one log
     predicting the others (one_log_spread_points: every pair of the bundled H200 logs of one model at several
-    budgets) where that is smaller than the preset's spread, else the preset's. Those logs are random-weight
-    models' routing, close to uniform: a trained model's one-log error may differ.
+    budgets) or the preset's spread, whichever is larger (one log moves the knobs off the preset, so the preset's own
+    measured error no longer vouches for them). Those logs are random-weight models' routing: a trained model's
+    one-log error may differ.
     """
 
     knobs: Knobs
@@ -247,7 +248,7 @@ def fit_to_logs(
     }
     in_fit = rms_points(fitted, points)
     held = [v for v in left_out.values() if v is not None]
-    alone = min(start.spread_points, one_log_spread_points())  # one point: the measured one-log error if smaller
+    alone = max(start.spread_points, one_log_spread_points())  # one point: its measured error, never below the preset
     spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else max(in_fit, alone)
     return LogRouting(knobs, round(spread, 2), round(in_fit, 2), left_out, fitted, points, length, start)
 
