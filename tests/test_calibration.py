@@ -25,7 +25,8 @@ from moe_model.speed.measured import (
     run7_predict_argv,
     steady_hit_rate,
 )
-from moe_model.speed.time_model import TimeParams, predict
+from moe_model.speed.rates import TimeParams
+from moe_model.speed.time_model import predict
 
 RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 RUN5 = ROOT / "sample_data" / "groundtruth" / "run5"

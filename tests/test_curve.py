@@ -17,8 +17,9 @@ from moe_model.readers.traces import load_recorded
 from moe_model.speed import curve as curve_module
 from moe_model.speed.curve import budget_axis, curve
 from moe_model.speed.hardware import preset
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import TimeParams, predict
+from moe_model.speed.time_model import predict
 from moe_model.speed.traffic import from_workload
 
 BUDGETS_64 = list(range(20, 20 + 64 * 25, 25))  # 20..1595 MiB: from below the smallest that starts to near full

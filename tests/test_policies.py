@@ -342,8 +342,9 @@ def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_mode
     from dataclasses import replace
 
     from moe_model.speed.hardware import preset
+    from moe_model.speed.rates import TimeParams
     from moe_model.speed.scenario import Scenario, resolve
-    from moe_model.speed.time_model import TimeParams, predict
+    from moe_model.speed.time_model import predict
     from moe_model.speed.traffic import decode_ubatches, from_workload
 
     work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")

@@ -16,8 +16,8 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.settings import settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware, preset
 from moe_model.speed.host import Host
+from moe_model.speed.rates import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
 from moe_model.speed.scenario import Scenario
-from moe_model.speed.time_model import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
 from moe_model.workload import Batching
 
 PLACEMENT_FLAGS = {"--placement", "--cpu-moe", "--n-cpu-moe", "--n-gpu-layers", "-ngl", "--tensor-split", "-ts"}

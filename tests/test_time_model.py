@@ -12,17 +12,9 @@ from moe_model.readers.model_spec import load_model
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
+from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import (
-    TimeParams,
-    cpu_expert_gbs,
-    decode_terms,
-    host_copy_gbs,
-    predict,
-    prefill_terms,
-    upload_gbs,
-    verdict,
-)
+from moe_model.speed.time_model import decode_terms, predict, prefill_terms, verdict
 from moe_model.speed.traffic import from_hit_rate, independent_distinct
 
 CPU_MOE = Placement.parse("cpu-moe")

@@ -19,16 +19,8 @@ from moe_model.fitting import least_squares
 from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.measured import Point, measured_kind_tps
-from moe_model.speed.time_model import (
-    DECODE_PARAMS,
-    PARAM_BOUNDS,
-    PREFILL_PARAMS,
-    PRIOR_WIDTH,
-    Prediction,
-    TimeParams,
-    predict,
-    range_verdict,
-)
+from moe_model.speed.rates import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
+from moe_model.speed.time_model import Prediction, predict, range_verdict
 
 CALIBRATION_JSON = data_path("calibration.json")
 UNCERTAINTY_QUANTILE = 0.68  # the range a prediction carries: ~one standard error of the left-out machines

@@ -22,8 +22,9 @@ from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Layout, Scenario, cache_room_mib, resolve
-from moe_model.speed.time_model import Prediction, TimeParams, predict
+from moe_model.speed.time_model import Prediction, predict
 from moe_model.speed.traffic import Traffic, build_kernel, decode_counts, from_counts, replay_counts, replay_label
 from moe_model.workload import Workload, WorkloadStream
 

@@ -20,8 +20,9 @@ from moe_model.speed.curve import BudgetAxis, Curve, CurvePoint, budget_axis, cu
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.measured import SYNTHETIC_TOKENS
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
-from moe_model.speed.time_model import Prediction, TimeParams, verdict
+from moe_model.speed.time_model import Prediction, verdict
 from moe_model.workload import Workload
 
 EXPLORE_TOKENS = SYNTHETIC_TOKENS  # the workload predict and recommend replay: one number per setting everywhere

@@ -50,8 +50,8 @@ from moe_model.speed.measurements import (
     timed_requests,
     times_first_request,
 )
+from moe_model.speed.rates import TimeParams, cpu_expert_gbs, upload_gbs
 from moe_model.speed.scenario import LOAD_MODES
-from moe_model.speed.time_model import TimeParams, cpu_expert_gbs, upload_gbs
 
 MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
 MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose one-stream runs, each left out in turn, are predicted worse

@@ -15,8 +15,8 @@ from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, run_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import curve
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
-from moe_model.speed.time_model import TimeParams
 from moe_model.workload import Workload
 
 

@@ -19,8 +19,9 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
-from moe_model.speed.time_model import Prediction, TimeParams, verdict
+from moe_model.speed.time_model import Prediction, verdict
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)

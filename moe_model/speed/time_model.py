@@ -21,7 +21,7 @@ This is the steady state: the requests after a server's first. The first request
 pool, so every slot it fills is a miss on top (`first_request`).
 
 Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
-fitted across every measured machine (TimeParams): pinned uploads run at the link's pinned rate (never
+fitted across every measured machine (rates.TimeParams, with the rate functions): pinned uploads run at the link's pinned rate (never
 above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped by the link:
 measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
 memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
@@ -49,165 +49,21 @@ from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.policies import MODELLED, get_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
-from moe_model.settings import prior, settings_of
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import FAULT_READ_SHARE, host_memory, page_miss_share
-from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.host_memory import host_memory, page_miss_share
 from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step
+from moe_model.speed.rates import (
+    GB,
+    MS,
+    SCORE_PASSES,
+    TimeParams,
+    cpu_expert_gbs,
+    disk_gbs,
+    upload_gbs,
+)
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
-
-MS = 1e3
-GB = 1e9
-PINNED_COPY_US = 2.7  # latency of one pinned copy: groundtruth bw.json, 288 KiB in 8.1 us at 55 GB/s asymptotic
-SCORE_PASSES = 3  # flash attention off: the scores are written (KQ), read and written (softmax), read (KQV)
-
-
-LOG2, LOG3 = float(np.log(2)), float(np.log(3))
-LOG1_3, LOG1_5 = float(np.log(1.3)), float(np.log(1.5))
-
-
-@dataclass(frozen=True)
-class TimeParams:
-    """Machine-independent parameters, fitted across machines (calibration.py). Each default is the prior the fit
-    is pulled towards, a physically expected value with its reason; with it the prior's log-space width (a factor
-    the data must argue for), the fit's bounds, and the fit that sets it (moe_model.settings.prior)."""
-
-    gpu_eff: float = prior(
-        0.7, "share of the datasheet bandwidth decode matmuls reach (typical for quantized matvec)", LOG1_3, 0.3, 1.0
-    )
-    token_ms: float = prior(0.5, "per ubatch: graph build and launch", LOG3, 0.05, 10.0)
-    sample_ns: float = prior(
-        8.0, "per sampled token and vocabulary entry: logits copied back and sampled on the CPU", LOG3, 0.5, 100.0
-    )
-    layer_us: float = prior(
-        60.0, "per layer and ubatch: ~10-15 kernel launches (groundtruth run3 all-GPU: ~95 us)", LOG2, 1.0, 300.0
-    )
-    batch_expert_us: float = prior(
-        3.0, "per expert and tensor when a GPU ubatch has several tokens (per-expert matmuls)", LOG3, 0.1, 50.0
-    )
-    copy_gbs_client: float = prior(
-        16.0, "one desktop core copying pageable memory into the driver's staging buffer", LOG1_5, 2.0, 60.0
-    )
-    copy_gbs_server: float = prior(
-        10.0, "one server core (groundtruth bw.json: 8-13 GB/s for expert-sized copies)", LOG1_5, 2.0, 60.0
-    )
-    vm_copy_factor: float = prior(
-        0.7, "pageable copies in a VM (nested page tables; run3: 5.6 GB/s effective, mmap'd)", LOG1_3, 0.2, 1.0
-    )
-    copy_bw_share: float = prior(
-        0.25, "one core copies at most ~a quarter of a dual-channel host's bandwidth (assumption)", LOG1_3, 0.05, 1.0
-    )
-    vm_sync_factor: float = prior(
-        1.5, "launches and host-device syncs in a VM (interrupts and doorbells go through the VMM)", LOG2, 0.5, 5.0
-    )
-    pageable_copy_us: float = prior(
-        15.0, "a pageable copy is synchronous (groundtruth bw.json intercept: ~14 us)", LOG2, 1.0, 500.0
-    )
-    pageable_copy_us_hip: float = prior(30.0, "the same through HIP: an assumption", LOG3, 1.0, 2000.0)
-    pageable_copy_us_vulkan: float = prior(
-        100.0, "ggml-vulkan: a staging copy, a submission and a fence per copy", LOG3, 1.0, 2000.0
-    )
-    cpu_bw_eff_client: float = prior(
-        0.7, "CPU decode reaches 80-90 % of a measured bandwidth, itself ~85 % of the rated", LOG1_3, 0.1, 1.0
-    )
-    cpu_bw_eff_server: float = prior(
-        0.6, "servers: more channels than a llama.cpp thread pool keeps busy", LOG1_3, 0.05, 1.0
-    )
-    thread_gbs_per_ghz: float = prior(
-        1.2, "expert bytes one thread multiplies per second and GHz (quantized dot products)", LOG1_5, 0.1, 10.0
-    )
-    pinned_cpu_factor: float = prior(
-        0.7, "CPU path over CUDA_Host memory: no repacked weight layouts", LOG1_5, 0.2, 1.0
-    )
-    no_vnni_factor: float = prior(
-        0.5, "a CPU without VNNI multiplies int8 dot products at about half the rate", LOG1_5, 0.2, 1.0
-    )
-    sync_us_cuda: float = prior(
-        50.0, "per cached layer and ubatch on CUDA: ids read back, slot map uploaded", LOG3, 5.0, 3000.0
-    )
-    sync_us_other: float = prior(300.0, "the same on HIP and Vulkan, whose host syncs are slower", LOG3, 5.0, 3000.0)
-    split_us_cuda: float = prior(
-        60.0, "per layer computed on the CPU: a graph split and its two small copies", LOG3, 1.0, 3000.0
-    )
-    split_us_other: float = prior(300.0, "the same on HIP and Vulkan", LOG3, 1.0, 3000.0)
-    draft_ms: float = prior(1.0, "per drafted token (draft model or MTP head)", LOG3, 0.05, 20.0)
-    fill_factor: float = prior(
-        1.0, "an upload into an empty slot against a steady miss's (H200 first requests: ~0.9, unexplained)", LOG2,
-        0.1, 2.0,
-    )  # fmt: skip
-    mm_eff: float = prior(0.3, "share of datasheet FP16 TFLOPS prompt matmuls reach", LOG3, 0.02, 1.0, "prefill")
-    prompt_ubatch_ms: float = prior(
-        10.0, "fixed cost per prompt ubatch (graph build, launches, output)", LOG3, 0.5, 2000.0, "prefill"
-    )
-    d2d_copy_us: float = prior(
-        8.0, "one device-to-device copy of a cached expert's tensor in a large ubatch (a launch)", LOG2, 0.5, 100.0,
-        "prefill",
-    )  # fmt: skip
-    first_prompt_ms: float = prior(
-        100.0, "a server's first prompt loads the kernels it uses (run5 all-GPU: 130 vs 24 ms)", LOG3, 1.0, 3000.0,
-        "prefill",
-    )  # fmt: skip
-
-    def sync_us(self, hw: Hardware) -> float:
-        if hw.sync_us is not None:
-            return hw.sync_us
-        return (self.sync_us_cuda if hw.backend == "cuda" else self.sync_us_other) * self.vm_factor(hw)
-
-    def vm_factor(self, hw: Hardware) -> float:
-        """Launches and host-device syncs cost more in a VM."""
-        return self.vm_sync_factor if hw.host.vm else 1.0
-
-    def token_ms_of(self, hw: Hardware) -> float:
-        return self.token_ms if hw.token_ms is None else hw.token_ms
-
-    def split_us(self, hw: Hardware) -> float:
-        return (self.split_us_cuda if hw.backend == "cuda" else self.split_us_other) * self.vm_factor(hw)
-
-    def copy_us(self, hw: Hardware, pinned: bool) -> float:
-        """Latency of one host-to-device copy of the host experts: pinned, or pageable through the backend."""
-        if pinned:
-            return PINNED_COPY_US
-        return self.pageable_copy_us if hw.backend == "cuda" else getattr(self, f"pageable_copy_us_{hw.backend}")
-
-    def family(self, name: str, hw: Hardware) -> float:
-        """A per-CPU-family parameter (copy_gbs, cpu_bw_eff) for the machine's host."""
-        return getattr(self, f"{name}_{hw.host.cpu_family}")
-
-
-# the calibration's tables, generated from the declarations above
-PARAMS = settings_of(TimeParams)
-DECODE_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "decode")
-PREFILL_PARAMS = tuple(name for name, p in PARAMS.items() if p.fit == "prefill")
-PARAM_BOUNDS = {name: (p.lo, p.hi) for name, p in PARAMS.items()}
-PRIOR_WIDTH = {name: p.width for name, p in PARAMS.items()}
-
-
-def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
-    """Rate the host copies pageable memory into the driver's staging buffer: measured, else one core of its
-    CPU family (slower in a VM), never above a share of its memory bandwidth."""
-    host = hw.host
-    if host.copy_gbs:
-        return host.copy_gbs
-    rate = params.family("copy_gbs", hw) * (params.vm_copy_factor if host.vm else 1.0)
-    return min(rate, host.bandwidth_gbs * params.copy_bw_share)
-
-
-def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Host-to-device rate of the host experts: pinned at the link's rate, pageable at the host's copy rate
-    capped by the link (the driver's staging copy and the DMA overlap)."""
-    if pinned:
-        return hw.pinned_rate_gbs
-    return hw.pageable_gbs or min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
-
-
-def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Rate the CPU path reads expert weights at: bandwidth- or thread-bound, slower over pinned memory."""
-    host = hw.host
-    per_thread = params.thread_gbs_per_ghz * host.ghz * (1.0 if host.vnni else params.no_vnni_factor)
-    rate = hw.cpu_expert_gbs or min(host.bandwidth_gbs * params.family("cpu_bw_eff", hw), host.threads * per_thread)
-    return rate * (params.pinned_cpu_factor if pinned else 1.0)
 
 
 def kv_bytes_per_token(model: ModelSpec, sc: Scenario) -> float:
@@ -362,11 +218,6 @@ def decode_terms(
         "draft": params.draft_ms * sc.draft_tokens,
         "disk": float(((host_read + uploaded * slot) * _page_miss(model, hw, sc, layout)).sum() / disk) * MS,
     }
-
-
-def disk_gbs(hw: Hardware) -> float:
-    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
-    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
 
 
 @lru_cache(maxsize=256)
