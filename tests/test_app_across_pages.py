@@ -216,14 +216,14 @@ def test_apply_best_sets_every_control_and_the_headline_shows_the_bests_number()
 
 
 def test_when_nothing_fits_explores_best_setting_says_what_recommend_says(capsys):
-    """The small model on 8 GiB of RAM (its refusal on stderr: test_cli.py; 235B on 64 GiB: test_fit_advice.py)."""
+    """The small model on 2 GiB of RAM (its refusal on stderr: test_cli.py; 235B on 64 GiB: test_fit_advice.py)."""
     from moe_model.cli.main import main
 
-    at = open_page("pages/explore.py", model=SMALL_MODEL, gpu="RTX 3060 12GB", ram="8")
+    at = open_page("pages/explore.py", model=SMALL_MODEL, gpu="RTX 3060 12GB", ram="2")
     at.toggle(key="best").set_value(True).run()
     said = [e.value for e in at.error if e.value.startswith("nothing fits")]
     model = str(ROOT / "sample_data" / "models" / SMALL_MODEL)
-    assert main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ram-gib", "8", "--json"]) == 1
+    assert main(["recommend", "--model", model, "--hardware", "RTX 3060 12GB", "--ram-gib", "2", "--json"]) == 1
     assert said == [json.loads(capsys.readouterr().out)["summary"]] and not at.exception
     assert any(i.value.startswith("**What would fit**") for i in at.info)
 

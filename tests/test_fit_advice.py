@@ -95,12 +95,12 @@ def test_a_shorter_context_is_never_offered_below_what_the_streams_at_the_depth_
 
 
 def test_recommend_says_nothing_fits_and_what_would(qwen30b):
-    hw = RTX3060.with_changes(ram_gib=8.0)
+    hw = RTX3060.with_changes(ram_gib=2.0)  # no page cache left beside the reserve: not even mmap'd experts run
     work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
     options = recommend(qwen30b, hw, default_time_model().params, Scenario(), lambda sc: work, "m.gguf")
     advice = recommend_advice(qwen30b, hw, options)
     assert not advice.fits and advice.would_fit
-    assert advice.summary.startswith("nothing fits RTX 3060 12GB (12 GB) with 8 GiB of RAM; the smallest change")
+    assert advice.summary.startswith("nothing fits RTX 3060 12GB (12 GB) with 2 GiB of RAM; the smallest change")
     ram = min(c.ram_gib for c in advice.would_fit if c.kind == "ram")
     assert any(check_fit(qwen30b, hw.with_changes(ram_gib=ram), o.prediction.scenario).fits for o in options)
     roomy = RTX3060.with_changes(ram_gib=64.0)  # positive control: the same model fits with enough RAM

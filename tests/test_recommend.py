@@ -37,7 +37,7 @@ def test_a_url_model_gets_mu_in_the_command():
     assert line.startswith("llama-server -mu https://host/m.gguf --cpu-moe --moe-cache-mib 100")
 
 
-def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(qwen30b):
+def test_recommend_never_picks_pinned_experts_beyond_the_ram_and_prices_mmapd_ones_streaming_from_disk(qwen30b):
     from moe_model.speed.calibration import default_time_model
     from moe_model.speed.hardware import preset
     from moe_model.speed.measured import synthetic_workload
@@ -47,8 +47,10 @@ def test_recommend_never_picks_a_setting_whose_host_experts_do_not_fit_the_ram(q
     hw = preset("RTX 3060 12GB").with_changes(ram_gib=8.0)
     work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)  # the RAM verdict, not the routing, is the point
     options = recommend(qwen30b, hw, default_time_model().params, Scenario(), lambda sc: work, "m.gguf")
-    assert options and all(not o.host.fits or not o.prediction.usable for o in options)
-    assert not options[0].usable and options[0].as_dict()["fits_ram"] is False
+    assert options and not any(o.usable for o in options if o.host.pinned and not o.host.fits)
+    best = options[0].as_dict()
+    assert best["usable"] and best["fits_ram"] is False and best["streams_from_disk"]
+    assert options[0].prediction.breakdown_ms["disk"] > 0
 
 
 def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):

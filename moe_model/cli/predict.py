@@ -250,7 +250,11 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
     for o in ranked:
         lo, hi = o["decode_tps_range"]
         if o["usable"]:
-            print(f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}")
+            disk = f"  (streams from disk: {o['ram_needed_mib'] / 1024:,.0f} GiB of RAM would end it)"
+            print(
+                f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}"
+                + (disk if o["streams_from_disk"] else "")
+            )
         else:  # no speed for what cannot run, as predict shows none
             print(f"{'-':>7} t/s  {o['label']}  ({_why_unusable(o)})")
     if best:

@@ -61,8 +61,9 @@ class HostMemory:
 
     @property
     def runs(self) -> bool:
-        """It starts: it fits, or its experts are mmap'd and page from disk (pinned memory cannot)."""
-        return self.fits or not self.pinned
+        """It starts: it fits, or its experts are mmap'd and page from disk (pinned memory cannot), with some RAM
+        left for the page cache beside the reserve and the other host weights."""
+        return self.fits or (not self.pinned and self.page_cache_mib > 0)
 
     @property
     def verdict(self) -> str:

@@ -38,8 +38,9 @@ class Option:
 
     @property
     def usable(self) -> bool:
-        """Starts and fits VRAM (with llama.cpp's margin) and RAM: only then is it picked or shown with a speed."""
-        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.fits)
+        """Starts, fits VRAM (with llama.cpp's margin) and runs in RAM (fits, or mmap'd experts stream from disk at
+        the speed the disk term prices): only then is it picked or shown with a speed."""
+        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.runs)
 
     def as_dict(self) -> dict:
         p = self.prediction
@@ -56,6 +57,7 @@ class Option:
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
             "fits_ram": self.host is None or self.host.fits,
+            "streams_from_disk": self.host is not None and self.host.streams,
             "ram_needed_mib": self.host.used_mib if self.host else None,
             "verdict": self.verdict,
             "command": self.command,

@@ -21,9 +21,9 @@ This is the steady state: the requests after a server's first. The first request
 pool, so every slot it fills is a miss on top (`first_request`).
 
 Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
-fitted across every measured machine (rates.TimeParams, with the rate functions): pinned uploads run at the link's pinned rate (never
-above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped by the link:
-measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
+fitted across every measured machine (speed/rates.py: TimeParams and the rate functions): pinned uploads run at the
+link's pinned rate (never above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped
+by the link: measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
 memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
 efficiency per CPU family, threads x GHz x rate per GHz), slower over pinned CUDA_Host memory (no
 repacked layouts: pinned_cpu_factor). A machine's own measured rates replace the derived ones. With CPU
