@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """run8 long prompts: run5's prompt_long.txt (6,085 tokens in this model's vocabulary, 26,007 characters) repeated and
 cut at a word boundary to about TARGET tokens (by that characters-per-token ratio); llama-server logs the real count."""
+
 import sys
 from pathlib import Path
 
