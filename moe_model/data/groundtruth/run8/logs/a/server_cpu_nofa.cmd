@@ -1,0 +1,1 @@
+llama-server -m model-q4km.gguf -ngl 99 -lv 4 -np 1 --cache-ram 0 --host 127.0.0.1 --port 8090 --cpu-moe -fa off -b 2048 -ub 2048 -c 69632  (cgroup: none )
