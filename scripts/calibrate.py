@@ -25,11 +25,13 @@ from moe_model.cli.main import main as cli_main
 from moe_model.readers.logs import parse_log
 from moe_model.speed.calibration import (
     CALIBRATION_JSON,
+    RangeCoverage,
     cache_verdicts,
     decode_errors,
     fit,
     leave_one_machine_out,
     prefill_errors,
+    range_coverage,
     relative_error,
 )
 from moe_model.speed.hardware import preset
@@ -337,6 +339,22 @@ def prompt_routing_table() -> list[str]:
     return lines
 
 
+def _routing_spread(p) -> float:
+    """The hit-rate spread a point's plain prediction carries: none where its rate was measured or nothing is cached."""
+    from moe_model.routing.synthetic import preset_for
+
+    return preset_for(p.model).spread_points if p.hit_source.startswith("simulated") else 0.0
+
+
+def coverage_line(coverage) -> str:
+    return (
+        f"The range a plain prediction carries (the time model's error, the routing's spread where the hit rate is "
+        f"simulated, the host parts the machine leaves undescribed) holds **{100 * coverage.share:.0f} %** of the "
+        f"{coverage.points} left-out decode measurements; its median half width is "
+        f"±{100 * coverage.median_half_width:.0f} %."
+    )
+
+
 def write_block(path: Path, sections: list[str], begin: str = BEGIN, end: str = END) -> None:
     text = path.read_text()
     block = "\n".join([begin, *sections, end])
@@ -353,6 +371,8 @@ def readme_block(record: dict, runs) -> list[str]:
     reports = record["leave_one_machine_out"].values()
     prompt = [list(r["prefill_errors"].values()) for r in reports if r["prefill_errors"]]
     lines = [summary_line([r["median_abs_error"] for r in reports], prompt, record["verdicts"]), ""]
+    if "range_coverage" in record:
+        lines += [coverage_line(RangeCoverage(**record["range_coverage"])), ""]
     lines += ["| seed T4 row | decode predicted / measured t/s | error | prompt predicted / measured t/s | error |"]
     lines += ["|---|---|---|---|---|"]
     return lines + [f"| {name} | {_speed_cells(pred, measured, p)} |" for name, _, pred, measured, p in runs]
@@ -367,6 +387,7 @@ def main() -> None:
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
     params = fit(points)
     rel = relative_error(reports)
+    coverage = range_coverage(points, reports, rel, _routing_spread)
     verdicts = []
     for report in reports:
         verdicts += cache_verdicts([p for p in points if p.machine == report.machine], report.params, rel)
@@ -385,12 +406,14 @@ def main() -> None:
         "fit_prefill_errors": prefill_errors(points, params),
         "leave_one_machine_out": {r.machine: asdict(r) for r in reports},
         "verdicts": verdicts,
+        "range_coverage": asdict(coverage),
         "excluded_rows": {f"{r['machine']}-{r['row']}": r["why"] for _, r in excluded.iterrows()},
     }
     CALIBRATION_JSON.write_text(json.dumps(record, indent=1, default=float) + "\n")
     print(file=sys.stderr)
     sections = ["### Leave one machine out", "", *lomo_table(points, reports, verdicts), ""]
     sections += [f"Every prediction carries ±{100 * rel:.0f} % (the 68th percentile of left-out decode errors).", ""]
+    sections += [coverage_line(coverage), ""]
     t4_runs = t4_plain_runs()
     sections += ["### The seed's T4 rows through plain `predict`", "", *t4_plain_table(t4_runs), ""]
     sections += ["### The H200 run5 servers through plain `predict`", "", *run5_plain_table(), ""]

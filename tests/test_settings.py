@@ -162,7 +162,7 @@ def test_the_fit_tables_list_every_time_parameter_from_its_prior():
         *("vm_copy_factor", "copy_bw_share", "vm_sync_factor", "pageable_copy_us", "pageable_copy_us_hip"),
         *("pageable_copy_us_vulkan", "cpu_bw_eff_client", "cpu_bw_eff_server", "thread_gbs_per_ghz"),
         *("pinned_cpu_factor", "no_vnni_factor", "sync_us_cuda", "sync_us_other", "split_us_cuda", "split_us_other"),
-        *("draft_ms", "fill_factor"),
+        *("draft_ms", "fill_factor", "nofa_attn_eff"),
     ) == DECODE_PARAMS
     assert PREFILL_PARAMS == ("mm_eff", "prompt_ubatch_ms", "d2d_copy_us", "first_prompt_ms")
     assert list(PARAM_BOUNDS) == list(PRIOR_WIDTH) == [*DECODE_PARAMS, *PREFILL_PARAMS] == list(vars(TimeParams()))

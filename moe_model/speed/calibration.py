@@ -144,6 +144,39 @@ class MachineReport:
     params: TimeParams  # fitted without this machine
 
 
+@dataclass(frozen=True)
+class RangeCoverage:
+    """How often the range a plain prediction carries holds what was measured, on machines left out of the fit."""
+
+    covered: int
+    points: int
+    median_half_width: float  # the range's half width in log terms, as a fraction (0.25: about x/÷ 1.25)
+
+    @property
+    def share(self) -> float:
+        return self.covered / self.points if self.points else float("nan")
+
+
+def range_coverage(
+    points: Sequence[Point], reports: Sequence[MachineReport], rel_error: float, spread_of: Callable[[Point], float]
+) -> RangeCoverage:
+    """Each left-out decode point predicted with its machine's left-out fit, the time model's error, its routing's
+    spread (`spread_of`: none where the hit rate was measured) and the host parts its machine leaves undescribed."""
+    by_machine = {r.machine: r.params for r in reports}
+    inside, widths = 0, []
+    decoded = [p for p in points if p.decode_tps and p.machine in by_machine]
+    for p in decoded:
+        pred = predict(
+            p.model, p.hw, by_machine[p.machine], p.scenario, p.traffic, layout=p.layout, rel_error=rel_error,
+            spread_points=spread_of(p),
+        )  # fmt: skip
+        scale = measured_kind_tps(p, pred)[0] / pred.decode_tps  # a first request's range moves with its speed
+        lo, hi = (v * scale for v in pred.decode_tps_range)
+        inside += lo <= p.decode_tps <= hi
+        widths.append(float(np.sqrt(hi / lo)) - 1)
+    return RangeCoverage(inside, len(decoded), float(np.median(widths)) if widths else float("nan"))
+
+
 def leave_one_machine_out(
     points: Sequence[Point], start: TimeParams | None = None, progress=None
 ) -> list[MachineReport]:

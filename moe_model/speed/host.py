@@ -85,7 +85,8 @@ class Host:
     drive: str | None = None  # the drive class mmap'd experts page from (None: host_parts.DEFAULT_DRIVE)
     disk_gbs: float | None = setting(
         None,
-        help="measured read rate of the drive the model file is on (GB/s): mmap'd experts beyond RAM stream at it",
+        help="measured read rate of the drive the model file is on (GB/s; a cold sequential read: drop the page cache, "
+        "then dd if=MODEL.gguf of=/dev/null bs=16M): mmap'd experts beyond RAM stream at a share of it",
         parse=float,
         flags=("--disk-gbs",),
         lo=MIN_RATE,

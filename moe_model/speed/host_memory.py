@@ -4,27 +4,24 @@ In RAM: the experts of host layers (--cpu-moe, --n-cpu-moe K, --fit), the input 
 stays on the host) and the dense weights of layers -ngl leaves on the CPU. Pinned host experts
 (--load-mode none, mlock, dio: CUDA_Host buffers) must fit in RAM, else llama-server fails to allocate them.
 mmap'd ones (the default) live in the page cache: what does not fit is read from the drive again whenever a
-token needs it. The page cache is taken as an LRU over (layer, expert) pages serving the experts the GPU pool
-misses; its hit rate comes from Che's approximation under the model's routing popularity (a model: locality
-beyond popularity only raises it, so this errs towards reading more).
+token needs it. The page cache is taken to hold its share of the host experts the GPU pool does not (uniform
+access: which pages stay depends on popularity, on each prompt reading most experts again and on the kernel's
+lists; sample_data/groundtruth/run8, a 6 GiB memory cgroup holding 0.69 of the experts, missed 0.28 of the host
+reads, uniform access gives 0.31).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from statistics import NormalDist
-
-import numpy as np
 
 from moe_model.llama.slot_plan import CPU, MIB, Placement
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.routing.synthetic import prompt_knobs
 from moe_model.speed.hardware import Hardware
 
 HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assumption
 # page faults read mmap'd experts in readahead windows, not in one stream: a share of the drive's sequential rate
-FAULT_READ_SHARE = 0.5  # an assumption until measured (sample_data/groundtruth/run8 when it lands)
+# (an assumption made before run8, which measured 0.44 of a cold sequential read at a 128 KiB read-ahead)
+FAULT_READ_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,35 +94,8 @@ def host_memory(model: ModelSpec, hw: Hardware, placement: Placement, load_mode:
     )
 
 
-def _lru_hit(rates: np.ndarray, capacity: float) -> float:
-    """Hit rate of an LRU holding `capacity` of these equal items under independent requests at these rates
-    (Che's approximation: an item is in the cache if requested within the characteristic time T)."""
-    if capacity <= 0:
-        return 0.0
-    if capacity >= len(rates):
-        return 1.0
-    lo, hi = 0.0, 1.0
-    while np.sum(1 - np.exp(-rates * hi)) < capacity:
-        hi *= 2
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if np.sum(1 - np.exp(-rates * mid)) < capacity else (lo, mid)
-    return float(np.sum(rates * (1 - np.exp(-rates * hi))) / rates.sum())
-
-
-@lru_cache(maxsize=64)
-def _popularity(n_expert: int, k: int, skew: float) -> np.ndarray:
-    """Per-token request rates of a layer's experts under a log-normal popularity of spread `skew` (the routing
-    model's), at evenly spaced quantiles."""
-    z = np.array([NormalDist().inv_cdf((i + 0.5) / n_expert) for i in range(n_expert)])
-    weights = np.exp(skew * z)
-    return k * weights / weights.sum()
-
-
-def page_miss_share(model: ModelSpec, pool_items: float, cache_items: float) -> float:
-    """Share of the host reads (the pool's misses, or every read without a pool) the page cache misses, per layer:
-    the pool holds `pool_items` experts of the layer, the page cache `cache_items` more."""
-    rates = _popularity(model.n_expert, model.n_expert_used, prompt_knobs(model).skew)
-    pool = _lru_hit(rates, pool_items)
-    both = _lru_hit(rates, pool_items + cache_items)
-    return 0.0 if pool >= 1 else (1 - both) / (1 - pool)
+def page_miss_share(n_expert: int, pool_items: float, cache_items: float) -> float:
+    """Share of a layer's host reads (the GPU pool's misses, or every read without a pool) the page cache misses:
+    the pool holds `pool_items` of its experts, the page cache `cache_items` of the others (uniform access)."""
+    rest = n_expert - pool_items
+    return 0.0 if rest <= 0 else max(0.0, 1.0 - cache_items / rest)

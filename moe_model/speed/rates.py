@@ -95,6 +95,11 @@ class TimeParams:
         1.0, "an upload into an empty slot against a steady miss's (H200 first requests: ~0.9, unexplained)", LOG2,
         0.1, 2.0,
     )  # fmt: skip
+    nofa_attn_eff: float = prior(
+        0.15, "share of the bandwidth decode attention reaches without flash attention (separate KQ, softmax and KQV "
+        "over the whole context; run8 all-GPU at 32k: 2.6 ms more a token for 1.9 GB of K, V and scores)", LOG1_5,
+        0.02, 1.0,
+    )  # fmt: skip
     mm_eff: float = prior(0.3, "share of datasheet FP16 TFLOPS prompt matmuls reach", LOG3, 0.02, 1.0, "prefill")
     prompt_ubatch_ms: float = prior(
         10.0, "fixed cost per prompt ubatch (graph build, launches, output)", LOG3, 0.5, 2000.0, "prefill"

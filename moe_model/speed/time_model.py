@@ -174,10 +174,11 @@ def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, 
 
 def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
     """Milliseconds per decode ubatch spent reading each stream's K and V up to the depth (and the scores
-    without flash attention): GPU bandwidth for KV on the GPU, the CPU rate for KV in host memory."""
+    without flash attention, at its own share of the bandwidth): GPU bandwidth for KV on the GPU, the CPU rate for KV
+    in host memory."""
     per_layer = _attention_bytes(model, sc, sc.context_depth, sc.tokens_per_ubatch)
     on_gpu, on_host = _kv_layers_on(model, sc, layout)
-    gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
+    gpu = hw.gpu_bw_gbs * GB * (params.gpu_eff if sc.flash_attn_on else params.nofa_attn_eff)
     return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
 
 
@@ -231,7 +232,7 @@ def _page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> 
     pool = _cached_share(layout, warm=True)
     for il in layout.host_layers:
         share, _ = pool.get(il, (0.0, 0))
-        miss[il] = page_miss_share(model, share * model.n_expert, cache_items)
+        miss[il] = page_miss_share(model.n_expert, share * model.n_expert, cache_items)
     return miss
 
 
