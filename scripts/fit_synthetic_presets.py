@@ -254,10 +254,26 @@ def row_preset(name: str, presets: dict, field_csv: Path, refit: bool, jobs: int
     return entry | checked(name, knobs, rows, held)
 
 
-def borrowed(presets: dict, field_csv: Path) -> list[dict]:
-    """Every preset on every other architecture's rows; `nearest`: the one preset_for picks when that
-    architecture has no preset of its own."""
+def gpt_oss_borrowed(presets: dict) -> list[dict]:
+    """Every other preset on GPT-OSS-20B's real routing: its shared-pool LRU hit rates at 25/50/75 % of all
+    (layer, expert) pairs against the trace's (the same statistics its own preset is fitted to)."""
+    shape = ARCHITECTURES["gpt-oss-20b"][0]
+    target = np.array(presets["gpt-oss-20b"]["target"]["hit_rates"])
+    others = {k: v for k, v in presets.items() if k != "gpt-oss-20b"}
+    nearest = pick_preset(_model("gpt-oss-20b-MXFP4.gguf"), others, fallback=0.0).name
     out = []
+    for name, entry in others.items():
+        achieved = TraceStats.of(generate(shape, Knobs(**entry["knobs"]), 40_000, seed=SEED_CHECK), 32)
+        errors = 100 * (np.array(achieved.hit_rates) - target)
+        out.append({"preset": name, "applied_to": "gpt-oss-20b", "rows": len(errors), "rms_points": _rms(errors),
+                    "mean_points": round(float(np.mean(errors)), 2), "nearest": name == nearest})  # fmt: skip
+    return out
+
+
+def borrowed(presets: dict, field_csv: Path) -> list[dict]:
+    """Every preset on every other architecture's rows (leave one architecture out: GPT-OSS-20B's real trace
+    included); `nearest`: the one preset_for picks when that architecture has no preset of its own."""
+    out = gpt_oss_borrowed(presets)
     for arch in (a for a in ARCHITECTURES if a != "gpt-oss-20b"):
         rows = rows_of(arch, field_csv)
         others = {k: v for k, v in presets.items() if k != arch}
