@@ -58,7 +58,16 @@ from ui.sidebar import (
 from ui.startup import through_app
 from ui.state import SCENARIO, keep, kept, kept_toggle
 from ui.uploads import keep_upload, session_uploads, uploader_key
-from ui.widgets import budget_slider, control, fit_verdicts, friendly_errors, model_flag_path, prompt_text, runnable
+from ui.widgets import (
+    budget_slider,
+    control,
+    fit_verdicts,
+    friendly_errors,
+    model_flag_path,
+    prompt_text,
+    range_caption,
+    runnable,
+)
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
@@ -97,6 +106,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
     )
+    range_caption(p)
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
     st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
@@ -171,6 +181,7 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
             f"placement without it ({view.without.decode_tps:.1f} t/s)."
         )
+        range_caption(pred)
     else:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 

@@ -14,6 +14,7 @@ from moe_model.settings import Setting
 from moe_model.speed.calibration import prompt_speed
 from moe_model.speed.fit_advice import FitChange
 from moe_model.speed.host_memory import HostMemory
+from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 from ui.state import SCENARIO, keep, kept_setting
@@ -92,13 +93,21 @@ def control(box, s: Setting, hi=None):
 
 
 def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChange] = ()) -> bool:
-    """Lead with whether the setting fits VRAM and RAM; True when both do (VRAM too close to call: a warning).
-    When not, what would (`advice`: fit_advice.would_fit for this setting)."""
+    """Lead with whether the setting fits VRAM and RAM; True when it runs (VRAM too close to call, or mmap'd experts
+    streaming from disk: a warning). When not, what would (`advice`: fit_advice.would_fit for this setting)."""
     (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
-    (st.success if host.fits else st.error)(host.verdict)
+    (st.success if host.fits else st.warning if host.runs else st.error)(host.verdict)
     if advice:
         st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
-    return (vram.fits or vram.tight) and host.fits
+    return (vram.fits or vram.tight) and host.runs
+
+
+def range_caption(pred: Prediction) -> None:
+    """What the decode range is made of, largest first, and the one step that would narrow it most."""
+    if not pred.range_sources:
+        return
+    parts = " · ".join(f"{s.source} {s.low_tps:.1f}–{s.high_tps:.1f}" for s in pred.range_sources)
+    st.caption(f"Range from: {parts}. {largest_step(pred.decode_tps, pred.range_sources)}.")
 
 
 def prompt_text(pred: Prediction, prefill_rel_error: float) -> str:
