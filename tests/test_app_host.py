@@ -18,3 +18,11 @@ def test_a_described_ram_kit_leaves_the_range_and_a_bad_one_is_one_warning():
     at.sidebar.text_input(key="host_ram_kit").set_value("lots of fast ram").run()
     warnings = [w.value for w in at.sidebar.warning if w.value.startswith("RAM kit")]
     assert not at.exception and len(warnings) == 1 and "as on the box" in warnings[0]
+
+
+def test_explore_prices_a_model_whose_mmapd_experts_exceed_ram_and_says_it_streams_from_disk():
+    at = open_page("pages/explore.py", model="Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf", gpu="RTX 4090", ram="64")
+    assert not at.exception
+    assert any("page from disk" in w.value for w in at.warning)
+    said = [m.value for m in (*at.markdown, *at.caption, *at.info) if "GiB per token from disk" in m.value]
+    assert said and any("t/s decode" in m.value for m in at.markdown)
