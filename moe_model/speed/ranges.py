@@ -93,6 +93,6 @@ def largest_step(tps: float, sources: tuple[RangeSource, ...]) -> str | None:
         return f"the range {lo:.1f}-{hi:.1f} t/s is the {top.source}'s alone: {top.narrowed_by} narrows it"
     new_lo, new_hi = top.without_tps
     return (
-        f"widest source: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); {top.narrowed_by} would narrow "
-        f"the range {lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s"
+        f"widest source: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); settling it would narrow the range "
+        f"{lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s: {top.narrowed_by}"
     )
