@@ -9,12 +9,8 @@ state declarations were readable, its plan() body was not; docs/llamacpp-cache.m
 - victim: an empty slot, else among the least recently used slots of the lists not in the current plan(), the
   one with the largest age / 2^class; the clock advances by the real token count of each ubatch.
 The rest is b11549's plan() (hits refreshed first in first-appearance order, then sorted misses) and its
-get_slot_map rule. What the comment leaves open is a knob, defaulting to its most literal reading:
-- `clock`: "layer" (one clock per layer, advanced by the record's tokens at each plan() of that layer: ages in
-  tokens, as the CRF_max derivation assumes) or "group" (one clock for the group, advanced at every plan():
-  ages in layer steps);
-- `increment`: CRF added per use (hit or miss), 1;
-- `ties`: "low-class" (equal scores: the lower class is evicted) or "high-class".
+get_slot_map rule. What the comment leaves open is a knob (OPEN_READINGS below: each reading's default and the
+comment line it rests on); `band_kernel` runs the others beside it as a band.
 
 The curve is one pass per group and class of budgets that see the same records: the CRF, its class and the
 clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. The
@@ -43,10 +39,40 @@ from moe_model.readers.model_spec import ModelSpec
 
 HALF_LIFE_TOKENS = 128.0  # crf_half_life in the source
 N_CLASSES = 8  # n_class in the source
-CLOCKS = ("layer", "group")
-TIES = ("low-class", "high-class")
-KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0, "clock": "layer",
-         "ties": "low-class"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OpenReading:
+    """A point the source comment leaves open: the knob, its readings (the default first) and the comment line
+    the default rests on."""
+
+    knob: str
+    readings: tuple[str, ...]
+    rests_on: str
+
+    @property
+    def default(self) -> str:
+        return self.readings[0]
+
+
+OPEN_READINGS = (
+    # "layer clock at the last use": one clock per layer, advanced by its plan()'s tokens (ages in tokens, as the
+    # CRF_max derivation assumes); "group": one clock for the group, advanced at every plan()
+    OpenReading("clock", ("layer", "group"), 'last_use[n_layer * n_expert]: "layer clock at the last use"'),
+    # "own": a slot's age counts in its own layer's clock (what last_use was stamped with); "planning": in the
+    # clock of the layer whose plan() is choosing (moot with one group clock)
+    OpenReading("age_clock", ("own", "planning"), 'last_use: "layer clock at the last use" (aged in that clock)'),
+    # "low-class": of equal scores the lower class is evicted (the lists scanned from class 0 up); "high-class"
+    OpenReading("ties", ("low-class", "high-class"), "victim: the largest age / 2^class (no tie rule stated)"),
+    # "plan": +increment per expert per plan() (a use is a lookup: hits and misses count distinct experts);
+    # "token": + increment per token of the ubatch that chose it
+    OpenReading("increment_per", ("plan", "token"), "crf: its uses, decayed (a use as hits and misses count it)"),
+)
+READING_CHOICES = {r.knob: r.readings for r in OPEN_READINGS}
+CLOCKS, AGE_CLOCKS, TIES, INCREMENTS_PER = (READING_CHOICES[k] for k in ("clock", "age_clock", "ties", "increment_per"))
+KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0} | {
+    r.knob: r.default for r in OPEN_READINGS
+}
 
 
 def crf_class(crf: float, n_classes: int = N_CLASSES) -> int:
@@ -69,7 +95,9 @@ class ClassLruState:
     n_classes: int
     increment: float
     group_clock: bool
+    age_planning: bool  # ages in the planning layer's clock (age_clock "planning")
     ties_high: bool
+    per_token: bool  # the increment per token that chose the expert (increment_per "token")
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
@@ -87,20 +115,25 @@ class ClassLruState:
     cpu: np.ndarray  # [n_layer, n_caps] misses computed on the CPU (the share), not kept
 
 
-def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock: str, ties: str) -> None:
+def check_knobs(half_life_tokens: float, n_classes: int, increment: float, **readings: str) -> None:
     if not (np.isfinite(half_life_tokens) and half_life_tokens > 0):
         raise MoeModelError(f"half_life_tokens must be a positive number of tokens, got {half_life_tokens}")
     if n_classes != int(n_classes) or not 1 <= n_classes <= 64:
         raise MoeModelError(f"n_classes must be a whole number in 1..64, got {n_classes}")
     if not (np.isfinite(increment) and increment > 0):
         raise MoeModelError(f"increment must be a positive number, got {increment}")
-    if clock not in CLOCKS or ties not in TIES:
-        raise MoeModelError(f"clock must be one of {CLOCKS} and ties one of {TIES}, got {clock!r}, {ties!r}")
+    for knob, value in readings.items():
+        if value not in READING_CHOICES[knob]:
+            raise MoeModelError(f"{knob} must be one of {READING_CHOICES[knob]}, got {value!r}")
+
+
+def _check(k: dict) -> None:
+    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], **{r: k[r] for r in READING_CHOICES})
 
 
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
     k = KNOBS | knobs
-    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
+    _check(k)
     caps = np.asarray(caps, dtype=np.int64)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
     total = int(caps.sum())
@@ -111,7 +144,9 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         n_cls,
         float(k["increment"]),
         k["clock"] == "group",
+        k["age_clock"] == "planning",
         k["ties"] == "high-class",
+        k["increment_per"] == "token",
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
@@ -158,8 +193,8 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     clock0 = s.clock.copy()
     _shared(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
-        s.half_life, s.increment, s.n_classes, s.group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf,
-        rec_now, s.distinct,
+        s.half_life, s.increment, s.n_classes, s.group_clock, s.per_token, ent_start, ent_key, ent_cls, ent_sorted,
+        ent_crf, rec_now, s.distinct,
     )  # fmt: skip
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
@@ -167,8 +202,8 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     try:
         _budgets(
             rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
-            s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits,
-            s.probe, s.share, by_crf, s.remainder, s.cpu,
+            s.age_planning, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last,
+            s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
         )  # fmt: skip
     finally:
         set_parallel_chunksize(chunksize)
@@ -187,11 +222,12 @@ def cpu_counts(s: ClassLruState) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
+    n_classes, group_clock, per_token, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
 ):  # fmt: skip
     """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
     keys in expert-id order, and the clock; what every pool size of the pass shares."""
     seen = np.zeros(n_expert, dtype=np.int64)
+    chose = np.zeros(n_expert, dtype=np.int64)  # tokens of this record that chose the expert
     n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
@@ -205,8 +241,10 @@ def _shared(
             e = ids[i]
             if seen[e] != r + 1:
                 seen[e] = r + 1
+                chose[e] = 0
                 ent_key[n + nu] = base + e
                 nu += 1
+            chose[e] += 1
         if mode == MODE_CACHE:
             for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
                 q, key = j, ent_key[n + j]
@@ -221,10 +259,8 @@ def _shared(
             distinct[layer, rec_large[r]] += nu
             for q in range(n, n + nu):
                 key = ent_key[q]
-                if last_use[key] >= 0:
-                    value = crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + increment
-                else:
-                    value = increment
+                add = increment * chose[key - base] if per_token else increment
+                value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
                 crf[key], ent_crf[q] = value, value
                 last_use[key] = now
                 cls = int(np.floor(np.log2(value))) if value > 0 else 0
@@ -284,15 +320,18 @@ def _append(s, c, owner, links, first, last):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _head_score(c, links, used, first, me, now, clock, inv):
+def _head_score(c, links, used, first, me, now, clock, inv, age_planning=False):
     """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
-    `me`) used its head (then it holds only slots this plan used)."""
+    `me`) used its head (then it holds only slots this plan used); the age in the slot's own layer clock, or with
+    age_planning in this plan()'s (never below 0: another layer's clock can be ahead)."""
     h = first[c]
     if h < 0:
         return -1.0
     owner = links[h, _CLS] >> _OWNER_SHIFT
     if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
         return -1.0
+    if age_planning:
+        return max(now - used[h], 0) * inv[c]
     return (clock[owner] - used[h]) * inv[c]
 
 
@@ -314,7 +353,7 @@ def _best(scores, ties_high):
 @njit(cache=True, nogil=True, parallel=True)
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, group_clock,
-    ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
+    age_planning, ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
     share, by_crf, remainder, cpu,
 ):  # fmt: skip
     """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
@@ -378,13 +417,13 @@ def _budgets(
                     if not scored:
                         for c in range(len(inv)):
                             scores[c] = _head_score(
-                                c, links, used, first, owner, now, clock, inv
+                                c, links, used, first, owner, now, clock, inv, age_planning
                             )  # fmt: skip
                         scored = True
                     c = _best(scores, ties_high)
                     s = first[c]
                     _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv)
+                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
                     slot_of[links[s, _KEY]] = -1
                 slot_of[key] = s
                 used[s] = now
@@ -400,7 +439,7 @@ def kernel(**knobs) -> Kernel:
     """The ClassLRU kernel with its knobs (KNOBS's defaults where not given); the same knobs give the same
     Kernel, so that callers can group simulations by kernel."""
     k = KNOBS | knobs
-    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
+    _check(k)
     return _kernel(tuple(sorted(k.items())))
 
 
