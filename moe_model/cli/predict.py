@@ -109,7 +109,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
     from moe_model.speed.curve import curve
     from moe_model.speed.known_problems import known_problems
-    from moe_model.speed.time_model import verdict
+    from moe_model.speed.recommend import readings_verdict
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
@@ -127,7 +127,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         spread_points=spread,
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
-    cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
+    cache_verdict = readings_verdict(pred, baseline) if args.budget_mib else "no cache"
     problems = known_problems(model, pred.scenario, pred.layout)
     out = pred.as_dict() | {
         "known_problems": problems,

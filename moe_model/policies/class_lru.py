@@ -21,6 +21,7 @@ pool can keep a key a larger one evicts; tests/test_class_lru.py pins a case), s
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import floor, log2
@@ -29,7 +30,12 @@ import numpy as np
 from numba import njit, prange, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import CLASS_LRU_NS_PER_LOOKUP_BUDGET, SIM_NS_PER_LOOKUP_PASS
+from moe_model.limits import (
+    CLASS_LRU_BAND_ALL,
+    CLASS_LRU_BAND_STRIDE,
+    CLASS_LRU_NS_PER_LOOKUP_BUDGET,
+    SIM_NS_PER_LOOKUP_PASS,
+)
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
@@ -73,6 +79,27 @@ CLOCKS, AGE_CLOCKS, TIES, INCREMENTS_PER = (READING_CHOICES[k] for k in ("clock"
 KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0} | {
     r.knob: r.default for r in OPEN_READINGS
 }
+
+# the readings beside the default whose hit rates bound all of all_readings' within 0.63 points (16 cases: the real
+# GPT-OSS-20B routing and a synthetic one, -np 1 and 4, pools of 12.5-75 %; scripts/class_lru_readings.py,
+# moe_model/data/class_lru_readings.json): per-token increments keep the most, one group clock the least
+BAND_READINGS = (
+    {"clock": "layer", "age_clock": "own", "ties": "low-class", "increment_per": "token"},
+    {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "plan"},
+)
+
+
+def all_readings() -> tuple[dict[str, str], ...]:
+    """Every combination of the open readings (the default first); the age clock only with per-layer clocks (one
+    group clock ages every slot alike)."""
+    combos = itertools.product(*(r.readings for r in OPEN_READINGS))
+    out = [dict(zip(READING_CHOICES, c, strict=True)) for c in combos]
+    return tuple(r for r in out if r["clock"] == "layer" or r["age_clock"] == AGE_CLOCKS[0])
+
+
+def reading_name(reading: dict[str, str]) -> str:
+    """A reading in one word per knob, e.g. 'layer/own/low-class/plan'."""
+    return "/".join(reading[k] for k in READING_CHOICES)
 
 
 def crf_class(crf: float, n_classes: int = N_CLASSES) -> int:
@@ -178,6 +205,12 @@ def ns_per_lookup(n_caps: int) -> float:
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
+    _replay(s, _prepare(s, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert))
+
+
+def _prepare(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> tuple:
+    """What every pool size of a pass replays of a chunk (the CRF, classes and clock: s's knobs of the clock and
+    the increment decide them), advancing s's CRF and clocks."""
     used = rec_mode != MODE_SKIP  # other groups' records: every pool size's loop would step over them
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large = (
         a[used] for a in (rec_layer, rec_ntok, rec_off, rec_mode, rec_large)
@@ -196,8 +229,14 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
         s.half_life, s.increment, s.n_classes, s.group_clock, s.per_token, ent_start, ent_key, ent_cls, ent_sorted,
         ent_crf, rec_now, s.distinct,
     )  # fmt: skip
-    inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
+    return rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf
+
+
+def _replay(s: ClassLruState, prepared: tuple) -> None:
+    """Every pool size of s's pass replays a prepared chunk (in parallel where cores are free)."""
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf = prepared
+    inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
     try:
         _budgets(
@@ -457,6 +496,65 @@ def _kernel(items: tuple) -> Kernel:
     )
 
 
+@dataclass(frozen=True, eq=False)
+class BandState:
+    """A pass of the default reading at every pool size and of each band reading at a sample of them."""
+
+    default: ClassLruState
+    sampled: np.ndarray  # indices of the pass's pool sizes the band readings replay
+    others: tuple[ClassLruState, ...]
+
+
+def band_sample(n_caps: int) -> np.ndarray:
+    """The pool sizes (indices, ascending) a band reading replays: all of a few, else every CLASS_LRU_BAND_STRIDE-th
+    and the largest (between them the band's offsets from the default are interpolated: band_hits)."""
+    if n_caps <= CLASS_LRU_BAND_ALL:
+        return np.arange(n_caps)
+    return np.unique(np.append(np.arange(0, n_caps, CLASS_LRU_BAND_STRIDE), n_caps - 1))
+
+
+def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple) -> BandState:
+    sampled = band_sample(len(caps))
+    others = tuple(new_state(np.asarray(caps)[sampled], n_layer, n_expert, **r) for r in readings)
+    return BandState(new_state(caps, n_layer, n_expert), sampled, others)
+
+
+def _band_feed(s: BandState, *chunk) -> None:
+    """Every reading replays the same chunk (one stream of records for the default and the band)."""
+    for state in (s.default, *s.others):
+        feed(state, *chunk)
+
+
+def band_hits(s: BandState) -> tuple[np.ndarray, np.ndarray]:
+    """Each band reading's hits at every pool size of the pass [n_readings, n_caps]: replayed where sampled, else
+    the default's plus the band reading's offset from it, interpolated linearly in pool size; and which pool
+    sizes were replayed."""
+    caps, default = s.default.caps, s.default.hits.sum(axis=(0, 1))
+    out = np.empty((len(s.others), len(caps)), dtype=np.float64)
+    for i, other in enumerate(s.others):
+        offset = other.hits.sum(axis=(0, 1)) - default[s.sampled]
+        out[i] = default + np.interp(caps, caps[s.sampled], offset)
+        out[i, s.sampled] = other.hits.sum(axis=(0, 1))
+    return out, np.isin(np.arange(len(caps)), s.sampled)
+
+
+@functools.cache  # one Kernel: callers group simulations by kernel
+def band_kernel() -> Kernel:
+    """The default reading's kernel with the band readings replayed beside it (Kernel.band)."""
+    readings, n = BAND_READINGS, len(BAND_READINGS)
+    return Kernel(
+        "class-lru-b12170",
+        lambda caps, n_layer, n_expert: _band_state(caps, n_layer, n_expert, readings),
+        _band_feed,
+        lambda s: results(s.default),
+        lambda n_layer, n_expert, caps: state_bytes(n_layer, n_expert, caps) * (1 + n),
+        lambda n_caps: ns_per_lookup(n_caps) + n * ns_per_lookup(len(band_sample(n_caps))),
+        lanes=False,
+        band=band_hits,
+        band_readings=tuple(reading_name(r) for r in readings),
+    )
+
+
 def run(
     model: ModelSpec, work, budgets_mib: Sequence[int], placement: Placement | None = None, **knobs
 ) -> list[PolicyResult]:
@@ -474,4 +572,5 @@ POLICY = Policy(
     run,
     KNOBS,
     kernel=kernel,
+    band_kernel=band_kernel,
 )

@@ -365,8 +365,10 @@ class Scenario:
         """The simulate Kernel of the scenario's policy, or None for a policy that replays per budget."""
         from moe_model.policies import get_policy
 
-        make = get_policy(self.policy_name).kernel
-        return make(**self.policy_knobs) if make else None
+        policy = get_policy(self.policy_name)
+        if policy.band_kernel is not None and not self.policy_knobs:  # a modelled policy's readings as a band
+            return policy.band_kernel()
+        return policy.kernel(**self.policy_knobs) if policy.kernel else None
 
     def policy_fields(self) -> dict:
         """What every output that shows a hit rate carries: which policy produced it, exact or not, the build."""
