@@ -2,8 +2,11 @@
 (policies.class_lru.all_readings) replayed on the real GPT-OSS-20B routing (sample_data/traces/gpt-oss-20b) and on
 a synthetic trace of the same shape, with 1-token and 4-token ubatches (-np 4), at pools of 12.5-75 % of the
 experts. Writes moe_model/data/class_lru_readings.json (what the band's choice of readings rests on). A few minutes.
+With --interpolation: also how far the band's interpolation between replayed pool sizes is off (each band reading
+replayed at all 64 budgets of benchmarks/bench.py's trace and of the GPT-OSS routing with -np 4, against its offset
+interpolated from every 4th, 6th and 8th), into the same file.
 
-    python scripts/class_lru_readings.py
+    python scripts/class_lru_readings.py [--interpolation]
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import json
 import sys
 from pathlib import Path
 
-from moe_model.llama.batching import workload_from
+import numpy as np
+
+from moe_model.llama.batching import build_workload, workload_from
 from moe_model.llama.simulate import simulate_budgets
-from moe_model.llama.slot_plan import plan_cache
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache
 from moe_model.policies import class_lru
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.traces import load_trace
 from moe_model.resources import data_path
-from moe_model.routing.synthetic import Shape, generate, preset_for
+from moe_model.routing.synthetic import Knobs, Shape, generate, preset_for
 from moe_model.workload import Batching
 
 MODEL = data_path("models", "gpt-oss-20b-MXFP4.gguf")
@@ -67,6 +72,27 @@ def measure(model, trace, concurrency: int, budgets: list[int]) -> list[dict]:
     return out
 
 
+def _hits(results) -> np.ndarray:
+    return np.array([r.small.hits + r.large.hits for r in results], dtype=float)
+
+
+def interpolation_errors(model, work, strides=(4, 6, 8)) -> dict:
+    """Per band reading and stride: the largest and mean error (points) of its interpolated offset at 64 budgets."""
+    budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
+    default = simulate_budgets(model, work, budgets, None, class_lru.kernel())
+    hits, caps = _hits(default), np.array([r.plan.n_slots_total for r in default], dtype=float)
+    lookups = np.array([r.small.lookups + r.large.lookups for r in default], dtype=float)
+    out = {}
+    for reading in class_lru.BAND_READINGS:
+        exact = _hits(simulate_budgets(model, work, budgets, None, class_lru.kernel(**reading)))
+        for stride in strides:
+            idx = np.unique(np.append(np.arange(0, 64, stride), 63))
+            error = 100 * np.abs(hits + np.interp(caps, caps[idx], (exact - hits)[idx]) - exact) / lookups
+            key = f"{class_lru.reading_name(reading)}, every {stride}th"
+            out[key] = {"max_points": round(float(error.max()), 2), "mean_points": round(float(error.mean()), 2)}
+    return out
+
+
 def main() -> int:
     model = load_model(MODEL)
     budgets = [pool_budget(model, s) for s in POOL_SHARES]
@@ -82,6 +108,14 @@ def main() -> int:
             for c in (1, 4)
         },
     }
+    if "--interpolation" in sys.argv[1:]:
+        qwen = load_model(data_path("models", "Qwen3-30B-A3B-Q4_K_M.gguf"))
+        bench = build_workload(generate(Shape(48, 128, 8), Knobs(), 20_000, seed=0), Batching(warmup=False), 128)
+        np4 = workload_from(real, Batching(concurrency=4, warmup=False), model.n_expert)
+        result["interpolation"] = {
+            "benchmarks/bench.py trace, -np 1": interpolation_errors(qwen, bench),
+            "gpt-oss-20b routing.npz, -np 4": interpolation_errors(model, np4),
+        }
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     for label, rows in result["traces"].items():
         for r in rows:
