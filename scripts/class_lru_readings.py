@@ -47,10 +47,10 @@ def pool_budget(model, share: float) -> int:
 
 def measure(model, trace, concurrency: int, budgets: list[int]) -> list[dict]:
     work = workload_from(trace, Batching(concurrency=concurrency, warmup=False), model.n_expert)
-    rates = {
-        class_lru.reading_name(r): [x.hit_rate for x in simulate_budgets(model, work, budgets, None, class_lru.kernel(**r))]
-        for r in class_lru.all_readings()
-    }
+    rates = {}
+    for r in class_lru.all_readings():
+        results = simulate_budgets(model, work, budgets, None, class_lru.kernel(**r))
+        rates[class_lru.reading_name(r)] = [x.hit_rate for x in results]
     default = class_lru.reading_name(class_lru.all_readings()[0])
     out = []
     for i, (share, budget) in enumerate(zip(POOL_SHARES, budgets, strict=True)):
