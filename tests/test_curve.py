@@ -74,7 +74,7 @@ def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, w
         sc = base.with_budget(budget)
         layout = resolve(gt_model, hw, sc)
         traffic = from_workload(gt_model, layout, sc, work) if layout.plan.starts else None
-        kernel = sc.kernel()
+        kernel = sc.band_kernel()
         banded = layout.plan.starts and kernel is not None and kernel.band is not None  # ClassLRU's readings
         band = simulate_plans(gt_model, work, [layout.plan], kernel)[0].band if banded else None
         alone = predict(gt_model, hw, params, sc, traffic, layout=layout, rel_error=0.1, spread_points=2.0,

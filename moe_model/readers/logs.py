@@ -267,6 +267,15 @@ class LogRun:
     def decode_tokens(self) -> int:
         return sum(t.decode_tokens for t in self.timings)
 
+    @property
+    def decode_stats(self) -> LoggedStats | None:
+        """The "ubatch <= 8" teardown line, else the hits and misses of lines of an unknown form (b12170+'s), never
+        the two added."""
+        other = self.other_cache
+        if self.small is not None or other is None or not other.hits + other.misses:
+            return self.small
+        return LoggedStats(other.hits, other.misses, other.hit_rate, 0.0)
+
     def flag(self, *names: str) -> str | None:
         """A flag's value from the logged command line, if the log shows one."""
         if not self.command:

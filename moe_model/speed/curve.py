@@ -246,7 +246,7 @@ def _replay_groups(
 
 def _policy_band(r: Replayed) -> PolicyBand | None:
     """The band of the replay that made the counts: the scenario's own policy's, when its kernel runs one."""
-    kernel = r.scenario.kernel()
+    kernel = r.scenario.band_kernel()
     if r.counts is None or r.simulated is None or kernel is None or kernel.band is None:
         return None
     return r.simulated.band

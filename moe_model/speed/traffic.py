@@ -162,7 +162,7 @@ def replay_counts(
 def _policy_counts(
     model: ModelSpec, work: Workload | WorkloadStream, sc: Scenario, plans: Sequence[CachePlan], placement: Placement
 ) -> tuple[list[PolicyResult], list[SimResult] | None]:
-    if (kernel := sc.kernel()) is not None:
+    if (kernel := sc.band_kernel()) is not None:
         sims = simulate_plans(model, work, plans, kernel)
         return [from_simulation(r) for r in sims], sims
     if isinstance(work, WorkloadStream):
@@ -193,7 +193,8 @@ def replay_label(sc: Scenario, work: Workload | WorkloadStream) -> str:
     """What a replay's traffic came from, as predictions report it."""
     if sc.policy_name == REFERENCE:
         return f"simulated: {work.label or 'trace'}"
-    name, knobs = sc.policy_name, ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
+    knobs = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sc.policy_knobs.items())
+    name = sc.policy_name
     return f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {get_policy(name).label} policy"
 
 
