@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from functools import lru_cache
 
 from moe_model.cli.args import (
@@ -50,6 +51,7 @@ def _hardware(args: argparse.Namespace):
         hw, rel_error = machine.hardware, machine.rel_error_at(args.concurrency)
         args.load_mode = flag_mode or machine.load_mode
         args.load_mode_source = "flag" if flag_mode else f"recorded in {args.machine} (--load-mode overrides it)"
+        args.policy_reading = machine.class_lru_reading  # its logs' ClassLRU reading: replayed alone, no band
     else:
         hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
         args.load_mode = flag_mode or SCENARIO["load_mode"].default
@@ -266,11 +268,15 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
+    from moe_model.speed.log_reading import reading_from_logs
     from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
-    points, runs = machine_points(parse_logs(args.logs), model, hw, args.build)
+    logs = parse_logs(args.logs)
+    points, runs = machine_points(logs, model, hw, args.build)
     result = calibrate_machine(points, hw, default_time_model().params, runs)
+    pick = reading_from_logs(model, logs, hw, args.build)  # b12170+ runs: the ClassLRU reading nearest them
+    result = replace(result, class_lru=pick.as_dict() if pick else None)
     if args.json:
         print(to_json(result.as_dict()))
     else:
@@ -300,6 +306,9 @@ def _print_calibration(result, hw, model) -> None:
             f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
         )
     print(f"  {result.reason}")
+    if pick := result.class_lru:
+        reading = ", ".join(f"{k} {v}" for k, v in pick["reading"].items())
+        print(f"  ClassLRU reading nearest the logged hit rates: {reading} ({pick['rms_points']:.1f} points RMS)")
 
 
 # the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)

@@ -38,6 +38,7 @@ from moe_model.limits import (
     MAX_MACHINE_TEXT_CHARS,
     MAX_RUN_REQUESTS,
 )
+from moe_model.policies.class_lru import READING_CHOICES
 from moe_model.readers.logs import MAINLINE, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
@@ -200,6 +201,7 @@ class MachineFit:
     model: str | None = None
     build: int | None = None
     engine: str = MAINLINE  # mainline llama.cpp, or the qvac-fabric fork (never both: machine_points refuses it)
+    class_lru: dict | None = None  # b12170+ logs: the ClassLRU reading they picked (log_reading.ReadingPick)
 
     def as_dict(self) -> dict:
         return {
@@ -218,6 +220,8 @@ class MachineFit:
             "accepted": self.accepted,
             "reason": self.reason,
             "runs": [asdict(r) for r in self.runs],
+            "class_lru_reading": self.class_lru["reading"] if self.class_lru else None,
+            "class_lru_fit": self.class_lru,
         }
 
 
@@ -353,6 +357,7 @@ class MachineFile:
     gpu: str | None
     model: str | None
     build: int | None
+    class_lru_reading: tuple[tuple[str, str], ...] = ()  # the reading its b12170+ logs picked (Scenario's)
 
     def rel_error_at(self, concurrency: int) -> float:
         """A prediction's range: the left-out error of the runs of its kind (one stream, or several streams
@@ -503,4 +508,17 @@ def load_machine(path: str | Path) -> MachineFile:
     _runs(record, where)
     build = _in_range(_value(record, "build", int | None, where), 1, MAX_BUILD, "build", where)
     gpu, model = (_value(record, key, str | None, where) for key in ("gpu", "model"))
-    return MachineFile(where, hardware, rel_error, concurrent, load_mode, gpu, model, build)
+    reading = _reading(record.get("class_lru_reading"), where)
+    return MachineFile(where, hardware, rel_error, concurrent, load_mode, gpu, model, build, reading)
+
+
+def _reading(reading, where: str) -> tuple[tuple[str, str], ...]:
+    """The ClassLRU reading a machine file records (absent or null: none), each knob one of its readings."""
+    if reading is None:
+        return ()
+    if not isinstance(reading, dict) or set(reading) != set(READING_CHOICES):
+        raise MachineFileError(f"{where}: class_lru_reading must name each of {', '.join(READING_CHOICES)}")
+    for knob, value in reading.items():
+        if value not in READING_CHOICES[knob]:
+            raise MachineFileError(f"{where}: class_lru_reading {knob} must be one of {READING_CHOICES[knob]}")
+    return tuple((knob, reading[knob]) for knob in READING_CHOICES)
