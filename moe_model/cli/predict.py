@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from functools import lru_cache
 
 from moe_model.cli.args import (
@@ -268,15 +267,10 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.log_reading import reading_from_logs
-    from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
+    from moe_model.speed.machine import calibrate_logs, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
-    logs = parse_logs(args.logs)
-    points, runs = machine_points(logs, model, hw, args.build)
-    result = calibrate_machine(points, hw, default_time_model().params, runs)
-    pick = reading_from_logs(model, logs, hw, args.build)  # b12170+ runs: the ClassLRU reading nearest them
-    result = replace(result, class_lru=pick.as_dict() if pick else None)
+    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build)
     if args.json:
         print(to_json(result.as_dict()))
     else:

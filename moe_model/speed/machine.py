@@ -23,7 +23,7 @@ import re
 import stat
 import typing
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from moe_model.readers.logs import MAINLINE, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
 from moe_model.speed.hardware import Hardware, preset
+from moe_model.speed.log_reading import reading_from_logs
 from moe_model.speed.measured import Point, check_engines, log_points
 from moe_model.speed.measurements import (
     crosscheck,
@@ -340,6 +341,17 @@ def calibrate_machine(
         _reason(len(points), judged, worst, wide, concurrent), load_mode, rel_concurrent, tuple(runs), *shared,
         points[0].engine,
     )  # fmt: skip
+
+
+def calibrate_logs(
+    logs: Sequence[tuple[str, list[LogRun]]], model: ModelSpec, hw: Hardware, params: TimeParams, build: int | None
+) -> MachineFit:
+    """`calibrate` (and the Logs page's): the runs checked, the machine fitted, and for b12170+ runs the ClassLRU
+    reading nearest their logged hit rates (log_reading), which the machine file keeps."""
+    points, runs = machine_points(logs, model, hw, build)
+    result = calibrate_machine(points, hw, params, runs)
+    pick = reading_from_logs(model, logs, hw, build)
+    return replace(result, class_lru=pick.as_dict() if pick else None)
 
 
 # --- the machine file ---
