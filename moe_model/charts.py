@@ -104,9 +104,25 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
                 mode="lines+markers",
                 line={"color": color},
             )
+    _readings_band(fig, results)
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
     return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+
+
+def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:
+    """A modelled policy's open readings (b12170+'s ClassLRU) as a filled band of the hit rate, where it has one."""
+    banded = [r for r in results if r.band is not None]
+    if not banded:
+        return
+    budgets = [r.budget_mib for r in banded]
+    high, low = ([100 * getattr(r.band, edge) for r in banded] for edge in ("hit_rate_high", "hit_rate_low"))
+    line = {"width": 0, "color": OKABE_ITO[4]}
+    fig.add_scatter(x=budgets, y=high, mode="lines", line=line, showlegend=False, hoverinfo="skip")
+    fig.add_scatter(
+        x=budgets, y=low, mode="lines", line=line, fill="tonexty", fillcolor="rgba(0, 114, 178, 0.15)",
+        name="ClassLRU's open readings (all lookups)",
+    )  # fmt: skip
 
 
 def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placement | None = None) -> go.Figure:

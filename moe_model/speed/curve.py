@@ -239,7 +239,7 @@ def _replay_groups(
             simulated |= {i: sim} if sim is not None else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
-            sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base))
+            sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base, band=True))
             simulated |= dict(zip(extra, sims, strict=True))
     return counts, simulated
 
