@@ -33,7 +33,10 @@ def test_recommend_ranks_usable_options_first_and_gives_a_command_with_lv_4(qwen
     labels = " | ".join(o.label for o in options)
     assert "--fit" in labels and "--cpu-moe" in labels and "--n-cpu-moe" in labels and "--load-mode none" in labels
     assert "CPU share 0.5 (modelled policy)" in labels
-    assert {o.verdict for o in options} <= {"helps", "hurts", "too close to call", "no cache", "does not fit"}
+    verdicts = {"helps", "hurts", "too close to call", TOO_CLOSE_ON_READINGS, "no cache", "does not fit"}
+    assert {o.verdict for o in options} <= verdicts
+    cached = [o for o in usable if o.prediction.scenario.budget_mib and not o.prediction.scenario.cpu_share]
+    assert cached and all(o.as_dict()["policy_band"]["width_points"] >= 0 for o in cached)  # b12569: ClassLRU's band
 
 
 def test_a_url_model_gets_mu_in_the_command():
