@@ -395,7 +395,24 @@ def shopping_bars(frame: pd.DataFrame) -> go.Figure:
         },
         hovertemplate="%{x}: %{y:.1f} t/s decode (model)<br>%{customdata}<extra></extra>",
     )
+    _readings_bars(fig, frame)
     return _layout(fig, "Best predicted setting per card (model; bars: the range)", "", "decode tokens / s")
+
+
+def _readings_bars(fig: go.Figure, frame: pd.DataFrame) -> None:
+    """Where a card's speed depends on b12170+ ClassLRU's open readings: the speeds they span, a filled band."""
+    if "readings low t/s" not in frame or not (frame["readings high t/s"] > frame["readings low t/s"]).any():
+        return
+    fig.add_bar(
+        x=frame["GPU"],
+        base=frame["readings low t/s"],
+        y=frame["readings high t/s"] - frame["readings low t/s"],
+        width=0.3,
+        marker_color="rgba(0, 0, 0, 0.25)",
+        name="ClassLRU's open readings",
+        hovertemplate="%{x}: %{base:.1f} t/s under one reading of ClassLRU, more under another<extra></extra>",
+    )
+    fig.update_layout(barmode="overlay")
 
 
 def policy_curves(
