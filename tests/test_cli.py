@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli_runs import main_exit, run_cli, run_process
@@ -515,3 +516,11 @@ def test_predict_on_a_class_lru_build_carries_the_readings_band_as_a_range_sourc
     policy = sources["policy (ClassLRU readings)"]
     assert policy["low_tps"] < current["decode_tps"] < policy["high_tps"] and "b12170+" in policy["narrowed_by"]
     assert old["policy_band"] is None and policy["source"] not in {s["source"] for s in old["range_sources"]}
+
+
+def test_simulate_text_shows_the_readings_band_on_a_class_lru_build_only():
+    args = ["simulate", "--model", str(GPT_OSS), "--trace", str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz")]
+    args += ["--concurrency", "4", "--budgets-mib", "2434"]
+    current, old = (run_cli(*args, "--build", b).stdout for b in ("12569", "11549"))
+    assert "readings (all)" in current and re.search(r" \d+\.\d-\d+\.\d%$", current.splitlines()[-2])
+    assert "readings (all)" not in old
