@@ -104,9 +104,25 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
                 mode="lines+markers",
                 line={"color": color},
             )
+    _readings_band(fig, results)
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
     return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+
+
+def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:
+    """A modelled policy's open readings (b12170+'s ClassLRU) as a filled band of the hit rate, where it has one."""
+    banded = [r for r in results if r.band is not None]
+    if not banded:
+        return
+    budgets = [r.budget_mib for r in banded]
+    high, low = ([100 * getattr(r.band, edge) for r in banded] for edge in ("hit_rate_high", "hit_rate_low"))
+    line = {"width": 0, "color": OKABE_ITO[4]}
+    fig.add_scatter(x=budgets, y=high, mode="lines", line=line, showlegend=False, hoverinfo="skip")
+    fig.add_scatter(
+        x=budgets, y=low, mode="lines", line=line, fill="tonexty", fillcolor="rgba(0, 114, 178, 0.15)",
+        name="ClassLRU's open readings (all lookups)",
+    )  # fmt: skip
 
 
 def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placement | None = None) -> go.Figure:
@@ -379,7 +395,24 @@ def shopping_bars(frame: pd.DataFrame) -> go.Figure:
         },
         hovertemplate="%{x}: %{y:.1f} t/s decode (model)<br>%{customdata}<extra></extra>",
     )
+    _readings_bars(fig, frame)
     return _layout(fig, "Best predicted setting per card (model; bars: the range)", "", "decode tokens / s")
+
+
+def _readings_bars(fig: go.Figure, frame: pd.DataFrame) -> None:
+    """Where a card's speed depends on b12170+ ClassLRU's open readings: the speeds they span, a filled band."""
+    if "readings low t/s" not in frame or not (frame["readings high t/s"] > frame["readings low t/s"]).any():
+        return
+    fig.add_bar(
+        x=frame["GPU"],
+        base=frame["readings low t/s"],
+        y=frame["readings high t/s"] - frame["readings low t/s"],
+        width=0.3,
+        marker_color="rgba(0, 0, 0, 0.25)",
+        name="ClassLRU's open readings",
+        hovertemplate="%{x}: %{base:.1f} t/s under one reading of ClassLRU, more under another<extra></extra>",
+    )
+    fig.update_layout(barmode="overlay")
 
 
 def policy_curves(

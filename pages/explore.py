@@ -53,6 +53,7 @@ from ui.sidebar import (
     sidebar_hardware,
     sidebar_model,
     sidebar_placement,
+    sidebar_reading,
     sidebar_serving,
 )
 from ui.startup import through_app
@@ -255,7 +256,7 @@ with friendly_errors():
     from_logs = work_key.startswith("logs:")
     base = Scenario(
         placement, 0, concurrency, draft, accept, share, n_ctx, prompt, load_mode=load_mode, build=build,
-        depth=serving["depth"],
+        depth=serving["depth"], policy_reading=sidebar_reading(),
     )  # fmt: skip
     intro.caption(
         f"{base.hit_rate_wording.sentence}; speeds come from a calibrated time model (a model, not a measurement); "

@@ -7,7 +7,7 @@ import streamlit as st
 
 from moe_model.charts import measured_curves
 from moe_model.resources import data_path
-from moe_model.speed.machine import calibrate_machine, machine_points
+from moe_model.speed.machine import calibrate_logs
 from moe_model.speed.measurements import crosscheck, point_from_run
 from ui.cached import cached_log, content_key
 from ui.session_logs import log_machine, same_model, uploaded_logs
@@ -138,8 +138,7 @@ with friendly_errors():
             )
         )
         logs = [(name, [r for r in runs if same_model(r, model)]) for name, runs in parsed]
-        points, logged = machine_points([(name, runs) for name, runs in logs if runs], model, machine, build)
-        result = calibrate_machine(points, machine, time_model.params, logged)
+        result = calibrate_logs([(name, runs) for name, runs in logs if runs], model, machine, time_model.params, build)
         st.table(calibration_table(result))
         if result.accepted:
             st.session_state["machine"] = result
@@ -151,3 +150,9 @@ with friendly_errors():
             )
         else:
             st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")
+        if result.class_lru:
+            reading = ", ".join(f"{k} {v}" for k, v in result.class_lru["reading"].items())
+            st.caption(
+                f"ClassLRU reading nearest these b12170+ runs' hit rates: {reading} "
+                f"({result.class_lru['rms_points']:.1f} points RMS; `calibrate` keeps it in the machine file)."
+            )

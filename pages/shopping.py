@@ -7,6 +7,7 @@ from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model, prompt_speed
 from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
+from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario
 from ui.cached import cached_recommend_cards
 from ui.machine import in_host
@@ -37,6 +38,15 @@ def chosen_cards(gpu: str) -> list[str]:
     return cards
 
 
+def readings_columns(p) -> dict:
+    """The decode speeds b12170+ ClassLRU's open readings span (its range source), 0 where none."""
+    band = next((s for s in p.range_sources if s.source == POLICY_SOURCE), None) if p else None
+    return {
+        "readings low t/s": round(band.low_tps, 1) if band else 0.0,
+        "readings high t/s": round(band.high_tps, 1) if band else 0.0,
+    }
+
+
 def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> dict:
     best = options[0]
     p = best.prediction
@@ -49,6 +59,7 @@ def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> d
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
+        **readings_columns(p if best.usable else None),
         "prompt t/s": round(ps.prefill_tps) if best.usable else 0.0,
         "prompt low": round(ps.prefill_tps_range[0]) if best.usable else 0.0,
         "prompt high": round(ps.prefill_tps_range[1]) if best.usable else 0.0,

@@ -11,6 +11,9 @@ from conftest import GROUNDTRUTH, ROOT
 from streamlit.testing.v1 import AppTest
 from test_app import SMALL_MODEL, charts, open_page, trace, upload_header
 
+from moe_model.speed.hardware import preset
+from moe_model.speed.machine import MachineFit
+
 
 def best_label(at: AppTest) -> str:
     text = next(s.value for s in at.success if s.value.startswith("**Best setting: "))
@@ -276,3 +279,21 @@ def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_tok
     best = json.loads(capsys.readouterr().out)["best"]
     assert (after["best setting"], after["decode t/s"]) == (best["label"], round(best["decode_tps"], 1))
     assert after["prompt t/s"] == round(best["prefill_tps"]) and after["first token s"] == round(best["ttft_s"], 2)
+
+
+def _filled_hit_rate_bands(at: AppTest) -> int:
+    """Filled bands of Explore's hit-rate chart (ClassLRU's open readings)."""
+    figs = [f for f in charts(at).values() if f["layout"].get("title", {}).get("text") == "Simulated hit rate"]
+    return sum(1 for f in figs for t in f["data"] if t.get("fill") == "tonexty")
+
+
+def test_explore_replays_the_reading_a_calibrated_machines_b12170_logs_picked_and_drops_the_band():
+    reading = {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "token"}
+    fit = MachineFit(preset("h200"), (), {}, {}, (), 0.1, True, "", "mmap", class_lru={"reading": reading})
+    banded = open_page("pages/explore.py")
+    assert not banded.exception and _filled_hit_rate_bands(banded) == 1
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["machine"] = fit
+    at.switch_page("pages/explore.py").run()
+    assert not at.exception and at.session_state["class_lru_reading"] == tuple(reading.items())
+    assert _filled_hit_rate_bands(at) == 0

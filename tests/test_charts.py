@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from moe_model.charts import for_notebook, overlay_logged_hits
+from moe_model.charts import for_notebook, hit_rate_curve, overlay_logged_hits, shopping_bars
+from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
+from moe_model.policies import class_lru
 from moe_model.routing.logged import LoggedHitRate, LogRouting, RunLength
 from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
+from moe_model.routing.toy import toy_model, toy_workload
 
 FIG = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
 
@@ -60,3 +64,26 @@ def test_figures_wear_plotly_white_whether_or_not_the_app_made_it_the_process_de
     monkeypatch.setattr(pio.templates, "default", TEMPLATE)  # the app's process (use_template_by_default)
     born = shopping_bars(frame).layout.template
     assert own.to_plotly_json() == born.to_plotly_json() == pio.templates[TEMPLATE].to_plotly_json()
+
+
+def test_the_hit_rate_curve_of_a_class_lru_build_draws_its_readings_band_and_the_exact_lru_none():
+    model, work = toy_model(), toy_workload(concurrency=4)
+    budgets = [12, 24, 48]
+    banded = hit_rate_curve(simulate_budgets(model, work, budgets, kernel=class_lru.band_kernel()))
+    fills = [t for t in banded.data if t.fill == "tonexty"]
+    assert len(fills) == 1 and "open readings" in fills[0].name
+    edges = [t for t in banded.data if t.fill in ("tonexty", None) and t.showlegend is False]
+    assert len(edges) == 1 and all(hi >= lo for hi, lo in zip(edges[0].y, fills[0].y, strict=True))
+    exact = hit_rate_curve(simulate_budgets(model, work, budgets))
+    assert not any(t.fill == "tonexty" for t in exact.data)
+
+
+def test_shopping_bars_draw_classlru_readings_as_a_filled_band_where_a_card_has_one():
+    frame = pd.DataFrame(
+        {"GPU": ["A", "B"], "decode t/s": [20.0, 30.0], "low t/s": [15.0, 25.0], "high t/s": [25.0, 35.0],
+         "best setting": ["a", "b"], "readings low t/s": [18.0, 0.0], "readings high t/s": [22.0, 0.0]}
+    )  # fmt: skip
+    band = [t for t in shopping_bars(frame).data if t.name == "ClassLRU's open readings"]
+    assert len(band) == 1 and list(band[0].base) == [18.0, 0.0] and list(band[0].y) == [4.0, 0.0]
+    none = frame.assign(**{"readings low t/s": 0.0, "readings high t/s": 0.0})
+    assert not [t for t in shopping_bars(none).data if t.name == "ClassLRU's open readings"]

@@ -4,11 +4,17 @@ records streamed in chunks."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import reference_class_lru as before
+from cli_runs import run_cli
+from conftest import GPT_OSS, SAMPLE
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.policies import class_lru
+
+GPT_OSS_TRACE = SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"
 
 KNOB_SETS = [
     {},
@@ -92,3 +98,48 @@ def test_class_lru_is_not_a_stack_policy_so_each_pool_size_replays_alone():
     assert (two, three) == ({3, 5}, {2, 4, 5}) and not two <= three
     plain_two, plain_three = _resident([2, 3], records, n_classes=1)  # one class: the plain LRU nests
     assert plain_two <= plain_three
+
+
+def _gpt_oss_band(build: int) -> list[dict]:
+    """simulate --json on the real GPT-OSS-20B routing with 4-token ubatches (-np 4) at 25 % and 75 % pools."""
+    # 2,434 and 7,275 MiB hold 25 % and 75 % of its experts (moe_model/data/class_lru_readings.json)
+    args = ["simulate", "--model", str(GPT_OSS), "--trace", str(GPT_OSS_TRACE), "--concurrency", "4"]
+    run = run_cli(*args, "--no-warmup", "--budgets-mib", "2434,7275", "--build", str(build), "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)["budgets"]
+
+
+def test_simulate_of_a_class_lru_build_carries_its_readings_band_wide_at_small_pools_narrow_at_large():
+    quarter, three_quarters = _gpt_oss_band(12569)
+    assert [round(r["groups"][0]["percent"]) for r in (quarter, three_quarters)] == [25, 75]
+    for r in (quarter, three_quarters):
+        band = r["policy_band"]
+        assert band["hit_rate_low"] <= r["hit_rate"] <= band["hit_rate_high"] and not band["interpolated"]
+    assert quarter["policy_band"]["width_points"] >= 5 and three_quarters["policy_band"]["width_points"] < 3
+    assert all("policy_band" not in r for r in _gpt_oss_band(11549))  # the exact LRU: no band
+
+
+def test_the_band_replays_its_readings_at_sampled_pools_and_interpolates_their_offsets_between():
+    rng = np.random.default_rng(3)
+    n_layer, n_expert, k, n_tok = 2, 16, 2, 400
+    ids = np.concatenate([rng.choice(6 + (t // 50) % 6, size=k, replace=False) for t in range(n_tok * n_layer)])
+    layer = np.tile(np.arange(n_layer, dtype=np.int32), n_tok)
+    ntok, mode, large = (
+        np.ones(len(layer), np.int32),
+        np.full(len(layer), MODE_CACHE, np.int8),
+        np.zeros(len(layer), np.int8),
+    )
+    chunk = (layer, ntok, np.arange(len(layer)) * k, mode, large, ids.astype(np.int32), k, n_expert)
+    caps = np.arange(2, 2 + 2 * 13, 2)  # 13 pool sizes: every 4th and the last sampled
+    state = class_lru.band_kernel().new_state(caps, n_layer, n_expert)
+    class_lru.band_kernel().feed(state, *chunk)
+    band, replayed = class_lru.band_hits(state)
+    assert state.sampled.tolist() == [0, 4, 8, 12] and np.flatnonzero(replayed).tolist() == [0, 4, 8, 12]
+    for i, reading in enumerate(class_lru.BAND_READINGS):
+        alone = class_lru.new_state(caps, n_layer, n_expert, **reading)
+        class_lru.feed(alone, *chunk)
+        exact = alone.hits.sum(axis=(0, 1))
+        assert np.array_equal(band[i, state.sampled], exact[state.sampled])
+        default = state.default.hits.sum(axis=(0, 1))
+        offset = np.interp(caps, caps[state.sampled], (exact - default)[state.sampled])
+        assert np.allclose(band[i], np.where(replayed, exact, default + offset))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli_runs import main_exit, run_cli, run_process
-from conftest import GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, SAMPLE
+from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, SAMPLE
 
 from moe_model.cli import build_parser
 
@@ -504,3 +505,22 @@ def test_simulate_policy_all_on_synthetic_routing_keeps_the_counts_it_had_before
         "lazy-unload": [(62234, 53677, 0), (85737, 30174, 0)],
         "belady": [(86091, 22451, 7369), (110646, 4980, 285)],
     }
+
+
+def test_predict_on_a_class_lru_build_carries_the_readings_band_as_a_range_source_and_b11549_none():
+    args = ["predict", "--model", str(GPT_OSS), "--hardware", "RTX 3060 12GB", "--cpu-moe", "--budget-mib", "2434"]
+    args += ["--trace", str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"), "--concurrency", "4", "--json"]
+    current, old = (json.loads(run_cli(*args, "--build", b).stdout) for b in ("12569", "11549"))
+    band, sources = current["policy_band"], {s["source"]: s for s in current["range_sources"]}
+    assert band["hit_rate_low"] <= current["hit_rate"] <= band["hit_rate_high"] and band["width_points"] >= 5
+    policy = sources["policy (ClassLRU readings)"]
+    assert policy["low_tps"] < current["decode_tps"] < policy["high_tps"] and "b12170+" in policy["narrowed_by"]
+    assert old["policy_band"] is None and policy["source"] not in {s["source"] for s in old["range_sources"]}
+
+
+def test_simulate_text_shows_the_readings_band_on_a_class_lru_build_only():
+    args = ["simulate", "--model", str(GPT_OSS), "--trace", str(SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz")]
+    args += ["--concurrency", "4", "--budgets-mib", "2434"]
+    current, old = (run_cli(*args, "--build", b).stdout for b in ("12569", "11549"))
+    assert "readings (all)" in current and re.search(r" \d+\.\d-\d+\.\d%$", current.splitlines()[-2])
+    assert "readings (all)" not in old

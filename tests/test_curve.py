@@ -10,7 +10,7 @@ import pytest
 from conftest import GROUNDTRUTH
 
 from moe_model.llama import slot_plan
-from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.simulate import simulate_budgets, simulate_plans
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
 from moe_model.readers.traces import load_recorded
@@ -75,9 +75,14 @@ def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, w
         sc = base.with_budget(budget)
         layout = resolve(gt_model, hw, sc)
         traffic = from_workload(gt_model, layout, sc, work) if layout.plan.starts else None
-        alone = predict(gt_model, hw, params, sc, traffic, layout=layout, rel_error=0.1, spread_points=2.0)
+        kernel = sc.band_kernel()
+        banded = layout.plan.starts and kernel is not None and kernel.band is not None  # ClassLRU's readings
+        band = simulate_plans(gt_model, work, [layout.plan], kernel)[0].band if banded else None
+        alone = predict(gt_model, hw, params, sc, traffic, layout=layout, rel_error=0.1, spread_points=2.0,
+                        policy_band=band)  # fmt: skip
         assert point.prediction.decode_tps == alone.decode_tps
         assert point.prediction.decode_tps_range == alone.decode_tps_range
+        assert (point.prediction.policy_band is not None) == (policy == "" and layout.plan.starts)
     assert not points[0].prediction.starts and points[2].prediction.decode_tps > 0  # 14 MiB refuses, 403 starts
 
 

@@ -341,3 +341,23 @@ def test_only_regular_files_are_read_as_logs(tmp_path):
         run_within(30, parse_log, fifo)
     with pytest.raises(LogError, match="/dev/zero is a device, not a regular file"):
         parse_log("/dev/zero")
+
+
+def test_llama_moe_cache_lines_of_an_unknown_form_are_read_apart_and_the_unread_named_in_one_line():
+    newer = [  # b12170+-like lines: neither b11549's teardown form nor its start-up form
+        "0.09.900.000 I llama_moe_cache: CUDA0 cache = 402.75 MiB (1234 tokens worth), 446 slots",
+        "0.09.900.001 I llama_moe_cache: decode: hits = 900, misses = 100 (90.0%)",
+        "0.09.900.002 I llama_moe_cache: batch: hits = 50, misses = 50",
+        "0.09.900.003 I llama_moe_cache: class histogram 3/1/0/0",
+        "0.09.900.004 I llama_moe_cache: evictions by class follow",
+    ]
+    (run,) = parse_lines([*NP4.splitlines(), *newer])
+    other = run.other_cache
+    assert (other.cache_mib, other.slots, other.hits, other.misses, other.n_read) == (402.75, 446, 950, 150, 3)
+    assert other.hit_rate == pytest.approx(950 / 1100)
+    assert (run.small.hits, run.small.misses) == (33275, 62914)  # b11549's own line: not mixed with the others
+    notes = [n for n in run.notes() if "does not know" in n]
+    assert len(notes) == 1 and "class histogram 3/1/0/0" in notes[0] and "evictions by class" in notes[0]
+    assert run.as_dict()["other_cache"]["n_unread"] == 2
+    (plain,) = parse_lines(NP4.splitlines())
+    assert plain.other_cache is None and not any("does not know" in n for n in plain.notes())

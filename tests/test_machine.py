@@ -109,6 +109,26 @@ def test_predict_uses_the_recorded_load_mode_unless_told_and_says_so(machine_fil
     assert recommended["load_mode"] == "none" and recommended["load_mode_source"].startswith(f"recorded in {pinned}")
 
 
+def test_a_machine_whose_b12170_logs_picked_a_classlru_reading_predicts_with_it_and_no_band(
+    run3_fit, machine_file, tmp_path
+):
+    reading = {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "token"}
+    path = tmp_path / "classlru.json"
+    save_machine(replace(run3_fit, class_lru={"reading": reading, "rms_points": 0.0}), path)
+    assert load_machine(path).class_lru_reading == tuple(reading.items())
+    assert load_machine(machine_file).class_lru_reading == ()  # b11549 logs pick none
+    args = ["predict", "--model", str(RUN3_HEADER), "--budget-mib", "403", "--concurrency", "4", "--json"]
+    picked = json.loads(run_cli(*args, "--machine", str(path)).stdout)
+    banded = json.loads(run_cli(*args, "--machine", str(machine_file)).stdout)
+    assert picked["policy_band"] is None and dict(picked["scenario"]["policy_reading"]) == reading
+    assert banded["policy_band"] is not None and picked["hit_rate"] != banded["hit_rate"]
+    assert "policy (ClassLRU readings)" not in {s["source"] for s in picked["range_sources"]}
+    bad = tmp_path / "bad.json"
+    bad.write_text(path.read_text().replace('"group"', '"sideways"'))
+    with pytest.raises(MachineFileError, match="class_lru_reading clock must be one of"):
+        load_machine(bad)
+
+
 def test_logs_of_one_name_in_two_folders_are_two_runs(run3_model, tmp_path):
     for folder, case in (("a", "b25"), ("b", "b50")):
         (tmp_path / folder).mkdir()

@@ -77,7 +77,7 @@ def test_class_lru_keeps_a_hot_expert_through_a_burst_of_one_off_experts():
     assert one("class-lru-b12170", burst, FOUR_SLOTS, n_classes=1) == (7, 8, 0)  # one class: plain LRU
 
 
-def _victim(slots, ties_high=False, n_expert=8):
+def _victim(slots, ties_high=False, n_expert=8, age_planning=False):
     """The class_lru kernel's choice during a plan() of layer 1 at clock 11 (layer 0's clock is at 10): class c's
     list holds only slot c, which holds an expert of the (layer, last use) given."""
     n = len(slots)
@@ -86,7 +86,7 @@ def _victim(slots, ties_high=False, n_expert=8):
     )
     used, first = np.array([t for _, t in slots]), np.arange(n)  # each class's list: its one slot
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
-    scores = np.array([class_lru._head_score(c, links, used, first, 1, 11, clock, inv) for c in range(n)])
+    scores = np.array([class_lru._head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
     return int(first[class_lru._best(scores, ties_high)])
 
 
@@ -98,6 +98,30 @@ def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_
     # class 0's head was used by layer 0's last plan() (age 0), class 1's by this plan() of layer 1 (age 0 too):
     # even with ties to the higher class, this plan's list is passed over (all of a record's experts stay in)
     assert _victim([(0, 10), (1, 11)], ties_high=True) == 0
+
+
+def test_class_lru_age_clock_reading_ages_another_layers_slot_in_the_planning_layers_clock():
+    # class 0's head (layer 0, used at 8): age 2 in its own clock (10), 3 in the planning layer's (11); class 1's
+    # head (layer 1, used at 6): age 5, score 2.5: its own clock evicts class 1, the planning clock class 0
+    assert _victim([(0, 8), (1, 6)]) == 1 and _victim([(0, 8), (1, 6)], age_planning=True) == 0
+
+
+def test_class_lru_increment_per_token_reading_adds_one_per_token_that_chose_the_expert():
+    work = make_workload([(0, 0, 3, [0, 0, 1])], 1, 8, 1)  # one 3-token ubatch: expert 0 chosen twice
+    mode, large = np.ones(1, dtype=np.int8), np.zeros(1, dtype=np.int8)
+    crf = {}
+    for per in class_lru.INCREMENTS_PER:
+        state = class_lru.new_state(np.array([2]), 1, 8, increment_per=per)
+        class_lru.feed(state, work.rec_layer, work.rec_ntok, work.rec_off, mode, large, work.ids, 1, 8)
+        crf[per] = state.crf[:2].tolist()
+    assert crf == {"plan": [1.0, 1.0], "token": [2.0, 1.0]}
+
+
+def test_every_open_class_lru_reading_is_a_knob_defaulting_to_its_first_reading():
+    assert {r.knob for r in class_lru.OPEN_READINGS} == {"clock", "age_clock", "ties", "increment_per"}
+    assert all(class_lru.KNOBS[r.knob] == r.readings[0] and r.rests_on for r in class_lru.OPEN_READINGS)
+    with pytest.raises(MoeModelError, match="age_clock must be one of"):
+        class_lru.kernel(age_clock="sideways")
 
 
 def test_class_lru_keeps_a_keys_crf_across_its_eviction():
@@ -118,7 +142,16 @@ def test_class_lru_keeps_a_keys_crf_across_its_eviction():
     random_runs(),
     st.lists(st.integers(1, 60), min_size=1, max_size=4),
     st.sampled_from(
-        [{}, {"clock": "group"}, {"ties": "high-class"}, {"increment": 0.5, "half_life_tokens": 3.0}, {"n_classes": 2}]
+        [
+            {},
+            {"clock": "group"},
+            {"ties": "high-class"},
+            {"increment": 0.5, "half_life_tokens": 3.0},
+            {"n_classes": 2},
+            {"age_clock": "planning"},
+            {"increment_per": "token", "half_life_tokens": 4.0},
+            {"age_clock": "planning", "increment_per": "token", "ties": "high-class"},
+        ]
     ),
 )
 def test_class_lru_kernel_equals_its_readable_stepper_and_one_class_is_the_exact_lru(run, budgets, knobs):

@@ -10,7 +10,7 @@ from moe_model.resources import data_path
 from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_parts import described
-from moe_model.speed.ranges import RangeSource, combine
+from moe_model.speed.ranges import POLICY_SOURCE, RangeSource, combine, decode_sources
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict
 
@@ -59,3 +59,13 @@ def test_a_described_host_and_a_log_halve_the_range_and_the_largest_source_is_st
     width = [math.log(p.decode_tps_range[1] / p.decode_tps_range[0]) for p in (neither, both)]
     assert width[1] <= width[0] / 2
     assert both.range_sources[0].source == "time model" and neither.range_sources[0].source != "time model"
+
+
+def test_a_policy_band_is_a_source_priced_at_its_hit_rate_edges():
+    def decode_at(hw, shift):
+        return 100.0 + shift  # 1 t/s per hit-rate point
+
+    sources = decode_sources(100.0, preset("3060"), decode_at, 0.0, 0.0, (-12.0, 4.0))
+    policy = next(s for s in sources if s.source == POLICY_SOURCE)
+    assert (policy.low_tps, policy.high_tps) == (88.0, 104.0) and "b12170+" in policy.narrowed_by
+    assert all(s.source != POLICY_SOURCE for s in decode_sources(100.0, preset("3060"), decode_at, 0.0, 0.0))

@@ -234,6 +234,8 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
                 help="RAM, host memory, threads and link as the preset states them (picking a GPU keeps yours)",
             )
     hw = _host_parts(hw)
+    pick = calibrated.class_lru if use_calibrated else None  # the ClassLRU reading its b12170+ logs picked
+    st.session_state["class_lru_reading"] = tuple(pick["reading"].items()) if pick else ()
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
@@ -276,6 +278,12 @@ def sidebar_build() -> int:
     """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU): the declared setting's
     widget, kept across pages and in the URL like the other sidebar settings."""
     return int(control(st.sidebar, SCENARIO["build"]))
+
+
+def sidebar_reading() -> tuple[tuple[str, str], ...]:
+    """ClassLRU's reading the calibrated machine's logs picked (after sidebar_hardware), () for none: pages replay it
+    alone instead of the band."""
+    return st.session_state.get("class_lru_reading", ())
 
 
 def policy_caption(sc: Scenario) -> str:

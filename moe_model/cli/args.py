@@ -165,6 +165,7 @@ def placement_from_args(args: argparse.Namespace) -> Placement:
 def scenario_from_args(args: argparse.Namespace, **fixed) -> Scenario:
     """The Scenario of the flags a command has; the settings it has no flag for keep their defaults."""
     values = {name: getattr(args, name) for name in SCENARIO if name != "placement" and hasattr(args, name)}
+    values |= {"policy_reading": args.policy_reading} if getattr(args, "policy_reading", ()) else {}  # --machine's
     return Scenario(**(values | {"placement": placement_from_args(args)} | fixed))
 
 

@@ -54,17 +54,25 @@ def _rate(stats) -> str:
 
 
 def format_sim(results: list[SimResult], work: Workload | WorkloadStream) -> str:
+    banded = any(r.band for r in results)  # a modelled policy's open readings (b12170+ ClassLRU)
     lines = [
         f"workload: {work.label or 'trace'}: {work.decode_tokens:,} decode tokens, {work.n_ubatches:,} ubatches",
         f"{'budget MiB':>10} {'starts':>6} {'slots':>7} {'hit <=8':>8} {'hit >8':>8} "
-        f"{'upload MiB/token':>17} {'copied':>8}",
+        f"{'upload MiB/token':>17} {'copied':>8}" + (f" {'readings (all)':>15}" if banded else ""),
     ]
     for r in results:
+        band = f" {_band(r):>15}" if banded else ""
         lines.append(
             f"{r.budget_mib:>10} {str(r.starts):>6} {r.plan.n_slots_total:>7} {_rate(r.small):>8} {_rate(r.large):>8} "
-            f"{r.uploaded_bytes_per_token() / 2**20:>17.2f} {r.copied_experts:>8}"
+            f"{r.uploaded_bytes_per_token() / 2**20:>17.2f} {r.copied_experts:>8}{band}"
         )
+    if banded:
+        lines.append("readings (all): the hit rate over all lookups under ClassLRU's open readings, lowest-highest")
     return "\n".join(lines)
+
+
+def _band(r: SimResult) -> str:
+    return "-" if r.band is None else f"{100 * r.band.hit_rate_low:.1f}-{100 * r.band.hit_rate_high:.1f}%"
 
 
 def format_policies(policies: list[dict]) -> str:

@@ -50,6 +50,7 @@ def _hardware(args: argparse.Namespace):
         hw, rel_error = machine.hardware, machine.rel_error_at(args.concurrency)
         args.load_mode = flag_mode or machine.load_mode
         args.load_mode_source = "flag" if flag_mode else f"recorded in {args.machine} (--load-mode overrides it)"
+        args.policy_reading = machine.class_lru_reading  # its logs' ClassLRU reading: replayed alone, no band
     else:
         hw, rel_error = _named_preset(args.hardware), default_time_model().rel_error
         args.load_mode = flag_mode or SCENARIO["load_mode"].default
@@ -109,7 +110,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
     from moe_model.speed.curve import curve
     from moe_model.speed.known_problems import known_problems
-    from moe_model.speed.time_model import verdict
+    from moe_model.speed.recommend import readings_verdict
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
@@ -127,7 +128,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         spread_points=spread,
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
-    cache_verdict = verdict(pred, baseline) if args.budget_mib else "no cache"
+    cache_verdict = readings_verdict(pred, baseline) if args.budget_mib else "no cache"
     problems = known_problems(model, pred.scenario, pred.layout)
     out = pred.as_dict() | {
         "known_problems": problems,
@@ -270,11 +271,10 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.machine import calibrate_machine, machine_points, parse_logs, save_machine
+    from moe_model.speed.machine import calibrate_logs, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
-    points, runs = machine_points(parse_logs(args.logs), model, hw, args.build)
-    result = calibrate_machine(points, hw, default_time_model().params, runs)
+    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build)
     if args.json:
         print(to_json(result.as_dict()))
     else:
@@ -304,6 +304,9 @@ def _print_calibration(result, hw, model) -> None:
             f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
         )
     print(f"  {result.reason}")
+    if pick := result.class_lru:
+        reading = ", ".join(f"{k} {v}" for k, v in pick["reading"].items())
+        print(f"  ClassLRU reading nearest the logged hit rates: {reading} ({pick['rms_points']:.1f} points RMS)")
 
 
 # the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)

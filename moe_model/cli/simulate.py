@@ -162,7 +162,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.policy:
         results, policies = _simulate_with_policies(args, model, work, budgets, main)
     else:
-        results, policies = simulate_budgets(model, work, budgets, placement_without_machine(args), main.kernel()), None
+        kernel = (main.band_kernel or main.kernel)()  # a modelled policy's open readings as a band
+        results, policies = simulate_budgets(model, work, budgets, placement_without_machine(args), kernel), None
     fields = {"policy": main.name, "policy_exact": main.label == EXACT, "build": args.build}
     if args.json:
         rows = [r.as_dict() | {"policy": main.name} for r in results]

@@ -10,7 +10,7 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -55,6 +55,9 @@ class Kernel:
     state_bytes: Callable[[int, int, np.ndarray], int]  # (n_layer, n_expert, caps)
     ns_per_lookup: Callable[[int], float]  # kernel time per lookup of a pass over n pool sizes
     lanes: bool = True  # passes may run at once on threads (feed releases the GIL and starts no threads itself)
+    # a modelled policy's other readings: (hits [n_readings, n_caps], which pool sizes they replayed [n_caps])
+    band: Callable[[object], tuple[np.ndarray, np.ndarray]] | None = None
+    band_readings: tuple[str, ...] = ()  # their names
 
 
 LRU_KERNEL = Kernel(
@@ -96,6 +99,50 @@ class ClassStats:
         }
 
 
+@dataclass(frozen=True)
+class PolicyBand:
+    """The hit rate and uploads over a modelled policy's open readings at one budget: the lowest and highest, the
+    readings that give them ("default" for the kernel's own reading), beside the default's own."""
+
+    hit_rate_low: float
+    hit_rate_high: float
+    low_reading: str
+    high_reading: str
+    uploaded_bytes_per_token_low: float
+    uploaded_bytes_per_token_high: float
+    default_hit_rate: float
+    interpolated: bool = False  # the other readings' offsets interpolated from neighbouring budgets (class_lru)
+
+    @property
+    def width_points(self) -> float:
+        return 100 * (self.hit_rate_high - self.hit_rate_low)
+
+    @property
+    def shift_points(self) -> tuple[float, float]:
+        """How far below and above the default reading's hit rate the band reaches, in points (<= 0, >= 0)."""
+        return 100 * (self.hit_rate_low - self.default_hit_rate), 100 * (self.hit_rate_high - self.default_hit_rate)
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"width_points": self.width_points}
+
+
+def policy_band(
+    hits: int, lookups: int, uploaded_bytes: int, others: np.ndarray, readings: tuple, tokens: int, replayed: bool
+) -> PolicyBand | None:
+    """The band of one budget from the default's counts and the other readings' (`others`: per reading, its hits
+    and the upload bytes they spare beyond the default's); None without lookups."""
+    if not lookups:
+        return None
+    rates = {"default": hits / lookups} | {r: float(h) / lookups for r, (h, _) in zip(readings, others, strict=True)}
+    uploads = {"default": float(uploaded_bytes)} | {
+        r: uploaded_bytes - float(spared) for r, (_, spared) in zip(readings, others, strict=True)
+    }
+    low, high = min(rates, key=rates.get), max(rates, key=rates.get)
+    per_token = [u / tokens if tokens else 0.0 for u in uploads.values()]
+    low_high = (rates[low], rates[high], low, high, min(per_token), max(per_token))
+    return PolicyBand(*low_high, rates["default"], not replayed)
+
+
 @dataclass(frozen=True, eq=False)
 class SimResult:
     """What the cache did over a workload at one budget."""
@@ -110,6 +157,7 @@ class SimResult:
     layer_hits: np.ndarray  # [n_layer], both classes
     layer_lookups: np.ndarray
     decode_tokens: int
+    band: PolicyBand | None = None  # a modelled policy's open readings (Kernel.band); None where exact
 
     @property
     def starts(self) -> bool:
@@ -166,7 +214,7 @@ class SimResult:
             "decode_tokens": self.decode_tokens,
             "uploaded_bytes_per_token": self.uploaded_bytes_per_token(),
             "log_lines": self.log_lines(),
-        }
+        } | ({"policy_band": self.band.as_dict()} if self.band else {})
 
 
 def pool_need(work: Workload) -> np.ndarray:
@@ -355,6 +403,8 @@ def _results(
     upload = np.zeros((2, n), dtype=np.int64)
     copied = np.zeros(n, dtype=np.int64)
     copied_bytes = np.zeros(n, dtype=np.int64)
+    band = np.zeros((len(kernel.band_readings), 2, n))  # each other reading: hits beyond the default's, bytes spared
+    replayed = np.ones(n, dtype=bool)  # budgets every pass replayed the other readings at
     for ps in passes:
         group = plans[0].groups[ps.group]
         h, d, p = kernel.results(ps.state)
@@ -364,6 +414,12 @@ def _results(
         upload[:, b] += (d[:, :, None] - h).sum(axis=0) * group.slot_bytes
         copied[b] += p * len(group.tensor_bytes)
         copied_bytes[b] += p * group.slot_bytes
+        if kernel.band is not None:
+            others, sampled = kernel.band(ps.state)
+            more = others - h.sum(axis=(0, 1))
+            replayed[b] &= sampled
+            band[:, 0, b] += more
+            band[:, 1, b] += more * group.slot_bytes
     out = []
     for b, plan in enumerate(plans):
         small, large = (
@@ -382,9 +438,22 @@ def _results(
                 hits[:, :, b].sum(axis=1),
                 lookups[:, :, b].sum(axis=1),
                 decode_tokens,
+                _band_at(kernel, small, large, band[:, :, b], decode_tokens, bool(replayed[b])),
             )
         )
     return out
+
+
+def _band_at(
+    kernel: Kernel, small: ClassStats, large: ClassStats, extra: np.ndarray, tokens: int, replayed: bool
+) -> PolicyBand | None:
+    """One budget's band: each other reading's hits are the default's plus `extra[:, 0]`."""
+    if kernel.band is None:
+        return None
+    hits, lookups = small.hits + large.hits, small.lookups + large.lookups
+    uploaded = small.uploaded_bytes + large.uploaded_bytes
+    per_reading = np.stack([hits + extra[:, 0], extra[:, 1]], axis=1)
+    return policy_band(hits, lookups, uploaded, per_reading, kernel.band_readings, tokens, replayed)
 
 
 def simulate(

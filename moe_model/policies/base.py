@@ -68,6 +68,7 @@ class Policy:
     knobs: Mapping[str, object] = field(default_factory=dict)  # tunable parameters and their defaults
     cpu_fraction: Callable[..., float] = lambda **knobs: 0.0  # misses served on the CPU, when only a rate is known
     kernel: Callable[..., object] | None = None  # knobs -> a simulate Kernel: runs like the exact LRU (streamed)
+    band_kernel: Callable[[], object] | None = None  # a modelled policy's kernel with its other readings (a band)
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}

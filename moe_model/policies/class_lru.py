@@ -9,12 +9,8 @@ state declarations were readable, its plan() body was not; docs/llamacpp-cache.m
 - victim: an empty slot, else among the least recently used slots of the lists not in the current plan(), the
   one with the largest age / 2^class; the clock advances by the real token count of each ubatch.
 The rest is b11549's plan() (hits refreshed first in first-appearance order, then sorted misses) and its
-get_slot_map rule. What the comment leaves open is a knob, defaulting to its most literal reading:
-- `clock`: "layer" (one clock per layer, advanced by the record's tokens at each plan() of that layer: ages in
-  tokens, as the CRF_max derivation assumes) or "group" (one clock for the group, advanced at every plan():
-  ages in layer steps);
-- `increment`: CRF added per use (hit or miss), 1;
-- `ties`: "low-class" (equal scores: the lower class is evicted) or "high-class".
+get_slot_map rule. What the comment leaves open is a knob (OPEN_READINGS below: each reading's default and the
+comment line it rests on); `band_kernel` runs the others beside it as a band.
 
 The curve is one pass per group and class of budgets that see the same records: the CRF, its class and the
 clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. The
@@ -25,6 +21,7 @@ pool can keep a key a larger one evicts; tests/test_class_lru.py pins a case), s
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import floor, log2
@@ -33,7 +30,12 @@ import numpy as np
 from numba import njit, prange, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import CLASS_LRU_NS_PER_LOOKUP_BUDGET, SIM_NS_PER_LOOKUP_PASS
+from moe_model.limits import (
+    CLASS_LRU_BAND_ALL,
+    CLASS_LRU_BAND_STRIDE,
+    CLASS_LRU_NS_PER_LOOKUP_BUDGET,
+    SIM_NS_PER_LOOKUP_PASS,
+)
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
@@ -43,10 +45,61 @@ from moe_model.readers.model_spec import ModelSpec
 
 HALF_LIFE_TOKENS = 128.0  # crf_half_life in the source
 N_CLASSES = 8  # n_class in the source
-CLOCKS = ("layer", "group")
-TIES = ("low-class", "high-class")
-KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0, "clock": "layer",
-         "ties": "low-class"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OpenReading:
+    """A point the source comment leaves open: the knob, its readings (the default first) and the comment line
+    the default rests on."""
+
+    knob: str
+    readings: tuple[str, ...]
+    rests_on: str
+
+    @property
+    def default(self) -> str:
+        return self.readings[0]
+
+
+OPEN_READINGS = (
+    # "layer clock at the last use": one clock per layer, advanced by its plan()'s tokens (ages in tokens, as the
+    # CRF_max derivation assumes); "group": one clock for the group, advanced at every plan()
+    OpenReading("clock", ("layer", "group"), 'last_use[n_layer * n_expert]: "layer clock at the last use"'),
+    # "own": a slot's age counts in its own layer's clock (what last_use was stamped with); "planning": in the
+    # clock of the layer whose plan() is choosing (moot with one group clock)
+    OpenReading("age_clock", ("own", "planning"), 'last_use: "layer clock at the last use" (aged in that clock)'),
+    # "low-class": of equal scores the lower class is evicted (the lists scanned from class 0 up); "high-class"
+    OpenReading("ties", ("low-class", "high-class"), "victim: the largest age / 2^class (no tie rule stated)"),
+    # "plan": +increment per expert per plan() (a use is a lookup: hits and misses count distinct experts);
+    # "token": + increment per token of the ubatch that chose it
+    OpenReading("increment_per", ("plan", "token"), "crf: its uses, decayed (a use as hits and misses count it)"),
+)
+READING_CHOICES = {r.knob: r.readings for r in OPEN_READINGS}
+CLOCKS, AGE_CLOCKS, TIES, INCREMENTS_PER = (READING_CHOICES[k] for k in ("clock", "age_clock", "ties", "increment_per"))
+KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0} | {
+    r.knob: r.default for r in OPEN_READINGS
+}
+
+# the readings beside the default whose hit rates bound all of all_readings' within 0.63 points (16 cases: the real
+# GPT-OSS-20B routing and a synthetic one, -np 1 and 4, pools of 12.5-75 %; scripts/class_lru_readings.py,
+# moe_model/data/class_lru_readings.json): per-token increments keep the most, one group clock the least
+BAND_READINGS = (
+    {"clock": "layer", "age_clock": "own", "ties": "low-class", "increment_per": "token"},
+    {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "plan"},
+)
+
+
+def all_readings() -> tuple[dict[str, str], ...]:
+    """Every combination of the open readings (the default first); the age clock only with per-layer clocks (one
+    group clock ages every slot alike)."""
+    combos = itertools.product(*(r.readings for r in OPEN_READINGS))
+    out = [dict(zip(READING_CHOICES, c, strict=True)) for c in combos]
+    return tuple(r for r in out if r["clock"] == "layer" or r["age_clock"] == AGE_CLOCKS[0])
+
+
+def reading_name(reading: dict[str, str]) -> str:
+    """A reading in one word per knob, e.g. 'layer/own/low-class/plan'."""
+    return "/".join(reading[k] for k in READING_CHOICES)
 
 
 def crf_class(crf: float, n_classes: int = N_CLASSES) -> int:
@@ -69,7 +122,9 @@ class ClassLruState:
     n_classes: int
     increment: float
     group_clock: bool
+    age_planning: bool  # ages in the planning layer's clock (age_clock "planning")
     ties_high: bool
+    per_token: bool  # the increment per token that chose the expert (increment_per "token")
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
@@ -87,20 +142,25 @@ class ClassLruState:
     cpu: np.ndarray  # [n_layer, n_caps] misses computed on the CPU (the share), not kept
 
 
-def check_knobs(half_life_tokens: float, n_classes: int, increment: float, clock: str, ties: str) -> None:
+def check_knobs(half_life_tokens: float, n_classes: int, increment: float, **readings: str) -> None:
     if not (np.isfinite(half_life_tokens) and half_life_tokens > 0):
         raise MoeModelError(f"half_life_tokens must be a positive number of tokens, got {half_life_tokens}")
     if n_classes != int(n_classes) or not 1 <= n_classes <= 64:
         raise MoeModelError(f"n_classes must be a whole number in 1..64, got {n_classes}")
     if not (np.isfinite(increment) and increment > 0):
         raise MoeModelError(f"increment must be a positive number, got {increment}")
-    if clock not in CLOCKS or ties not in TIES:
-        raise MoeModelError(f"clock must be one of {CLOCKS} and ties one of {TIES}, got {clock!r}, {ties!r}")
+    for knob, value in readings.items():
+        if value not in READING_CHOICES[knob]:
+            raise MoeModelError(f"{knob} must be one of {READING_CHOICES[knob]}, got {value!r}")
+
+
+def _check(k: dict) -> None:
+    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], **{r: k[r] for r in READING_CHOICES})
 
 
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
     k = KNOBS | knobs
-    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
+    _check(k)
     caps = np.asarray(caps, dtype=np.int64)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
     total = int(caps.sum())
@@ -111,7 +171,9 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         n_cls,
         float(k["increment"]),
         k["clock"] == "group",
+        k["age_clock"] == "planning",
         k["ties"] == "high-class",
+        k["increment_per"] == "token",
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
@@ -143,6 +205,12 @@ def ns_per_lookup(n_caps: int) -> float:
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
+    _replay(s, _prepare(s, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert))
+
+
+def _prepare(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> tuple:
+    """What every pool size of a pass replays of a chunk (the CRF, classes and clock: s's knobs of the clock and
+    the increment decide them), advancing s's CRF and clocks."""
     used = rec_mode != MODE_SKIP  # other groups' records: every pool size's loop would step over them
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large = (
         a[used] for a in (rec_layer, rec_ntok, rec_off, rec_mode, rec_large)
@@ -158,17 +226,23 @@ def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, id
     clock0 = s.clock.copy()
     _shared(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
-        s.half_life, s.increment, s.n_classes, s.group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf,
-        rec_now, s.distinct,
+        s.half_life, s.increment, s.n_classes, s.group_clock, s.per_token, ent_start, ent_key, ent_cls, ent_sorted,
+        ent_crf, rec_now, s.distinct,
     )  # fmt: skip
-    inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
+    return rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf
+
+
+def _replay(s: ClassLruState, prepared: tuple) -> None:
+    """Every pool size of s's pass replays a prepared chunk (in parallel where cores are free)."""
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf = prepared
+    inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
     try:
         _budgets(
             rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
-            s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits,
-            s.probe, s.share, by_crf, s.remainder, s.cpu,
+            s.age_planning, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last,
+            s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
         )  # fmt: skip
     finally:
         set_parallel_chunksize(chunksize)
@@ -187,11 +261,12 @@ def cpu_counts(s: ClassLruState) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
+    n_classes, group_clock, per_token, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
 ):  # fmt: skip
     """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
     keys in expert-id order, and the clock; what every pool size of the pass shares."""
     seen = np.zeros(n_expert, dtype=np.int64)
+    chose = np.zeros(n_expert, dtype=np.int64)  # tokens of this record that chose the expert
     n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
@@ -205,8 +280,10 @@ def _shared(
             e = ids[i]
             if seen[e] != r + 1:
                 seen[e] = r + 1
+                chose[e] = 0
                 ent_key[n + nu] = base + e
                 nu += 1
+            chose[e] += 1
         if mode == MODE_CACHE:
             for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
                 q, key = j, ent_key[n + j]
@@ -221,10 +298,8 @@ def _shared(
             distinct[layer, rec_large[r]] += nu
             for q in range(n, n + nu):
                 key = ent_key[q]
-                if last_use[key] >= 0:
-                    value = crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + increment
-                else:
-                    value = increment
+                add = increment * chose[key - base] if per_token else increment
+                value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
                 crf[key], ent_crf[q] = value, value
                 last_use[key] = now
                 cls = int(np.floor(np.log2(value))) if value > 0 else 0
@@ -284,15 +359,18 @@ def _append(s, c, owner, links, first, last):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _head_score(c, links, used, first, me, now, clock, inv):
+def _head_score(c, links, used, first, me, now, clock, inv, age_planning=False):
     """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
-    `me`) used its head (then it holds only slots this plan used)."""
+    `me`) used its head (then it holds only slots this plan used); the age in the slot's own layer clock, or with
+    age_planning in this plan()'s (never below 0: another layer's clock can be ahead)."""
     h = first[c]
     if h < 0:
         return -1.0
     owner = links[h, _CLS] >> _OWNER_SHIFT
     if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
         return -1.0
+    if age_planning:
+        return max(now - used[h], 0) * inv[c]
     return (clock[owner] - used[h]) * inv[c]
 
 
@@ -314,7 +392,7 @@ def _best(scores, ties_high):
 @njit(cache=True, nogil=True, parallel=True)
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, group_clock,
-    ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
+    age_planning, ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
     share, by_crf, remainder, cpu,
 ):  # fmt: skip
     """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
@@ -378,13 +456,13 @@ def _budgets(
                     if not scored:
                         for c in range(len(inv)):
                             scores[c] = _head_score(
-                                c, links, used, first, owner, now, clock, inv
+                                c, links, used, first, owner, now, clock, inv, age_planning
                             )  # fmt: skip
                         scored = True
                     c = _best(scores, ties_high)
                     s = first[c]
                     _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv)
+                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
                     slot_of[links[s, _KEY]] = -1
                 slot_of[key] = s
                 used[s] = now
@@ -400,7 +478,7 @@ def kernel(**knobs) -> Kernel:
     """The ClassLRU kernel with its knobs (KNOBS's defaults where not given); the same knobs give the same
     Kernel, so that callers can group simulations by kernel."""
     k = KNOBS | knobs
-    check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], k["clock"], k["ties"])
+    _check(k)
     return _kernel(tuple(sorted(k.items())))
 
 
@@ -415,6 +493,65 @@ def _kernel(items: tuple) -> Kernel:
         state_bytes,
         ns_per_lookup,
         lanes=False,  # its feed runs the pool sizes on numba's threads (prange): one pass at a time
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class BandState:
+    """A pass of the default reading at every pool size and of each band reading at a sample of them."""
+
+    default: ClassLruState
+    sampled: np.ndarray  # indices of the pass's pool sizes the band readings replay
+    others: tuple[ClassLruState, ...]
+
+
+def band_sample(n_caps: int) -> np.ndarray:
+    """The pool sizes (indices, ascending) a band reading replays: all of a few, else every CLASS_LRU_BAND_STRIDE-th
+    and the largest (between them the band's offsets from the default are interpolated: band_hits)."""
+    if n_caps <= CLASS_LRU_BAND_ALL:
+        return np.arange(n_caps)
+    return np.unique(np.append(np.arange(0, n_caps, CLASS_LRU_BAND_STRIDE), n_caps - 1))
+
+
+def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple) -> BandState:
+    sampled = band_sample(len(caps))
+    others = tuple(new_state(np.asarray(caps)[sampled], n_layer, n_expert, **r) for r in readings)
+    return BandState(new_state(caps, n_layer, n_expert), sampled, others)
+
+
+def _band_feed(s: BandState, *chunk) -> None:
+    """Every reading replays the same chunk (one stream of records for the default and the band)."""
+    for state in (s.default, *s.others):
+        feed(state, *chunk)
+
+
+def band_hits(s: BandState) -> tuple[np.ndarray, np.ndarray]:
+    """Each band reading's hits at every pool size of the pass [n_readings, n_caps]: replayed where sampled, else
+    the default's plus the band reading's offset from it, interpolated linearly in pool size; and which pool
+    sizes were replayed."""
+    caps, default = s.default.caps, s.default.hits.sum(axis=(0, 1))
+    out = np.empty((len(s.others), len(caps)), dtype=np.float64)
+    for i, other in enumerate(s.others):
+        offset = other.hits.sum(axis=(0, 1)) - default[s.sampled]
+        out[i] = default + np.interp(caps, caps[s.sampled], offset)
+        out[i, s.sampled] = other.hits.sum(axis=(0, 1))
+    return out, np.isin(np.arange(len(caps)), s.sampled)
+
+
+@functools.cache  # one Kernel: callers group simulations by kernel
+def band_kernel() -> Kernel:
+    """The default reading's kernel with the band readings replayed beside it (Kernel.band)."""
+    readings, n = BAND_READINGS, len(BAND_READINGS)
+    return Kernel(
+        "class-lru-b12170",
+        lambda caps, n_layer, n_expert: _band_state(caps, n_layer, n_expert, readings),
+        _band_feed,
+        lambda s: results(s.default),
+        lambda n_layer, n_expert, caps: state_bytes(n_layer, n_expert, caps) * (1 + n),
+        lambda n_caps: ns_per_lookup(n_caps) + n * ns_per_lookup(len(band_sample(n_caps))),
+        lanes=False,
+        band=band_hits,
+        band_readings=tuple(reading_name(r) for r in readings),
     )
 
 
@@ -435,4 +572,5 @@ POLICY = Policy(
     run,
     KNOBS,
     kernel=kernel,
+    band_kernel=band_kernel,
 )

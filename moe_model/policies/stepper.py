@@ -87,6 +87,7 @@ class _ClassPool:
         self.cls = [-1] * n_slots
         self.t = [0] * n_slots
         self.used: set[int] = set()  # slots this plan() used
+        self.layer = 0  # the layer of the last plan(): the eviction order is scored as its next victim choice
 
     def _clock_of(self, layer: int) -> int | str:
         return "group" if self.knobs["clock"] == "group" else layer
@@ -94,11 +95,12 @@ class _ClassPool:
     def now(self, layer: int) -> int:
         return self.clock.get(self._clock_of(layer), 0)
 
-    def use(self, key: int, layer: int) -> int:
-        """The key's CRF after a use now (decayed, plus the increment) and its class."""
+    def use(self, key: int, layer: int, tokens: int) -> int:
+        """The key's CRF after a use now by `tokens` tokens (decayed, plus the increment) and its class."""
         now, old = self.now(layer), self.crf.get(key)
         half_life = float(self.knobs["half_life_tokens"])
-        value = self.knobs["increment"] + (0.0 if old is None else decayed(old, now - self.last_use[key], half_life))
+        add = self.knobs["increment"] * (tokens if self.knobs["increment_per"] == "token" else 1)
+        value = add + (0.0 if old is None else decayed(old, now - self.last_use[key], half_life))
         self.crf[key], self.last_use[key] = value, now
         return crf_class(value, len(self.lists))
 
@@ -109,10 +111,13 @@ class _ClassPool:
         self.cls[slot], self.t[slot] = cls, self.now(layer)
         self.used.add(slot)
 
-    def score(self, slot: int) -> float:
-        return (self.now(self.key_of[slot] // self.n_expert) - self.t[slot]) / 2 ** self.cls[slot]
+    def score(self, slot: int, layer: int) -> float:
+        """age / 2^class, the age in the slot's layer clock or (age_clock "planning") in the planning layer's."""
+        planning = self.knobs["age_clock"] == "planning"
+        now = self.now(layer) if planning else self.now(self.key_of[slot] // self.n_expert)
+        return max(now - self.t[slot], 0) / 2 ** self.cls[slot]
 
-    def victim(self) -> int:
+    def victim(self, layer: int) -> int:
         """An empty slot, else the head of an untouched list with the largest age / 2^class."""
         empty = [s for s in range(len(self.key_of)) if self.key_of[s] < 0]
         if empty:
@@ -121,7 +126,7 @@ class _ClassPool:
         high = self.knobs["ties"] == "high-class"
         best = heads[0]
         for slot in heads[1:]:  # lowest class first: an equal score keeps it, unless ties go to the higher class
-            gain = self.score(slot) - self.score(best)
+            gain = self.score(slot, layer) - self.score(best, layer)
             if gain > 0 or (high and gain == 0):
                 best = slot
         return best
@@ -130,16 +135,17 @@ class _ClassPool:
         """Empty slots, then the held ones by score (largest first), class, and place in their list."""
         held = [s for s in range(len(self.key_of)) if self.key_of[s] >= 0]
         empty = [s for s in range(len(self.key_of)) if self.key_of[s] < 0]
-        rank = sorted(held, key=lambda s: (-self.score(s), self.cls[s], self.lists[self.cls[s]].index(s)))
+        rank = sorted(held, key=lambda s: (-self.score(s, self.layer), self.cls[s], self.lists[self.cls[s]].index(s)))
         return tuple(empty + rank)
 
     def plan(self, layer: int, n_tokens: int, ids: np.ndarray):
         """plan(): the clock moves by the ubatch's tokens, every key's CRF and class follow; hits first, then the
         sorted misses take the victims. Returns the hit experts, the (expert, slot) fills and the evictions."""
         self.clock[self._clock_of(layer)] = self.now(layer) + n_tokens
-        self.used = set()
+        self.used, self.layer = set(), layer
         base, uniq = layer * self.n_expert, list(dict.fromkeys(ids.tolist()))
-        classes = {e: self.use(base + e, layer) for e in uniq}
+        chose = ids.tolist()
+        classes = {e: self.use(base + e, layer, chose.count(e)) for e in uniq}
         hits = [e for e in uniq if base + e in self.slot_of]
         for e in hits:
             self.place(self.slot_of[base + e], classes[e], layer)
@@ -154,7 +160,7 @@ class _ClassPool:
         for e in misses:
             if e in on_cpu:
                 continue
-            slot = self.victim()
+            slot = self.victim(layer)
             if (old := self.key_of[slot]) >= 0:
                 del self.slot_of[old]
                 evicted.append((old // self.n_expert, old % self.n_expert))

@@ -11,7 +11,7 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -72,6 +72,13 @@ _COPIED = re.compile(r"llama_moe_cache: large batches: (\d+) experts copied from
 _FORK_AUTO = re.compile(r"common_params_fit_impl: automatic MoE cache = ([\d.]+) MiB \((\d+)% of ([\d.]+) MiB")
 _FORK_CACHE = re.compile(r"llama_moe_cache:\s+(\S+) MoE cache size =\s+([\d.]+) MiB, slots = (\d+)")
 MAINLINE, FORK = "mainline", "qvac-fabric fork"
+# b12170+'s own start-up and teardown lines are not known (its release notes: "display the cache size in token worth
+# count"): a llama_moe_cache line of another form is read for what it shows, kept apart from b11549's
+_LOOSE_MIB = re.compile(r"(\d+(?:\.\d+)?)\s*MiB")
+_LOOSE_SLOTS = re.compile(r"(\d+)\s+slots\b|\bslots\s*[=:]\s*(\d+)")
+_LOOSE_HITS = re.compile(r"\bhits\s*[=:]\s*(\d+)")
+_LOOSE_MISSES = re.compile(r"\bmisses\s*[=:]\s*(\d+)")
+_UNREAD_SHOWN = 3  # lines of an unknown form quoted in their note (the rest counted)
 _TIMING = re.compile(
     r"print_timing: id\s+(\d+) \| task (-?\d+) \| +(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) tokens"
 )
@@ -192,6 +199,35 @@ class Timing:
 
 
 @dataclass
+class OtherCacheLines:
+    """llama_moe_cache lines of a form this parser does not know (b12170+'s): what could be read of them (the cache
+    MiB and slots of start-up lines, hits and misses of teardown lines, summed), never mixed with b11549's lines."""
+
+    cache_mib: float | None = None
+    slots: int | None = None
+    hits: int = 0
+    misses: int = 0
+    n_read: int = 0  # lines a number was read from
+    unread: list[str] = field(default_factory=list)  # the first _UNREAD_SHOWN lines nothing was read from
+    n_unread: int = 0
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hits / (self.hits + self.misses) if self.hits + self.misses else None
+
+    def note(self) -> str | None:
+        """One line naming the lines that could not be read."""
+        if not self.n_unread:
+            return None
+        more = f" and {self.n_unread - len(self.unread)} more" if self.n_unread > len(self.unread) else ""
+        quoted = " | ".join(self.unread)
+        return f"{self.n_unread} llama_moe_cache line(s) of a form this tool does not know, not read: {quoted}{more}"
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"hit_rate": self.hit_rate}
+
+
+@dataclass
 class LogRun:
     """Everything one run of a llama.cpp program logged about the model, placement and cache."""
 
@@ -216,6 +252,7 @@ class LogRun:
     alerts_left_out: int = 0  # warning and error lines past MAX_LOG_ALERTS of each, counted only
     engine: str = MAINLINE  # FORK when the qvac-fabric fork's cache lines appear
     fork_cache: dict = field(default_factory=dict)  # the fork's own cache lines (its automatic size, its slots)
+    other_cache: OtherCacheLines | None = None  # llama_moe_cache lines of an unknown form (b12170+), read apart
 
     @property
     def starts(self) -> bool:
@@ -223,11 +260,21 @@ class LogRun:
 
     @property
     def has_stats(self) -> bool:
-        return self.small is not None or self.large is not None or self.copied_experts > 0
+        other = self.other_cache is not None and self.other_cache.hits + self.other_cache.misses > 0
+        return self.small is not None or self.large is not None or self.copied_experts > 0 or other
 
     @property
     def decode_tokens(self) -> int:
         return sum(t.decode_tokens for t in self.timings)
+
+    @property
+    def decode_stats(self) -> LoggedStats | None:
+        """The "ubatch <= 8" teardown line, else the hits and misses of lines of an unknown form (b12170+'s), never
+        the two added."""
+        other = self.other_cache
+        if self.small is not None or other is None or not other.hits + other.misses:
+            return self.small
+        return LoggedStats(other.hits, other.misses, other.hit_rate, 0.0)
 
     def flag(self, *names: str) -> str | None:
         """A flag's value from the logged command line, if the log shows one."""
@@ -262,6 +309,8 @@ class LogRun:
             )
         if self.has_stats and self.program == "llama-server":
             out.append("the statistics are cumulative over the server's whole life: the warm-up and every request")
+        if self.other_cache is not None and (note := self.other_cache.note()):
+            out.append(note)
         if self.alerts_left_out:
             out.append(
                 f"{self.alerts_left_out:,} more warning or error lines are not listed "
@@ -310,6 +359,7 @@ class LogRun:
             "notes": self.notes(),
             "engine": self.engine,
             "fork_cache": self.fork_cache,
+            "other_cache": self.other_cache.as_dict() if self.other_cache else None,
         }
 
 
@@ -488,6 +538,8 @@ class _RunParser:
                     run.large = stats
             elif (m := _COPIED.search(msg)) is not None:
                 run.copied_experts, run.copied_mib = _int(m.group(1), "copied experts"), float(m.group(2))
+            else:
+                self._other_cache(msg.split("llama_moe_cache:", 1)[1].strip())
         elif _INIT_FAILED in msg:
             self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
@@ -495,6 +547,26 @@ class _RunParser:
                 run.errors.append("failed to create context")
         elif (level == "E" or "GGML_ABORT" in msg or "error:" in msg.lower()[:40]) and "common_fit_params" not in msg:
             self._alert(run.errors, msg)  # fit trials report their own errors; the real load repeats them
+
+    def _other_cache(self, text: str) -> None:
+        """A llama_moe_cache line of an unknown form: its cache MiB, slots, hits and misses where it shows them."""
+        other = self.run.other_cache = self.run.other_cache or OtherCacheLines()
+        hits, misses = _LOOSE_HITS.search(text), _LOOSE_MISSES.search(text)
+        slots, mib = _LOOSE_SLOTS.search(text), _LOOSE_MIB.search(text)
+        if hits and misses:
+            other.hits += _int(hits.group(1), "hits")
+            other.misses += _int(misses.group(1), "misses")
+        elif slots or mib:  # a start-up line: the cache's size (the first MiB figure) and slots
+            if slots:
+                other.slots = (other.slots or 0) + _int(slots.group(1) or slots.group(2), "cache group slots")
+            if mib and other.cache_mib is None:
+                other.cache_mib = float(mib.group(1))
+        else:
+            other.n_unread += 1
+            if len(other.unread) < _UNREAD_SHOWN:
+                other.unread.append(shown(text, MAX_ALERT_CHARS))
+            return
+        other.n_read += 1
 
     def _alert(self, alerts: list[str], msg: str) -> None:
         """Keep a run's first MAX_LOG_ALERTS warnings (or errors), each cut to MAX_ALERT_CHARS; count the rest."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BUDGETS, REPLAY_MEMO_ENTRIES
-from moe_model.llama.simulate import SimResult, simulate_plans
+from moe_model.llama.simulate import PolicyBand, SimResult, simulate_plans
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
@@ -240,9 +240,17 @@ def _replay_groups(
             simulated |= {i: sim} if sim is not None else {}
         extra = [i for i in members if with_lru and i not in simulated]
         if extra:
-            sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base))
+            sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base, band=True))
             simulated |= dict(zip(extra, sims, strict=True))
     return counts, simulated
+
+
+def _policy_band(r: Replayed) -> PolicyBand | None:
+    """The band of the replay that made the counts: the scenario's own policy's, when its kernel runs one."""
+    kernel = r.scenario.band_kernel()
+    if r.counts is None or r.simulated is None or kernel is None or kernel.band is None:
+        return None
+    return r.simulated.band
 
 
 def price(
@@ -263,8 +271,9 @@ def price(
     for r in replayed:
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
         pred = predict(
-            model, hw, params, sc, r.traffic, hit_rate, r.layout, rel_error=rel_error, spread_points=spread_points
-        )
+            model, hw, params, sc, r.traffic, hit_rate, r.layout, rel_error=rel_error, spread_points=spread_points,
+            policy_band=_policy_band(r),
+        )  # fmt: skip
         points.append(CurvePoint(r, pred))
     return Curve(tuple(points))
 

@@ -24,7 +24,8 @@ def _decode_tokens(run: LogRun, model: ModelSpec, cached_layers: int) -> int:
     """Generated tokens: from the request timings, else from the lookups (k distinct experts per cached layer)."""
     if run.decode_tokens:
         return run.decode_tokens
-    return round((run.small.hits + run.small.misses) / max(1, cached_layers * model.n_expert_used))
+    stats = run.decode_stats
+    return round((stats.hits + stats.misses) / max(1, cached_layers * model.n_expert_used))
 
 
 def logged_hit_rates(
@@ -35,7 +36,8 @@ def logged_hit_rates(
     (measurements.run_build: logged, else its cache size line's era, else `build`, else mainline)."""
     out = []
     for run in runs:
-        if not (run.starts and run.small and run.small.hits + run.small.misses):
+        stats = run.decode_stats  # b11549's teardown line, else a newer build's (readers.logs.OtherCacheLines)
+        if not (run.starts and stats and stats.hits + stats.misses):
             continue
         sc = scenario_of_run(run, model, build)
         if not sc.budget_mib:
@@ -44,7 +46,7 @@ def logged_hit_rates(
         cached = int(layout.cached_mask(model, sc.tokens_per_ubatch).sum())
         if not cached:
             continue
-        rate = decode_hit_rate(run.small, model, layout)
+        rate = decode_hit_rate(stats, model, layout)
         tokens = _decode_tokens(run, model, cached)
         if tokens:
             name = f"{source}#{run.index + 1}"

@@ -23,7 +23,7 @@ import re
 import stat
 import typing
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +38,12 @@ from moe_model.limits import (
     MAX_MACHINE_TEXT_CHARS,
     MAX_RUN_REQUESTS,
 )
+from moe_model.policies.class_lru import READING_CHOICES
 from moe_model.readers.logs import MAINLINE, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
 from moe_model.speed.hardware import Hardware, preset
+from moe_model.speed.log_reading import reading_from_logs
 from moe_model.speed.measured import Point, check_engines, log_points
 from moe_model.speed.measurements import (
     crosscheck,
@@ -200,6 +202,7 @@ class MachineFit:
     model: str | None = None
     build: int | None = None
     engine: str = MAINLINE  # mainline llama.cpp, or the qvac-fabric fork (never both: machine_points refuses it)
+    class_lru: dict | None = None  # b12170+ logs: the ClassLRU reading they picked (log_reading.ReadingPick)
 
     def as_dict(self) -> dict:
         return {
@@ -218,6 +221,8 @@ class MachineFit:
             "accepted": self.accepted,
             "reason": self.reason,
             "runs": [asdict(r) for r in self.runs],
+            "class_lru_reading": self.class_lru["reading"] if self.class_lru else None,
+            "class_lru_fit": self.class_lru,
         }
 
 
@@ -338,6 +343,17 @@ def calibrate_machine(
     )  # fmt: skip
 
 
+def calibrate_logs(
+    logs: Sequence[tuple[str, list[LogRun]]], model: ModelSpec, hw: Hardware, params: TimeParams, build: int | None
+) -> MachineFit:
+    """`calibrate` (and the Logs page's): the runs checked, the machine fitted, and for b12170+ runs the ClassLRU
+    reading nearest their logged hit rates (log_reading), which the machine file keeps."""
+    points, runs = machine_points(logs, model, hw, build)
+    result = calibrate_machine(points, hw, params, runs)
+    pick = reading_from_logs(model, logs, hw, build)
+    return replace(result, class_lru=pick.as_dict() if pick else None)
+
+
 # --- the machine file ---
 
 
@@ -353,6 +369,7 @@ class MachineFile:
     gpu: str | None
     model: str | None
     build: int | None
+    class_lru_reading: tuple[tuple[str, str], ...] = ()  # the reading its b12170+ logs picked (Scenario's)
 
     def rel_error_at(self, concurrency: int) -> float:
         """A prediction's range: the left-out error of the runs of its kind (one stream, or several streams
@@ -503,4 +520,17 @@ def load_machine(path: str | Path) -> MachineFile:
     _runs(record, where)
     build = _in_range(_value(record, "build", int | None, where), 1, MAX_BUILD, "build", where)
     gpu, model = (_value(record, key, str | None, where) for key in ("gpu", "model"))
-    return MachineFile(where, hardware, rel_error, concurrent, load_mode, gpu, model, build)
+    reading = _reading(record.get("class_lru_reading"), where)
+    return MachineFile(where, hardware, rel_error, concurrent, load_mode, gpu, model, build, reading)
+
+
+def _reading(reading, where: str) -> tuple[tuple[str, str], ...]:
+    """The ClassLRU reading a machine file records (absent or null: none), each knob one of its readings."""
+    if reading is None:
+        return ()
+    if not isinstance(reading, dict) or set(reading) != set(READING_CHOICES):
+        raise MachineFileError(f"{where}: class_lru_reading must name each of {', '.join(READING_CHOICES)}")
+    for knob, value in reading.items():
+        if value not in READING_CHOICES[knob]:
+            raise MachineFileError(f"{where}: class_lru_reading {knob} must be one of {READING_CHOICES[knob]}")
+    return tuple((knob, reading[knob]) for knob in READING_CHOICES)

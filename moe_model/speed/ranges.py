@@ -21,6 +21,8 @@ ROUTING_NARROWED_BY = (
     "your own llama-server -lv 4 logs (the Logs page): at the budget you run, its hit rate (--hit-rate) settles it; "
     "at other budgets the routing fitted to them carries its own measured spread"
 )
+POLICY_SOURCE = "policy (ClassLRU readings)"
+POLICY_NARROWED_BY = "a llama-server -lv 4 log of a b12170+ build (calibrate / the Logs page picks the reading)"
 TIME_MODEL_NARROWED_BY = "your machine's own logs calibrated (`calibrate`, the Logs page): its own left-out error"
 
 
@@ -61,10 +63,15 @@ def decode_sources(
     decode_at: Callable[[Hardware, float], float],
     rel_error: float,
     spread_points: float,
+    band_points: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[RangeSource, ...]:
     """Every source of a decode speed's range, largest first. `decode_at(hw, shift)` is the decode speed on that
-    machine with the hit rate shifted by `shift` points."""
+    machine with the hit rate shifted by `shift` points; `band_points` how far a modelled policy's other readings
+    move the hit rate below and above its default's."""
     found = []
+    if any(band_points):
+        speeds = [decode_at(hw, shift) for shift in band_points]
+        found.append(RangeSource(POLICY_SOURCE, min(speeds), max(speeds), POLICY_NARROWED_BY))
     if spread_points:
         speeds = [decode_at(hw, -spread_points), decode_at(hw, spread_points)]
         found.append(RangeSource("routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY))

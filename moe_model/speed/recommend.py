@@ -19,12 +19,14 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.time_model import Prediction, verdict
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
+TOO_CLOSE_ON_READINGS = "too close to call on current builds"  # ClassLRU's open readings straddle no cache
 N_BUDGETS = 6
 
 
@@ -53,6 +55,7 @@ class Option:
             "ttft_s": p.ttft_s,
             "depth": p.scenario.context_depth,
             "hit_rate": p.hit_rate,
+            "policy_band": p.policy_band.as_dict() if p.policy_band else None,  # None: an exact policy
             "starts": p.starts,
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
@@ -158,7 +161,7 @@ def recommend(
     options = []
     for p in preds:
         base_pred = baselines.get((p.layout.placement, p.scenario.load_mode))
-        v = "no cache" if p.scenario.budget_mib == 0 or base_pred is None else verdict(p, base_pred)
+        v = "no cache" if p.scenario.budget_mib == 0 or base_pred is None else readings_verdict(p, base_pred)
         options.append(
             Option(
                 label(p.scenario, p.layout.placement),
@@ -169,6 +172,15 @@ def recommend(
             )
         )
     return rank(options, rel_error)
+
+
+def readings_verdict(with_cache: Prediction, without: Prediction) -> str:
+    """The verdict against no cache, or TOO_CLOSE_ON_READINGS where the cache helps under one of the modelled
+    policy's readings and hurts under another (the band's speeds straddle the speed without a cache)."""
+    band = next((s for s in with_cache.range_sources if s.source == POLICY_SOURCE), None)
+    if band is not None and without.usable and band.low_tps < without.decode_tps < band.high_tps:
+        return TOO_CLOSE_ON_READINGS
+    return verdict(with_cache, without)
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:

@@ -197,6 +197,8 @@ class Scenario:
         flags=("--policy",),
         metavar="NAME",
     )
+    # ClassLRU's open readings as a user's own b12170+ logs picked them (calibrate's machine file): replayed alone
+    policy_reading: tuple[tuple[str, str], ...] = ()
     depth: int | None = setting(
         None,
         help="tokens already in the context when decoding (default: the prompt)",
@@ -357,8 +359,10 @@ class Scenario:
 
     @property
     def policy_knobs(self) -> dict[str, float]:
-        from moe_model.policies import CPU_SHARE
+        from moe_model.policies import CLASS_LRU, CPU_SHARE
 
+        if self.policy_name == CLASS_LRU:
+            return dict(self.policy_reading)
         return {"share": self.cpu_share} if self.policy_name == CPU_SHARE else {}
 
     def kernel(self):
@@ -367,6 +371,13 @@ class Scenario:
 
         make = get_policy(self.policy_name).kernel
         return make(**self.policy_knobs) if make else None
+
+    def band_kernel(self):
+        """kernel(), with a modelled policy's other readings replayed beside it as a band where it has them."""
+        from moe_model.policies import get_policy
+
+        policy = get_policy(self.policy_name)
+        return policy.band_kernel() if policy.band_kernel and not self.policy_knobs else self.kernel()
 
     def policy_fields(self) -> dict:
         """What every output that shows a hit rate carries: which policy produced it, exact or not, the build."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -64,6 +65,9 @@ from moe_model.speed.rates import (
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
+
+if TYPE_CHECKING:
+    from moe_model.llama.simulate import PolicyBand
 
 
 def kv_bytes_per_token(model: ModelSpec, sc: Scenario) -> float:
@@ -116,6 +120,7 @@ class Prediction:
     ttft_s: float = 0.0
     first_request: FirstRequest | None = None
     range_sources: tuple[RangeSource, ...] = ()  # the range's sources, largest first (ranges.decode_sources)
+    policy_band: PolicyBand | None = None  # a modelled policy's open readings at this budget (simulate.PolicyBand)
 
     @property
     def usable(self) -> bool:
@@ -146,6 +151,7 @@ class Prediction:
             "host_layers": len(self.layout.host_layers),
             "cached_slots": self.layout.plan.n_slots_total,
             "notes": list(self.notes),
+            "policy_band": self.policy_band.as_dict() if self.policy_band else None,  # None: an exact policy
         } | self.scenario.policy_fields()
 
 
@@ -439,9 +445,10 @@ def predict(
     layout: Layout | None = None,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
+    policy_band: PolicyBand | None = None,
 ) -> Prediction:
     """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
-    or a given hit rate.
+    or a given hit rate (`policy_band`: the simulation's band over a modelled policy's readings).
 
     The range combines its sources (ranges.decode_sources): the routing's hit-rate spread (± spread_points), the
     calibration's relative error and the host's undescribed parts.
@@ -457,7 +464,8 @@ def predict(
     def decode_at(machine: Hardware, shift: float) -> float:
         return _decode_tps(model, machine, params, sc, layout, traffic.shifted(shift) if shift else traffic)[0]
 
-    sources = decode_sources(decode_tps, hw, decode_at, rel_error, spread_points)
+    band_points = policy_band.shift_points if policy_band else (0.0, 0.0)
+    sources = decode_sources(decode_tps, hw, decode_at, rel_error, spread_points, band_points)
     low, high = combine(decode_tps, sources)
     prefill = prefill_terms(model, hw, params, sc, layout)
     prefill_ms = sum(prefill.values())
@@ -478,6 +486,7 @@ def predict(
         prefill_ms / MS,
         first,
         sources,
+        policy_band,
     )
 
 

@@ -162,7 +162,7 @@ def replay_counts(
 def _policy_counts(
     model: ModelSpec, work: Workload | WorkloadStream, sc: Scenario, plans: Sequence[CachePlan], placement: Placement
 ) -> tuple[list[PolicyResult], list[SimResult] | None]:
-    if (kernel := sc.kernel()) is not None:
+    if (kernel := sc.band_kernel()) is not None:
         sims = simulate_plans(model, work, plans, kernel)
         return [from_simulation(r) for r in sims], sims
     if isinstance(work, WorkloadStream):
@@ -183,17 +183,19 @@ def without_warm_up(counts: PolicyResult, warm_up: PolicyResult) -> PolicyResult
     )
 
 
-def build_kernel(sc: Scenario):
+def build_kernel(sc: Scenario, band: bool = False):
     """The kernel of the policy the scenario's build runs without a CPU share or a named policy (Explore's cache
-    statistics: the exact LRU before b12170, ClassLRU from it)."""
-    return replace(sc, cpu_share=0.0, policy="").kernel()
+    statistics: the exact LRU before b12170, ClassLRU from it; with `band` its readings band beside it)."""
+    own = replace(sc, cpu_share=0.0, policy="")
+    return own.band_kernel() if band else own.kernel()
 
 
 def replay_label(sc: Scenario, work: Workload | WorkloadStream) -> str:
     """What a replay's traffic came from, as predictions report it."""
     if sc.policy_name == REFERENCE:
         return f"simulated: {work.label or 'trace'}"
-    name, knobs = sc.policy_name, ", ".join(f"{k} {v:g}" for k, v in sc.policy_knobs.items())
+    knobs = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sc.policy_knobs.items())
+    name = sc.policy_name
     return f"simulated with {name}{f' ({knobs})' if knobs else ''}, a {get_policy(name).label} policy"
 
 
