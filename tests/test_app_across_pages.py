@@ -61,8 +61,9 @@ def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
     assert at.sidebar.selectbox(key="gpu").value == "Tesla T4"
 
 
-def test_a_setting_that_does_not_fit_the_ram_shows_no_speed_and_no_command():
-    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16", model=SMALL_MODEL)  # 25.4 GiB of experts
+def test_pinned_experts_that_do_not_fit_the_ram_show_no_speed_and_no_command():
+    """Pinned memory cannot page out (mmap'd experts would stream from disk instead: test_app_host.py)."""
+    at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16", model=SMALL_MODEL, lm="none")  # 25.4 GiB
     assert any(e.value.startswith("does not fit in RAM") for e in at.error)
     assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
     at.switch_page("pages/explore.py").run()
