@@ -1,10 +1,20 @@
 """Explore: drag the budget and the server settings; see hit rates, uploads, speed and where time goes.
 
-Layout only: every number comes from moe_model.speed.explore (the curve, the answer at a budget, the measured
+Layout only: every number comes from moe_model.answers.explore (the curve, the answer at a budget, the measured
 points), speed.curve (its budgets) and speed.policy_compare, through the caches in ui.cached."""
 
 import streamlit as st
 
+from moe_model.answers.curve import budget_axis
+from moe_model.answers.explore import (
+    Answer,
+    ExploreCurve,
+    answer_at,
+    fitting_no_cache,
+    measured_points,
+    simulated_prompt_tokens,
+)
+from moe_model.answers.fit_advice import recommend_advice, would_fit
 from moe_model.charts import (
     hit_rate_curve,
     layer_hit_rates,
@@ -15,21 +25,11 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
+from moe_model.fits.log_timings import load_reference
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.synthetic import preset_for
-from moe_model.speed.curve import budget_axis
-from moe_model.speed.explore import (
-    Answer,
-    ExploreCurve,
-    answer_at,
-    fitting_no_cache,
-    measured_points,
-    simulated_prompt_tokens,
-)
-from moe_model.speed.fit_advice import recommend_advice, would_fit
-from moe_model.speed.measurements import load_reference
 from moe_model.speed.scenario import Scenario
 from ui.cached import (
     Inputs,

@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import measured_curves
+from moe_model.fits.log_timings import crosscheck, point_from_run
+from moe_model.fits.machine_fit import calibrate_logs
 from moe_model.resources import data_path
-from moe_model.speed.machine import calibrate_logs
-from moe_model.speed.measurements import crosscheck, point_from_run
 from ui.cached import cached_log, content_key
 from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model

@@ -6,13 +6,13 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
+from moe_model.answers.curve import slider_top
+from moe_model.answers.fit_advice import would_fit
+from moe_model.answers.known_problems import known_problems
+from moe_model.answers.recommend import command_line
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
-from moe_model.speed.curve import slider_top
-from moe_model.speed.fit_advice import would_fit
 from moe_model.speed.host_memory import host_memory
-from moe_model.speed.known_problems import known_problems
-from moe_model.speed.recommend import command_line
 from moe_model.speed.scenario import Scenario, cache_room_mib, resolve
 from ui.sidebar import (
     policy_caption,

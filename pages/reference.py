@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.charts import left_out_predictions
-from moe_model.speed.calibration import load_calibration
-from moe_model.speed.measured import engines, field_rows, point_policy_tags
-from moe_model.speed.measurements import load_reference
+from moe_model.fits.calibration import load_calibration
+from moe_model.fits.log_timings import load_reference
+from moe_model.fits.points import engines, field_rows, point_policy_tags
 from ui.sidebar import sidebar_session
 from ui.startup import through_app
 from ui.tables import readable

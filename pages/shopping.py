@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
+from moe_model.answers.fit_advice import recommend_advice
 from moe_model.charts import shopping_bars
-from moe_model.speed.calibration import default_time_model, prompt_speed
-from moe_model.speed.fit_advice import recommend_advice
+from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario

@@ -22,8 +22,7 @@ import numpy as np
 import pandas as pd
 
 from moe_model.cli.main import main as cli_main
-from moe_model.readers.logs import parse_log
-from moe_model.speed.calibration import (
+from moe_model.fits.calibration import (
     CALIBRATION_JSON,
     RangeCoverage,
     cache_verdicts,
@@ -34,8 +33,7 @@ from moe_model.speed.calibration import (
     range_coverage,
     relative_error,
 )
-from moe_model.speed.hardware import preset
-from moe_model.speed.measured import (
+from moe_model.fits.points import (
     GROUNDTRUTH,
     all_points,
     field_rows,
@@ -44,6 +42,8 @@ from moe_model.speed.measured import (
     steady_hit_rate,
     t4_predict_argv,
 )
+from moe_model.readers.logs import parse_log
+from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import resolve
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md"

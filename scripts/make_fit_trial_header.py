@@ -16,8 +16,8 @@ import sys
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
 
+from moe_model.fits.points import MODELS
 from moe_model.readers.gguf import read_header
-from moe_model.speed.measured import MODELS
 
 N_VOCAB = 151936
 

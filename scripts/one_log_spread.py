@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from calibrate import write_block
 
+from moe_model.fits.routing_from_logs import logged_hit_rates
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
@@ -33,7 +34,6 @@ from moe_model.routing.logged import (
 )
 from moe_model.routing.synthetic import fallback_spread, load_presets, preset_for
 from moe_model.speed.hardware import preset
-from moe_model.speed.log_routing import logged_hit_rates
 
 GT = data_path("groundtruth")
 DOC = Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md"

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import plotly
 
+from moe_model.answers.policy_compare import compare
 from moe_model.charts import policy_curves
 from moe_model.llama.batching import build_workload
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
@@ -22,7 +23,6 @@ from moe_model.policies import POLICIES, REFERENCE
 from moe_model.policies.static_set import split_workload
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.traces import load_token_trace
-from moe_model.speed.policy_compare import compare
 from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -75,7 +75,7 @@ LONGEST_FIRST = (
     "test_app_across_pages.py",
     "test_calibration.py",
     "test_explore.py",
-    "test_machine.py",
+    "test_machine_fit.py",
     "browser/test_visit_every_page.py",
     "test_cli.py",
 )

@@ -11,8 +11,8 @@ from conftest import GROUNDTRUTH, ROOT
 from streamlit.testing.v1 import AppTest
 from test_app import SMALL_MODEL, charts, open_page, trace, upload_header
 
+from moe_model.fits.machine_fit import MachineFit
 from moe_model.speed.hardware import preset
-from moe_model.speed.machine import MachineFit
 
 
 def best_label(at: AppTest) -> str:

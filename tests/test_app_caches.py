@@ -319,7 +319,7 @@ def test_the_synthetic_cache_key_includes_the_token_count(n_tokens):
 def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once(monkeypatch):
     from dataclasses import replace
 
-    from moe_model.speed.calibration import default_time_model
+    from moe_model.fits.calibration import default_time_model
     from moe_model.speed.hardware import preset
     from moe_model.speed.scenario import Scenario
 
@@ -338,10 +338,10 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
 
 
 def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
-    from moe_model.speed import measured
+    from moe_model.fits import points
 
-    model, generated, real = uniform_spec(2, 8, 2), [], measured.generate
-    monkeypatch.setattr(measured, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    model, generated, real = uniform_spec(2, 8, 2), [], points.generate
+    monkeypatch.setattr(points, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
     for cache in (cached._synthetic_tokens, cached._cached_synthetic, cached.recommend_memo):
         cache.clear()
     explore = cached.cached_synthetic(model, 1, 0, 0.7, 64)  # with prompts, as Explore asks

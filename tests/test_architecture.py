@@ -18,6 +18,8 @@ LAYERS = [
     {"policies"},
     {"routing"},
     {"speed"},
+    {"fits"},
+    {"answers"},
     {"charts", "warmup", "fuzzing"},
     {"cli", "__main__", "__init__"},
 ]

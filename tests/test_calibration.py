@@ -1,5 +1,5 @@
 """Calibration: the stored fit is what the code computes, a fit recovers the parameters that made its data, and
-the logged hit rate a point uses leaves out the warm-up (a machine from its own logs: tests/test_machine.py)."""
+the logged hit rate a point uses leaves out the warm-up (a machine from its own logs: tests/test_machine_fit.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT
 
-from moe_model.readers.logs import parse_log
-from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import decode_errors, fit, load_calibration, prefill_errors
-from moe_model.speed.hardware import preset
-from moe_model.speed.measured import (
+from moe_model.fits.calibration import decode_errors, fit, load_calibration, prefill_errors
+from moe_model.fits.points import (
     decode_hit_rate,
     h200_points,
     log_fills,
@@ -25,6 +22,9 @@ from moe_model.speed.measured import (
     run7_predict_argv,
     steady_hit_rate,
 )
+from moe_model.readers.logs import parse_log
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.hardware import preset
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.time_model import predict
 
@@ -133,7 +133,7 @@ def test_the_docs_leave_one_machine_out_summary_is_the_one_the_stored_calibratio
 def test_the_prompt_range_is_the_held_out_prompt_error_and_the_first_token_gets_the_matching_one(qwen30b):
     import numpy as np
 
-    from moe_model.speed.calibration import (
+    from moe_model.fits.calibration import (
         UNCERTAINTY_QUANTILE,
         default_time_model,
         prefill_relative_error,
@@ -162,7 +162,7 @@ def t4_predictions() -> dict[str, tuple[int, dict, float]]:
     """Each seed T4 row through the plain `predict --json` a user runs, once for the tests below: its exit code,
     its JSON and the row's measured decode t/s."""
     from moe_model.cli.main import main as cli_main
-    from moe_model.speed.measured import t4_predict_argv
+    from moe_model.fits.points import t4_predict_argv
 
     out = {}
     for name, (argv, measured, _prompt) in t4_predict_argv().items():

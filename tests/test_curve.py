@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from conftest import GROUNDTRUTH
 
+from moe_model.answers import curve as curve_module
+from moe_model.answers.curve import budget_axis, curve
 from moe_model.llama import slot_plan
 from moe_model.llama.simulate import simulate_budgets, simulate_plans
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
 from moe_model.readers.traces import load_recorded
-from moe_model.speed import curve as curve_module
-from moe_model.speed.curve import budget_axis, curve
 from moe_model.speed.hardware import preset
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, resolve
@@ -134,9 +134,9 @@ def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_cu
 
 
 def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_its_own_budget(qwen30b, monkeypatch):
+    from moe_model.answers.curve import ReplayMemo, replay
+    from moe_model.fits.points import synthetic_workload
     from moe_model.llama.slot_plan import full_budget_mib
-    from moe_model.speed.curve import ReplayMemo, replay
-    from moe_model.speed.measured import synthetic_workload
 
     base, hw = Scenario(build=11549), preset("rtx 5090")
     work = synthetic_workload(qwen30b, base, n_tokens=200)
@@ -160,8 +160,8 @@ def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_i
 def test_two_threads_asking_a_memo_for_the_same_budgets_replay_them_once(qwen30b, monkeypatch):
     import threading
 
-    from moe_model.speed.curve import ReplayMemo, replay
-    from moe_model.speed.measured import synthetic_workload
+    from moe_model.answers.curve import ReplayMemo, replay
+    from moe_model.fits.points import synthetic_workload
 
     base, hw = Scenario(build=11549), preset("t4")
     work = synthetic_workload(qwen30b, base, n_tokens=200)

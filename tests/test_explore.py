@@ -5,11 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from moe_model.limits import MAX_ROUTING_DRAWS
-from moe_model.routing.synthetic import SEQ_LEN
-from moe_model.speed.calibration import default_time_model
-from moe_model.speed.curve import curve
-from moe_model.speed.explore import (
+from moe_model.answers.curve import curve
+from moe_model.answers.explore import (
     EXPLORE_TOKENS,
     answer_at,
     explore_curve,
@@ -17,9 +14,12 @@ from moe_model.speed.explore import (
     measured_points,
     simulated_prompt_tokens,
 )
+from moe_model.fits.calibration import default_time_model
+from moe_model.fits.log_timings import load_reference
+from moe_model.fits.points import synthetic_workload
+from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import synthetic_workload
-from moe_model.speed.measurements import load_reference
 from moe_model.speed.scenario import Scenario, context_for_depth
 from moe_model.speed.time_model import verdict
 from moe_model.speed.vram import kv_cache_mib
@@ -110,8 +110,8 @@ def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_ge
     from conftest import MIXTRAL
 
     from moe_model.cli.main import main
+    from moe_model.fits.machine_fit import MachineFit, save_machine
     from moe_model.readers.model_spec import load_model
-    from moe_model.speed.machine import MachineFit, save_machine
 
     model = load_model(MIXTRAL)
 

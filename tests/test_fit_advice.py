@@ -8,19 +8,19 @@ from dataclasses import replace
 import pytest
 from conftest import QWEN235B_SHARD1
 
-from moe_model.llama.slot_plan import Placement
-from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import default_time_model
-from moe_model.speed.fit_advice import (
+from moe_model.answers.fit_advice import (
     CTX_STEP,
     check_fit,
     recommend_advice,
     smallest_change,
     would_fit,
 )
+from moe_model.answers.recommend import recommend
+from moe_model.fits.calibration import default_time_model
+from moe_model.fits.points import synthetic_workload
+from moe_model.llama.slot_plan import Placement
+from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import synthetic_workload
-from moe_model.speed.recommend import recommend
 from moe_model.speed.scenario import Scenario
 
 RTX3060 = preset("RTX 3060 12GB")

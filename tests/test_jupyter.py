@@ -118,7 +118,7 @@ def test_a_copy_installed_with_pip_finds_its_bundled_data_from_any_directory(tmp
         "print(moe_model.__file__); print(data_path()); print(data_path('models'))\n"
         "print(len(list(data_path('models').glob('*.gguf'))))\n"
         "print(load_model(data_path('groundtruth', 'run3', 'model-header.gguf')).n_layer)\n"
-        "from moe_model.speed.calibration import default_time_model; print(default_time_model().rel_error > 0)"
+        "from moe_model.fits.calibration import default_time_model; print(default_time_model().rel_error > 0)"
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

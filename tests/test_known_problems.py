@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from moe_model.answers.known_problems import known_problems
 from moe_model.llama.slot_plan import Placement
 from moe_model.speed.hardware import preset
-from moe_model.speed.known_problems import known_problems
 from moe_model.speed.scenario import Scenario, resolve
 
 T4 = preset("t4")

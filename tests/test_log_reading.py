@@ -10,6 +10,8 @@ import pytest
 from cli_runs import run_cli
 from conftest import GPT_OSS, SAMPLE
 
+from moe_model.fits.log_reading import pick_reading
+from moe_model.fits.routing_from_logs import logged_hit_rates
 from moe_model.llama.simulate import LRU_KERNEL
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
@@ -18,8 +20,6 @@ from moe_model.readers.model_spec import load_model
 from moe_model.routing.logged import LoggedHitRate, RunLength, simulated_hit_rates
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import preset
-from moe_model.speed.log_reading import pick_reading
-from moe_model.speed.log_routing import logged_hit_rates
 
 NON_DEFAULT = {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "token"}
 LENGTH = RunLength(1024, 256)

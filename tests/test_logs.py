@@ -10,11 +10,11 @@ import pytest
 from conftest import GROUNDTRUTH, SAMPLE, run_within
 
 from moe_model.errors import LogError
+from moe_model.fits.log_timings import derive, point_from_run
+from moe_model.fits.points import log_points
 from moe_model.limits import MAX_LOG_ALERTS, MAX_LOG_LINE_CHARS
 from moe_model.readers.logs import parse_lines, parse_log
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import log_points
-from moe_model.speed.measurements import derive, point_from_run
 
 LOGS = GROUNDTRUTH / "logs"
 NP4 = (LOGS / "server_np4_b25.log").read_text(errors="replace")

@@ -7,15 +7,15 @@ import json
 import pytest
 from conftest import GROUNDTRUTH, GT_HEADER
 
+from moe_model.answers.explore import explore_point
+from moe_model.answers.policy_compare import compare, compare_priced, policy_scenario, policy_workload
 from moe_model.cli.main import main
+from moe_model.fits.calibration import default_time_model
 from moe_model.llama.batching import workload_from
 from moe_model.policies import CLASS_LRU, CPU_SHARE, POLICIES, REFERENCE
 from moe_model.readers.traces import load_any
 from moe_model.settings import DEFAULT_CPU_SHARE
-from moe_model.speed.calibration import default_time_model
-from moe_model.speed.explore import explore_point
 from moe_model.speed.hardware import preset
-from moe_model.speed.policy_compare import compare, compare_priced, policy_scenario, policy_workload
 from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching
 

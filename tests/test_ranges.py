@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from moe_model.fits.calibration import default_time_model
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
-from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_parts import described
 from moe_model.speed.ranges import POLICY_SOURCE, RangeSource, combine, decode_sources

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from conftest import QWEN30B
 
+from moe_model.answers.recommend import TOO_CLOSE_ON_READINGS, readings_verdict, recommend
+from moe_model.fits.calibration import default_time_model
+from moe_model.fits.points import synthetic_workload
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.ranges import POLICY_SOURCE, RangeSource
-from moe_model.speed.recommend import TOO_CLOSE_ON_READINGS, readings_verdict, recommend
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict, verdict
 
@@ -40,18 +40,18 @@ def test_recommend_ranks_usable_options_first_and_gives_a_command_with_lv_4(qwen
 
 
 def test_a_url_model_gets_mu_in_the_command():
+    from moe_model.answers.recommend import command_line
     from moe_model.llama.slot_plan import Placement
-    from moe_model.speed.recommend import command_line
 
     line = command_line("https://host/m.gguf", Scenario(budget_mib=100), Placement())
     assert line.startswith("llama-server -mu https://host/m.gguf --cpu-moe --moe-cache-mib 100")
 
 
 def test_recommend_never_picks_pinned_experts_beyond_the_ram_and_prices_mmapd_ones_streaming_from_disk(qwen30b):
-    from moe_model.speed.calibration import default_time_model
+    from moe_model.answers.recommend import recommend
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.points import synthetic_workload
     from moe_model.speed.hardware import preset
-    from moe_model.speed.measured import synthetic_workload
-    from moe_model.speed.recommend import recommend
     from moe_model.speed.scenario import Scenario
 
     hw = preset("RTX 3060 12GB").with_changes(ram_gib=8.0)
@@ -64,9 +64,9 @@ def test_recommend_never_picks_pinned_experts_beyond_the_ram_and_prices_mmapd_on
 
 
 def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):
-    from moe_model.speed import curve
-    from moe_model.speed.curve import ReplayMemo
-    from moe_model.speed.recommend import replay_shared
+    from moe_model.answers import curve
+    from moe_model.answers.curve import ReplayMemo
+    from moe_model.answers.recommend import replay_shared
 
     tm, base = default_time_model(), Scenario(build=11549)  # the exact LRU: every budget of a placement in one pass
     work = synthetic_workload(qwen30b, base, n_tokens=400)
@@ -90,9 +90,9 @@ def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone
 def test_recommend_never_picks_a_setting_too_close_to_call_for_vram():
     from conftest import MODELS
 
+    from moe_model.answers.recommend import Option
     from moe_model.llama.slot_plan import Placement
     from moe_model.readers.model_spec import load_model
-    from moe_model.speed.recommend import Option
     from moe_model.speed.time_model import predict
     from moe_model.speed.vram import FIT_MARGIN_MIB
 
@@ -142,9 +142,9 @@ def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budget
 
 
 def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays_them_in_one_pass(qwen30b, monkeypatch):
-    from moe_model.speed import curve
-    from moe_model.speed.curve import ReplayMemo
-    from moe_model.speed.recommend import budget_grid, candidates, replay_shared
+    from moe_model.answers import curve
+    from moe_model.answers.curve import ReplayMemo
+    from moe_model.answers.recommend import budget_grid, candidates, replay_shared
 
     tm, base = default_time_model(), Scenario()  # the default build: ClassLRU, its budgets of a class in one pass
     assert base.policy_name.startswith("class-lru")

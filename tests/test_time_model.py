@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from conftest import GT_HEADER, MODELS
 
+from moe_model.fits.calibration import default_time_model
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
-from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve

@@ -9,10 +9,10 @@ import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS
 
 from moe_model.errors import WorkloadError
+from moe_model.fits.points import synthetic_workload
 from moe_model.llama.builds import EXACT_BUILD
 from moe_model.readers.traces import load_recorded
 from moe_model.speed.hardware import preset
-from moe_model.speed.measured import synthetic_workload
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.traffic import decode_counts, decode_distinct, decode_ubatches, from_workload, replay_counts
 from moe_model.workload import stream_of

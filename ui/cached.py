@@ -27,7 +27,13 @@ import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from moe_model.answers.curve import BudgetAxis, CurvePoint, ReplayMemo
+from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
+from moe_model.answers.policy_compare import Comparison, compare_priced, policy_workload
+from moe_model.answers.recommend import Option, recommend, replay_shared
 from moe_model.errors import WorkloadError
+from moe_model.fits.calibration import TimeModel
+from moe_model.fits.points import SYNTHETIC_TOKENS, batched_synthetic, synthetic_trace
 from moe_model.limits import (
     APP_CACHE_BYTES,
     APP_CACHE_ENTRY_BYTES,
@@ -49,13 +55,7 @@ from moe_model.readers.traces import ReplayCap, declared_lookups, load_any, load
 from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
-from moe_model.speed.calibration import TimeModel
-from moe_model.speed.curve import BudgetAxis, CurvePoint, ReplayMemo
-from moe_model.speed.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.measured import SYNTHETIC_TOKENS, batched_synthetic, synthetic_trace
-from moe_model.speed.policy_compare import Comparison, compare_priced, policy_workload
-from moe_model.speed.recommend import Option, recommend, replay_shared
 from moe_model.speed.scenario import Scenario
 from moe_model.threads import SingleFlight
 from moe_model.warmup import is_compiled

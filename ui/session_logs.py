@@ -1,5 +1,5 @@
 """The session's own logs drive the routing: the uploaded logs of the sidebar's model pin the synthetic routing
-(moe_model.speed.log_routing), fitted once per log set and kept for the session, on every page."""
+(moe_model.fits.routing_from_logs), fitted once per log set and kept for the session, on every page."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Sequence
 import streamlit as st
 
 from moe_model.errors import MoeModelError
+from moe_model.fits.routing_from_logs import logged_hit_rates, routing_from_logs
 from moe_model.limits import MAX_SESSION_LOG_ROUTINGS
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LogRouting
 from moe_model.speed.hardware import Hardware, preset
-from moe_model.speed.log_routing import logged_hit_rates, routing_from_logs
 from ui.cached import cached_log, fingerprint
 from ui.uploads import session_uploads
 

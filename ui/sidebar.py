@@ -8,15 +8,15 @@ import os
 import streamlit as st
 
 from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.fits.calibration import TimeModel, default_time_model
+from moe_model.fits.machine_fit import MachineFit
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
 from moe_model.resources import data_path
-from moe_model.speed.calibration import TimeModel, default_time_model
 from moe_model.speed.hardware import PRESETS, Hardware, other_card, preset, preset_match, unknown_gpu
 from moe_model.speed.host_parts import described
-from moe_model.speed.machine import MachineFit
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from moe_model.answers.fit_advice import FitChange
 from moe_model.errors import MoeModelError
+from moe_model.fits.calibration import prompt_speed
 from moe_model.settings import Setting
-from moe_model.speed.calibration import prompt_speed
-from moe_model.speed.fit_advice import FitChange
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction

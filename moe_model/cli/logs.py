@@ -11,8 +11,8 @@ from moe_model.readers.model_spec import load_model
 
 
 def cmd_parse_log(args: argparse.Namespace) -> int:
+    from moe_model.fits.log_timings import crosscheck, derive, point_from_run
     from moe_model.readers.logs import parse_log
-    from moe_model.speed.measurements import crosscheck, derive, point_from_run
 
     runs = parse_log(args.log)
     model = load_model(args.model) if args.model else None

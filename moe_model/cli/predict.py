@@ -41,8 +41,8 @@ def _named_preset(name: str):
 def _hardware(args: argparse.Namespace):
     """The machine: a preset (or a machine file from `calibrate`) with the flags' edits; its relative error.
     Also settles the load mode: the flag's, else the one a machine file was calibrated with, else mmap."""
-    from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.machine import load_machine
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.machine_fit import load_machine
 
     flag_mode = args.load_mode  # None unless --load-mode or --pinned was given
     if getattr(args, "machine", None):
@@ -77,7 +77,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
     A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
-    from moe_model.speed.measured import synthetic_workload
+    from moe_model.fits.points import synthetic_workload
     from moe_model.speed.scenario import Scenario
 
     path = getattr(args, "trace", None)
@@ -107,10 +107,10 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.curve import curve
-    from moe_model.speed.known_problems import known_problems
-    from moe_model.speed.recommend import readings_verdict
+    from moe_model.answers.curve import curve
+    from moe_model.answers.known_problems import known_problems
+    from moe_model.answers.recommend import readings_verdict
+    from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
@@ -197,9 +197,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.fit_advice import recommend_advice
-    from moe_model.speed.recommend import recommend
+    from moe_model.answers.fit_advice import recommend_advice
+    from moe_model.answers.recommend import recommend
+    from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     time_model = default_time_model()
@@ -270,8 +270,8 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from moe_model.speed.calibration import default_time_model
-    from moe_model.speed.machine import calibrate_logs, parse_logs, save_machine
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.machine_fit import calibrate_logs, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
     result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build)

@@ -174,10 +174,10 @@ def cli_picks(*asked: tuple) -> dict[tuple, Future]:
 
 def logged_decode(path) -> tuple[int, float]:
     """A run3 log's budget and measured decode t/s (the measurement the app must reproduce)."""
+    from moe_model.fits.log_timings import decode_tps_of
+    from moe_model.fits.points import scenario_of_run
     from moe_model.readers.logs import parse_log
     from moe_model.readers.model_spec import load_model
-    from moe_model.speed.measured import scenario_of_run
-    from moe_model.speed.measurements import decode_tps_of
 
     run = parse_log(path)[0]
     return scenario_of_run(run, load_model(RUN3 / "model-header.gguf")).budget_mib, decode_tps_of(run)

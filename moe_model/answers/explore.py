@@ -1,6 +1,6 @@
 """What the Explore page shows for one setting, computed here (the page lays it out; tests run it without a UI).
 
-The budget curve (speed/curve.py, with the exact LRU's own statistics at every budget for the hit-rate and
+The budget curve (answers/curve.py, with the exact LRU's own statistics at every budget for the hit-rate and
 upload charts) and its speeds, the no-cache lines, the answer at the chosen budget against the same
 placement without a cache, the measured points to overlay, and the curve as a table.
 """
@@ -11,15 +11,15 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from moe_model.answers.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
+from moe_model.fits.points import SYNTHETIC_TOKENS
 from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import SEQ_LEN
-from moe_model.speed.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
-from moe_model.speed.measured import SYNTHETIC_TOKENS
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction, verdict

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from moe_model.fits.points import decode_hit_rate, scenario_of_run
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LoggedHitRate, LogRouting, fit_to_logs
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.measured import decode_hit_rate, scenario_of_run
 from moe_model.speed.scenario import resolve
 from moe_model.speed.traffic import build_kernel
 

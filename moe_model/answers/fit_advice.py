@@ -11,12 +11,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from moe_model.answers.recommend import Option
 from moe_model.limits import MIN_ADVICE_CTX
 from moe_model.llama.slot_plan import Placement, min_budget_mib
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
-from moe_model.speed.recommend import Option
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.vram import kv_bytes_per_elem
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from moe_model.errors import MoeModelError
+from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
@@ -38,7 +39,6 @@ from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.resources import data_path
 from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.hardware import Hardware, preset
-from moe_model.speed.measurements import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct

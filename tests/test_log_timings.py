@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS, QWEN30B, SAMPLE
 
+from moe_model.fits.log_timings import COLUMNS, crosscheck, derive, load_reference, point_from_run
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.measurements import COLUMNS, crosscheck, derive, load_reference, point_from_run
 
 STARTING = sorted(p.stem for p in (GROUNDTRUTH / "logs").glob("*.log") if not p.stem.endswith(("minus1", "off")))
 
@@ -87,8 +87,8 @@ def test_a_log_without_cache_lines_has_no_budget_to_check(gt_model):
 
 
 def test_slots_the_header_cannot_give_leave_the_budget_unknown_instead_of_hanging(gt_model):
+    from moe_model.fits.log_timings import infer_budget
     from moe_model.llama.slot_plan import Placement
-    from moe_model.speed.measurements import infer_budget
 
     (run,) = parse_log(GROUNDTRUTH / "logs" / "server_b25.log")
     assert infer_budget(run, gt_model, Placement()) == 403  # positive control
@@ -103,8 +103,8 @@ def test_a_fork_run_is_not_compared_with_mainlines_plan_and_is_not_mixed_into_a_
     from test_logs import FORK_LOG
 
     from moe_model.errors import MoeModelError
+    from moe_model.fits.points import check_engines
     from moe_model.readers.logs import parse_lines
-    from moe_model.speed.measured import check_engines
 
     (fork,) = parse_lines(FORK_LOG.splitlines(keepends=True))
     budget, lines = crosscheck(fork, gt_model)

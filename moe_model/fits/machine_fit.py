@@ -29,6 +29,16 @@ from pathlib import Path
 import numpy as np
 
 from moe_model.errors import LogError, MachineFileError, MoeModelError
+from moe_model.fits.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
+from moe_model.fits.log_reading import reading_from_logs
+from moe_model.fits.log_timings import (
+    crosscheck,
+    decode_tps_of,
+    lines_build,
+    timed_requests,
+    times_first_request,
+)
+from moe_model.fits.points import Point, check_engines, log_points
 from moe_model.limits import (
     MAX_BUILD,
     MAX_CONCURRENCY,
@@ -41,17 +51,7 @@ from moe_model.limits import (
 from moe_model.policies.class_lru import READING_CHOICES
 from moe_model.readers.logs import MAINLINE, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
 from moe_model.speed.hardware import Hardware, preset
-from moe_model.speed.log_reading import reading_from_logs
-from moe_model.speed.measured import Point, check_engines, log_points
-from moe_model.speed.measurements import (
-    crosscheck,
-    decode_tps_of,
-    lines_build,
-    timed_requests,
-    times_first_request,
-)
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, upload_gbs
 from moe_model.speed.scenario import LOAD_MODES
 

@@ -1,7 +1,7 @@
 """Fit the time model's machine-independent parameters on every measured machine at once, and say how well
 it transfers: leave one machine out, fit on the rest, predict it through the same `predict` a user runs.
 
-The per-machine fit behind `python -m moe_model calibrate LOG...` (a user's own logs) is moe_model.speed.machine.
+The per-machine fit behind `python -m moe_model calibrate LOG...` (a user's own logs) is moe_model.fits.machine_fit.
 
 `scripts/calibrate.py` writes moe_model/data/calibration.json, which predictions read.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from moe_model.fits.points import Point, measured_kind_tps
 from moe_model.fitting import least_squares
 from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.measured import Point, measured_kind_tps
 from moe_model.speed.rates import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
 from moe_model.speed.time_model import Prediction, predict, range_verdict
 

@@ -13,17 +13,17 @@ from conftest import GT_HEADER, ROOT
 from test_cli import run_cli
 
 from moe_model.errors import LogError, MachineFileError, MoeModelError
-from moe_model.limits import MAX_MACHINE_FILE_BYTES
-from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import default_time_model
-from moe_model.speed.hardware import preset
-from moe_model.speed.machine import (
+from moe_model.fits.calibration import default_time_model
+from moe_model.fits.machine_fit import (
     calibrate_machine,
     load_machine,
     machine_points,
     parse_logs,
     save_machine,
 )
+from moe_model.limits import MAX_MACHINE_FILE_BYTES
+from moe_model.readers.model_spec import load_model
+from moe_model.speed.hardware import preset
 
 RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 RUN3_HEADER = RUN3 / "model-header.gguf"

@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from moe_model.answers.curve import ReplayMemo, price, replay
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.curve import ReplayMemo, price, replay
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.ranges import POLICY_SOURCE

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from moe_model.fits.routing_from_logs import logged_hit_rates
 from moe_model.policies import class_lru
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LoggedHitRate, RunLength, rms_points, simulated_hit_rates
 from moe_model.routing.synthetic import Knobs, preset_for
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.log_routing import logged_hit_rates
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Replacement policies side by side on one workload at the same budgets: their counts and, on a machine, their
-decode speed, priced by the curve pipeline `predict --policy NAME` uses (speed/curve.py): one price per count."""
+decode speed, priced by the curve pipeline `predict --policy NAME` uses (answers/curve.py): one price per count."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from moe_model.answers.curve import curve
 from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, run_policy
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.curve import curve
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario

@@ -8,16 +8,16 @@ from dataclasses import replace
 import pytest
 from conftest import GROUNDTRUTH
 
+from moe_model.fits.calibration import default_time_model
+from moe_model.fits.machine_fit import calibrate_machine
+from moe_model.fits.points import log_points, synthetic_workload
+from moe_model.fits.routing_from_logs import logged_hit_rates, routing_from_logs
 from moe_model.llama.builds import EXACT_BUILD, MAINLINE_BUILD
 from moe_model.llama.simulate import LRU_KERNEL
 from moe_model.policies import class_lru
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
-from moe_model.speed.calibration import default_time_model
 from moe_model.speed.hardware import preset
-from moe_model.speed.log_routing import logged_hit_rates, routing_from_logs
-from moe_model.speed.machine import calibrate_machine
-from moe_model.speed.measured import log_points, synthetic_workload
 from moe_model.speed.scenario import resolve
 from moe_model.speed.time_model import predict
 from moe_model.speed.traffic import from_workload
