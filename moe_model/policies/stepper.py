@@ -19,6 +19,7 @@ from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.llama.slot_plan import CachePlan
 from moe_model.policies import CLASS_LRU, CPU_SHARE, REFERENCE, get_policy
 from moe_model.policies.class_lru import KNOBS, crf_class, decayed
+from moe_model.policies.cpu_share import split_selections
 from moe_model.policies.lazy_unload import idle_limit
 from moe_model.policies.lru_lists import HEADS, KEY_OF, NEXT, fill_misses, new_lists, refresh_hits, unload_idle
 from moe_model.workload import Workload
@@ -74,7 +75,8 @@ class _Pools:
 class _ClassPool:
     """ClassLRU (moe_model.policies.class_lru) on plain lists: one LRU list per class, each key's CRF and last use
     kept across evictions, the clocks per layer (or one per group). With a CPU share (policies.cpu_share), once
-    the pool is full that share of a plan()'s misses, the lowest CRF first, is not kept."""
+    the pool is full that share of a plan()'s missed selections goes to the CPU (split_selections), the lowest CRF
+    first; an expert all of whose selections go is not kept."""
 
     def __init__(self, n_slots: int, n_expert: int, knobs: dict, share: float = 0.0) -> None:
         self.n_expert, self.knobs, self.share, self.remainder = n_expert, knobs, share, 0.0
@@ -151,12 +153,11 @@ class _ClassPool:
             self.place(self.slot_of[base + e], classes[e], layer)
         fills, evicted = [], []
         misses = sorted(set(uniq) - set(hits))
-        n_cpu = 0
-        if self.share > 0 and misses and min(self.key_of) >= 0:  # the pool is full
-            self.remainder += self.share * len(misses)
-            n_cpu = min(len(misses), int(self.remainder))
-            self.remainder -= n_cpu
-        on_cpu = set(sorted(misses, key=lambda e: self.crf[base + e])[:n_cpu])  # stable: ties by expert id
+        on_cpu: set[int] = set()
+        if self.share > 0 and misses and min(self.key_of) >= 0:  # the pool is full: split the missed selections
+            by_crf = sorted(misses, key=lambda e: self.crf[base + e])  # stable: ties by expert id
+            split = split_selections([chose.count(e) for e in by_crf], self.share, self.remainder)
+            self.remainder, on_cpu = split.remainder, {by_crf[i] for i in split.cpu_only}
         for e in misses:
             if e in on_cpu:
                 continue
