@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import GROUNDTRUTH, QWEN30B
+from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B
 
 from moe_model.cli.main import main
 from moe_model.llama.lru_kernel import MODE_CACHE
 from moe_model.policies import CLASS_LRU, CPU_SHARE, class_lru, get_policy, run_policy
 from moe_model.policies.cpu_share import share_applies, share_note, split_selections
+from moe_model.readers.model_spec import load_model
 from moe_model.readers.traces import load_recorded
 from moe_model.settings import DEFAULT_CPU_SHARE
 
@@ -117,3 +118,10 @@ def test_a_router_weight_before_the_ffn_is_named_and_priced_without_the_share(gt
     assert with_share.decode_tps == without.decode_tps
     assert any("does not apply to this llama4 model" in n for n in with_share.notes)
     assert "LoRA" in share_note(gt_model) and "does not apply" not in share_note(gt_model)
+
+
+def test_simulate_text_names_the_layers_the_share_does_not_apply_to(capsys):
+    trace = GROUNDTRUTH / "traces" / "b25.npz"
+    args = ["simulate", "--model", str(GT_HEADER), "--trace", str(trace), "--budget-mib", "403"]
+    assert main([*args, "--policy", CPU_SHARE, "--knob", "share=0.8"]) == 0
+    assert f"note ({CPU_SHARE}): {share_note(load_model(GT_HEADER))}" in capsys.readouterr().out
