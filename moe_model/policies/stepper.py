@@ -73,12 +73,11 @@ class ReadingChange:
 @dataclass(frozen=True)
 class ClassLruStep:
     """One ClassLRU step for Learn: the step, and each other open reading replayed on the pool as it stood before
-    it: those that evict something else, those that agree, and those a step cannot show (another history)."""
+    it (its CRF history kept): those that evict something else, and those that agree."""
 
     step: Step
     changes: tuple[ReadingChange, ...]
     agree: tuple[str, ...]
-    not_compared: tuple[str, ...]
 
     def lines(self) -> list[str]:
         """The step in words: each victim's class, age and score, then the readings that change it."""
@@ -92,8 +91,6 @@ class ClassLruStep:
             out.append(f"with {c.knob} = {c.reading} this step would evict {went} instead")
         if self.agree:
             out.append(f"the same victims with {', '.join(self.agree)}")
-        if self.not_compared:
-            out.append(f"not comparable from one pool: {', '.join(self.not_compared)} (its own history; see the band)")
         return out
 
 
@@ -134,11 +131,11 @@ class _ClassPool:
         self.key_of = [-1] * n_slots
         self.slot_of: dict[int, int] = {}
         self.crf: dict[int, float] = {}
-        self.last_use: dict[int, int] = {}
-        self.clock: dict[int | str, int] = {}
+        self.last_use: dict[int, tuple[int, int]] = {}  # stamps in both clocks: a reading can switch between them
+        self.clock: dict[int | str, int] = {}  # each layer's, and the group's ("group")
         self.lists: list[list[int]] = [[] for _ in range(int(knobs["n_classes"]))]
         self.cls = [-1] * n_slots
-        self.t = [0] * n_slots
+        self.t = [(0, 0)] * n_slots  # each slot's last use in its layer's clock and the group's
         self.used: set[int] = set()  # slots this plan() used
         self.victims: list[Victim] = []  # the last plan()'s evictions
         self.layer = 0  # the layer of the last plan(): the eviction order is scored as its next victim choice
@@ -149,27 +146,33 @@ class _ClassPool:
     def now(self, layer: int) -> int:
         return self.clock.get(self._clock_of(layer), 0)
 
+    def _stamp(self, layer: int) -> tuple[int, int]:
+        return self.clock.get(layer, 0), self.clock.get("group", 0)
+
+    def _kind(self) -> int:
+        return 1 if self.knobs["clock"] == "group" else 0
+
     def use(self, key: int, layer: int, tokens: int) -> int:
         """The key's CRF after a use now by `tokens` tokens (decayed, plus the increment) and its class."""
         now, old = self.now(layer), self.crf.get(key)
         half_life = float(self.knobs["half_life_tokens"])
         add = self.knobs["increment"] * (tokens if self.knobs["increment_per"] == "token" else 1)
-        value = add + (0.0 if old is None else decayed(old, now - self.last_use[key], half_life))
-        self.crf[key], self.last_use[key] = value, now
+        value = add + (0.0 if old is None else decayed(old, now - self.last_use[key][self._kind()], half_life))
+        self.crf[key], self.last_use[key] = value, self._stamp(layer)
         return crf_class(value, len(self.lists))
 
     def place(self, slot: int, cls: int, layer: int) -> None:
         if self.cls[slot] >= 0:
             self.lists[self.cls[slot]].remove(slot)
         self.lists[cls].append(slot)
-        self.cls[slot], self.t[slot] = cls, self.now(layer)
+        self.cls[slot], self.t[slot] = cls, self._stamp(layer)
         self.used.add(slot)
 
     def age(self, slot: int, layer: int) -> int:
         """Tokens since the slot's last use, in its layer's clock or (age_clock "planning") the planning layer's."""
         planning = self.knobs["age_clock"] == "planning"
         now = self.now(layer) if planning else self.now(self.key_of[slot] // self.n_expert)
-        return max(now - self.t[slot], 0)
+        return max(now - self.t[slot][self._kind()], 0)
 
     def score(self, slot: int, layer: int) -> float:
         """age / 2^class: the victim is the list head with the largest."""
@@ -204,7 +207,8 @@ class _ClassPool:
     def plan(self, layer: int, n_tokens: int, ids: np.ndarray):
         """plan(): the clock moves by the ubatch's tokens, every key's CRF and class follow; hits first, then the
         sorted misses take the victims. Returns the hit experts, the (expert, slot) fills and the evictions."""
-        self.clock[self._clock_of(layer)] = self.now(layer) + n_tokens
+        for clock in (layer, "group"):  # both clocks move: the other reading of the clock can be compared
+            self.clock[clock] = self.clock.get(clock, 0) + n_tokens
         self.used, self.layer = set(), layer
         base, uniq = layer * self.n_expert, list(dict.fromkeys(ids.tolist()))
         chose = ids.tolist()
@@ -289,32 +293,29 @@ def steps(
 
 
 def class_lru_step(work: Workload, plan: CachePlan, n_expert: int, index: int, **knobs) -> ClassLruStep:
-    """Learn's ClassLRU step `index`: the step (classes, CRF, the victims' scores) and, for each other open reading
-    of the victim and CRF rules, whether it evicts something else from the pool as it stood before the step (the
-    clock reading keeps another history: a step cannot compare it)."""
+    """Learn's ClassLRU step `index`: the step (classes, CRF, the victims' scores) and, for each other open reading,
+    whether it evicts something else from the pool as it stood before the step (the same CRF history; the band
+    replays each reading's own)."""
     trail = steps(work, plan, n_expert, index + 1, CLASS_LRU, **knobs)
     step = trail[index]
     if step.path != "cache" or step.group is None:
-        return ClassLruStep(step, (), (), ())
+        return ClassLruStep(step, (), ())
     pool = _pool_before(work, plan, n_expert, index, KNOBS | knobs, step.group)
     ids = work.ids[work.rec_off[index] : work.rec_off[index] + work.k * step.n_tokens]
-    changes, agree, not_compared = [], [], []
+    changes, agree = [], []
     for open_reading in OPEN_READINGS:
         for reading in open_reading.readings:
             if reading == pool.knobs[open_reading.knob]:
                 continue
             name = f"{open_reading.knob} = {reading}"
-            if open_reading.knob == "clock":
-                not_compared.append(name)
-                continue
             other = copy.deepcopy(pool)
             other.knobs = pool.knobs | {open_reading.knob: reading}
             evicted = other.plan(step.layer, step.n_tokens, ids)[2]
-            if evicted != step.evicted:
+            if sorted(evicted) != sorted(step.evicted):  # other victims, not the same ones in another order
                 changes.append(ReadingChange(open_reading.knob, reading, evicted))
             else:
                 agree.append(name)
-    return ClassLruStep(step, tuple(changes), tuple(agree), tuple(not_compared))
+    return ClassLruStep(step, tuple(changes), tuple(agree))
 
 
 def _pool_before(work: Workload, plan: CachePlan, n_expert: int, index: int, knobs: dict, gi: int) -> _ClassPool:
