@@ -10,7 +10,7 @@ from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import CLASS_LRU, POLICIES, REFERENCE, run_policy
 from moe_model.policies.class_lru import HALF_LIFE_TOKENS, N_CLASSES
 from moe_model.policies.lazy_unload import idle_limit
-from moe_model.policies.stepper import STEPPABLE, Step, steps
+from moe_model.policies.stepper import STEPPABLE, Step, class_lru_step, steps
 from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
 from ui.sidebar import sidebar_session
 from ui.startup import through_app
@@ -106,6 +106,9 @@ def draw_pools(step: Step, plan, model, work, budget: int, policy: str, index: i
         ("The simulator agrees with these counts." if agree else "MISMATCH with the simulator!")
         + f" Simulator: {check_hits} hits, {check_misses} misses."
     )
+    if policy == CLASS_LRU:  # the victims' scores, and the open readings that would evict another expert here
+        lines = class_lru_step(work, plan, N_EXPERT, index).lines()
+        st.markdown("\n".join(f"- {line}" for line in lines) if lines else "- no eviction at this step")
 
 
 st.header("How the MoE cache works")
@@ -134,7 +137,8 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
   128 tokens, kept even after it is evicted; its class is floor(log2 CRF), 0 to 7. Each class has its own LRU list,
   and a miss evicts, among the least recently used slot of each list, the one with the largest age / 2^class: an
   expert used often survives a burst of experts used once. Toggle *LRU and ClassLRU side by side* to step both.
-  (A model: read from the source's opening comment, not its code.)
+  (A model: read from the source's opening comment, not its code.) Under its pools each step names the victim's
+  class, age and score, and which open readings of the comment would have evicted another expert.
 - **CPU share** (`--moe-cache-cpu-share`, b12191): once the pool is full, a share of the misses is computed on the
   CPU instead of uploaded, and not inserted.
 """)

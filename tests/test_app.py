@@ -409,3 +409,17 @@ def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_neare
     advice = f"The link's gpu: {unknown_gpu('rtx 4075', app=True)}. Showing the Tesla T4 meanwhile."
     assert [w.value for w in miss.sidebar.warning] == [advice]
     assert "edit this machine" in miss.selectbox(key="gpu").help
+
+
+def test_learn_renders_a_class_lru_step_with_the_victims_score_and_the_readings():
+    from moe_model.llama.slot_plan import plan_cache
+    from moe_model.policies.stepper import class_lru_step
+    from moe_model.routing.toy import N_EXPERT, toy_model, toy_workload
+
+    at = open_page("pages/learn.py")  # its defaults: 48 MiB, one user, no draft, mixed quant
+    at.radio(key="learn_policy").set_value("class-lru-b12170").run()
+    at.slider(key="learn_slider").set_value(20).run()
+    view = class_lru_step(toy_workload(1, 0, 0), plan_cache(toy_model(True), 48), N_EXPERT, 20)
+    notes = [m.value for m in at.markdown if m.value.startswith("- ")]
+    assert not at.exception and view.changes  # a step an open reading changes
+    assert notes == ["\n".join(f"- {line}" for line in view.lines())]

@@ -20,7 +20,7 @@ from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
-from moe_model.policies.stepper import STEPPABLE, steps
+from moe_model.policies.stepper import STEPPABLE, ReadingChange, Victim, class_lru_step, steps
 from moe_model.readers.traces import load_recorded
 from moe_model.routing.toy import toy_model, toy_workload
 
@@ -566,3 +566,19 @@ def test_pool_entries_are_built_once_per_workload_inside_shared_builds_and_dropp
     again = PoolEntries.build(work)
     assert again is not first
     assert np.array_equal(again.rec, first.rec) and np.array_equal(again.key, first.key)
+
+
+def test_class_lru_step_names_the_victims_score_and_the_open_readings_that_evict_another_expert():
+    # e0 three times (CRF 2.98: class 1, last used at 3), e1 once (class 0, at 4); e2 at 5 misses a full 2-slot
+    # pool: the heads tie, e1 at age 1 / 2^0 and e0 at age 2 / 2^1. The default evicts the lower class (e1);
+    # ties to the higher class would evict e0; the clocks (one layer) and the increment (one token) agree
+    work, plan = decode([0, 0, 0, 1, 2]), plan_cache(tiny_model(1, 8, 1, mixed=False), TWO_SLOTS)
+    view = class_lru_step(work, plan, 8, 4)
+    assert view.step.victims == (Victim(0, 1, 0, 1, 1.0),)
+    assert view.changes == (ReadingChange("ties", "high-class", ((0, 0),)),)
+    assert view.agree == ("clock = group", "age_clock = planning", "increment_per = token")  # one layer: alike
+    assert view.lines()[0] == (
+        "evicted L0E1: class 0, age 1 tokens, score 1 / 2^0 = 1 (the largest of the list heads this step did not use)"
+    )
+    assert "with ties = high-class this step would evict L0E0 instead" in view.lines()
+    assert class_lru_step(work, plan, 8, 2).step.victims == ()  # a hit evicts nothing

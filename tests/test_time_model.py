@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import GT_HEADER, MODELS
@@ -243,3 +245,19 @@ def test_a_prompt_ubatch_pays_the_per_expert_matmul_cost_for_every_used_expert_m
     assert terms["expert_matmuls"] == pytest.approx(used * tensors * 2.0 / 1e3)
     short = Scenario(CPU_MOE, 0, prompt_tokens=20, n_ctx=4096)  # host layers stay on the CPU: no GPU expert matmuls
     assert prefill_terms(gt_model, hw, params, short, resolve(gt_model, hw, short))["expert_matmuls"] == 0
+
+
+def test_the_cpu_share_prices_its_part_on_the_cpu_and_never_uploads_an_expert_only_the_cpu_computed(qwen30b):
+    hw, params = preset("t4").with_changes(cpu_expert_gbs=0.5), TimeParams()  # a slow CPU: its work shows
+    sc = Scenario(CPU_MOE, 10000, depth=0)
+    layout = resolve(qwen30b, hw, sc)
+    plain = from_hit_rate(qwen30b, layout, sc, 0.5)
+    misses = np.where(plain.cached, plain.distinct - plain.hits, 0.0)
+    none, cpu_only, cut = (
+        decode_terms(qwen30b, hw, params, sc, layout, t)
+        for t in (plain, replace(plain, cpu=misses), replace(plain, cpu=0 * misses, cpu_cut=misses))
+    )
+    assert none["upload"] > 0 and cpu_only["upload"] == 0  # the CPU's experts are never uploaded
+    assert cpu_only["experts_cpu"] > none["experts_cpu"] and cpu_only["experts_gpu"] < none["experts_gpu"]
+    assert cut["upload"] == none["upload"] and cut["experts_gpu"] == none["experts_gpu"]  # uploaded and on the GPU
+    assert cut["experts_cpu"] > none["experts_cpu"]  # and read by the CPU path for its selections too

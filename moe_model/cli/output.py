@@ -83,6 +83,7 @@ def format_policies(policies: list[dict]) -> str:
             f"{b['budget_mib']:>10} " + " ".join("-".rjust(17) if h is None else f"{100 * h:16.2f}%" for h in rates)
         )
     lines.append("labels: " + ", ".join(f"{p['name']} {p['label']}" for p in policies))
+    lines += [f"note ({p['name']}): {n}" for p in policies for n in p.get("notes", ())]
     return "\n".join(lines)
 
 

@@ -107,7 +107,8 @@ def _simulate_with_policies(
     threads (their passes release the GIL, so each core stays busy), those on numba's threads one after another;
     the build's own policy reuses the simulation."""
     from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import NUMBA_PARALLEL, POLICIES, get_policy, run_policy
+    from moe_model.policies import CPU_SHARE, NUMBA_PARALLEL, POLICIES, get_policy, run_policy
+    from moe_model.policies.cpu_share import share_note
     from moe_model.policies.entries import shared_builds
     from moe_model.policies.lru import from_simulation
     from moe_model.threads import on_threads
@@ -143,6 +144,8 @@ def _simulate_with_policies(
         }
         if name == "static-hot-set":
             item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
+        if name == CPU_SHARE:
+            item["notes"] = [share_note(model)]  # where the share does not apply, and whether this model is one
         out.append(item | {"budgets": [r.as_dict() for r in runs]})
     return results, out
 

@@ -31,6 +31,7 @@ class PolicyResult:
     hits: np.ndarray  # [n_layer]
     uploads: np.ndarray
     cpu: np.ndarray
+    cpu_cut: np.ndarray | None = None  # uploads the CPU share also computes for some selections (policies.cpu_share)
 
     @property
     def lookups(self) -> np.ndarray:
@@ -50,7 +51,7 @@ class PolicyResult:
             "misses": int(self.uploads.sum() + self.cpu.sum()),
             "uploads": int(self.uploads.sum()),
             "cpu": int(self.cpu.sum()),
-        }
+        } | ({} if self.cpu_cut is None else {"cpu_cut": int(self.cpu_cut.sum())})
 
 
 Runner = Callable[..., list[PolicyResult]]  # (model, work, budgets_mib, placement, **knobs)
@@ -82,17 +83,21 @@ def per_class(
 ) -> list[PolicyResult]:
     """Each cached group's budgets whose pools admit the same records (pool_rule.pool_classes) go to
     `class_pass(work, layers, use, slots)` together: `use` marks those records, `slots` are the pool sizes; it
-    returns [len(slots), 3, n_layer] counts (hits, uploads, CPU), sharing its preparation or its pass."""
+    returns [len(slots), 3, n_layer] counts (hits, uploads, CPU; a 4th row: PolicyResult.cpu_cut), sharing its
+    preparation or its pass."""
     work.check_fits(model.n_layer, model.n_expert, model.n_expert_used)
     work = work.for_model(model.n_expert)
     check_kernel_inputs(work.rec_layer, work.rec_ntok, work.rec_off, work.ids, work.k, work.n_expert, work.n_layer)
     plans = [plan_cache(model, int(b), placement) for b in budgets_mib]
-    counts = np.zeros((len(plans), 3, model.n_layer), dtype=np.int64)
+    counts = None  # sized by the first pass's rows
     needs = np.unique(pool_need(work.rec_ntok, work.k, model.n_expert))
     for gi, group in enumerate(plans[0].groups if plans else ()):
         slots = np.array([p.groups[gi].n_slots if p.starts else 0 for p in plans], dtype=np.int64)
         in_group = np.isin(work.rec_layer, np.array(group.layers))
         for members in pool_classes(needs[needs < NO_POOL], slots):
             use = in_group & uses_pool(work.rec_ntok, work.k, model.n_expert, int(slots[members[0]]))
-            counts[members] += class_pass(work, group.layers, use, slots[members])
+            got = class_pass(work, group.layers, use, slots[members])
+            counts = np.zeros((len(plans), *got.shape[1:]), dtype=np.int64) if counts is None else counts
+            counts[members] += got
+    counts = np.zeros((len(plans), 3, model.n_layer), dtype=np.int64) if counts is None else counts
     return [PolicyResult(p.budget_mib, p.starts, *counts[b]) for b, p in enumerate(plans)]

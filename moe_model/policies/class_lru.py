@@ -138,8 +138,10 @@ class ClassLruState:
     distinct: np.ndarray  # [n_layer, 2]
     probe: np.ndarray  # [n_caps]
     share: float  # b12191's --moe-cache-cpu-share (policies.cpu_share), 0 for ClassLRU itself
-    remainder: np.ndarray  # [n_caps] the share's carried fraction of a miss
-    cpu: np.ndarray  # [n_layer, n_caps] misses computed on the CPU (the share), not kept
+    remainder: np.ndarray  # [n_caps] the share's carried fraction of a missed selection
+    cpu: np.ndarray  # [n_layer, n_caps] missed experts all of whose selections the CPU computes: never uploaded
+    cpu_split: np.ndarray  # [n_layer, n_caps] missed experts uploaded whose other selections the CPU computes
+    cpu_selections: np.ndarray  # [n_layer, n_caps] (token, chosen expert) selections computed on the CPU
 
 
 def check_knobs(half_life_tokens: float, n_classes: int, increment: float, **readings: str) -> None:
@@ -189,13 +191,15 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         float(share),
         np.zeros(n_caps, dtype=np.float64),
         np.zeros((n_layer, n_caps), dtype=np.int64),
+        np.zeros((n_layer, n_caps), dtype=np.int64),
+        np.zeros((n_layer, n_caps), dtype=np.int64),
     )
 
 
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
     n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
-    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 3 * n_layer + 4)
+    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 5 * n_layer + 4)
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -222,27 +226,28 @@ def _prepare(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large
     ent_cls = np.empty(n_ent, dtype=np.int8)
     ent_sorted = np.empty(n_ent, dtype=np.int32)
     ent_crf = np.empty(n_ent, dtype=np.float64)
+    ent_sel = np.empty(n_ent, dtype=np.int32)  # tokens of the record that chose the entry's expert
     rec_now = np.zeros(n_rec, dtype=np.int64)
     clock0 = s.clock.copy()
     _shared(
         rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
         s.half_life, s.increment, s.n_classes, s.group_clock, s.per_token, ent_start, ent_key, ent_cls, ent_sorted,
-        ent_crf, rec_now, s.distinct,
+        ent_crf, ent_sel, rec_now, s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
-    return rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf
+    return rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel
 
 
 def _replay(s: ClassLruState, prepared: tuple) -> None:
     """Every pool size of s's pass replays a prepared chunk (in parallel where cores are free)."""
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf = prepared
+    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel = prepared
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
     try:
         _budgets(
             rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
             s.age_planning, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last,
-            s.filled, s.hits, s.probe, s.share, by_crf, s.remainder, s.cpu,
+            s.filled, s.hits, s.probe, s.share, by_crf, ent_sel, s.remainder, s.cpu, s.cpu_split, s.cpu_selections,
         )  # fmt: skip
     finally:
         set_parallel_chunksize(chunksize)
@@ -253,15 +258,17 @@ def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return s.hits.copy(), s.distinct.copy(), s.probe.copy()
 
 
-def cpu_counts(s: ClassLruState) -> np.ndarray:
-    """Misses computed on the CPU (the share) per layer and pool size [n_layer, n_caps]."""
-    return s.cpu.copy()
+def cpu_counts(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CPU share's counts per layer and pool size [n_layer, n_caps]: missed experts only the CPU computes
+    (never uploaded), missed experts uploaded that the CPU also computes for some of their selections, and the
+    (token, chosen expert) selections computed on the CPU."""
+    return s.cpu.copy(), s.cpu_split.copy(), s.cpu_selections.copy()
 
 
 @njit(cache=True, nogil=True)
 def _shared(
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, per_token, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, rec_now, distinct,
+    n_classes, group_clock, per_token, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, ent_sel, rec_now, distinct,
 ):  # fmt: skip
     """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
     keys in expert-id order, and the clock; what every pool size of the pass shares."""
@@ -301,6 +308,7 @@ def _shared(
                 add = increment * chose[key - base] if per_token else increment
                 value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
                 crf[key], ent_crf[q] = value, value
+                ent_sel[q] = chose[key - base]
                 last_use[key] = now
                 cls = int(np.floor(np.log2(value))) if value > 0 else 0
                 ent_cls[q] = min(n_classes - 1, max(0, cls))
@@ -389,15 +397,43 @@ def _best(scores, ties_high):
     return best
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _share_split(
+    lo, hi, slot_of, ent_key, by_crf, ent_sel, share, remainder, b, layer, r, on_cpu, cpu, cpu_split, cpu_selections
+):  # fmt: skip
+    """policies.cpu_share.split_selections's rule in the kernel: the share of the record's missed selections (a
+    remainder carried) goes to the CPU, the lowest CRF first; experts all of whose selections go are marked."""
+    missed = 0
+    for j in range(lo, hi):
+        if slot_of[ent_key[j]] < 0:
+            missed += ent_sel[j]
+    remainder[b] += share * missed
+    left = min(missed, int(remainder[b]))
+    remainder[b] -= left
+    cpu_selections[layer, b] += left
+    for j in range(lo, hi):
+        if left == 0:
+            break
+        q = by_crf[j]
+        if slot_of[ent_key[q]] >= 0:
+            continue
+        if ent_sel[q] <= left:
+            on_cpu[ent_key[q]] = r + 1
+            cpu[layer, b] += 1
+        else:
+            cpu_split[layer, b] += 1
+        left -= min(left, ent_sel[q])
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _budgets(
     rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, group_clock,
     age_planning, ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
-    share, by_crf, remainder, cpu,
+    share, by_crf, ent_sel, remainder, cpu, cpu_split, cpu_selections,
 ):  # fmt: skip
     """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
-    share, once a pool is full that share of each record's misses, the lowest CRF first, is computed on the CPU
-    and not kept (b12191's --moe-cache-cpu-share on ClassLRU's lists)."""
+    share, once a pool is full that share of each record's missed selections is computed on the CPU (policies.
+    cpu_share: the lowest CRF first); a missed expert all of whose selections go there is not kept."""
     for b in prange(len(caps)):
         first, last, slot_of = first_all[b], last_all[b], slot_of_all[b]
         scores = np.empty(len(inv), dtype=np.float64)
@@ -430,19 +466,9 @@ def _budgets(
             found[layer * 2 + rec_large[r]] += n_hit
             if n_hit == hi - lo:
                 continue
-            if share > 0 and filled[b] == caps[b]:  # the share of the misses, the lowest CRF first, on the CPU
-                misses = hi - lo - n_hit
-                remainder[b] += share * misses
-                n_cpu = min(misses, int(remainder[b]))
-                remainder[b] -= n_cpu
-                cpu[layer, b] += n_cpu
-                for j in range(lo, hi):
-                    if n_cpu == 0:
-                        break
-                    key = ent_key[by_crf[j]]
-                    if slot_of[key] < 0:
-                        on_cpu[key] = r + 1
-                        n_cpu -= 1
+            if share > 0 and filled[b] == caps[b]:
+                _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, remainder, b, layer, r, on_cpu, cpu,
+                             cpu_split, cpu_selections)  # fmt: skip
             scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
             for j in range(lo, hi):  # then the misses in expert-id order
                 q = ent_sorted[j]

@@ -30,6 +30,9 @@ repacked layouts: pinned_cpu_factor). A machine's own measured rates replace the
 share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
 that layer (the two overlap).
 
+The split is per (token, chosen expert) selection (policies.cpu_share): an expert all of whose selections run on the
+CPU is read there and never uploaded; one the split cuts through is uploaded and read by both paths.
+
 A prompt is processed in ubatches of n_ubatch tokens. One of n >= GGML_OP_OFFLOAD_MIN_BATCH tokens
 multiplies every layer on the GPU; a host layer's used experts are copied to it first (cached ones
 device-to-device from the pool, one copy per expert and tensor; the others uploaded, one copy per run of
@@ -48,6 +51,7 @@ import numpy as np
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.policies import MODELLED, get_policy
+from moe_model.policies.cpu_share import share_applies, share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
@@ -204,13 +208,13 @@ def decode_terms(
     gpu_reads = np.where(~host, distinct_bytes, np.where(cached, distinct_bytes - on_host * slot, 0.0)) / gpu
     copy_us = params.copy_us(hw, sc.pinned)
     uploads = uploaded * slot / link + uploaded * n_tensors * copy_us / 1e6
-    host_read = np.where(cached, on_host * slot, np.where(host, distinct_bytes, 0.0))
+    host_read = np.where(cached, traffic.cpu_reads * slot, np.where(host, distinct_bytes, 0.0))  # the CPU path's
     cpu_work = host_read / cpu
     on_gpu = np.where(~host | cached, traffic.distinct * n_tensors, 0.0)
     launches = on_gpu.sum() * params.batch_expert_us / 1e3 if sc.tokens_per_ubatch > 1 else 0.0
     hidden = np.where(cached, np.minimum(gpu_reads + uploads, cpu_work), 0.0)  # CPU misses overlap the GPU
     head = model.other_bytes - model.input_bytes  # output head and norms; the input embedding stays on the host
-    cpu_path = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0  # a CPU path in every cached layer
+    cpu_path = _share_of(model, sc) > 0  # a CPU path in every cached layer
     split_layers = (host & ~cached & (traffic.distinct > 0)) | (cached & cpu_path)
     return {
         "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3 * params.vm_factor(hw),
@@ -415,8 +419,15 @@ def first_request(
     )
 
 
-def _notes(sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
+def _share_of(model: ModelSpec, sc: Scenario) -> float:
+    """The share of misses the scenario's policy computes on the CPU, 0 where the model's layers take none."""
+    return get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) if share_applies(model) else 0.0
+
+
+def _notes(model: ModelSpec, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
+    if get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0:
+        notes.append(share_note(model))
     if not layout.vram.fits:
         notes.append(layout.vram.verdict)
     if disk_gib_per_token > 0:
@@ -482,7 +493,7 @@ def predict(
         sc,
         layout,
         (low, high),
-        tuple(_notes(sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
+        tuple(_notes(model, sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
         prefill_ms / MS,
         first,
         sources,

@@ -17,6 +17,7 @@ from moe_model.errors import WorkloadError
 from moe_model.llama.simulate import SimResult, simulate_plans
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.policies import REFERENCE, PolicyResult, get_policy, run_policy
+from moe_model.policies.cpu_share import share_applies
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.scenario import Layout, Scenario
@@ -33,10 +34,17 @@ class Traffic:
     source: str
     cpu: np.ndarray | None = None  # [n_layer]: misses the policy computes on the CPU instead of uploading
     fills: float | None = None  # a first request's uploads into empty slots, when a log counted them
+    cpu_cut: np.ndarray | None = None  # [n_layer]: uploaded misses the CPU also computes for some selections
 
     @property
     def cpu_misses(self) -> np.ndarray:
         return np.zeros_like(self.distinct) if self.cpu is None else np.where(self.cached, self.cpu, 0.0)
+
+    @property
+    def cpu_reads(self) -> np.ndarray:
+        """Distinct experts the CPU path reads: its own misses and the uploads a per-selection split cut through."""
+        cut = 0.0 if self.cpu_cut is None else np.where(self.cached, self.cpu_cut, 0.0)
+        return self.cpu_misses + cut
 
     @property
     def hit_rate(self) -> float | None:
@@ -51,7 +59,12 @@ class Traffic:
             return replace(self, hits=np.where(self.cached, hits, 0.0))
         misses, new_misses = self.distinct - self.hits, self.distinct - hits
         share = np.divide(self.cpu, misses, out=np.zeros_like(misses, dtype=float), where=misses > 0)
-        return replace(self, hits=np.where(self.cached, hits, 0.0), cpu=share * new_misses)
+        cut = (
+            None
+            if self.cpu_cut is None
+            else self.cpu_cut * np.divide(new_misses, misses, out=np.zeros_like(share), where=misses > 0)
+        )
+        return replace(self, hits=np.where(self.cached, hits, 0.0), cpu=share * new_misses, cpu_cut=cut)
 
 
 def independent_distinct(n_expert: int, k: int, tokens: int) -> float:
@@ -108,7 +121,8 @@ def from_hit_rate(model: ModelSpec, layout: Layout, sc: Scenario, hit_rate: floa
     distinct = _estimated_distinct(model, sc.tokens_per_ubatch)
     cached = layout.cached_mask(model, sc.tokens_per_ubatch)
     hits = np.where(cached, distinct * hit_rate, 0.0)
-    on_cpu = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) * (distinct - hits)
+    share = get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) if share_applies(model) else 0.0
+    on_cpu = share * (distinct - hits)
     return Traffic(distinct, hits, cached, f"hit rate {hit_rate:.3f} given", np.where(cached, on_cpu, 0.0))
 
 
@@ -132,6 +146,7 @@ def from_counts(
         cached,
         source,
         np.where(cached, counts.cpu / per_ub, 0.0),
+        cpu_cut=None if counts.cpu_cut is None else np.where(cached, counts.cpu_cut / per_ub, 0.0),
     )
 
 
@@ -180,6 +195,7 @@ def without_warm_up(counts: PolicyResult, warm_up: PolicyResult) -> PolicyResult
         hits=counts.hits - warm_up.hits,
         uploads=counts.uploads - warm_up.uploads,
         cpu=counts.cpu - warm_up.cpu,
+        cpu_cut=None if counts.cpu_cut is None else counts.cpu_cut - warm_up.cpu_cut,
     )
 
 
