@@ -276,3 +276,28 @@ def test_shoppings_rows_follow_the_context_depth_with_prompt_speed_and_first_tok
     best = json.loads(capsys.readouterr().out)["best"]
     assert (after["best setting"], after["decode t/s"]) == (best["label"], round(best["decode_tps"], 1))
     assert after["prompt t/s"] == round(best["prefill_tps"]) and after["first token s"] == round(best["ttft_s"], 2)
+
+
+def test_a_model_chosen_by_path_is_kept_on_every_page_and_in_the_url():
+    # issue 32: a path or URL choice fell back to Qwen3-30B-A3B on the next page, with no warning
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("URL or local path").run()
+    at.sidebar.text_input(key="model_path").set_value(SMALL_MODEL_PATH).run()
+    assert at.query_params["model"] == SMALL_MODEL_PATH and "8 experts" in at.main.caption[-1].value
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py", "pages/model_budget.py"):
+        at.switch_page(page).run()
+        assert not at.exception and not at.error, (page, [e.value for e in at.error])
+        assert at.sidebar.selectbox(key="model_choice").value == "URL or local path", page
+        assert at.sidebar.text_input(key="model_path").value == SMALL_MODEL_PATH, page
+        assert at.query_params["model"] == SMALL_MODEL_PATH, page
+    assert "8 experts" in at.main.caption[-1].value  # Mixtral's header, not the default Qwen3-30B (128 experts)
+    at.switch_page("pages/shopping.py").run()
+    assert any(SMALL_MODEL_PATH in c.value for c in at.code)  # its commands name the file chosen
+
+
+def test_a_link_to_a_path_this_deployment_cannot_read_says_why_in_one_line():
+    at = open_page("pages/explore.py", model="/etc/elsewhere/model.gguf")
+    (message,) = [w.value for w in at.sidebar.warning]
+    assert message.startswith("This view's model (/etc/elsewhere/model.gguf) cannot be read here: only files in")
+    assert at.sidebar.selectbox(key="model_choice").value == "Qwen3-30B-A3B-Q4_K_M.gguf"
+    assert at.query_params["model"] == "Qwen3-30B-A3B-Q4_K_M.gguf" and not at.error and not at.exception
