@@ -8,6 +8,7 @@ from moe_model.speed.calibration import default_time_model, prompt_speed
 from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.scenario import Scenario
+from moe_model.speed.streams import per_stream_tps, speed_label
 from ui.cached import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
@@ -37,6 +38,14 @@ def chosen_cards(gpu: str) -> list[str]:
     return cards
 
 
+TOTALS = ("decode t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, and named so
+
+
+def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
+    """The table as shown: without the commands (printed below it), a total's column named a total."""
+    return frame.drop(columns="command").rename(columns={c: speed_label(c, concurrency) for c in TOTALS})
+
+
 def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> dict:
     best = options[0]
     p = best.prediction
@@ -49,6 +58,11 @@ def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> d
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
+        **(
+            {"per stream t/s": round(per_stream_tps(p.decode_tps, p.scenario.concurrency), 1) if best.usable else 0.0}
+            if p.scenario.concurrency > 1
+            else {}
+        ),
         "prompt t/s": round(ps.prefill_tps) if best.usable else 0.0,
         "prompt low": round(ps.prefill_tps_range[0]) if best.usable else 0.0,
         "prompt high": round(ps.prefill_tps_range[1]) if best.usable else 0.0,
@@ -71,7 +85,8 @@ with friendly_errors():
     cards = chosen_cards(mine.name)
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
-        "(decode, prompt and first-token figures: a model, with the held-out error's range), "
+        f"(decode{speed_label('', concurrency)}, prompt and first-token figures: a model, with the held-out "
+        "error's range), "
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
         f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
         "(--load-mode none) host experts." + (f" Routing {routing.describe()}." if routing else "")
@@ -91,14 +106,14 @@ with friendly_errors():
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         rows.append(row(hw, options, is_mine, model, tm.prefill_rel_error))
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
-        so_far.dataframe(pd.DataFrame(rows).drop(columns="command"), hide_index=True, width="stretch")
+        so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
     bar.empty()
     so_far.empty()
     frame = pd.DataFrame(rows)
     if not frame["command"].any():
         st.error("Nothing fits on any of these cards in your host: see what would fit, per card, in the table.")
-    st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
-    st.dataframe(frame.drop(columns="command"), hide_index=True, width="stretch")
+    st.plotly_chart(shopping_bars(frame, concurrency), width="stretch", key="shop_chart")
+    st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
     st.caption(policy_caption(Scenario(build=build)))
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
     if commands:

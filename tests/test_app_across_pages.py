@@ -301,3 +301,30 @@ def test_a_link_to_a_path_this_deployment_cannot_read_says_why_in_one_line():
     assert message.startswith("This view's model (/etc/elsewhere/model.gguf) cannot be read here: only files in")
     assert at.sidebar.selectbox(key="model_choice").value == "Qwen3-30B-A3B-Q4_K_M.gguf"
     assert at.query_params["model"] == "Qwen3-30B-A3B-Q4_K_M.gguf" and not at.error and not at.exception
+
+
+RUN3_NP4 = ROOT / "sample_data" / "groundtruth" / "run3" / "logs" / "server_np4_b25.log"
+
+
+def test_every_speed_at_four_streams_is_named_a_total_on_explore_shopping_and_logs():
+    # issue 32: "42.8 t/s decode" at -np 4 read as one user's speed
+    at = open_page("pages/explore.py", model=SMALL_MODEL, np="4")
+    at.toggle(key="best").set_value(True).run()
+    said = [m.value for m in at.markdown if m.value.startswith("**At ")]
+    said += [s.value for s in at.success if s.value.startswith("**Best setting")]
+    assert len(said) == 2 and all(", total over 4 streams (per stream " in s for s in said), said
+    speed = charts(at)["0"]
+    assert speed["layout"]["yaxis"]["title"]["text"] == "tokens / s (total over 4 streams)"
+    assert "t/s decode (total over 4 streams) (model)" in trace(speed, "predicted (model)")["hovertemplate"]
+    at.switch_page("pages/shopping.py").run()
+    columns = list(at.dataframe[0].value.columns)
+    assert "decode t/s (total over 4 streams)" in columns and "per stream t/s" in columns
+    assert "decode t/s" not in columns
+    bars = charts(at)["0"]
+    assert bars["layout"]["yaxis"]["title"]["text"] == "decode tokens / s (total over 4 streams)"
+    at.switch_page("pages/logs.py").run()
+    at.get("file_uploader")[0].set_value(("np4.log", RUN3_NP4.read_bytes(), "text/plain"))
+    at.run()
+    points = at.dataframe[-1].value  # the measured points, below each run's own tables
+    assert "decode t/s (total over 4 streams)" in points.columns and "decode t/s per stream" in points.columns
+    assert not at.exception

@@ -18,6 +18,7 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.recommend import Option
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
+from moe_model.speed.streams import speed_note
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -222,7 +223,8 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
         best = usable[0]
         return Advice(
             True,
-            f"best: {best.label}, {best.prediction.decode_tps:.1f} t/s predicted (a model); "
+            f"best: {best.label}, {best.prediction.decode_tps:.1f} t/s predicted (a model)"
+            f"{speed_note(best.prediction.decode_tps, best.prediction.scenario.concurrency)}; "
             f"{len(usable)} of {len(options)} settings fit {hw.name}",
         )
     bases = {(o.prediction.layout.placement, o.prediction.scenario.load_mode): o for o in options}
