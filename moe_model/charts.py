@@ -17,6 +17,7 @@ import plotly.io as pio
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.routing.logged import LogRouting
+from moe_model.speed.measurements import request_label
 from moe_model.speed.streams import speed_label, total_over_streams
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
@@ -143,6 +144,13 @@ def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None)
     return _layout(fig, "Uploads over the host link (simulated)", "--moe-cache-mib", "MiB per token")
 
 
+def _with_request(measured: pd.DataFrame) -> list[str]:
+    """Each measured point's name and the request its speed is of ("first request", "steady state") where known."""
+    requests = measured["request"] if "request" in measured else [None] * len(measured)
+    pairs = zip(measured["id"], requests, strict=True)
+    return [f"{name} ({req})" if isinstance(req, str) else str(name) for name, req in pairs]
+
+
 def speed_curve(
     budgets: Sequence[float],
     decode_tps: Sequence[float | None],
@@ -156,6 +164,7 @@ def speed_curve(
     measured points as markers; at `-np > 1` every speed is the total over the streams, and says so."""
     fig = go.Figure()
     total = speed_label("", concurrency)  # " (total over N streams)" at -np > 1, else ""
+    steady = request_label(first=False)  # what the time model predicts: the requests after a server's first
     if ranges is not None:
         for i, name in enumerate(("low end of the range", "high end of the range")):
             fig.add_scatter(
@@ -175,7 +184,7 @@ def speed_curve(
         name="predicted (model)",
         mode="lines+markers",
         line={"color": OKABE_ITO[4]},
-        hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode" + total + " (model)<extra></extra>",
+        hovertemplate=f"%{{x:,}} MiB: %{{y:.1f}} t/s decode{total} (model, {steady})<extra></extra>",
     )
     for i, (name, value) in enumerate(baselines.items()):
         fig.add_hline(
@@ -188,7 +197,7 @@ def speed_curve(
             name="measured",
             mode="markers",
             marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO[7]},
-            text=measured["id"],
+            text=_with_request(measured),
             hovertemplate="%{text}: %{y} t/s" + total + " at %{x} MiB",
         )
     _mark(fig, mark_budget)
@@ -360,7 +369,7 @@ def measured_curves(frame: pd.DataFrame) -> go.Figure:
             mode="lines+markers",
             name=name,
             marker_color=OKABE_ITO[i % len(OKABE_ITO)],
-            customdata=group["source"],
+            customdata=_with_request(group.assign(id=group["source"])),
             hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
         )
     return _layout(fig, "Measured decode speed from these runs", "--moe-cache-mib (MiB)", "decode tokens / s")

@@ -29,7 +29,7 @@ from moe_model.speed.explore import (
     simulated_prompt_tokens,
 )
 from moe_model.speed.fit_advice import recommend_advice, would_fit
-from moe_model.speed.measurements import load_reference
+from moe_model.speed.measurements import load_reference, request_label
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import speed_label, speed_note
 from ui.cached import (
@@ -94,7 +94,8 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
     p = best.prediction
     lo, hi = p.decode_tps_range
     st.success(
-        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model)"
+        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
+        f"{request_label(first=False)})"
         f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
@@ -166,7 +167,8 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
     elif usable:
         lo, hi = pred.decode_tps_range
         st.markdown(
-            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model)"
+            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
+            f"{request_label(first=False)})"
             f"{speed_note(pred.decode_tps, pred.scenario.concurrency)} at "
             f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
             f"hit rate {100 * (pred.hit_rate or 0):.1f} % "

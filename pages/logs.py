@@ -141,6 +141,7 @@ with friendly_errors():
         points, logged = machine_points([(name, runs) for name, runs in logs if runs], model, machine, build)
         result = calibrate_machine(points, machine, time_model.params, logged)
         st.table(calibration_table(result))
+        st.caption(result.request_note)
         if result.accepted:
             st.session_state["machine"] = result
             st.success(

@@ -7,6 +7,7 @@ from moe_model.charts import shopping_bars
 from moe_model.speed.calibration import default_time_model, prompt_speed
 from moe_model.speed.fit_advice import recommend_advice
 from moe_model.speed.hardware import PRESETS, Hardware
+from moe_model.speed.measurements import request_label
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
 from ui.cached import cached_recommend_cards
@@ -89,7 +90,8 @@ with friendly_errors():
         "error's range), "
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
         f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
-        "(--load-mode none) host experts." + (f" Routing {routing.describe()}." if routing else "")
+        f"(--load-mode none) host experts. Decode speeds: the {request_label(first=False)} (the requests after a "
+        "server's first)." + (f" Routing {routing.describe()}." if routing else "")
     )
     with st.expander("custom card"):
         use_custom = kept_toggle(st, "add a custom card", "custom_on", False)

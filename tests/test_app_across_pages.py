@@ -315,7 +315,8 @@ def test_every_speed_at_four_streams_is_named_a_total_on_explore_shopping_and_lo
     assert len(said) == 2 and all(", total over 4 streams (per stream " in s for s in said), said
     speed = charts(at)["0"]
     assert speed["layout"]["yaxis"]["title"]["text"] == "tokens / s (total over 4 streams)"
-    assert "t/s decode (total over 4 streams) (model)" in trace(speed, "predicted (model)")["hovertemplate"]
+    hover = trace(speed, "predicted (model)")["hovertemplate"]
+    assert "t/s decode (total over 4 streams) (model, steady state)" in hover
     at.switch_page("pages/shopping.py").run()
     columns = list(at.dataframe[0].value.columns)
     assert "decode t/s (total over 4 streams)" in columns and "per stream t/s" in columns
@@ -328,3 +329,25 @@ def test_every_speed_at_four_streams_is_named_a_total_on_explore_shopping_and_lo
     points = at.dataframe[-1].value  # the measured points, below each run's own tables
     assert "decode t/s (total over 4 streams)" in points.columns and "decode t/s per stream" in points.columns
     assert not at.exception
+
+
+RUN3_HEADER = ROOT / "sample_data" / "groundtruth" / "run3" / "model-header.gguf"
+RUN5_B25 = ROOT / "sample_data" / "groundtruth" / "run5" / "logs" / "server_mm_b25.log"
+
+
+def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_only_at_its_np():
+    # issue 32: single-stream points were drawn beside a -np 4 prediction, and nothing said which request
+    at = open_page("pages/logs.py")
+    upload_header(at, RUN3_HEADER.read_bytes())
+    at.run()
+    logs = [("run5_b25.log", RUN5_B25.read_bytes(), "text/plain"), ("np4.log", RUN3_NP4.read_bytes(), "text/plain")]
+    at.get("file_uploader")[0].set_value(logs)
+    at.run()
+    points = at.dataframe[-1].value.set_index("point")
+    assert points.loc["run5_b25.log#1", "request"] == "steady state"  # four requests: the three after the first
+    assert points.loc["np4.log#1", "request"] == "first request"  # the four concurrent requests include the first
+    at.switch_page("pages/explore.py").run()
+    assert any("a model, steady state)" in m.value for m in at.markdown if m.value.startswith("**At "))
+    assert trace(charts(at)["0"], "measured")["text"] == ["run5_b25.log#1 (steady state)"]  # not the -np 4 run
+    at.sidebar.slider(key="np").set_value(4).run()
+    assert trace(charts(at)["0"], "measured")["text"] == ["np4.log#1 (first request)"] and not at.exception

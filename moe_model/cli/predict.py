@@ -309,6 +309,7 @@ def _print_calibration(result, hw, model) -> None:
             f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
             f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
         )
+    print(f"  {result.request_note}")
     print(f"  {result.reason}")
 
 
