@@ -38,7 +38,7 @@ def example_picks(have_uploads: bool) -> list[str]:
     picks = st.multiselect(
         "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
         list(EXAMPLES),
-        default=chosen,
+        default=None if "log_examples" in st.session_state else chosen,  # a value set above wins
         key="log_examples",
     )
     keep(log_examples=";".join(picks))
@@ -62,7 +62,7 @@ with friendly_errors():
     added = [keep_upload("log", u.name, u.getvalue()) for u in new or [] if content_key(u.getvalue()) not in held]
     if any(added):
         keep(log_examples="")  # an upload replaces the bundled example (it stays one click away)
-        st.session_state.pop("log_examples", None)
+        st.session_state["log_examples"] = []  # set, not dropped: the browser's chips follow a set value only
         st.rerun()  # the sidebar, drawn before these were kept, names them too
     kept_logs = session_uploads().of_kind("log")
     picks = example_picks(bool(kept_logs))

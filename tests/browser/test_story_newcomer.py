@@ -31,3 +31,33 @@ def test_a_model_chosen_by_path_on_model_and_budget_is_the_model_of_explore_shop
     assert page.get_by_text(f"-m {MIXTRAL}").count()  # the commands name the chosen file
     assert not page.outside, page.outside
     page.close()
+
+
+RUN3_HEADER = ROOT / "sample_data" / "groundtruth" / "run3" / "model-header.gguf"
+RUN5 = ROOT / "sample_data" / "groundtruth" / "run5" / "logs"
+RUN5_LOGS = [RUN5 / f"server_mm_{case}.log" for case in ("off", "b10", "b25")]
+PLOT_NAMES = "() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map(t => t.name))"
+
+
+def test_uploaded_logs_replace_the_bundled_t4_example_in_the_chips_points_and_charts(browser, server):
+    page = open_app(browser, server)
+    go_to(page, "Logs")
+    examples = page.get_by_test_id("stMultiSelect").filter(has_text="bundled examples")
+    assert "t4-cpumoe-10000.log" in examples.inner_text()  # the example shown before any upload
+    sidebar_select(page, "Model", "upload a header prefix")
+    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(RUN3_HEADER))
+    wait_idle(page)
+    page.get_by_test_id("stMain").locator("input[type=file]").set_input_files([str(p) for p in RUN5_LOGS])
+    wait_idle(page)
+    page.get_by_text("server_mm_b25.log, run 1").first.wait_for()
+    assert "t4-cpumoe-10000.log" not in examples.inner_text()  # its chip deselected by the upload
+    page.get_by_role("button", name="Calibrate the time model on these runs").click()
+    wait_idle(page)
+    page.locator("[data-testid='stTable']").first.wait_for()
+    main = page.get_by_test_id("stMain")
+    shown = main.text_content()  # the tables' cells too (drawn on a canvas, hidden from inner_text)
+    assert "server_mm_b25.log#1" in shown and "t4-cpumoe" not in shown and "Tesla T4" not in shown
+    names = page.evaluate(PLOT_NAMES)
+    assert names and not [n for n in names if "T4" in str(n)], names
+    assert not page.outside, page.outside
+    page.close()
