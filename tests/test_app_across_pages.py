@@ -351,3 +351,17 @@ def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_o
     assert trace(charts(at)["0"], "measured")["text"] == ["run5_b25.log#1 (steady state)"]  # not the -np 4 run
     at.sidebar.slider(key="np").set_value(4).run()
     assert trace(charts(at)["0"], "measured")["text"] == ["np4.log#1 (first request)"] and not at.exception
+
+
+def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_chart():
+    # issue 32: the answer sat in a wide table's 15th column and the chart was an empty -1..1 axis
+    cards = "RTX 4080 16GB;RTX 4090"
+    at = open_page("pages/shopping.py", model=QWEN235_FILE, gpu="RTX 4090", ram="64", cards=cards)
+    verdict = at.main.info[0].value  # the first message on the page
+    assert verdict.startswith("**neither card fits 64 GiB of RAM: ") and "GiB of RAM would let the RTX" in verdict
+    fits = next(m.value for m in at.main.markdown if m.value.startswith("**What would fit**, per card:"))
+    assert "- RTX 4080 16GB: " in fits and "- RTX 4090: " in fits and not at.get("plotly_chart")
+    at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(128.0).run()
+    verdict = at.main.info[0].value
+    assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
+    assert len(charts(at)["0"]["data"][0]["x"]) == 2  # both cards run: both bars

@@ -19,6 +19,7 @@ from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.recommend import Option
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
+from moe_model.speed.time_model import range_verdict
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -238,3 +239,66 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
             "fit (a smaller quantization or a larger GPU would)",
         )
     return Advice(False, f"nothing fits {where}; the smallest change that fits: {first.text}", tuple(changes))
+
+
+# --- Shopping: one verdict per question (issue 32) ---
+
+
+@dataclass(frozen=True)
+class CardAnswer:
+    """One card's ranked options in the user's host and recommend's last word on them."""
+
+    hardware: Hardware
+    options: tuple[Option, ...]
+    advice: Advice
+
+    @property
+    def best(self) -> Option | None:
+        """The fastest option that runs (starts, fits VRAM and RAM), else None."""
+        return next((o for o in self.options if o.usable), None)
+
+    @property
+    def fit_line(self) -> str | None:
+        """What would let this card run, for a card with nothing that fits (the summary's change)."""
+        if self.best is not None:
+            return None
+        first = smallest_change(self.advice.would_fit)
+        return f"{self.hardware.name}: {first.text if first else self.advice.summary}"
+
+
+def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:
+    return CardAnswer(hw, tuple(options), recommend_advice(model, hw, options))
+
+
+def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
+    """The one line a buyer reads first: which card is faster and whether the prediction can tell them apart (the
+    two ranges apart or not), or, when none runs, the least RAM that would let one run. Every card sits in the
+    same host, so the RAM is the first card's."""
+    ram = f"{answers[0].hardware.ram_gib:g} GiB of RAM"
+    running = sorted((a for a in answers if a.best), key=lambda a: -a.best.prediction.decode_tps)
+    if not running:
+        return _none_runs(answers, ram)
+    first = running[0].best.prediction
+    name = running[0].hardware.name
+    if len(running) == 1:
+        lead = f"only the {name} runs it" if len(answers) > 1 else f"the {name} runs it"
+        return f"{lead} at {ram}: {first.decode_tps:.1f} t/s{speed_note(first.decode_tps, first.scenario.concurrency)}"
+    second = running[1].best.prediction
+    faster = round(100 * (first.decode_tps / second.decode_tps - 1))
+    apart = range_verdict(first.decode_tps_range, second.decode_tps_range) != "too close to call"
+    call = "the predictions' ranges are apart" if apart else "too close to call"
+    than = running[1].hardware.name
+    if faster == 0:
+        return f"the {name} and the {than} are as fast at {ram}: {call}"
+    return f"the {name} is {faster} % faster than the {than} at {ram}: {call}"
+
+
+def _none_runs(answers: Sequence[CardAnswer], ram: str) -> str:
+    n = len(answers)
+    who = "neither card fits" if n == 2 else f"none of the {n} cards fits"
+    who = f"the {answers[0].hardware.name} does not fit" if n == 1 else who
+    needs = [(c.ram_gib, a.hardware.name) for a in answers for c in a.advice.would_fit if c.kind == "ram" and c.ram_gib]
+    if not needs:
+        return f"{who} {ram}: {answers[0].advice.summary}"
+    gib, name = min(needs)
+    return f"{who} {ram}: {gib} GiB of RAM would let the {name} run"

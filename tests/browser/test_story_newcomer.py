@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from conftest import ROOT
 
-from .steps import go_to, open_app, selected, sidebar_select, wait_idle
+from .steps import BUSY_MS, QWEN235, go_to, open_app, selected, shot, sidebar_select, wait_idle, watched
 
 pytestmark = pytest.mark.browser
 
@@ -59,5 +62,34 @@ def test_uploaded_logs_replace_the_bundled_t4_example_in_the_chips_points_and_ch
     assert "server_mm_b25.log#1" in shown and "t4-cpumoe" not in shown and "Tesla T4" not in shown
     names = page.evaluate(PLOT_NAMES)
     assert names and not [n for n in names if "T4" in str(n)], names
+    assert not page.outside, page.outside
+    page.close()
+
+
+def test_shopping_for_235b_on_the_4080_or_4090_leads_with_a_verdict_and_the_ram_that_would_fit(
+    browser, server, timings
+):
+    from urllib.parse import urlencode
+
+    query = {"model": QWEN235, "gpu": "RTX 4090", "ram": "64", "cards": "RTX 4080 16GB;RTX 4090"}
+    page = watched(browser)
+    start = time.time()
+    page.goto(f"{server}/shopping?{urlencode(query)}")
+    verdict = page.get_by_text(re.compile(r"^neither card fits 64 GiB of RAM: \d+ GiB of RAM would let the RTX"))
+    verdict.wait_for(timeout=BUSY_MS)
+    timings["shopping 235B first view at 64 GiB"] = wait_idle(page) - start
+    fits = page.get_by_text("What would fit", exact=False).first
+    for shown in (verdict, fits, page.get_by_text(re.compile(r"^RTX 4080 16GB: \d+ GiB of RAM for ")).first):
+        assert shown.bounding_box()["y"] + shown.bounding_box()["height"] < 1000  # in the first screen, no scroll
+    assert page.locator(".js-plotly-plot").count() == 0  # no empty chart
+    shot(page, "shopping-235b-64gib")
+    ram = page.get_by_test_id("stSidebar").get_by_label("host RAM GiB")
+    ram.fill("128")
+    ram.press("Enter")
+    faster = page.get_by_text(re.compile(r"^the RTX 40\d0( 16GB)? is \d+ % faster than the RTX 40\d0"))
+    faster.wait_for(timeout=BUSY_MS)
+    wait_idle(page)
+    assert faster.bounding_box()["y"] < 1000 and page.locator(".js-plotly-plot").count() == 1
+    shot(page, "shopping-235b-128gib")
     assert not page.outside, page.outside
     page.close()
