@@ -124,7 +124,11 @@ def _popularity(n_expert: int, k: int, skew: float) -> np.ndarray:
 def page_miss_share(model: ModelSpec, pool_items: float, cache_items: float) -> float:
     """Share of the host reads (the pool's misses, or every read without a pool) the page cache misses, per layer:
     the pool holds `pool_items` experts of the layer, the page cache `cache_items` more."""
-    rates = _popularity(model.n_expert, model.n_expert_used, prompt_knobs(model).skew)
-    pool = _lru_hit(rates, pool_items)
-    both = _lru_hit(rates, pool_items + cache_items)
+    shape = (model.n_expert, model.n_expert_used, prompt_knobs(model).skew)
+    pool, both = _popular_hit(*shape, pool_items), _popular_hit(*shape, pool_items + cache_items)
     return 0.0 if pool >= 1 else (1 - both) / (1 - pool)
+
+
+@lru_cache(maxsize=4096)  # every layer of every candidate asks the same few capacities: Shopping's 235B view
+def _popular_hit(n_expert: int, k: int, skew: float, capacity: float) -> float:
+    return _lru_hit(_popularity(n_expert, k, skew), capacity)
