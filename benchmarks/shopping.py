@@ -1,4 +1,5 @@
-"""Shopping's first view and a sidebar GPU switch, and `recommend` warm and on a fresh install (README "Benchmarks").
+"""Shopping's first view and a sidebar GPU switch, issue 32's 235B question (4080 or 4090 at 64 and 128 GiB), and
+`recommend` warm and on a fresh install (README "Benchmarks").
 
     python -m benchmarks.shopping             # the app's page through Streamlit's AppTest, then the CLI
     python -m benchmarks.shopping --fresh     # also `recommend` with an empty numba cache (compiles: ~1 min)
@@ -40,6 +41,25 @@ print(f"sidebar GPU switch to {switch!r} (cards now {{len(cards)}}): {{switch:.1
 print(f"and back to Tesla T4: {{back:.1f}} s")
 """
 
+# issue 32's question: Qwen3-235B-A22B on the 4080 or the 4090, in a 64 GiB host (nothing fits) then 128 GiB
+QUESTION_STEPS = """
+import time
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file("app.py", default_timeout=600)
+query = {{"model": {model!r}, "gpu": "RTX 4090", "ram": "64", "cards": "RTX 4080 16GB;RTX 4090"}}
+for key, value in query.items():
+    at.query_params[key] = value
+at.switch_page("pages/shopping.py")
+start = time.perf_counter(); at.run(); first = time.perf_counter() - start
+assert not at.exception, at.exception
+verdict = at.main.info[0].value
+start = time.perf_counter(); at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(128.0).run()
+more = time.perf_counter() - start
+print(f"shopping first view, Qwen3-235B on the 4080 and 4090 at 64 GiB: {{first:.1f}} s ({{verdict}})")
+print(f"the same at 128 GiB: {{more:.1f}} s ({{at.main.info[0].value}})")
+"""
+QUESTION_MODEL = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+
 
 def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -63,6 +83,9 @@ def main() -> int:
     seconds, out = timed([sys.executable, "-c", PAGE_STEPS.format(switch=SWITCH_TO)])
     print(out.strip())
     print(f"(the page process took {seconds:.1f} s with its imports; {load()})")
+    seconds, out = timed([sys.executable, "-c", QUESTION_STEPS.format(model=QUESTION_MODEL)])
+    print(out.strip())
+    print(f"(that page process took {seconds:.1f} s with its imports; {load()})")
     recommend = [sys.executable, "-m", "moe_model", "recommend", "--model", str(MODEL), "--hardware", "t4"]
     seconds, _ = timed(recommend)
     print(f"recommend, Qwen3-30B on a T4, warm numba cache: {seconds:.1f} s ({load()})")

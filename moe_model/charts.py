@@ -14,9 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from moe_model.fits.log_timings import request_label
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.routing.logged import LogRouting
+from moe_model.speed.streams import speed_label, total_over_streams
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 
@@ -158,6 +160,13 @@ def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None)
     return _layout(fig, "Uploads over the host link (simulated)", "--moe-cache-mib", "MiB per token")
 
 
+def _with_request(measured: pd.DataFrame) -> list[str]:
+    """Each measured point's name and the request its speed is of ("first request", "steady state") where known."""
+    requests = measured["request"] if "request" in measured else [None] * len(measured)
+    pairs = zip(measured["id"], requests, strict=True)
+    return [f"{name} ({req})" if isinstance(req, str) else str(name) for name, req in pairs]
+
+
 def speed_curve(
     budgets: Sequence[float],
     decode_tps: Sequence[float | None],
@@ -165,10 +174,13 @@ def speed_curve(
     measured: pd.DataFrame | None = None,
     mark_budget: float | None = None,
     ranges: Sequence[tuple[float, float] | None] | None = None,
+    concurrency: int = 1,
 ) -> go.Figure:
     """Predicted decode t/s against budget with its range as a band, the no-cache baselines as lines,
-    measured points as markers."""
+    measured points as markers; at `-np > 1` every speed is the total over the streams, and says so."""
     fig = go.Figure()
+    total = speed_label("", concurrency)  # " (total over N streams)" at -np > 1, else ""
+    steady = request_label(first=False)  # what the time model predicts: the requests after a server's first
     if ranges is not None:
         for i, name in enumerate(("low end of the range", "high end of the range")):
             fig.add_scatter(
@@ -180,7 +192,7 @@ def speed_curve(
                 fill="tonexty" if i else None,
                 fillcolor="rgba(0, 114, 178, 0.15)",
                 showlegend=False,
-                hovertemplate="%{x:,} MiB: %{y:.1f} t/s (" + name + ")<extra></extra>",
+                hovertemplate="%{x:,} MiB: %{y:.1f} t/s" + total + " (" + name + ")<extra></extra>",
             )
     fig.add_scatter(
         x=list(budgets),
@@ -188,7 +200,7 @@ def speed_curve(
         name="predicted (model)",
         mode="lines+markers",
         line={"color": OKABE_ITO[4]},
-        hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (model)<extra></extra>",
+        hovertemplate=f"%{{x:,}} MiB: %{{y:.1f}} t/s decode{total} (model, {steady})<extra></extra>",
     )
     for i, (name, value) in enumerate(baselines.items()):
         fig.add_hline(
@@ -201,11 +213,11 @@ def speed_curve(
             name="measured",
             mode="markers",
             marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO[7]},
-            text=measured["id"],
-            hovertemplate="%{text}: %{y} t/s at %{x} MiB",
+            text=_with_request(measured),
+            hovertemplate="%{text}: %{y} t/s" + total + " at %{x} MiB",
         )
     _mark(fig, mark_budget)
-    return _layout(fig, "Decode speed", "--moe-cache-mib", "tokens / s")
+    return _layout(fig, "Decode speed", "--moe-cache-mib", speed_label("tokens / s", concurrency))
 
 
 def layer_hit_rates(result: SimResult) -> go.Figure:
@@ -366,20 +378,23 @@ def measured_curves(frame: pd.DataFrame) -> go.Figure:
     curve = frame.dropna(subset=["moe_cache_mib", "decode_tps"]).sort_values("moe_cache_mib")
     for i, ((model, gpu, parallel), group) in enumerate(curve.groupby(["model", "gpu", "parallel"], dropna=False)):
         name = f"{model or 'unknown model'} on {gpu or 'unknown GPU'}, -np {parallel}"
+        name += f" ({total_over_streams(int(parallel))})" if parallel > 1 else ""
         fig.add_scatter(
             x=group["moe_cache_mib"],
             y=group["decode_tps"],
             mode="lines+markers",
             name=name,
             marker_color=OKABE_ITO[i % len(OKABE_ITO)],
-            customdata=group["source"],
+            customdata=_with_request(group.assign(id=group["source"])),
             hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
         )
     return _layout(fig, "Measured decode speed from these runs", "--moe-cache-mib (MiB)", "decode tokens / s")
 
 
-def shopping_bars(frame: pd.DataFrame) -> go.Figure:
-    """Each card's best predicted decode speed, its range as an error bar, the setting in the hover."""
+def shopping_bars(frame: pd.DataFrame, concurrency: int = 1) -> go.Figure:
+    """Each card's best predicted decode speed (at `-np > 1` the total over the streams, said on the axis), its
+    range as an error bar, the setting in the hover."""
+    total = speed_label("", concurrency)  # " (total over N streams)" at -np > 1, else ""
     fig = go.Figure()
     fig.add_bar(
         x=frame["GPU"],
@@ -393,10 +408,11 @@ def shopping_bars(frame: pd.DataFrame) -> go.Figure:
             "array": frame["high t/s"] - frame["decode t/s"],
             "arrayminus": frame["decode t/s"] - frame["low t/s"],
         },
-        hovertemplate="%{x}: %{y:.1f} t/s decode (model)<br>%{customdata}<extra></extra>",
+        hovertemplate="%{x}: %{y:.1f} t/s decode" + total + " (model)<br>%{customdata}<extra></extra>",
     )
     _readings_bars(fig, frame)
-    return _layout(fig, "Best predicted setting per card (model; bars: the range)", "", "decode tokens / s")
+    title = "Best predicted setting per card (model; bars: the range)"
+    return _layout(fig, title, "", speed_label("decode tokens / s", concurrency))
 
 
 def _readings_bars(fig: go.Figure, frame: pd.DataFrame) -> None:

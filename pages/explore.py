@@ -25,12 +25,13 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
-from moe_model.fits.log_timings import load_reference
+from moe_model.fits.log_timings import load_reference, request_label
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import POLICIES, REFERENCE
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
+from moe_model.speed.streams import speed_label, speed_note
 from ui.cached import (
     Inputs,
     bundled_traces,
@@ -103,7 +104,9 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
     p = best.prediction
     lo, hi = p.decode_tps_range
     st.success(
-        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model) at "
+        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
+        f"{request_label(first=False)})"
+        f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
     )
@@ -175,12 +178,15 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
     elif usable:
         lo, hi = pred.decode_tps_range
         st.markdown(
-            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model) at "
+            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
+            f"{request_label(first=False)})"
+            f"{speed_note(pred.decode_tps, pred.scenario.concurrency)} at "
             f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
             f"hit rate {100 * (pred.hit_rate or 0):.1f} % "
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
-            f"placement without it ({view.without.decode_tps:.1f} t/s)."
+            f"placement without it ({view.without.decode_tps:.1f} t/s"
+            f"{speed_note(view.without.decode_tps, pred.scenario.concurrency)})."
         )
         range_caption(pred)
     else:
@@ -190,7 +196,8 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
 def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing):
     axis, point = view.axis, answer.point
     lines = {f"{n}, no cache": p.decode_tps for n, p in baselines.items()}
-    speed = speed_curve(axis.budgets, view.speeds, lines, measured, budget, view.ranges)
+    concurrency = point.prediction.scenario.concurrency
+    speed = speed_curve(axis.budgets, view.speeds, lines, measured, budget, view.ranges, concurrency)
     st.plotly_chart(shade_unfit(speed, axis.fits_mib, axis.budgets[-1]), width="stretch", key="speed")
     a, b = st.columns(2)
     hits, uploads = hit_rate_curve(view.simulated, budget), upload_curve(view.simulated, budget)
@@ -226,7 +233,14 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
         key="policy_hits",
     )
     p2.plotly_chart(
-        policy_curves(comparison.budgets, comparison.decode_tps, labels, REFERENCE, "predicted decode t/s", budget),
+        policy_curves(
+            comparison.budgets,
+            comparison.decode_tps,
+            labels,
+            REFERENCE,
+            speed_label("predicted decode t/s", base.concurrency),
+            budget,
+        ),
         width="stretch",
         key="policy_tps",
     )

@@ -38,7 +38,7 @@ def example_picks(have_uploads: bool) -> list[str]:
     picks = st.multiselect(
         "or bundled examples (assembled T4 examples; real H200 runs of a small model)",
         list(EXAMPLES),
-        default=chosen,
+        default=None if "log_examples" in st.session_state else chosen,  # a value set above wins
         key="log_examples",
     )
     keep(log_examples=";".join(picks))
@@ -62,7 +62,7 @@ with friendly_errors():
     added = [keep_upload("log", u.name, u.getvalue()) for u in new or [] if content_key(u.getvalue()) not in held]
     if any(added):
         keep(log_examples="")  # an upload replaces the bundled example (it stays one click away)
-        st.session_state.pop("log_examples", None)
+        st.session_state["log_examples"] = []  # set, not dropped: the browser's chips follow a set value only
         st.rerun()  # the sidebar, drawn before these were kept, names them too
     kept_logs = session_uploads().of_kind("log")
     picks = example_picks(bool(kept_logs))
@@ -140,6 +140,7 @@ with friendly_errors():
         logs = [(name, [r for r in runs if same_model(r, model)]) for name, runs in parsed]
         result = calibrate_logs([(name, runs) for name, runs in logs if runs], model, machine, time_model.params, build)
         st.table(calibration_table(result))
+        st.caption(result.request_note)
         if result.accepted:
             st.session_state["machine"] = result
             st.success(

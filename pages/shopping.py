@@ -3,12 +3,14 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.answers.fit_advice import recommend_advice
+from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_verdict
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
+from moe_model.fits.log_timings import request_label
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario
+from moe_model.speed.streams import per_stream_tps, speed_label
 from ui.cached import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
@@ -20,6 +22,7 @@ from ui.widgets import friendly_errors, model_flag_path, runnable, setting_input
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Hardware shopping")
+verdict = st.empty()  # filled once every card is simulated: the answer leads the page
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
     "Parameters fitted across the measured machines; each range is the error on machines left out of the fit. "
@@ -47,8 +50,16 @@ def readings_columns(p) -> dict:
     }
 
 
-def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> dict:
-    best = options[0]
+TOTALS = ("decode t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, and named so
+
+
+def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
+    """The table as shown: without the commands (printed below it), a total's column named a total."""
+    return frame.drop(columns="command").rename(columns={c: speed_label(c, concurrency) for c in TOTALS})
+
+
+def row(answer: CardAnswer, mine: bool, prefill_rel_error: float) -> dict:
+    hw, best = answer.hardware, answer.options[0]
     p = best.prediction
     ps = prompt_speed(p, prefill_rel_error)
     return {
@@ -56,10 +67,16 @@ def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> d
         "machine": "yours (sidebar)" if mine else "in your host",
         "link": hw.pcie_label,
         "best setting": best.label if best.usable else "nothing fits (VRAM or RAM)",
+        "what would fit": answer.fit_line or "",
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
         **readings_columns(p if best.usable else None),
+        **(
+            {"per stream t/s": round(per_stream_tps(p.decode_tps, p.scenario.concurrency), 1) if best.usable else 0.0}
+            if p.scenario.concurrency > 1
+            else {}
+        ),
         "prompt t/s": round(ps.prefill_tps) if best.usable else 0.0,
         "prompt low": round(ps.prefill_tps_range[0]) if best.usable else 0.0,
         "prompt high": round(ps.prefill_tps_range[1]) if best.usable else 0.0,
@@ -67,7 +84,6 @@ def row(hw: Hardware, options, mine: bool, model, prefill_rel_error: float) -> d
         "first token range s": f"{ps.ttft_s_range[0]:.2f}–{ps.ttft_s_range[1]:.2f}" if best.usable else "",
         "cache verdict": best.verdict if best.usable else "",
         "RAM": best.host.verdict.split(":")[0] if best.host else "",
-        "what would fit": "" if best.usable else recommend_advice(model, hw, options).summary,
         "command": best.command if best.usable else "",
     }
 
@@ -82,10 +98,12 @@ with friendly_errors():
     cards = chosen_cards(mine.name)
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
-        "(decode, prompt and first-token figures: a model, with the held-out error's range), "
+        f"(decode{speed_label('', concurrency)}, prompt and first-token figures: a model, with the held-out "
+        "error's range), "
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
         f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
-        "(--load-mode none) host experts." + (f" Routing {routing.describe()}." if routing else "")
+        f"(--load-mode none) host experts. Decode speeds: the {request_label(first=False)} (the requests after a "
+        "server's first)." + (f" Routing {routing.describe()}." if routing else "")
     )
     with st.expander("custom card"):
         use_custom = kept_toggle(st, "add a custom card", "custom_on", False)
@@ -99,17 +117,24 @@ with friendly_errors():
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
     each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth)
+    answers = []
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
-        rows.append(row(hw, options, is_mine, model, tm.prefill_rel_error))
+        answers.append(card_answer(model, hw, options))
+        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error))
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
-        so_far.dataframe(pd.DataFrame(rows).drop(columns="command"), hide_index=True, width="stretch")
+        so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
     bar.empty()
     so_far.empty()
     frame = pd.DataFrame(rows)
-    if not frame["command"].any():
-        st.error("Nothing fits on any of these cards in your host: see what would fit, per card, in the table.")
-    st.plotly_chart(shopping_bars(frame), width="stretch", key="shop_chart")
-    st.dataframe(frame.drop(columns="command"), hide_index=True, width="stretch")
+    with verdict.container():
+        st.info(f"**{shopping_verdict(answers)}**")
+        fit_lines = [a.fit_line for a in answers if a.fit_line]
+        if fit_lines:
+            st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
+    running = frame[frame["command"] != ""]
+    if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
+        st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
+    st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
     st.caption(policy_caption(Scenario(build=build)))
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
     if commands:

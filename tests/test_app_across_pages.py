@@ -298,3 +298,95 @@ def test_explore_replays_the_reading_a_calibrated_machines_b12170_logs_picked_an
     at.switch_page("pages/explore.py").run()
     assert not at.exception and at.session_state["class_lru_reading"] == tuple(reading.items())
     assert _filled_hit_rate_bands(at) == 0
+
+
+def test_a_model_chosen_by_path_is_kept_on_every_page_and_in_the_url():
+    # issue 32: a path or URL choice fell back to Qwen3-30B-A3B on the next page, with no warning
+    at = open_page("pages/model_budget.py")
+    at.sidebar.selectbox(key="model_choice").set_value("URL or local path").run()
+    at.sidebar.text_input(key="model_path").set_value(SMALL_MODEL_PATH).run()
+    assert at.query_params["model"] == SMALL_MODEL_PATH and "8 experts" in at.main.caption[-1].value
+    for page in ("pages/explore.py", "pages/shopping.py", "pages/logs.py", "pages/model_budget.py"):
+        at.switch_page(page).run()
+        assert not at.exception and not at.error, (page, [e.value for e in at.error])
+        assert at.sidebar.selectbox(key="model_choice").value == "URL or local path", page
+        assert at.sidebar.text_input(key="model_path").value == SMALL_MODEL_PATH, page
+        assert at.query_params["model"] == SMALL_MODEL_PATH, page
+    assert "8 experts" in at.main.caption[-1].value  # Mixtral's header, not the default Qwen3-30B (128 experts)
+    at.switch_page("pages/shopping.py").run()
+    assert any(SMALL_MODEL_PATH in c.value for c in at.code)  # its commands name the file chosen
+
+
+def test_a_link_to_a_path_this_deployment_cannot_read_says_why_in_one_line():
+    at = open_page("pages/explore.py", model="/etc/elsewhere/model.gguf")
+    (message,) = [w.value for w in at.sidebar.warning]
+    assert message.startswith("This view's model (/etc/elsewhere/model.gguf) cannot be read here: only files in")
+    assert at.sidebar.selectbox(key="model_choice").value == "Qwen3-30B-A3B-Q4_K_M.gguf"
+    assert at.query_params["model"] == "Qwen3-30B-A3B-Q4_K_M.gguf" and not at.error and not at.exception
+
+
+RUN3_NP4 = ROOT / "sample_data" / "groundtruth" / "run3" / "logs" / "server_np4_b25.log"
+
+
+def test_every_speed_at_four_streams_is_named_a_total_on_explore_shopping_and_logs():
+    # issue 32: "42.8 t/s decode" at -np 4 read as one user's speed
+    at = open_page("pages/explore.py", model=SMALL_MODEL, np="4")
+    at.toggle(key="best").set_value(True).run()
+    said = [m.value for m in at.markdown if m.value.startswith("**At ")]
+    said += [s.value for s in at.success if s.value.startswith("**Best setting")]
+    assert len(said) == 2 and all(", total over 4 streams (per stream " in s for s in said), said
+    speed = charts(at)["0"]
+    assert speed["layout"]["yaxis"]["title"]["text"] == "tokens / s (total over 4 streams)"
+    hover = trace(speed, "predicted (model)")["hovertemplate"]
+    assert "t/s decode (total over 4 streams) (model, steady state)" in hover
+    at.switch_page("pages/shopping.py").run()
+    columns = list(at.dataframe[0].value.columns)
+    assert "decode t/s (total over 4 streams)" in columns and "per stream t/s" in columns
+    assert "decode t/s" not in columns
+    bars = charts(at)["0"]
+    assert bars["layout"]["yaxis"]["title"]["text"] == "decode tokens / s (total over 4 streams)"
+    at.switch_page("pages/logs.py").run()
+    at.get("file_uploader")[0].set_value(("np4.log", RUN3_NP4.read_bytes(), "text/plain"))
+    at.run()
+    points = at.dataframe[-1].value  # the measured points, below each run's own tables
+    assert "decode t/s (total over 4 streams)" in points.columns and "decode t/s per stream" in points.columns
+    assert not at.exception
+
+
+RUN3_HEADER = ROOT / "sample_data" / "groundtruth" / "run3" / "model-header.gguf"
+RUN5_B25 = ROOT / "sample_data" / "groundtruth" / "run5" / "logs" / "server_mm_b25.log"
+
+
+def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_only_at_its_np():
+    # issue 32: single-stream points were drawn beside a -np 4 prediction, and nothing said which request
+    at = open_page("pages/logs.py")
+    upload_header(at, RUN3_HEADER.read_bytes())
+    at.run()
+    logs = [("run5_b25.log", RUN5_B25.read_bytes(), "text/plain"), ("np4.log", RUN3_NP4.read_bytes(), "text/plain")]
+    at.get("file_uploader")[0].set_value(logs)
+    at.run()
+    points = at.dataframe[-1].value.set_index("point")
+    assert points.loc["run5_b25.log#1", "request"] == "steady state"  # four requests: the three after the first
+    assert points.loc["np4.log#1", "request"] == "first request"  # the four concurrent requests include the first
+    at.switch_page("pages/explore.py").run()
+    assert any("a model, steady state)" in m.value for m in at.markdown if m.value.startswith("**At "))
+    assert trace(charts(at)["0"], "measured")["text"] == ["run5_b25.log#1 (steady state)"]  # not the -np 4 run
+    at.sidebar.slider(key="np").set_value(4).run()
+    assert trace(charts(at)["0"], "measured")["text"] == ["np4.log#1 (first request)"] and not at.exception
+
+
+def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_chart():
+    # issue 32: the answer sat in a wide table's 15th column and the chart was an empty -1..1 axis
+    cards = "RTX 4080 16GB;RTX 4090"
+    at = open_page("pages/shopping.py", model=QWEN235_FILE, gpu="RTX 4090", ram="2", cards=cards)
+    verdict = at.main.info[0].value  # the first message on the page
+    assert verdict.startswith("**neither card fits 2 GiB of RAM: ") and "GiB of RAM would let the RTX" in verdict
+    fits = next(m.value for m in at.main.markdown if m.value.startswith("**What would fit**, per card:"))
+    assert "- RTX 4080 16GB: " in fits and "- RTX 4090: " in fits and not at.get("plotly_chart")
+    at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(64.0).run()  # mmap'd experts stream from disk
+    verdict = at.main.info[0].value
+    assert " % faster than the RTX 4" in verdict and "streams its experts from disk (" in verdict
+    at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(128.0).run()
+    verdict = at.main.info[0].value
+    assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
+    assert len(charts(at)["0"]["data"][0]["x"]) == 2  # both cards run: both bars

@@ -89,9 +89,13 @@ def test_measured_points_are_this_gpu_model_concurrency_and_placement_plus_the_u
     points = measured_points(reference, None, preset("t4"), qwen30b, 1, "--cpu-moe")
     assert len(points) and set(points["gpu"]) == {"Tesla T4"} and set(points["placement"]) == {"--cpu-moe"}
     assert set(points["parallel"]) == {1} and points["decode_tps"].notna().all()
-    logged = pd.DataFrame({"model": [qwen30b.name, "other"], "decode_tps": [10.0, 20.0]})
+    logged = pd.DataFrame(
+        {"model": [qwen30b.name, "other", qwen30b.name], "decode_tps": [10.0, 20.0, 30.0], "parallel": [1, 1, 4]}
+    )
     with_logs = measured_points(reference, logged, preset("t4"), qwen30b, 1, "--cpu-moe")
-    assert len(with_logs) == len(points) + 1 and 10.0 in with_logs["decode_tps"].tolist()
+    assert len(with_logs) == len(points) + 1 and 10.0 in with_logs["decode_tps"].tolist()  # not the -np 4 run
+    at_four = measured_points(reference, logged, preset("t4"), qwen30b, 4, "--cpu-moe")
+    assert 30.0 in at_four["decode_tps"].tolist() and 10.0 not in at_four["decode_tps"].tolist()
 
 
 def test_simulated_prompt_routing_stays_within_the_draw_limit(qwen30b):

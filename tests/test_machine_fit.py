@@ -271,3 +271,92 @@ def test_only_a_small_regular_file_is_read_as_a_machine_file(tmp_path):
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(MachineFileError, match="not a machine file written by `calibrate`"):
         load_machine(deep)
+
+
+# --- issue 32: the calibration and Explore speak of the same request ---
+
+RUN5_MMAP = ("off", "b10", "b25", "b50", "b75", "full")  # four requests a server, mmap'd host experts
+
+
+@pytest.fixture(scope="module")
+def run5_calibrated(run3_model):
+    """calibrate on run5's mmap logs (run3's model), and the routing fitted to the same logs, as Logs does."""
+    from moe_model.fits.routing_from_logs import routing_from_logs
+
+    logs = parse_logs([RUN5 / "logs" / f"server_mm_{case}.log" for case in RUN5_MMAP])
+    points, runs = machine_points(logs, run3_model, preset("h200"))
+    fit_ = calibrate_machine(points, preset("h200"), default_time_model().params, runs)
+    return fit_, points, routing_from_logs(run3_model, logs, fit_.hardware, None)
+
+
+RUN5 = ROOT / "sample_data" / "groundtruth" / "run5"
+
+
+def test_logs_with_later_requests_are_fitted_on_the_steady_state_and_the_file_says_so(run5_calibrated, tmp_path):
+    fit_, points, _ = run5_calibrated
+    assert {p.request for p in points} == {"steady"} and fit_.request == "steady state" and fit_.accepted
+    assert all(r.requests == 3 and not r.first_request for r in fit_.runs)  # the three after the first
+    save_machine(fit_, tmp_path / "m.json")
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert saved["request"] == "steady state" and not any(r["first_request"] for r in saved["runs"])
+    assert load_machine(tmp_path / "m.json").rel_error == fit_.rel_error  # the file still reads back
+
+
+def test_logs_of_one_request_each_are_fitted_on_the_first_request(run3_model):
+    logs = parse_logs([run3_log(c) for c in ("off", "b25", "b50", "full")])  # run3: one request a server
+    points, runs = machine_points(logs, run3_model, preset("h200"))
+    fit_ = calibrate_machine(points, preset("h200"), default_time_model().params, runs)
+    assert {p.request for p in points} == {"first"} and fit_.request == "first request"
+
+
+def test_the_left_out_error_is_reported_at_every_logged_budget_the_largest_included(run5_calibrated):
+    fit_, points, _ = run5_calibrated
+    by_budget = fit_.left_out_by_budget
+    assert sorted(by_budget) == sorted(p.scenario.budget_mib for p in points) and max(by_budget) == 8376
+    assert json.loads(json.dumps(fit_.as_dict()))["left_out_by_budget_mib"]["8376"] == by_budget[8376]
+
+
+def _explore_error(run5_calibrated, run3_model, budget_mib: int) -> tuple[float, float]:
+    """Explore's steady-state prediction at a logged budget (the library function the page calls, the calibrated
+    machine, the routing fitted to the logs, the logs' own settings) against the logged steady-state decode, and
+    the calibration's reported left-out error (the range Explore draws)."""
+    from moe_model.answers.explore import explore_point
+    from moe_model.workload import Batching
+
+    fit_, points, routing = run5_calibrated
+    (logged,) = [p for p in points if p.scenario.budget_mib == budget_mib]
+    sc = logged.scenario
+    work = routing.workload(run3_model, Batching(1, 0, 0.0))
+    base = replace(sc, budget_mib=0)
+    point = explore_point(
+        run3_model, fit_.hardware, default_time_model().params, base, work, budget_mib, rel_error=fit_.rel_error
+    )
+    return point.prediction.decode_tps / logged.decode_tps - 1, fit_.rel_error
+
+
+@pytest.mark.parametrize("budget_mib", [0, 834, 2088, 4185])
+def test_explores_steady_state_prediction_at_a_logged_budget_is_within_the_calibrations_error(
+    run5_calibrated, run3_model, budget_mib
+):
+    error, reported = _explore_error(run5_calibrated, run3_model, budget_mib)
+    assert abs(error) <= reported, (budget_mib, error, reported)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 32, left open: at 8,376 MiB (every expert cached) Explore's simulated routing misses 2 % in the "
+    "steady state where the log hits 100 %, so it predicts -30 % (6,278 MiB: -11 %), outside the fit's ±11 %",
+)
+def test_explores_steady_state_prediction_at_the_largest_logged_budgets_is_within_the_calibrations_error(
+    run5_calibrated, run3_model
+):
+    for budget_mib in (6278, 8376):
+        error, reported = _explore_error(run5_calibrated, run3_model, budget_mib)
+        assert abs(error) <= reported, (budget_mib, error, reported)
+
+
+def test_calibrates_text_says_which_request_it_fitted_and_the_error_at_each_budget(tmp_path):
+    logs = [str(RUN5 / "logs" / f"server_mm_{case}.log") for case in RUN5_MMAP]
+    args = ["calibrate", *logs, "--model", str(RUN3_HEADER), "--hardware", "h200", "-o", str(tmp_path / "m.json")]
+    out = run_cli(*args).stdout
+    assert "Fitted on the steady state of each run" in out and "8,376 MiB " in out

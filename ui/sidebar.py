@@ -13,7 +13,13 @@ from moe_model.fits.machine_fit import MachineFit
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.readers.sources import SourcePolicy, deployment_settings, policy_from_env, resolve_source
+from moe_model.readers.sources import (
+    SourcePolicy,
+    deployment_settings,
+    is_url_text,
+    policy_from_env,
+    resolve_source,
+)
 from moe_model.resources import data_path
 from moe_model.speed.hardware import PRESETS, Hardware, other_card, preset, preset_match, unknown_gpu
 from moe_model.speed.host_parts import described
@@ -21,7 +27,15 @@ from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
 from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
-from ui.uploads import Upload, keep_upload, parse_url_value, session_uploads, sidebar_uploads, uploader_key
+from ui.uploads import (
+    URL_PREFIX,
+    Upload,
+    keep_upload,
+    parse_url_value,
+    session_uploads,
+    sidebar_uploads,
+    uploader_key,
+)
 from ui.widgets import control, setting_input
 
 MODELS = data_path("models")
@@ -60,6 +74,8 @@ def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
     link names an upload this session does not hold (said, never replaced by another model silently)."""
     raw = str(st.session_state.setdefault("kept", {}).get("model", st.query_params.get("model", DEFAULT_MODEL)))
+    if _is_path(raw, models):
+        return FROM_PATH if _reads(raw) else DEFAULT_MODEL
     linked = parse_url_value(raw)
     if linked is None:
         return kept("model", DEFAULT_MODEL, choices=models)
@@ -68,6 +84,43 @@ def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
         return held
     st.sidebar.warning(f"This view used an uploaded header ({linked[1]}): upload it again to see it.")
     return UPLOAD_HEADER
+
+
+def _is_path(raw: str, models: list[str]) -> bool:
+    """Whether a kept or linked model names a URL or a path (a bundled model's name has no slash)."""
+    return raw not in models and not raw.startswith(URL_PREFIX) and (is_url_text(raw) or "/" in raw or "\\" in raw)
+
+
+def _reads(raw: str) -> bool:
+    """Whether a URL or path a link (or this session) names reads here; one that does not is said in one line
+    and dropped from the URL, the default model shown meanwhile."""
+    policy = source_policy()
+    try:
+        cached_model(resolve_source(raw, policy), policy)
+    except MoeModelError as err:
+        st.sidebar.warning(f"This view's model ({raw}) cannot be read here: {err}. Showing the {DEFAULT_MODEL}.")
+        forget("model")
+        return False
+    return True
+
+
+def _kept_path(models: list[str]) -> str:
+    """The URL or path chosen on another page this session or in the link, else nothing."""
+    raw = str(st.session_state.setdefault("kept", {}).get("model", st.query_params.get("model", "")))
+    return raw if _is_path(raw, models) else ""
+
+
+def _path_model(models: list[str]) -> tuple[ModelSpec, str, str]:
+    """A model read from a URL or a path: kept for every page and in the URL once it reads, like an upload; one
+    that no longer reads here (another deployment's path, a link) says why in one line (friendly_errors)."""
+    label = "https://.../model.gguf or /path/model.gguf"
+    text = st.sidebar.text_input(label, _kept_path(models), key="model_path").strip()
+    if not text:
+        return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+    policy = source_policy()
+    model = cached_model(resolve_source(text, policy), policy)
+    keep(model=text)
+    return model, text, text
 
 
 def sidebar_model() -> tuple[ModelSpec, str, str]:
@@ -100,11 +153,7 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
             st.rerun()  # the sidebar's list of uploads, drawn above, names it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
     if kind == FROM_PATH:
-        text = st.sidebar.text_input("https://.../model.gguf or /path/model.gguf", key="model_path").strip()
-        if not text:
-            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
-        policy = source_policy()
-        return cached_model(resolve_source(text, policy), policy), text, text
+        return _path_model(models)
     keep(model=kind)
     return cached_model(str(MODELS / kind)), kind, kind
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from moe_model.readers.logs import LogRun
+from moe_model.speed.streams import column_label
 
 LABELS = {
     "id": "point",
@@ -27,6 +28,7 @@ LABELS = {
     "hit_rate_pct": "hit rate %",
     "uploaded_mib_per_token": "uploaded MiB per token",
     "decode_tps": "decode t/s",
+    "decode_tps_per_stream": "decode t/s per stream",
     "prefill_tps": "prompt t/s",
     "load_mode": "--load-mode",
     "n_ctx": "context (-c)",
@@ -53,8 +55,13 @@ LABELS = {
 
 
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with readable column names (a field without a label loses its underscores)."""
-    return frame.rename(columns=lambda name: LABELS.get(name, name.replace("_", " ")))
+    """The frame with readable column names (a field without a label loses its underscores); a decode speed beside
+    its runs' streams is named a total where they decode several."""
+    labels = dict(LABELS)
+    if "parallel" in frame and "decode_tps" in frame:
+        parallel = [int(n) for n in frame["parallel"].dropna()]
+        labels["decode_tps"] = column_label(LABELS["decode_tps"], parallel)
+    return frame.rename(columns=lambda name: labels.get(name, name.replace("_", " ")))
 
 
 def _mib(buffers: dict) -> str:

@@ -146,7 +146,8 @@ def measured_points(
     placement_flag: str,
 ) -> pd.DataFrame:
     """The measurements to overlay: the reference rows of this GPU, model, concurrency and placement flag
-    (--cpu-moe, --n-cpu-moe, --fit) with a decode speed, and the runs of this model from the user's logs."""
+    (--cpu-moe, --n-cpu-moe, --fit) with a decode speed, and the runs of this model and concurrency from the
+    user's logs (a run at another -np is drawn only beside predictions at its -np)."""
     measured = reference[
         (reference["gpu"] == hw.name)
         & (reference["model"] == model.name.split(" (")[0])
@@ -155,7 +156,8 @@ def measured_points(
         & (reference["placement"] == placement_flag)
     ]
     if logged is not None and len(logged):
-        measured = pd.concat([measured, logged[logged["model"] == model.name]], ignore_index=True)
+        mine = logged[(logged["model"] == model.name) & (logged["parallel"] == concurrency)]
+        measured = pd.concat([measured, mine], ignore_index=True)
     return measured
 
 

@@ -18,6 +18,8 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
+from moe_model.speed.streams import speed_note
+from moe_model.speed.time_model import range_verdict
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -222,7 +224,8 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
         best = usable[0]
         return Advice(
             True,
-            f"best: {best.label}, {best.prediction.decode_tps:.1f} t/s predicted (a model); "
+            f"best: {best.label}, {best.prediction.decode_tps:.1f} t/s predicted (a model)"
+            f"{speed_note(best.prediction.decode_tps, best.prediction.scenario.concurrency)}; "
             f"{len(usable)} of {len(options)} settings fit {hw.name}",
         )
     bases = {(o.prediction.layout.placement, o.prediction.scenario.load_mode): o for o in options}
@@ -236,3 +239,77 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
             "fit (a smaller quantization or a larger GPU would)",
         )
     return Advice(False, f"nothing fits {where}; the smallest change that fits: {first.text}", tuple(changes))
+
+
+# --- Shopping: one verdict per question (issue 32) ---
+
+
+@dataclass(frozen=True)
+class CardAnswer:
+    """One card's ranked options in the user's host and recommend's last word on them."""
+
+    hardware: Hardware
+    options: tuple[Option, ...]
+    advice: Advice
+
+    @property
+    def best(self) -> Option | None:
+        """The fastest option that runs (starts, fits VRAM and RAM), else None."""
+        return next((o for o in self.options if o.usable), None)
+
+    @property
+    def fit_line(self) -> str | None:
+        """What would let this card run, for a card with nothing that fits (the summary's change); for one whose
+        best setting streams its mmap'd experts from disk, the RAM that would end it."""
+        if self.best is not None:
+            return f"{self.hardware.name}: {self.streaming_note}" if self.streaming_note else None
+        first = smallest_change(self.advice.would_fit)
+        return f"{self.hardware.name}: {first.text if first else self.advice.summary}"
+
+    @property
+    def streaming_note(self) -> str | None:
+        """'streams its experts from disk (N GiB of RAM would end it)' where the best setting does, else None."""
+        host = self.best.host if self.best else None
+        if host is None or not host.streams:
+            return None
+        return f"streams its experts from disk ({ram_needed_gib(host)} GiB of RAM would end it)"
+
+
+def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:
+    return CardAnswer(hw, tuple(options), recommend_advice(model, hw, options))
+
+
+def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
+    """The one line a buyer reads first: which card is faster and whether the prediction can tell them apart (the
+    two ranges apart or not), or, when none runs, the least RAM that would let one run. Every card sits in the
+    same host, so the RAM is the first card's."""
+    ram = f"{answers[0].hardware.ram_gib:g} GiB of RAM"
+    running = sorted((a for a in answers if a.best), key=lambda a: -a.best.prediction.decode_tps)
+    if not running:
+        return _none_runs(answers, ram)
+    first = running[0].best.prediction
+    name = running[0].hardware.name
+    streaming = f"; the {name} {running[0].streaming_note}" if running[0].streaming_note else ""
+    if len(running) == 1:
+        lead = f"only the {name} runs it" if len(answers) > 1 else f"the {name} runs it"
+        note = speed_note(first.decode_tps, first.scenario.concurrency)
+        return f"{lead} at {ram}: {first.decode_tps:.1f} t/s{note}{streaming}"
+    second = running[1].best.prediction
+    faster = round(100 * (first.decode_tps / second.decode_tps - 1))
+    apart = range_verdict(first.decode_tps_range, second.decode_tps_range) != "too close to call"
+    call = "the predictions' ranges are apart" if apart else "too close to call"
+    than = running[1].hardware.name
+    if faster == 0:
+        return f"the {name} and the {than} are as fast at {ram}: {call}{streaming}"
+    return f"the {name} is {faster} % faster than the {than} at {ram}: {call}{streaming}"
+
+
+def _none_runs(answers: Sequence[CardAnswer], ram: str) -> str:
+    n = len(answers)
+    who = "neither card fits" if n == 2 else f"none of the {n} cards fits"
+    who = f"the {answers[0].hardware.name} does not fit" if n == 1 else who
+    needs = [(c.ram_gib, a.hardware.name) for a in answers for c in a.advice.would_fit if c.kind == "ram" and c.ram_gib]
+    if not needs:
+        return f"{who} {ram}: {answers[0].advice.summary}"
+    gib, name = min(needs)
+    return f"{who} {ram}: {gib} GiB of RAM would let the {name} run"

@@ -22,6 +22,7 @@ from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
+from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.time_model import Prediction, verdict
 from moe_model.workload import Workload
 
@@ -51,6 +52,7 @@ class Option:
             "usable": self.usable,
             "decode_tps": p.decode_tps,
             "decode_tps_range": list(p.decode_tps_range),
+            "decode_tps_per_stream": per_stream_tps(p.decode_tps, p.scenario.concurrency),  # decode_tps: the total
             "prefill_tps": p.prefill_tps,
             "ttft_s": p.ttft_s,
             "depth": p.scenario.context_depth,

@@ -25,6 +25,7 @@ from moe_model.llama.batching import stream_from, workload_from
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
+from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.workload import Batching, Workload, WorkloadStream
 
 
@@ -167,7 +168,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {pred.vram.verdict}")
     lo, hi = pred.decode_tps_range
     print(
-        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}) at {sc.context_depth:,} tokens of context, "
+        f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}){speed_note(pred.decode_tps, sc.concurrency)} "
+        f"at {sc.context_depth:,} tokens of context, "
         f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
     )
     for source in pred.range_sources:
@@ -181,12 +183,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     first = pred.first_request
     if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
         print(
-            f"  first request after start: decode {first.decode_tps:.1f} t/s over {sc.n_predict} tokens "
+            f"  first request after start: decode {first.decode_tps:.1f} t/s"
+            f"{speed_note(first.decode_tps, sc.concurrency)} over {sc.n_predict} tokens "
             f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
             f"first token after {first.ttft_s:.2f} s"
         )
     if args.budget_mib:
-        print(f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s)")
+        print(
+            f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s"
+            f"{speed_note(baseline.decode_tps, sc.concurrency)})"
+        )
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
     print(f"  {sc.hit_rate_wording.line}")
@@ -248,6 +254,9 @@ def _why_unusable(option: dict) -> str:
 
 
 def _print_recommendation(ranked: list[dict], best: dict | None, margin: float | None, advice) -> None:
+    streams = ranked[0]["scenario"]["concurrency"] if ranked else 1
+    if streams > 1:
+        print(f"decode t/s: {total_over_streams(streams)}")
     for o in ranked:
         lo, hi = o["decode_tps_range"]
         if o["usable"]:
@@ -261,6 +270,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
     if best:
         print(
             f"\nbest: {best['label']}, {best['decode_tps']:.1f} t/s predicted"
+            + speed_note(best["decode_tps"], streams)
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
         print(f"  {best['command']}")
@@ -303,6 +313,7 @@ def _print_calibration(result, hw, model) -> None:
             f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
             f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
         )
+    print(f"  {result.request_note}")
     print(f"  {result.reason}")
     if pick := result.class_lru:
         reading = ", ".join(f"{k} {v}" for k, v in pick["reading"].items())

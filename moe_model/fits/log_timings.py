@@ -23,13 +23,15 @@ REFERENCE_CSV = data_path("reference-measurements.csv")
 COLUMNS = (
     "id", "source", "gpu", "gpu_vram_gib", "pcie", "model", "quant", "model_file_gb", "placement", "moe_cache_mib",
     "parallel", "spec_draft_tokens", "cpu_share", "hit_rate_small_pct", "hit_rate_large_pct", "hit_rate_pct",
-    "uploaded_mib_per_token", "decode_tps", "prefill_tps", "starts", "notes", "engine", "build",
+    "uploaded_mib_per_token", "decode_tps", "decode_tps_per_stream", "request", "prefill_tps", "starts", "notes",
+    "engine", "build",
 )  # fmt: skip
 
 
 def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     """The measured reference table (cited sources), in the shared schema."""
     frame = pd.read_csv(path)
+    frame["decode_tps_per_stream"] = frame["decode_tps"] / frame["parallel"].fillna(1)  # decode_tps: the total
     for column in COLUMNS:
         if column not in frame:
             frame[column] = pd.NA
@@ -62,6 +64,28 @@ def decode_tps_of(run: LogRun) -> float | None:
     return sum(t.decode_tps * t.decode_tokens for t in timed) / sum(t.decode_tokens for t in timed)
 
 
+def request_label(first: bool) -> str:
+    """How every page names the request a speed is of: a server's first after start, or the later ones."""
+    return "first request" if first else "steady state"
+
+
+def logged_decode(run: LogRun) -> tuple[float | None, bool]:
+    """The decode t/s a page draws for a run and whether it is of the first request: a single-stream run's later
+    requests where it has them (the steady state Explore predicts), else what decode_tps_of measures."""
+    timed = timed_requests(run)
+    if run.placement.get("n_seq_max", 1) == 1 and len(timed) > 1:
+        later = timed[1:]
+        return sum(t.decode_tps * t.decode_tokens for t in later) / sum(t.decode_tokens for t in later), False
+    return decode_tps_of(run), times_first_request(run)
+
+
+def decode_tps_per_stream_of(run: LogRun) -> float | None:
+    """One stream's decode tokens/s: the mean of concurrent requests where decode_tps_of sums them."""
+    timed, total = timed_requests(run), logged_decode(run)[0]
+    summed = run.placement.get("n_seq_max", 1) > 1 and len(timed) > 1
+    return None if total is None else total / len(timed) if summed else total
+
+
 def _pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 2)
 
@@ -87,7 +111,9 @@ def point_from_run(run: LogRun, source: str, budget_mib: int | None = None) -> d
         "hit_rate_large_pct": _pct(large.hit_rate) if large else None,
         "hit_rate_pct": _pct(hits / total) if total else None,
         "uploaded_mib_per_token": uploaded / run.decode_tokens if run.decode_tokens and total else None,
-        "decode_tps": decode_tps_of(run),
+        "decode_tps": logged_decode(run)[0],
+        "decode_tps_per_stream": decode_tps_per_stream_of(run),
+        "request": request_label(logged_decode(run)[1]) if timed_requests(run) else None,
         "prefill_tps": sum(prompt) / len(prompt) if prompt else None,
         "starts": run.starts,
         "notes": "; ".join(run.notes()),

@@ -35,8 +35,8 @@ from moe_model.fits.log_timings import (
     crosscheck,
     decode_tps_of,
     lines_build,
+    request_label,
     timed_requests,
-    times_first_request,
 )
 from moe_model.fits.points import Point, check_engines, log_points
 from moe_model.limits import (
@@ -76,6 +76,7 @@ class LoggedRun:
     concurrency: int
     requests: int  # requests its decode speed is measured on
     first_request: bool  # its timing includes the server's first request after start (not steady state)
+    budget_mib: int = 0  # its --moe-cache-mib (0: no cache)
 
 
 def parse_logs(paths: Sequence[str | Path]) -> list[tuple[str, list[LogRun]]]:
@@ -145,11 +146,13 @@ def _checked_run(
     gpu = run.placement.get("gpu")
     if gpu and not _same_gpu(str(gpu), hw):
         raise MoeModelError(f"{name} ran on {gpu}, not on the {hw.name} given: calibrate one GPU at a time")
-    points = log_points([run], model, hw, source, hw.name, build=build)  # named f"{source}#{run.index + 1}" too
-    sc = points[0].scenario
+    # named f"{source}#{run.index + 1}" too; the later requests where the run has them (the steady state)
+    points = log_points([run], model, hw, source, hw.name, build=build, steady=True)
+    sc, first = points[0].scenario, points[0].request == "first"
+    timed = len(timed_requests(run)) - (0 if first else 1)
     logged = LoggedRun(
-        name, gpu, lines_build(run, build), run.model.get("name"), sc.load_mode, sc.concurrency,
-        len(timed_requests(run)), times_first_request(run),
+        name, gpu, lines_build(run, build), run.model.get("name"), sc.load_mode, sc.concurrency, timed, first,
+        sc.budget_mib,
     )  # fmt: skip
     return logged, points
 
@@ -204,6 +207,33 @@ class MachineFit:
     engine: str = MAINLINE  # mainline llama.cpp, or the qvac-fabric fork (never both: machine_points refuses it)
     class_lru: dict | None = None  # b12170+ logs: the ClassLRU reading they picked (log_reading.ReadingPick)
 
+    @property
+    def request(self) -> str:
+        """Which request the fit predicts: "steady state" (the runs' later requests), "first request" (runs of one
+        request), or both where the runs differ."""
+        kinds = {request_label(r.first_request) for r in self.runs}
+        return kinds.pop() if len(kinds) == 1 else " and ".join(sorted(kinds))
+
+    @property
+    def left_out_by_budget(self) -> dict[int, float]:
+        """Each logged budget's left-out error (the largest of its runs), every budget the logs hold: the error on
+        the budgets the user will look at, the large ones included."""
+        by_budget: dict[int, float] = {}
+        for run in self.runs:
+            error = self.left_out_errors.get(run.name)
+            if error is not None and abs(error) >= abs(by_budget.get(run.budget_mib, 0.0)):
+                by_budget[run.budget_mib] = error
+        return dict(sorted(by_budget.items()))
+
+    @property
+    def request_note(self) -> str:
+        """Which request the fit predicts, and its left-out error at every budget the logs hold."""
+        budgets = ", ".join(f"{b:,} MiB {100 * e:+.1f} %" for b, e in self.left_out_by_budget.items())
+        return (
+            f"Fitted on the {self.request} of each run (every page predicts the steady state). "
+            f"Error when left out, at each logged budget: {budgets}."
+        )
+
     def as_dict(self) -> dict:
         return {
             "hardware": self.hardware.as_dict(),
@@ -220,6 +250,8 @@ class MachineFit:
             "rel_error_concurrent": self.rel_error_concurrent,
             "accepted": self.accepted,
             "reason": self.reason,
+            "request": self.request,
+            "left_out_by_budget_mib": {str(b): e for b, e in self.left_out_by_budget.items()},
             "runs": [asdict(r) for r in self.runs],
             "class_lru_reading": self.class_lru["reading"] if self.class_lru else None,
             "class_lru_fit": self.class_lru,

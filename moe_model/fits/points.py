@@ -250,6 +250,18 @@ def _request_scenario(sc: Scenario, timings: list) -> Scenario:
     return replace(sc, prompt_tokens=prompt, n_predict=n_predict, depth=prompt + n_predict // 2)
 
 
+def _steady_scenario(sc: Scenario, timings: list) -> Scenario:
+    """The scenario of a run's later requests together: the mean context their decoded tokens read."""
+    tokens = sum(t.decode_tokens for t in timings)
+    depth = sum((int(t.prompt_tokens) + t.decode_tokens / 2) * t.decode_tokens for t in timings) / tokens
+    return replace(_request_scenario(sc, timings), depth=round(depth))
+
+
+def _token_mean(timings: list) -> float:
+    """Decode t/s over several requests of one stream, each weighted by the tokens it decoded."""
+    return sum(t.decode_tps * t.decode_tokens for t in timings) / sum(t.decode_tokens for t in timings)
+
+
 def log_points(
     runs: list[LogRun],
     model: ModelSpec,
@@ -258,10 +270,12 @@ def log_points(
     machine: str,
     per_request: bool = False,
     build: int | None = None,
+    steady: bool = False,
 ) -> list[Point]:
     """Points from parsed log runs that started and report a decode speed, each named after its run; with
-    `per_request`, one point per request of a single-stream run (named run/request). A run whose log names no
-    build is taken as `build` (else mainline).
+    `per_request`, one point per request of a single-stream run (named run/request); with `steady`, a
+    single-stream run with later requests is timed on those alone (the steady state Explore predicts), else on
+    its first. A run whose log names no build is taken as `build` (else mainline).
 
     A run whose timings include the server's first request is a "first" point: its steady hit rate and its
     cold fills come from the counters; later requests alone are "steady"."""
@@ -273,14 +287,16 @@ def log_points(
         base = scenario_of_run(run, model, build)
         timed = [t for t in run.timings if t.decode_tps]
         groups = [[t] for t in timed] if per_request and base.concurrency == 1 else [timed]
+        later = steady and base.concurrency == 1 and len(timed) > 1
+        groups = [timed[1:]] if later else groups
         for i, group in enumerate(groups):
-            sc = _request_scenario(base, group)
+            sc = _steady_scenario(base, group) if later else _request_scenario(base, group)
             layout = resolve(model, hw, sc)
             first = group[0] is timed[0]
             hit = steady_hit_rate(run.small, layout) if run.small else None
             prefill = group[0].prompt_tps if sc.concurrency == 1 else None
             name = f"{source}#{run.index + 1}" + (f"/{i + 1}" if per_request else "")
-            tps = decode if not per_request else group[0].decode_tps
+            tps = _token_mean(group) if later else decode if not per_request else group[0].decode_tps
             point = _point(name, machine, model, hw, sc, tps, prefill, hit, layout=layout,
                            request="first" if first else "steady", prefill_first=first, engine=run.engine)  # fmt: skip
             if first and run.small and point.traffic.cached.any():

@@ -67,6 +67,7 @@ from moe_model.speed.rates import (
     upload_gbs,
 )
 from moe_model.speed.scenario import Layout, Scenario, resolve
+from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
@@ -139,6 +140,7 @@ class Prediction:
             "error": self.error,
             "decode_tps": self.decode_tps,
             "decode_tps_range": list(self.decode_tps_range),
+            "decode_tps_per_stream": per_stream_tps(self.decode_tps, self.scenario.concurrency),  # decode_tps: total
             "range_sources": [r.as_dict() for r in self.range_sources],
             "range_step": largest_step(self.decode_tps, self.range_sources),
             "prefill_tps": self.prefill_tps,

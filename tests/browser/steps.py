@@ -78,6 +78,7 @@ def combobox(page, label: str):
 
 def sidebar_select(page, label: str, option: str) -> None:
     combobox(page, label).click()
+    page.keyboard.type(option)  # the list draws only the options in view (90 GPUs): typed, the option is among them
     page.get_by_role("option", name=option, exact=True).click()
     wait_idle(page)
 
