@@ -23,21 +23,21 @@ from .steps import (
 pytestmark = pytest.mark.browser
 
 
-def test_235b_does_not_fit_64_gib_and_with_192_gib_shopping_picks_as_recommend_for_the_4080_and_the_4090(
+def test_235b_streams_from_disk_on_64_gib_and_with_192_gib_shopping_picks_as_recommend_for_the_4080_and_the_4090(
     browser, server
 ):
-    # 3. "4080 or 4090 for Qwen3-235B?": a 64 GiB host does not fit it, no speed and no command; 192 GiB: both cards
+    # 3. "4080 or 4090 for Qwen3-235B?": on a 64 GiB host its mmap'd experts stream from disk (a warning, a speed with
+    # the disk term); 192 GiB: both cards as recommend picks them
     asked = (("RTX 4080 16GB", QWEN235, 4096, 192), ("RTX 4090", QWEN235, 4096, 192))
     cli = cli_picks(*asked)  # on a thread while the browser waits on the app
     page = open_app(browser, server)
     sidebar_select(page, "Model", QWEN235)
     sidebar_select(page, "GPU", "RTX 4090")
-    assert page.get_by_text("does not fit in RAM").count() and not page.get_by_text("starts:").count()
-    assert not page.get_by_text("llama-server -m").count()
+    assert page.get_by_text("does not fit in RAM").count() and page.get_by_text("page from disk", exact=False).count()
     go_to(page, "Explore")
-    page.get_by_text("does not fit in RAM").first.wait_for(timeout=BUSY_MS)
+    page.get_by_text("GiB per token from disk", exact=False).first.wait_for(timeout=BUSY_MS)
     wait_idle(page)
-    assert " t/s decode" not in headline(page, timeout_ms=0)
+    assert " t/s decode (range " in headline(page)
     ram = page.get_by_test_id("stSidebar").get_by_label("host RAM GiB")
     ram.fill("192")
     ram.press("Enter")

@@ -66,7 +66,7 @@ def test_uploaded_logs_replace_the_bundled_t4_example_in_the_chips_points_and_ch
     page.close()
 
 
-def test_shopping_for_235b_on_the_4080_or_4090_leads_with_a_verdict_and_the_ram_that_would_fit(
+def test_shopping_for_235b_on_the_4080_or_4090_leads_with_a_verdict_and_the_ram_that_would_end_streaming(
     browser, server, timings
 ):
     from urllib.parse import urlencode
@@ -75,13 +75,14 @@ def test_shopping_for_235b_on_the_4080_or_4090_leads_with_a_verdict_and_the_ram_
     page = watched(browser)
     start = time.time()
     page.goto(f"{server}/shopping?{urlencode(query)}")
-    verdict = page.get_by_text(re.compile(r"^neither card fits 64 GiB of RAM: \d+ GiB of RAM would let the RTX"))
+    # 64 GiB: the mmap'd experts stream from disk (issue 29's disk term), so both run slowly; the verdict names the RAM
+    streams = r"streams its experts from disk \(\d+ GiB of RAM would end it\)"
+    verdict = page.get_by_text(re.compile(rf"^the RTX 40\d0( 16GB)? is \d+ % faster than the RTX 40\d0.*{streams}"))
     verdict.wait_for(timeout=BUSY_MS)
     timings["shopping 235B first view at 64 GiB"] = wait_idle(page) - start
     fits = page.get_by_text("What would fit", exact=False).first
-    for shown in (verdict, fits, page.get_by_text(re.compile(r"^RTX 4080 16GB: \d+ GiB of RAM for ")).first):
+    for shown in (verdict, fits, page.get_by_text(re.compile(rf"^RTX 4080 16GB: {streams}")).first):
         assert shown.bounding_box()["y"] + shown.bounding_box()["height"] < 1000  # in the first screen, no scroll
-    assert page.locator(".js-plotly-plot").count() == 0  # no empty chart
     shot(page, "shopping-235b-64gib")
     ram = page.get_by_test_id("stSidebar").get_by_label("host RAM GiB")
     ram.fill("128")
