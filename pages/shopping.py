@@ -17,7 +17,7 @@ from ui.session_logs import log_routing
 from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
 from ui.startup import through_app
 from ui.state import HARDWARE, keep, kept, kept_toggle
-from ui.widgets import friendly_errors, model_flag_path, runnable, setting_input
+from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
@@ -128,6 +128,9 @@ with friendly_errors():
     frame = pd.DataFrame(rows)
     with verdict.container():
         st.info(f"**{shopping_verdict(answers)}**")
+        fastest = max((a.best for a in answers if a.best), key=lambda o: o.prediction.decode_tps, default=None)
+        if fastest:
+            range_caption(fastest.prediction)
         fit_lines = [a.fit_line for a in answers if a.fit_line]
         if fit_lines:
             st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))

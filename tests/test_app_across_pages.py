@@ -386,6 +386,7 @@ def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_c
     at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(64.0).run()  # mmap'd experts stream from disk
     verdict = at.main.info[0].value
     assert " % faster than the RTX 4" in verdict and "streams its experts from disk (" in verdict
+    assert any(c.value.startswith("Range from:") and "widest source" in c.value for c in at.main.caption)
     at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(128.0).run()
     verdict = at.main.info[0].value
     assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
