@@ -168,6 +168,17 @@ def trace_upload():
     return held[-1] if held else None
 
 
+def first_request_text(pred) -> str:
+    """The server's first request beside the steady state, where its cold pool makes it slower."""
+    first = pred.first_request
+    if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
+        return ""
+    return (
+        f" {request_label(first=True).capitalize()} after start: {first.decode_tps:.1f} t/s decode "
+        f"({first.cold_fills:,.0f} experts uploaded into empty slots, a model)."
+    )
+
+
 def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float) -> None:
     """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
     at the context depth, its prompt speed and time to first token, and the cache's verdict."""
@@ -186,7 +197,7 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
             f"placement without it ({view.without.decode_tps:.1f} t/s"
-            f"{speed_note(view.without.decode_tps, pred.scenario.concurrency)})."
+            f"{speed_note(view.without.decode_tps, pred.scenario.concurrency)}).{first_request_text(pred)}"
         )
         range_caption(pred)
     else:

@@ -342,11 +342,6 @@ def test_explores_steady_state_prediction_at_a_logged_budget_is_within_the_calib
     assert abs(error) <= reported, (budget_mib, error, reported)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 32, left open: at 8,376 MiB (every expert cached) Explore's simulated routing misses 2 % in the "
-    "steady state where the log hits 100 %, so it predicts -30 % (6,278 MiB: -11 %), outside the fit's ±11 %",
-)
 def test_explores_steady_state_prediction_at_the_largest_logged_budgets_is_within_the_calibrations_error(
     run5_calibrated, run3_model
 ):

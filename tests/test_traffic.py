@@ -53,3 +53,26 @@ def test_a_run_like_a_logged_one_leaves_the_warm_up_out_of_its_decode_counts(gt_
         looked_up[work.warm_up_in_decode] = (counts.hits + counts.uploads + counts.cpu)[cached]
     np.testing.assert_allclose(looked_up[False], distinct[cached] * n_ub)  # the decode ubatches' lookups only
     assert (looked_up[True] > looked_up[False]).all()  # with the warm-up's, as llama.cpp's counters have them
+
+
+def test_a_warm_pool_drops_the_uploads_into_never_used_slots_and_keeps_each_groups_rate_over_the_rest():
+    """A replay's first uploads into slots the warm-up left free are a cold start's (first_request prices them):
+    at a budget that holds every expert the steady pool hits everything; the counts themselves are not changed."""
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.policies import PolicyResult
+    from moe_model.readers.model_spec import load_model
+    from moe_model.resources import data_path
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.scenario import Scenario, resolve
+    from moe_model.speed.traffic import steady_hits
+
+    model = load_model(data_path("groundtruth", "run3", "model-header.gguf"))
+    layout = resolve(model, preset("h200"), Scenario(Placement(cpu_moe=True), 8376))  # every expert has a slot
+    n = model.n_layer
+    hits, uploads = np.full(n, 900.0), np.full(n, 64.0)  # 64 cold fills a layer, no other miss
+    counts = PolicyResult(8376, True, hits, uploads, np.zeros(n))
+    assert steady_hits(model, layout, counts) == pytest.approx(hits + uploads)
+    assert counts.hits[0] == 900.0
+    small = resolve(model, preset("h200"), Scenario(Placement(cpu_moe=True), 837))  # 152 slots a group
+    many = PolicyResult(837, True, hits, np.full(n, 5000.0), np.zeros(n))
+    assert steady_hits(model, small, many) == pytest.approx(hits)  # the warm-up's ~186 experts filled every slot

@@ -60,9 +60,12 @@ def log_routing(model: ModelSpec, hw: Hardware, build: int | None = None) -> Log
     key = (fingerprint(model), tuple(sorted(d for d in _digests())), machine.name, build)
     fitted: dict = st.session_state.setdefault("log_routings", {})
     if key not in fitted:
-        bar = st.progress(0.0, f"Fitting the routing to your {len(logs)} logs (once per log set)...")
+        words = f"Fitting the routing to your {len(logs)} logs: each replayed at its budget by its build's policy"
+        bar = st.progress(0.0, f"{words} (once per log set)...")
         try:
-            routing = routing_from_logs(model, logs, machine, build, progress=lambda f: bar.progress(min(f, 1.0)))
+            routing = routing_from_logs(
+                model, logs, machine, build, progress=lambda f: bar.progress(min(f, 1.0), f"{words}: {100 * f:.0f} %")
+            )
         except MoeModelError as err:  # the page goes on with the model's preset, and says why
             st.warning(f"Your logs could not pin the routing ({err}): using the model's routing preset.")
             routing = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.errors import WorkloadError
+from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.llama.simulate import SimResult, simulate_plans
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.policies import REFERENCE, PolicyResult, get_policy, run_policy
@@ -142,12 +143,32 @@ def from_counts(
     looked = cached & (counts.lookups > 0)
     return Traffic(
         np.where(looked, counts.lookups / per_ub, distinct),
-        np.where(cached, counts.hits / per_ub, 0.0),
+        np.where(cached, steady_hits(model, layout, counts) / per_ub, 0.0),
         cached,
         source,
         np.where(cached, counts.cpu / per_ub, 0.0),
         cpu_cut=None if counts.cpu_cut is None else np.where(cached, counts.cpu_cut / per_ub, 0.0),
     )
+
+
+def steady_hits(model: ModelSpec, layout: Layout, counts: PolicyResult) -> np.ndarray:
+    """A warm pool's hits: a replay's uploads into slots never used before (each group's first ones after the
+    start-up warm-up's: llama.cpp hands out never-used slots first and never empties one) are a first request's
+    cold start, which `first_request` prices on top; each group keeps its hit rate without them over all its
+    lookups, as points.steady_hit_rate does to a log's counts."""
+    hits = counts.hits.astype(float)
+    if not layout.plan.starts:
+        return hits
+    warm_up = independent_distinct(model.n_expert, model.n_expert_used, WARM_UP_TOKENS)
+    for group in (g for g in layout.plan.groups if g.cached):
+        layers = list(group.layers)
+        lookups, uploads = counts.lookups[layers].sum(), counts.uploads[layers].sum()
+        free = group.n_slots - min(group.n_slots, len(layers) * warm_up)
+        fills = min(free, uploads)
+        if fills > 0 and lookups > fills:
+            scaled = counts.hits[layers] * lookups / (lookups - fills)
+            hits[layers] = np.minimum(scaled, counts.hits[layers] + counts.uploads[layers])
+    return hits
 
 
 def decode_ubatches(work: Workload | WorkloadStream) -> int:

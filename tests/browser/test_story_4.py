@@ -64,7 +64,10 @@ def test_story_4_my_own_header_and_logs_on_every_page(browser, server, timings):
         answer.first.wait_for(timeout=BUSY_MS)
         wait_idle(page)
         text = answer.first.inner_text()
-        predicted = float(re.search(r"MiB: ([\d.]+) t/s decode", text).group(1))
+        # each run3 log timed one request, its server's first: the headline's first-request figure is its prediction
+        # (shown where the cold pool makes it 1 % slower or more; else the steady figure is the first request's too)
+        first = re.search(r"First request after start: ([\d.]+) t/s decode", text)
+        predicted = float((first or re.search(r"MiB: ([\d.]+) t/s decode", text)).group(1))
         assert "(simulated, lru-b11549)" in text, text
         assert abs(predicted / logged - 1) <= rel_error, (path.name, predicted, logged, rel_error)
     page.get_by_text("best setting for this machine", exact=False).click()
