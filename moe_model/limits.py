@@ -119,6 +119,7 @@ MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each
 MAX_LOG_ROUTING_TOKENS = 4096  # decode tokens a routing fitted to logs replays per knob setting: ~0.1 s at 48 layers
 MAX_LOG_ALERTS = 20  # warning lines and error lines kept per run (each); the rest are counted, not rendered
 MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real lines are < 2,000 characters
+MAX_LOG_BYTES = 2 * 1024**3  # one llama.cpp log file, read streamed line by line: bounds the work, not the memory
 MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
 MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
 

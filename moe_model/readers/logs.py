@@ -7,11 +7,9 @@ hold several runs. The parser streams the file and keeps only the facts it extra
 
 from __future__ import annotations
 
-import io
-import os
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,14 +27,14 @@ from moe_model.limits import (
     MAX_LAYERS,
     MAX_LOG_ALERTS,
     MAX_LOG_COUNT,
-    MAX_LOG_LINE_CHARS,
     MAX_LOG_RUNS,
     MAX_UBATCH,
     MAX_VRAM_GIB,
     check_at_most,
     shown,
 )
-from moe_model.readers.files import open_regular
+from moe_model.readers.cache_lines import OtherCacheLines
+from moe_model.readers.log_source import log_lines
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ([IWEDT]) ")
@@ -74,11 +72,6 @@ _FORK_CACHE = re.compile(r"llama_moe_cache:\s+(\S+) MoE cache size =\s+([\d.]+) 
 MAINLINE, FORK = "mainline", "qvac-fabric fork"
 # b12170+'s own start-up and teardown lines are not known (its release notes: "display the cache size in token worth
 # count"): a llama_moe_cache line of another form is read for what it shows, kept apart from b11549's
-_LOOSE_MIB = re.compile(r"(\d+(?:\.\d+)?)\s*MiB")
-_LOOSE_SLOTS = re.compile(r"(\d+)\s+slots\b|\bslots\s*[=:]\s*(\d+)")
-_LOOSE_HITS = re.compile(r"\bhits\s*[=:]\s*(\d+)")
-_LOOSE_MISSES = re.compile(r"\bmisses\s*[=:]\s*(\d+)")
-_UNREAD_SHOWN = 3  # lines of an unknown form quoted in their note (the rest counted)
 _TIMING = re.compile(
     r"print_timing: id\s+(\d+) \| task (-?\d+) \| +(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) tokens"
 )
@@ -104,7 +97,6 @@ _MARKERS = (
     "main: ",
     "build:",
 )
-MAX_LOG_BYTES = 2 * 1024**3
 # a line is looked at further only if it mentions one of these (one C-speed search per line)
 _INTERESTING = re.compile(
     r"llama_model_loader|print_info|load_tensors|llama_context|llama_kv_cache|impl:|llama_moe_cache|print_timing|"
@@ -196,35 +188,6 @@ class Timing:
     @property
     def decode_tps(self) -> float | None:
         return 1000 * self.decode_tokens / self.decode_ms if self.decode_ms else None
-
-
-@dataclass
-class OtherCacheLines:
-    """llama_moe_cache lines of a form this parser does not know (b12170+'s): what could be read of them (the cache
-    MiB and slots of start-up lines, hits and misses of teardown lines, summed), never mixed with b11549's lines."""
-
-    cache_mib: float | None = None
-    slots: int | None = None
-    hits: int = 0
-    misses: int = 0
-    n_read: int = 0  # lines a number was read from
-    unread: list[str] = field(default_factory=list)  # the first _UNREAD_SHOWN lines nothing was read from
-    n_unread: int = 0
-
-    @property
-    def hit_rate(self) -> float | None:
-        return self.hits / (self.hits + self.misses) if self.hits + self.misses else None
-
-    def note(self) -> str | None:
-        """One line naming the lines that could not be read."""
-        if not self.n_unread:
-            return None
-        more = f" and {self.n_unread - len(self.unread)} more" if self.n_unread > len(self.unread) else ""
-        quoted = " | ".join(self.unread)
-        return f"{self.n_unread} llama_moe_cache line(s) of a form this tool does not know, not read: {quoted}{more}"
-
-    def as_dict(self) -> dict:
-        return asdict(self) | {"hit_rate": self.hit_rate}
 
 
 @dataclass
@@ -539,7 +502,8 @@ class _RunParser:
             elif (m := _COPIED.search(msg)) is not None:
                 run.copied_experts, run.copied_mib = _int(m.group(1), "copied experts"), float(m.group(2))
             else:
-                self._other_cache(msg.split("llama_moe_cache:", 1)[1].strip())
+                self.run.other_cache = self.run.other_cache or OtherCacheLines()
+                self.run.other_cache.read(msg.split("llama_moe_cache:", 1)[1].strip(), _int)
         elif _INIT_FAILED in msg:
             self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
@@ -547,26 +511,6 @@ class _RunParser:
                 run.errors.append("failed to create context")
         elif (level == "E" or "GGML_ABORT" in msg or "error:" in msg.lower()[:40]) and "common_fit_params" not in msg:
             self._alert(run.errors, msg)  # fit trials report their own errors; the real load repeats them
-
-    def _other_cache(self, text: str) -> None:
-        """A llama_moe_cache line of an unknown form: its cache MiB, slots, hits and misses where it shows them."""
-        other = self.run.other_cache = self.run.other_cache or OtherCacheLines()
-        hits, misses = _LOOSE_HITS.search(text), _LOOSE_MISSES.search(text)
-        slots, mib = _LOOSE_SLOTS.search(text), _LOOSE_MIB.search(text)
-        if hits and misses:
-            other.hits += _int(hits.group(1), "hits")
-            other.misses += _int(misses.group(1), "misses")
-        elif slots or mib:  # a start-up line: the cache's size (the first MiB figure) and slots
-            if slots:
-                other.slots = (other.slots or 0) + _int(slots.group(1) or slots.group(2), "cache group slots")
-            if mib and other.cache_mib is None:
-                other.cache_mib = float(mib.group(1))
-        else:
-            other.n_unread += 1
-            if len(other.unread) < _UNREAD_SHOWN:
-                other.unread.append(shown(text, MAX_ALERT_CHARS))
-            return
-        other.n_read += 1
 
     def _alert(self, alerts: list[str], msg: str) -> None:
         """Keep a run's first MAX_LOG_ALERTS warnings (or errors), each cut to MAX_ALERT_CHARS; count the rest."""
@@ -608,32 +552,6 @@ def _value(text: str, name: str) -> int | str:
     return _int(text, name) if text.isdigit() else shown(text)
 
 
-def _lines(source: str | Path | bytes | BinaryIO) -> Iterator[str]:
-    """Decoded lines, streamed; non-UTF-8 bytes are replaced, never fatal; a path must be a regular file."""
-    if isinstance(source, (bytes, bytearray)):
-        source = io.BytesIO(source)
-    if isinstance(source, (str, Path)):
-        f = open_regular(source, "log file", LogError)
-        with io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="") as text:  # closes f too
-            if os.fstat(f.fileno()).st_size > MAX_LOG_BYTES:
-                raise LogError(f"{Path(source).name} is larger than {MAX_LOG_BYTES // 1024**3} GiB")
-            yield from _bounded_lines(text)
-        return
-    text = io.TextIOWrapper(source, encoding="utf-8", errors="replace", newline="")
-    try:
-        yield from _bounded_lines(text)
-    finally:
-        text.detach()  # the caller's stream stays open: it is theirs to close
-
-
-def _bounded_lines(text: io.TextIOWrapper) -> Iterator[str]:
-    """Lines cut to MAX_LOG_LINE_CHARS: the rest of a longer line is read past, never held."""
-    while line := text.readline(MAX_LOG_LINE_CHARS):
-        yield line
-        while len(line) == MAX_LOG_LINE_CHARS and not line.endswith(("\n", "\r")):
-            line = text.readline(MAX_LOG_LINE_CHARS)
-
-
 def parse_lines(lines: Iterable[str]) -> list[LogRun]:
     parser = _RunParser()
     seen_llama = 0
@@ -656,4 +574,4 @@ def parse_lines(lines: Iterable[str]) -> list[LogRun]:
 
 def parse_log(source: str | Path | bytes | BinaryIO) -> list[LogRun]:
     """Every run in a llama.cpp log (path, bytes or binary file object), in order."""
-    return parse_lines(_lines(source))
+    return parse_lines(log_lines(source))
