@@ -15,7 +15,7 @@ Every ratio is between timings of the same run (the machine is shared: absolute 
 5. Parsing a 6.6 MB GGUF header (152k-token vocabulary with merges) against gguf.GGUFReader; a 200 MB log.
 6. The ClassLRU curve (b12170+) on the same 64 budgets and trace as 1, against the exact LRU's: every core numba
    has, and one core.
-7. The same ClassLRU curve with its readings band (policies.class_lru.band_kernel) against the single reading's.
+7. The same ClassLRU curve with its readings band (policies.class_lru_band.band_kernel) against the single reading's.
 """
 
 from __future__ import annotations
@@ -268,20 +268,21 @@ def bench_class_lru() -> None:
 
 
 def bench_class_lru_band() -> None:
-    from moe_model.policies import class_lru
+    from moe_model.policies import class_lru, class_lru_band
 
     model = load_model(QWEN)
     trace = generate(Shape(48, 128, 8), Knobs(), 20_000, seed=0)
     work = build_workload(trace, Batching(warmup=False), 128)
     budgets = np.linspace(min_budget_mib(model), full_budget_mib(model), 64).astype(int).tolist()
-    single, band = class_lru.kernel(), class_lru.band_kernel()
+    single, band = class_lru.kernel(), class_lru_band.band_kernel()
     simulate_budgets(model, work, budgets[:2], kernel=band)  # compile
     alone, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=single))
     with_band, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=band))
     report(
         "ClassLRU curve with its readings band (b12170+), 64 budgets",
         f"{with_band:.2f} s, {with_band / alone:.2f}x the single-reading curve's {alone:.2f} s "
-        f"({len(class_lru.BAND_READINGS)} other readings at {len(class_lru.band_sample(64))} of the 64 pool sizes)",
+        f"({len(class_lru.BAND_READINGS)} other readings at {len(class_lru_band.band_sample(64))} "
+        "of the 64 pool sizes)",
     )
 
 

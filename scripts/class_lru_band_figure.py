@@ -13,7 +13,7 @@ from moe_model.charts import hit_rate_curve
 from moe_model.llama.batching import workload_from
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
-from moe_model.policies import class_lru
+from moe_model.policies import class_lru_band
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.traces import load_trace
 from moe_model.workload import Batching
@@ -26,7 +26,7 @@ def main() -> None:
     model = load_model(MODEL)
     work = workload_from(load_trace(TRACE), Batching(concurrency=4), model.n_expert)
     budgets = sorted({int(b) for b in np.linspace(min_budget_mib(model), full_budget_mib(model), N_BUDGETS)})
-    results = simulate_budgets(model, work, budgets, None, class_lru.band_kernel())
+    results = simulate_budgets(model, work, budgets, None, class_lru_band.band_kernel())
     fig = hit_rate_curve(results)
     fig.update_layout(title="GPT-OSS-20B, real routing, -np 4, b12569: ClassLRU's default reading and its band")
     write_png(fig, PNG)

@@ -11,7 +11,7 @@ from plotly.offline import get_plotlyjs
 from moe_model.charts import for_notebook, hit_rate_curve, overlay_logged_hits, shopping_bars
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import class_lru
+from moe_model.policies import class_lru_band
 from moe_model.routing.logged import LoggedHitRate, LogRouting, RunLength
 from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
 from moe_model.routing.toy import toy_model, toy_workload
@@ -69,7 +69,7 @@ def test_figures_wear_plotly_white_whether_or_not_the_app_made_it_the_process_de
 def test_the_hit_rate_curve_of_a_class_lru_build_draws_its_readings_band_and_the_exact_lru_none():
     model, work = toy_model(), toy_workload(concurrency=4)
     budgets = [12, 24, 48]
-    banded = hit_rate_curve(simulate_budgets(model, work, budgets, kernel=class_lru.band_kernel()))
+    banded = hit_rate_curve(simulate_budgets(model, work, budgets, kernel=class_lru_band.band_kernel()))
     fills = [t for t in banded.data if t.fill == "tonexty"]
     assert len(fills) == 1 and "open readings" in fills[0].name
     edges = [t for t in banded.data if t.fill in ("tonexty", None) and t.showlegend is False]

@@ -12,7 +12,7 @@ from cli_runs import run_cli
 from conftest import GPT_OSS, SAMPLE
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
-from moe_model.policies import class_lru
+from moe_model.policies import class_lru, class_lru_band
 
 GPT_OSS_TRACE = SAMPLE / "traces" / "gpt-oss-20b" / "routing.npz"
 
@@ -134,9 +134,9 @@ def test_the_band_replays_its_readings_at_sampled_pools_and_interpolates_their_o
     )
     chunk = (layer, ntok, np.arange(len(layer)) * k, mode, large, ids.astype(np.int32), k, n_expert)
     caps = np.arange(2, 2 + 2 * 13, 2)  # 13 pool sizes: every 4th and the last sampled
-    state = class_lru.band_kernel().new_state(caps, n_layer, n_expert)
-    class_lru.band_kernel().feed(state, *chunk)
-    band, replayed = class_lru.band_hits(state)
+    state = class_lru_band.band_kernel().new_state(caps, n_layer, n_expert)
+    class_lru_band.band_kernel().feed(state, *chunk)
+    band, replayed = class_lru_band.band_hits(state)
     assert state.sampled.tolist() == [0, 4, 8, 12] and np.flatnonzero(replayed).tolist() == [0, 4, 8, 12]
     for i, reading in enumerate(class_lru.BAND_READINGS):
         alone = class_lru.new_state(caps, n_layer, n_expert, **reading)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from moe_model.errors import MoeModelError
 from moe_model.llama.builds import check_cache_flags, uses_class_lru
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import belady, class_lru, cpu_share, lazy_unload, lru, per_layer, static_set
+from moe_model.policies import belady, class_lru, class_lru_band, cpu_share, lazy_unload, lru, per_layer, static_set
 from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
@@ -19,7 +19,7 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         lru.POLICY,  # the reference: first, and the line every chart compares against
-        class_lru.POLICY,
+        class_lru_band.POLICY,  # ClassLRU with its open readings as a band
         cpu_share.POLICY,
         per_layer.POLICY,
         static_set.POLICY,
