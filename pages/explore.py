@@ -293,7 +293,7 @@ with friendly_errors():
         if not axis.cache_fits:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
     inputs = Inputs(model, work, hw, time_model)
-    spread = routing.spread_points if from_logs else preset_for(model).spread_points
+    spread = (routing if from_logs else preset_for(model)).spreads
     view = cached_explore_curve(inputs, base, spread, axis)
     answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
     measured = measured_points(

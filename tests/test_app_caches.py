@@ -332,9 +332,9 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
     calls, real = [], cached.explore_point
     monkeypatch.setattr(cached, "explore_point", lambda *a, **k: calls.append(a) or real(*a, **k))
     cached.cached_explore_point.clear()
-    first = cached.cached_explore_point(inputs, Scenario(), 1.0, 100)
-    assert cached.cached_explore_point(same, Scenario(), 1.0, 100) is first and len(calls) == 1
-    assert cached.cached_explore_point(other, Scenario(), 1.0, 100) is not first and len(calls) == 2
+    first = cached.cached_explore_point(inputs, Scenario(), (1.0, 0.0), 100)
+    assert cached.cached_explore_point(same, Scenario(), (1.0, 0.0), 100) is first and len(calls) == 1
+    assert cached.cached_explore_point(other, Scenario(), (1.0, 0.0), 100) is not first and len(calls) == 2
 
 
 def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):

@@ -11,14 +11,16 @@ import pytest
 
 from moe_model.errors import WorkloadError
 from moe_model.llama.slot_plan import Placement
-from moe_model.readers.model_spec import uniform_spec
+from moe_model.readers.model_spec import load_model, uniform_spec
+from moe_model.resources import data_path
 from moe_model.routing.logged import (
     ONE_LOG_SPREAD_JSON,
+    CrossPrediction,
     LoggedHitRate,
     RunLength,
     fit_to_logs,
     one_log_errors,
-    one_log_spread_points,
+    one_log_miss_spread,
     simulated_hit_rates,
 )
 from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
@@ -27,6 +29,7 @@ from moe_model.workload import Batching
 MODEL = uniform_spec(4, 16, 2)  # 64 (layer, expert) slots of 1 MiB in one group: budget n+1 buys n slots
 CPU_MOE = Placement(cpu_moe=True)
 PRESET = RoutingPreset("test", Knobs(), 3.0, "a test", MATCH_MODEL)
+RANDOM_WEIGHT_HEADER = data_path("groundtruth", "run3", "model-header.gguf")
 TRUE_KNOBS = Knobs(skew=1.5, working_set=0.5, drift=0.01, reuse=0.4)
 
 
@@ -64,33 +67,37 @@ def test_the_routing_says_it_was_fitted_to_the_logs_and_with_what_spread(four_lo
     assert routing.describe().startswith(f"fitted to your 4 logs, ±{routing.spread_points:.1f} hit-rate points")
 
 
-def test_one_log_keeps_the_presets_spread_where_it_is_wider_than_the_measured_one_log_error():
-    measured = one_log_spread_points()
-    wide = RoutingPreset("wide", Knobs(), measured + 10, "a test", MATCH_MODEL)
-    routing = fit_to_logs(MODEL, _points_from(TRUE_KNOBS, budgets=(17,)), wide)
-    assert routing.fit_points < measured
-    assert routing.spread_points == round(measured + 10, 2)
-    assert routing.left_out_points == {"b17": None}
-
-
-def test_one_log_carries_the_measured_one_log_error_where_the_presets_spread_is_narrower(one_log):
+def test_one_log_carries_its_in_fit_error_and_the_measured_one_log_factor_on_the_misses(one_log):
     routing = one_log
-    assert PRESET.spread_points < one_log_spread_points()  # else this test would not tell the two rules apart
-    assert routing.left_out_points == {"b17": None}
-    assert routing.spread_points == round(max(routing.fit_points, one_log_spread_points()), 2)
-    assert routing.fitted_to == "fitted to your 1 log"
+    assert routing.left_out_points == {"b17": None} and routing.fitted_to == "fitted to your 1 log"
+    assert routing.spread_points == round(routing.fit_points, 2)
+    assert routing.miss_spread == one_log_miss_spread(MODEL) > 0
+    assert routing.spreads == (routing.spread_points, routing.miss_spread)
+    assert "misses x/÷" in routing.describe()
 
 
-def test_the_stored_one_log_error_says_what_it_was_measured_on():
+def test_several_logs_carry_their_left_out_points_and_no_factor_on_the_misses(four_logs):
+    assert four_logs[1].miss_spread == 0.0
+
+
+def test_the_one_log_factor_is_measured_on_a_trained_models_routing_and_on_the_random_weight_logs():
     record = json.loads(ONE_LOG_SPREAD_JSON.read_text())
-    assert record["written_by"] == "scripts/one_log_spread.py" and "random-weight" in record["caveat"]
+    assert record["written_by"] == "scripts/one_log_spread.py" and "trained" in record["caveat"]
+    assert record["miss_log_pairs"]["trained"] >= 24 and record["miss_log_pairs"]["random_weight"] >= 24
+    assert one_log_miss_spread(MODEL) == record["miss_log_rms"]["trained"]  # a model with trained weights
+    assert one_log_miss_spread(load_model(RANDOM_WEIGHT_HEADER)) == record["miss_log_rms"]["random_weight"]
     assert record["spread_points"] == record["all"]["rms_points"] and record["all"]["pairs"] > len(record["sets"])
 
 
-def test_the_docs_show_the_stored_one_log_error():
+def test_the_docs_show_the_stored_one_log_factor():
     record = json.loads(ONE_LOG_SPREAD_JSON.read_text())
     doc = (Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md").read_text()
-    assert f"A single logged point carries ±{record['spread_points']:.1f} points" in doc
+    assert f"a trained model's x/÷{math.exp(record['miss_log_rms']['trained']):.2f}" in doc
+
+
+def test_a_cross_prediction_weighs_its_error_as_a_factor_on_the_misses():
+    pair = CrossPrediction("a", "b", 2.0, -2.0, 0.96)  # 96 % logged, 94 % simulated: misses 4 % -> 6 %
+    assert pair.miss_log_error == pytest.approx(math.log(0.065 / 0.045))
 
 
 def test_one_log_predicting_another_gives_a_signed_error_for_each_pair():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from moe_model.fits.calibration import default_time_model
@@ -65,7 +67,18 @@ def test_a_policy_band_is_a_source_priced_at_its_hit_rate_edges():
     def decode_at(hw, shift):
         return 100.0 + shift  # 1 t/s per hit-rate point
 
-    sources = decode_sources(100.0, preset("3060"), decode_at, 0.0, 0.0, (-12.0, 4.0))
+    sources = decode_sources(100.0, preset("3060"), decode_at, 0.0, (0.0, 0.0), (-12.0, 4.0))
     policy = next(s for s in sources if s.source == POLICY_SOURCE)
     assert (policy.low_tps, policy.high_tps) == (88.0, 104.0) and "b12170+" in policy.narrowed_by
-    assert all(s.source != POLICY_SOURCE for s in decode_sources(100.0, preset("3060"), decode_at, 0.0, 0.0))
+    assert all(s.source != POLICY_SOURCE for s in decode_sources(100.0, preset("3060"), decode_at, 0.0, (0.0, 0.0)))
+
+
+def test_one_logs_factor_on_the_misses_moves_a_high_hit_rate_by_few_points_and_a_low_one_by_many():
+    from moe_model.speed.ranges import routing_shifts
+
+    down, up = routing_shifts(0.96, 0.0, math.log(2.0))  # misses 4 % -> 8 % or 2 %
+    assert (down, up) == (pytest.approx(-4.0), pytest.approx(2.0))
+    down, up = routing_shifts(0.60, 0.0, math.log(2.0))  # misses 40 % -> 80 % or 20 %
+    assert (down, up) == (pytest.approx(-40.0), pytest.approx(20.0))
+    assert routing_shifts(0.96, 5.0, math.log(2.0)) == (pytest.approx(-5.0), pytest.approx(5.0))  # the wider
+    assert routing_shifts(None, 3.0, 1.0) == (-3.0, 3.0) and routing_shifts(0.5, 3.0, 0.0) == (-3.0, 3.0)

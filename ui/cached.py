@@ -412,8 +412,8 @@ def cached_recommend(
     the context depth; the routing fitted to the session's logs where there is one."""
     memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
     base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth)
-    spread = preset_for(model).spread_points if routing is None else routing.spread_points
-    return recommend(model, hw, tm.params, base, memo, command_path, tm.rel_error, spread)
+    spread, miss = (routing or preset_for(model)).spreads
+    return recommend(model, hw, tm.params, base, memo, command_path, tm.rel_error, spread, miss_spread=miss)
 
 
 @app_cached("Replaying what these cards share...", kernels=True)
@@ -522,21 +522,21 @@ def _cached_trace(
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)
-def cached_explore_curve(inputs: Inputs, base: Scenario, spread_points: float, axis: BudgetAxis) -> ExploreCurve:
+def cached_explore_curve(inputs: Inputs, base: Scenario, spread: tuple[float, float], axis: BudgetAxis) -> ExploreCurve:
     """Explore's curve for any placement, --fit included (its placement moves with the budget).
 
     Keyed by the content of the model, workload and machine (fingerprint); the names are not trusted."""
     model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
-    return explore_curve(model, hw, tm.params, base, work, axis, rel_error=tm.rel_error, spread_points=spread_points)
+    kw = {"rel_error": tm.rel_error, "spread_points": spread[0], "miss_spread": spread[1]}  # ± points, x/÷ e^misses
+    return explore_curve(model, hw, tm.params, base, work, axis, **kw)
 
 
 @app_cached("Simulating the cache at this budget...", kernels=True)
-def cached_explore_point(inputs: Inputs, base: Scenario, spread_points: float, budget_mib: int) -> CurvePoint:
+def cached_explore_point(inputs: Inputs, base: Scenario, spread: tuple[float, float], budget_mib: int) -> CurvePoint:
     """A budget between the curve's stops (typed in the number box), replayed and priced as the curve is."""
     model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
-    return explore_point(
-        model, hw, tm.params, base, work, budget_mib, rel_error=tm.rel_error, spread_points=spread_points
-    )
+    kw = {"rel_error": tm.rel_error, "spread_points": spread[0], "miss_spread": spread[1]}
+    return explore_point(model, hw, tm.params, base, work, budget_mib, **kw)
 
 
 @app_cached("Replaying the workload with every policy...", kernels=True)

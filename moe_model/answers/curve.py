@@ -262,6 +262,7 @@ def price(
     hit_rate: float | None = None,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
+    miss_spread: float = 0.0,
     load_mode: str | None = None,
 ) -> Curve:
     """Each replayed budget priced by the time model (a model, not a measurement); where nothing was replayed,
@@ -272,7 +273,7 @@ def price(
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
         pred = predict(
             model, hw, params, sc, r.traffic, hit_rate, r.layout, rel_error=rel_error, spread_points=spread_points,
-            policy_band=_policy_band(r),
+            policy_band=_policy_band(r), miss_spread=miss_spread,
         )  # fmt: skip
         points.append(CurvePoint(r, pred))
     return Curve(tuple(points))
@@ -289,11 +290,15 @@ def curve(
     hit_rate: float | None = None,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
+    miss_spread: float = 0.0,
     with_lru: bool = False,
 ) -> Curve:
     """The scenario at every budget: replayed (a hit rate given replaces the workload), then priced."""
     replayed = replay(model, hw, base, budgets_mib, workload_for if hit_rate is None else None, with_lru=with_lru)
-    return price(model, hw, params, replayed, hit_rate=hit_rate, rel_error=rel_error, spread_points=spread_points)
+    return price(
+        model, hw, params, replayed, hit_rate=hit_rate, rel_error=rel_error, spread_points=spread_points,
+        miss_spread=miss_spread,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,12 @@ class ExploreCurve:
         )
 
 
-def _no_cache(model, hw, params, sc: Scenario, work: Workload, rel_error: float, spread: float) -> Prediction:
-    one = curve(model, hw, params, sc, [0], lambda _: work, rel_error=rel_error, spread_points=spread)
+def _no_cache(
+    model, hw, params, sc: Scenario, work: Workload, rel_error: float, spread: float, miss_spread: float = 0.0
+) -> Prediction:
+    one = curve(
+        model, hw, params, sc, [0], lambda _: work, rel_error=rel_error, spread_points=spread, miss_spread=miss_spread
+    )
     return one.points[0].prediction
 
 
@@ -86,20 +90,21 @@ def explore_curve(
     *,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
+    miss_spread: float = 0.0,
 ) -> ExploreCurve:
     """The setting's curve at the budgets budget_axis chooses (`axis`: already chosen for this base), and the
     same placement, --fit and --cpu-moe without a cache."""
     axis = axis or budget_axis(model, hw, base)
     on_curve = curve(
         model, hw, params, base, axis.budgets, lambda _: work, rel_error=rel_error, spread_points=spread_points,
-        with_lru=True,
+        miss_spread=miss_spread, with_lru=True,
     )  # fmt: skip
     ram = tuple(host_memory(model, hw, p.layout.placement, base.load_mode).fits for p in on_curve.points)
     no_cache = {
         name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, rel_error, 0.0)
         for name, flag in NO_CACHE_LINES
     }
-    without = _no_cache(model, hw, params, base, work, rel_error, spread_points)
+    without = _no_cache(model, hw, params, base, work, rel_error, spread_points, miss_spread)
     return ExploreCurve(axis, on_curve, ram, without, no_cache)
 
 
@@ -113,11 +118,12 @@ def explore_point(
     *,
     rel_error: float = 0.0,
     spread_points: float = 0.0,
+    miss_spread: float = 0.0,
 ) -> CurvePoint:
     """One budget off the curve (a typed value between the slider's stops), replayed and priced the same way."""
     one = curve(
         model, hw, params, base, [budget_mib], lambda _: work, rel_error=rel_error, spread_points=spread_points,
-        with_lru=True,
+        miss_spread=miss_spread, with_lru=True,
     )  # fmt: skip
     return one.points[0]
 

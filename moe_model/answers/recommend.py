@@ -154,11 +154,12 @@ def recommend(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
     progress=None,
+    miss_spread: float = 0.0,
 ) -> list[Option]:
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM).
     `workload_for` may be a ReplayMemo: budgets it has already replayed (for another card) are reused."""
     scenarios = candidates(model, hw, base)
-    preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, spread_points, progress)
+    preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, (spread_points, miss_spread), progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
     options = []
     for p in preds:
@@ -216,7 +217,7 @@ def _predictions(
     scenarios: list[Scenario],
     workload_for: Callable[[Scenario], Workload],
     rel_error: float,
-    spread_points: float,
+    spread: tuple[float, float],
     progress=None,
 ) -> list[Prediction]:
     """Each candidate through the curve pipeline: candidates that differ only in budget and load mode share one
@@ -228,9 +229,8 @@ def _predictions(
     for n, (group, members) in enumerate(groups.items()):
         replayed = replay(model, hw, group, sorted({scenarios[i].budget_mib for i in members}), workload_for)
         for mode in sorted({scenarios[i].load_mode for i in members}):
-            priced = price(
-                model, hw, params, replayed, rel_error=rel_error, spread_points=spread_points, load_mode=mode
-            )
+            kw = {"rel_error": rel_error, "spread_points": spread[0], "miss_spread": spread[1], "load_mode": mode}
+            priced = price(model, hw, params, replayed, **kw)
             for i in members:
                 if scenarios[i].load_mode == mode:
                     out[i] = priced.at(scenarios[i].budget_mib).prediction

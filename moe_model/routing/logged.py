@@ -6,7 +6,8 @@ that a run like the logged ones (same placement, streams, decode tokens per requ
 simulated through the replacement policy of the logged build (the exact LRU before b12170, ClassLRU from it)
 gives each logged hit rate. Still a model of routing: its spread is the
 larger of the in-fit and the leave-one-log-out error, in hit-rate points; a single logged point carries the error
-measured by fitting one log and predicting the others (one_log_errors, scripts/one_log_spread.py).
+measured by fitting one log and predicting the others (one_log_errors, scripts/one_log_spread.py), as a factor on
+the misses.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from moe_model.llama.simulate import LRU_KERNEL, ClassStats, Kernel, simulate_bu
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.resources import data_path
-from moe_model.routing.synthetic import BOUNDS, Knobs, RoutingPreset, Shape, generate
+from moe_model.routing.synthetic import BOUNDS, RANDOM_WEIGHT_MODELS, Knobs, RoutingPreset, Shape, generate
 from moe_model.workload import Batching, Workload
 
 LOG_ROUTING_NAME = "your logs"
@@ -78,11 +79,10 @@ class LogRouting:
     """Synthetic routing fitted to a user's logs, with each logged point and how well the fit reproduces it.
 
     spread_points: the larger of the in-fit and the leave-one-log-out RMS error (hit-rate points), for
-    prediction ranges. A single logged point cannot be left out: it carries the measured error of one log
-    predicting the others (one_log_spread_points: every pair of the bundled H200 logs of one model at several
-    budgets) or the preset's spread, whichever is larger (one log moves the knobs off the preset, so the preset's own
-    measured error no longer vouches for them). Those logs are random-weight models' routing: a trained model's
-    one-log error may differ.
+    prediction ranges. A single logged point cannot be left out: it carries its in-fit error and `miss_spread`, the
+    measured error of one log predicting the same model at other budgets as a factor on the misses (at 96 % hits a
+    factor 2 is -4/+2 points, at 60 % far more points): one_log_miss_spread, measured on a trained model's real
+    routing and, for the project's random-weight models, on their logs.
     """
 
     knobs: Knobs
@@ -93,7 +93,13 @@ class LogRouting:
     points: tuple[LoggedHitRate, ...]
     length: RunLength
     start: RoutingPreset  # the preset the fit started from
+    miss_spread: float = 0.0  # one log: ± log factor on the misses at other budgets (one_log_miss_spread)
     name: str = LOG_ROUTING_NAME
+
+    @property
+    def spreads(self) -> tuple[float, float]:
+        """The routing's spread: ± hit-rate points, and the misses x/÷ e^this at other budgets (one log)."""
+        return self.spread_points, self.miss_spread
 
     @property
     def fitted_to(self) -> str:
@@ -106,7 +112,11 @@ class LogRouting:
 
     def describe(self) -> str:
         """One line for a caption: where the routing comes from and its spread."""
-        return f"{self.fitted_to}, ±{self.spread_points:.1f} hit-rate points: {self.knobs}"
+        if self.miss_spread:
+            spread = f"misses x/÷{np.exp(self.miss_spread):.2f} at other budgets"
+        else:
+            spread = f"±{self.spread_points:.1f} hit-rate points"
+        return f"{self.fitted_to}, {spread}: {self.knobs}"
 
     def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
         """A run like the logged ones (their decode length, a pool only the start-up warm-up filled), batched; its
@@ -135,19 +145,26 @@ def simulated_hit_rates(
         budgets = sorted({p.budget_mib for p in members})
         runs = simulate_budgets(model, work, budgets, placement, kernel)
         warm_ups = simulate_budgets(model, work.warm_up(), budgets, placement, kernel)  # on an empty pool: first
-        by_budget = {b: _decode_rate(r.small, w.small) for b, r, w in zip(budgets, runs, warm_ups, strict=True)}
+        by_budget = {b: decode_rate(r.small, w.small) for b, r, w in zip(budgets, runs, warm_ups, strict=True)}
         for p in members:
             out[p.name] = by_budget[p.budget_mib]
     return out
 
 
-def one_log_spread_points(path: Path = ONE_LOG_SPREAD_JSON) -> float:
-    """RMS error (hit-rate points) of a routing fitted to one log predicting the same model's logs at other
-    budgets, over every bundled pair (scripts/one_log_spread.py; random-weight models' routing)."""
-    return float(json.loads(path.read_text())["spread_points"])
+def random_weights(model: ModelSpec) -> bool:
+    """The project's random-weight ground-truth models, whose routing is close to uniform (routing.synthetic)."""
+    return any(name in model.name for name in RANDOM_WEIGHT_MODELS)
 
 
-def _decode_rate(run: ClassStats, warm_up: ClassStats) -> float:
+def one_log_miss_spread(model: ModelSpec, path: Path = ONE_LOG_SPREAD_JSON) -> float:
+    """RMS of log(simulated / logged misses) of a routing fitted to one log predicting the same model's hit rates at
+    other budgets (scripts/one_log_spread.py): measured on a trained model's real routing (GPT-OSS-20B), or on the
+    random-weight ground-truth logs for those models."""
+    kind = "random_weight" if random_weights(model) else "trained"
+    return float(json.loads(path.read_text())["miss_log_rms"][kind])
+
+
+def decode_rate(run: ClassStats, warm_up: ClassStats) -> float:
     """The small-ubatch class's hit rate (decode) without the warm-up's lookups."""
     hits, misses = run.hits - warm_up.hits, run.misses - warm_up.misses
     return hits / (hits + misses) if hits + misses else 0.0
@@ -248,9 +265,9 @@ def fit_to_logs(
     }
     in_fit = rms_points(fitted, points)
     held = [v for v in left_out.values() if v is not None]
-    alone = max(start.spread_points, one_log_spread_points())  # one point: its measured error, never below the preset
-    spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else max(in_fit, alone)
-    return LogRouting(knobs, round(spread, 2), round(in_fit, 2), left_out, fitted, points, length, start)
+    spread = max(in_fit, float(np.sqrt(np.mean(np.square(held))))) if held else in_fit
+    alone = 0.0 if held else one_log_miss_spread(model)  # one point: the measured error of one log at other budgets
+    return LogRouting(knobs, round(spread, 2), round(in_fit, 2), left_out, fitted, points, length, start, alone)
 
 
 @dataclass(frozen=True)
@@ -261,6 +278,13 @@ class CrossPrediction:
     predicted: str  # the log whose hit rate it predicts
     budget_ratio: float  # the predicted log's budget over the fitted log's
     error_points: float  # simulated minus logged hit rate (points, signed)
+    logged_hit_rate: float  # the predicted log's (fraction)
+
+    @property
+    def miss_log_error(self) -> float:
+        """log(simulated misses / logged misses), as miss_loss weighs them: the unit a single log's spread keeps."""
+        simulated = self.logged_hit_rate + self.error_points / 100
+        return float(np.log((1 + MISS_FLOOR - simulated) / (1 + MISS_FLOOR - self.logged_hit_rate)))
 
 
 def one_log_errors(model: ModelSpec, points: Sequence[LoggedHitRate], start: RoutingPreset) -> list[CrossPrediction]:
@@ -269,7 +293,9 @@ def one_log_errors(model: ModelSpec, points: Sequence[LoggedHitRate], start: Rou
     points = _check_points(points)
     fitted_knobs, rates_at = _fit_each(model, points, start, [(p,) for p in points])
     return [
-        CrossPrediction(p.name, q.name, q.budget_mib / p.budget_mib, 100 * (rates_at(knobs)[q.name] - q.hit_rate))
+        CrossPrediction(
+            p.name, q.name, q.budget_mib / p.budget_mib, 100 * (rates_at(knobs)[q.name] - q.hit_rate), q.hit_rate
+        )
         for p, knobs in zip(points, fitted_knobs, strict=True)
         for q in points
         if q is not p

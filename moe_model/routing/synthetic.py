@@ -336,6 +336,11 @@ class RoutingPreset:
     def is_fallback(self) -> bool:
         return self.match not in (MATCH_MODEL, MATCH_SHAPE)
 
+    @property
+    def spreads(self) -> tuple[float, float]:
+        """± hit-rate points, and no factor on the misses (routing.logged.LogRouting.spreads has one)."""
+        return self.spread_points, 0.0
+
     def describe(self) -> str:
         """One line for a caption: which preset, why, and its spread."""
         return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs}"

@@ -1,11 +1,11 @@
 """A prediction's range, split into its sources, each with what the user could supply to narrow it.
 
-Sources: the routing's hit-rate spread (± points), the time model's left-out error (±), and each part of the host
-the user has not described (the slowest and fastest choice of the parts table). Each is an interval around the
-central speed; the range adds their widths in log space (every source at its worst together, as the range of the
-routing spread and the time model's error always did: on machines never seen the central estimate is often off by
-more than one source's width). A source's `without_tps` is the range if that source were settled exactly: the
-most its step can narrow it.
+Sources: the routing's hit-rate spread (± points, or a factor on the misses where one log fitted it), the time
+model's left-out error (±), and each part of the host the user has not described (the slowest and fastest choice of
+the parts table). Each is an interval around the central speed; the range adds their widths in log space (every
+source at its worst together, as the range of the routing spread and the time model's error always did: on machines
+never seen the central estimate is often off by more than one source's width). A source's `without_tps` is the range
+if that source were settled exactly: the most its step can narrow it.
 """
 
 from __future__ import annotations
@@ -57,23 +57,35 @@ def _width(tps: float, source: RangeSource) -> float:
     return sum(abs(w) for w in source.log_widths(tps))
 
 
+def routing_shifts(hit_rate: float | None, spread_points: float, miss_spread: float) -> tuple[float, float]:
+    """How many points the routing may move the hit rate down and up: ± spread_points, and where one log fitted
+    the routing, the misses times or divided by e^miss_spread (the wider of the two each way)."""
+    if not miss_spread or hit_rate is None:
+        return -spread_points, spread_points
+    misses = 1.0 - hit_rate
+    down = 100 * (max(0.0, 1.0 - misses * math.exp(miss_spread)) - hit_rate)
+    up = 100 * misses * (1.0 - math.exp(-miss_spread))
+    return min(down, -spread_points), max(up, spread_points)
+
+
 def decode_sources(
     tps: float,
     hw: Hardware,
     decode_at: Callable[[Hardware, float], float],
     rel_error: float,
-    spread_points: float,
+    routing_points: tuple[float, float],
     band_points: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[RangeSource, ...]:
     """Every source of a decode speed's range, largest first. `decode_at(hw, shift)` is the decode speed on that
-    machine with the hit rate shifted by `shift` points; `band_points` how far a modelled policy's other readings
-    move the hit rate below and above its default's."""
+    machine with the hit rate shifted by `shift` points; `routing_points` how far the routing's spread moves it down
+    and up (routing_shifts); `band_points` how far a modelled policy's other readings move the hit rate below and
+    above its default's."""
     found = []
     if any(band_points):
         speeds = [decode_at(hw, shift) for shift in band_points]
         found.append(RangeSource(POLICY_SOURCE, min(speeds), max(speeds), POLICY_NARROWED_BY))
-    if spread_points:
-        speeds = [decode_at(hw, -spread_points), decode_at(hw, spread_points)]
+    if any(routing_points):
+        speeds = [decode_at(hw, shift) for shift in routing_points]
         found.append(RangeSource("routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY))
     if rel_error:
         found.append(RangeSource("time model", tps * (1 - rel_error), tps * (1 + rel_error), TIME_MODEL_NARROWED_BY))

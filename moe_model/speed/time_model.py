@@ -56,7 +56,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import host_memory, page_miss_share
-from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step
+from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step, routing_shifts
 from moe_model.speed.rates import (
     GB,
     MS,
@@ -459,12 +459,14 @@ def predict(
     rel_error: float = 0.0,
     spread_points: float = 0.0,
     policy_band: PolicyBand | None = None,
+    miss_spread: float = 0.0,
 ) -> Prediction:
     """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
     or a given hit rate (`policy_band`: the simulation's band over a modelled policy's readings).
 
-    The range combines its sources (ranges.decode_sources): the routing's hit-rate spread (± spread_points), the
-    calibration's relative error and the host's undescribed parts.
+    The range combines its sources (ranges.decode_sources): the routing's hit-rate spread (± spread_points, or the
+    misses x/÷ e^miss_spread where one log fitted the routing), the calibration's relative error and the host's
+    undescribed parts.
     """
     layout = layout or resolve(model, hw, sc)
     if not layout.plan.starts:
@@ -478,7 +480,8 @@ def predict(
         return _decode_tps(model, machine, params, sc, layout, traffic.shifted(shift) if shift else traffic)[0]
 
     band_points = policy_band.shift_points if policy_band else (0.0, 0.0)
-    sources = decode_sources(decode_tps, hw, decode_at, rel_error, spread_points, band_points)
+    shifts = routing_shifts(traffic.hit_rate, spread_points, miss_spread)
+    sources = decode_sources(decode_tps, hw, decode_at, rel_error, shifts, band_points)
     low, high = combine(decode_tps, sources)
     prefill = prefill_terms(model, hw, params, sc, layout)
     prefill_ms = sum(prefill.values())
