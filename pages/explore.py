@@ -40,12 +40,12 @@ from ui.cached import (
     cached_explore_point,
     cached_log_workload,
     cached_policy_comparison,
-    cached_recommend,
     cached_synthetic,
     cached_trace,
     routing_key,
     workload_npz,
 )
+from ui.cached_recommend import cached_recommend
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,

@@ -11,7 +11,7 @@ from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
-from ui.cached import cached_recommend_cards
+from ui.cached_recommend import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
