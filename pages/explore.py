@@ -93,6 +93,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
         build,
         serving["prompt_tokens"],
         serving["depth"],
+        sidebar_reading(),
     )
     best = options[0] if options else None
     if best is None or not best.usable:

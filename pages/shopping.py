@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_verdict
+from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note, shopping_verdict
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
@@ -14,9 +14,16 @@ from moe_model.speed.streams import per_stream_tps, speed_label
 from ui.cached_recommend import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
-from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
+from ui.sidebar import (
+    policy_caption,
+    sidebar_build,
+    sidebar_hardware,
+    sidebar_model,
+    sidebar_reading,
+    sidebar_serving,
+)
 from ui.startup import through_app
-from ui.state import HARDWARE, keep, kept, kept_toggle
+from ui.state import HARDWARE, SCENARIO, keep, kept, kept_setting, kept_toggle
 from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
@@ -116,7 +123,8 @@ with friendly_errors():
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
-    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth)
+    reading = sidebar_reading()  # the calibrated machine's ClassLRU reading: every card replays it, no band
+    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth, reading)
     answers = []
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
@@ -134,11 +142,14 @@ with friendly_errors():
         fit_lines = [a.fit_line for a in answers if a.fit_line]
         if fit_lines:
             st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
+        share = shopping_share_note(model, answers, kept_setting(SCENARIO["cpu_share"]), build)
+        if share:  # one line for every card: it depends on the model and the build, not the card
+            st.caption(f"CPU share: {share}.")
     running = frame[frame["command"] != ""]
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
     st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
-    st.caption(policy_caption(Scenario(build=build)))
+    st.caption(policy_caption(Scenario(build=build, policy_reading=reading)))
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
     if commands:
         st.markdown("**Each card's best command**:")

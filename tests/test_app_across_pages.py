@@ -391,3 +391,38 @@ def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_c
     verdict = at.main.info[0].value
     assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
     assert len(charts(at)["0"]["data"][0]["x"]) == 2  # both cards run: both bars
+
+
+def _readings_span(at: AppTest) -> float:
+    """The widest span of ClassLRU's open readings over Shopping's cards (0: every card replayed one reading)."""
+    frame = at.dataframe[0].value
+    return float((frame["readings high t/s"] - frame["readings low t/s"]).max())
+
+
+def test_shopping_replays_the_reading_a_calibrated_machines_logs_picked_for_every_card_and_drops_the_band():
+    reading = {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "token"}
+    fit = MachineFit(preset("h200"), (), {}, {}, (), 0.1, True, "", "mmap", class_lru={"reading": reading})
+    banded = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090")
+    assert not banded.exception and _readings_span(banded) > 0
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["model"], at.query_params["cards"] = SMALL_MODEL, "RTX 4090"
+    at.session_state["machine"] = fit
+    at.switch_page("pages/shopping.py").run()
+    assert not at.exception and at.session_state["class_lru_reading"] == tuple(reading.items())
+    assert _readings_span(at) == 0 and set(at.dataframe[0].value["GPU"]) == {fit.hardware.name, "RTX 4090"}
+
+
+def _share_captions(at: AppTest) -> list[str]:
+    return [c.value for c in at.caption if c.value.startswith("CPU share: ")]
+
+
+def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_that_has_it():
+    from moe_model.llama.builds import CPU_SHARE_BUILD
+    from moe_model.policies.cpu_share import share_note
+    from moe_model.readers.model_spec import load_model
+
+    note = f"CPU share: {share_note(load_model(SMALL_MODEL_PATH))}."
+    at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090;RTX 5090", share="0.5")
+    assert not at.exception and _share_captions(at) == [note]  # once, not per card
+    at.sidebar.number_input(key="build").set_value(CPU_SHARE_BUILD - 1).run()
+    assert not at.exception and _share_captions(at) == []

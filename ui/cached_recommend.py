@@ -45,11 +45,16 @@ def cached_recommend(
     build: int = MAINLINE_BUILD,
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
     depth: int | None = None,
+    policy_reading: tuple[tuple[str, str], ...] = (),
 ) -> list[Option]:
     """The one recommender with the inputs every page and the CLI share: concurrency, context, build, the prompt and
-    the context depth; the routing fitted to the session's logs where there is one."""
+    the context depth; the routing fitted to the session's logs where there is one, and ClassLRU's reading they
+    picked (replayed alone: no band)."""
     memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
-    base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth)
+    base = Scenario(
+        concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth,
+        policy_reading=policy_reading,
+    )  # fmt: skip
     spread = preset_for(model).spread_points if routing is None else routing.spread_points
     return recommend(model, hw, tm.params, base, memo, command_path, tm.rel_error, spread)
 
@@ -62,11 +67,13 @@ def _shared_replays(
     n_ctx: int,
     routing: LogRouting | None = None,
     build: int = MAINLINE_BUILD,
+    policy_reading: tuple[tuple[str, str], ...] = (),
 ) -> bool:
     """The settings the cards share, replayed once into the recommender's memo (recommend.replay_shared); kept
     as a key so that a second session asking for the same cards waits for the first instead of replaying."""
     memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
-    replay_shared(model, hardware, Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build), memo)
+    shared = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, policy_reading=policy_reading)
+    replay_shared(model, hardware, shared, memo)
     return True
 
 
@@ -81,17 +88,19 @@ def cached_recommend_cards(
     build: int = MAINLINE_BUILD,
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
     depth: int | None = None,
+    policy_reading: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[list[Option]]:
     """Shopping: each card's options in turn (cached_recommend's, computed once per key whichever sessions ask);
     the settings the cards not cached yet share are replayed first, once (the counts do not depend on the time
-    model: `tm` may be one per card, the user's own machine with its own)."""
+    model: `tm` may be one per card, the user's own machine with its own; ClassLRU's reading the logs picked is
+    the build's, so every card replays it)."""
     tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
     calls = [
-        (model, command_path, hw, t, concurrency, n_ctx, routing, build, prompt_tokens, depth)
+        (model, command_path, hw, t, concurrency, n_ctx, routing, build, prompt_tokens, depth, policy_reading)
         for hw, t in zip(hardware, tms, strict=True)
     ]
     missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))
     if len(missing) > 1:
-        _shared_replays(model, missing, concurrency, n_ctx, routing, build)
+        _shared_replays(model, missing, concurrency, n_ctx, routing, build, policy_reading)
     for call in calls:
         yield cached_recommend(*call)
