@@ -424,6 +424,11 @@ def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_neare
     advice = f"The link's gpu: {unknown_gpu('rtx 4075', app=True)}. Showing the Tesla T4 meanwhile."
     assert [w.value for w in miss.sidebar.warning] == [advice]
     assert "edit this machine" in miss.selectbox(key="gpu").help
+    laptop = open_page("pages/model_budget.py", gpu="4090 laptop")  # a laptop part: its desktop card's boxes
+    assert [w.value for w in laptop.sidebar.warning] == [
+        f"The link's gpu: {unknown_gpu('4090 laptop', app=True)}. Showing the Tesla T4 meanwhile."
+    ]
+    assert "pick RTX 4090 under GPU" in laptop.sidebar.warning[0].value and not laptop.exception
 
 
 def test_learn_renders_a_class_lru_step_with_the_victims_score_and_the_readings():
