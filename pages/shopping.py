@@ -65,7 +65,8 @@ def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
     return frame.drop(columns="command").rename(columns={c: speed_label(c, concurrency) for c in TOTALS})
 
 
-def row(answer: CardAnswer, mine: bool, prefill_rel_error: float) -> dict:
+def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool) -> dict:
+    """One card's line; `banded`: with the span of ClassLRU's open readings (none where the logs picked one)."""
     hw, best = answer.hardware, answer.options[0]
     p = best.prediction
     ps = prompt_speed(p, prefill_rel_error)
@@ -78,7 +79,7 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float) -> dict:
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
-        **readings_columns(p if best.usable else None),
+        **(readings_columns(p if best.usable else None) if banded else {}),
         **(
             {"per stream t/s": round(per_stream_tps(p.decode_tps, p.scenario.concurrency), 1) if best.usable else 0.0}
             if p.scenario.concurrency > 1
@@ -128,7 +129,7 @@ with friendly_errors():
     answers = []
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
-        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error))
+        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error, banded=not reading))
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
         so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
     bar.empty()
@@ -150,6 +151,9 @@ with friendly_errors():
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
     st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
     st.caption(policy_caption(Scenario(build=build, policy_reading=reading)))
+    if reading:
+        picked = ", ".join(f"{k} {v}" for k, v in reading)
+        st.caption(f"ClassLRU's reading your logs picked ({picked}), replayed alone for every card: no readings band.")
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
     if commands:
         st.markdown("**Each card's best command**:")
