@@ -145,7 +145,7 @@ with friendly_errors():
             st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
         share = shopping_share_note(model, answers, kept_setting(SCENARIO["cpu_share"]), build)
         if share:  # one line for every card: it depends on the model and the build, not the card
-            st.caption(f"CPU share: {share}.")
+            st.caption(f"{share[0].upper()}{share[1:]}.")
     running = frame[frame["command"] != ""]
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")

@@ -424,7 +424,7 @@ def test_shopping_replays_the_reading_a_calibrated_machines_logs_picked_for_ever
 
 
 def _share_captions(at: AppTest) -> list[str]:
-    return [c.value for c in at.caption if c.value.startswith("CPU share: ")]
+    return [c.value for c in at.caption if c.value.startswith("The CPU share ")]
 
 
 def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_that_has_it():
@@ -432,7 +432,8 @@ def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_
     from moe_model.policies.cpu_share import share_note
     from moe_model.readers.model_spec import load_model
 
-    note = f"CPU share: {share_note(load_model(SMALL_MODEL_PATH))}."
+    said = share_note(load_model(SMALL_MODEL_PATH))
+    note = f"{said[0].upper()}{said[1:]}."
     at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090;RTX 5090", share="0.5")
     assert not at.exception and _share_captions(at) == [note]  # once, not per card
     at.sidebar.number_input(key="build").set_value(CPU_SHARE_BUILD - 1).run()
