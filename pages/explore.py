@@ -40,12 +40,12 @@ from ui.cached import (
     cached_explore_point,
     cached_log_workload,
     cached_policy_comparison,
-    cached_recommend,
     cached_synthetic,
     cached_trace,
     routing_key,
     workload_npz,
 )
+from ui.cached_recommend import cached_recommend
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,
@@ -93,6 +93,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
         build,
         serving["prompt_tokens"],
         serving["depth"],
+        sidebar_reading(),
     )
     best = options[0] if options else None
     if best is None or not best.usable:
@@ -292,12 +293,16 @@ with friendly_errors():
         budget = budget_slider(st, axis.top_mib, step=axis.step_mib)
         if not axis.cache_fits:
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
+        show_measured = kept_toggle(st, "show measured points", "measured", True)  # the speed chart's diamonds
     inputs = Inputs(model, work, hw, time_model)
     spread = (routing if from_logs else preset_for(model)).spreads
     view = cached_explore_curve(inputs, base, spread, axis)
     answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
-    measured = measured_points(
-        load_reference(), st.session_state.get("measured_points"), hw, model, concurrency, placement_name.split()[0]
+    logged = st.session_state.get("measured_points")
+    measured = (
+        measured_points(load_reference(), logged, hw, model, concurrency, placement_name.split()[0])
+        if show_measured
+        else None
     )
     with charts:
         with st.container():  # drawn before the charts, so that it is the first thing a change updates

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_verdict
+from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note, shopping_verdict
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
@@ -11,12 +11,19 @@ from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
-from ui.cached import cached_recommend_cards
+from ui.cached_recommend import cached_recommend_cards
 from ui.machine import in_host
 from ui.session_logs import log_routing
-from ui.sidebar import policy_caption, sidebar_build, sidebar_hardware, sidebar_model, sidebar_serving
+from ui.sidebar import (
+    policy_caption,
+    sidebar_build,
+    sidebar_hardware,
+    sidebar_model,
+    sidebar_reading,
+    sidebar_serving,
+)
 from ui.startup import through_app
-from ui.state import HARDWARE, keep, kept, kept_toggle
+from ui.state import HARDWARE, SCENARIO, keep, kept, kept_setting, kept_toggle
 from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
@@ -58,7 +65,8 @@ def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
     return frame.drop(columns="command").rename(columns={c: speed_label(c, concurrency) for c in TOTALS})
 
 
-def row(answer: CardAnswer, mine: bool, prefill_rel_error: float) -> dict:
+def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool) -> dict:
+    """One card's line; `banded`: with the span of ClassLRU's open readings (none where the logs picked one)."""
     hw, best = answer.hardware, answer.options[0]
     p = best.prediction
     ps = prompt_speed(p, prefill_rel_error)
@@ -71,7 +79,7 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float) -> dict:
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
-        **readings_columns(p if best.usable else None),
+        **(readings_columns(p if best.usable else None) if banded else {}),
         **(
             {"per stream t/s": round(per_stream_tps(p.decode_tps, p.scenario.concurrency), 1) if best.usable else 0.0}
             if p.scenario.concurrency > 1
@@ -116,11 +124,12 @@ with friendly_errors():
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
-    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth)
+    reading = sidebar_reading()  # the calibrated machine's ClassLRU reading: every card replays it, no band
+    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth, reading)
     answers = []
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
-        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error))
+        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error, banded=not reading))
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
         so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
     bar.empty()
@@ -134,11 +143,17 @@ with friendly_errors():
         fit_lines = [a.fit_line for a in answers if a.fit_line]
         if fit_lines:
             st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
+        share = shopping_share_note(model, answers, kept_setting(SCENARIO["cpu_share"]), build)
+        if share:  # one line for every card: it depends on the model and the build, not the card
+            st.caption(f"{share[0].upper()}{share[1:]}.")
     running = frame[frame["command"] != ""]
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
     st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
-    st.caption(policy_caption(Scenario(build=build)))
+    st.caption(policy_caption(Scenario(build=build, policy_reading=reading)))
+    if reading:
+        picked = ", ".join(f"{k} {v}" for k, v in reading)
+        st.caption(f"ClassLRU's reading your logs picked ({picked}), replayed alone for every card: no readings band.")
     commands = "\n".join(f"# {r['GPU']}\n{r['command']}" for r in rows if r["command"])
     if commands:
         st.markdown("**Each card's best command**:")

@@ -153,6 +153,21 @@ def test_explore_overlays_the_measured_t4_points():
     assert 43.2 in measured["y"] and 10000 in measured["x"]
 
 
+def test_the_speed_charts_measured_points_have_a_toggle_of_their_own_kept_in_the_url():
+    # issue 32: the reference overlay had no control of its own
+    at = open_page("pages/explore.py")
+    predicted = trace(charts(at)["0"], "predicted (model)")["y"]
+    at.toggle(key="measured").set_value(False).run()
+    names = [t.get("name") for t in charts(at)["0"]["data"]]
+    assert "measured" not in names and trace(charts(at)["0"], "predicted (model)")["y"] == predicted
+    assert at.query_params["measured"] == "False" and not at.exception
+    linked = open_page("pages/explore.py", measured="False")  # a shared link keeps it off
+    assert linked.toggle(key="measured").value is False
+    assert "measured" not in [t.get("name") for t in charts(linked)["0"]["data"]]
+    at.toggle(key="measured").set_value(True).run()
+    assert 43.2 in trace(charts(at)["0"], "measured")["y"]
+
+
 def test_explore_refuses_a_bad_trace_upload_with_a_message():
     at = open_page("pages/explore.py")
     at.radio(key="workload").set_value("upload a trace").run()
@@ -409,6 +424,11 @@ def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_neare
     advice = f"The link's gpu: {unknown_gpu('rtx 4075', app=True)}. Showing the Tesla T4 meanwhile."
     assert [w.value for w in miss.sidebar.warning] == [advice]
     assert "edit this machine" in miss.selectbox(key="gpu").help
+    laptop = open_page("pages/model_budget.py", gpu="4090 laptop")  # a laptop part: its desktop card's boxes
+    assert [w.value for w in laptop.sidebar.warning] == [
+        f"The link's gpu: {unknown_gpu('4090 laptop', app=True)}. Showing the Tesla T4 meanwhile."
+    ]
+    assert "pick RTX 4090 under GPU" in laptop.sidebar.warning[0].value and not laptop.exception
 
 
 def test_learn_renders_a_class_lru_step_with_the_victims_score_and_the_readings():

@@ -391,3 +391,50 @@ def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_c
     verdict = at.main.info[0].value
     assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
     assert len(charts(at)["0"]["data"][0]["x"]) == 2  # both cards run: both bars
+
+
+def _readings_span(at: AppTest) -> float | None:
+    """The widest span of ClassLRU's open readings over Shopping's cards (None: no such columns)."""
+    frame = at.dataframe[0].value
+    if "readings high t/s" not in frame:
+        return None
+    return float((frame["readings high t/s"] - frame["readings low t/s"]).max())
+
+
+def _range_names_the_readings(at: AppTest) -> bool:
+    from moe_model.speed.ranges import POLICY_SOURCE
+
+    return any(c.value.startswith("Range from: ") and POLICY_SOURCE in c.value for c in at.caption)
+
+
+def test_shopping_replays_the_reading_a_calibrated_machines_logs_picked_for_every_card_and_drops_the_band():
+    reading = {"clock": "group", "age_clock": "own", "ties": "low-class", "increment_per": "token"}
+    # a T4 calibrated: the fastest card (the 4090) caches part of the experts, where the readings differ
+    fit = MachineFit(preset("t4"), (), {}, {}, (), 0.1, True, "", "mmap", class_lru={"reading": reading})
+    banded = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090")
+    assert not banded.exception and _readings_span(banded) > 0 and _range_names_the_readings(banded)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["model"], at.query_params["cards"] = SMALL_MODEL, "RTX 4090"
+    at.session_state["machine"] = fit
+    at.switch_page("pages/shopping.py").run()
+    assert not at.exception and at.session_state["class_lru_reading"] == tuple(reading.items())
+    assert _readings_span(at) is None and set(at.dataframe[0].value["GPU"]) == {fit.hardware.name, "RTX 4090"}
+    assert not _range_names_the_readings(at)  # the fastest card's range: no readings band among its sources
+    assert any(c.value.startswith("ClassLRU's reading your logs picked (clock group, ") for c in at.caption)
+
+
+def _share_captions(at: AppTest) -> list[str]:
+    return [c.value for c in at.caption if c.value.startswith("The CPU share ")]
+
+
+def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_that_has_it():
+    from moe_model.llama.builds import CPU_SHARE_BUILD
+    from moe_model.policies.cpu_share import share_note
+    from moe_model.readers.model_spec import load_model
+
+    said = share_note(load_model(SMALL_MODEL_PATH))
+    note = f"{said[0].upper()}{said[1:]}."
+    at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090;RTX 5090", share="0.5")
+    assert not at.exception and _share_captions(at) == [note]  # once, not per card
+    at.sidebar.number_input(key="build").set_value(CPU_SHARE_BUILD - 1).run()
+    assert not at.exception and _share_captions(at) == []

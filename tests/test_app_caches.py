@@ -23,7 +23,7 @@ from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
 from moe_model.readers.traces import load_any, make_token_trace, read_peak_bytes, save_npz
-from ui import cached
+from ui import cached, cached_recommend
 from ui.cached import ByteBudgetCache, nbytes_of
 
 
@@ -342,9 +342,9 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
 
     model, generated, real = uniform_spec(2, 8, 2), [], points.generate
     monkeypatch.setattr(points, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
-    for cache in (cached._synthetic_tokens, cached._cached_synthetic, cached.recommend_memo):
+    for cache in (cached.synthetic_tokens, cached._cached_synthetic, cached_recommend.recommend_memo):
         cache.clear()
     explore = cached.cached_synthetic(model, 1, 0, 0.7, 64)  # with prompts, as Explore asks
-    memo = cached.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only, as recommend asks
+    memo = cached_recommend.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only: recommend
     assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records

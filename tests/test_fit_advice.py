@@ -165,3 +165,20 @@ def test_where_the_best_setting_streams_from_disk_the_verdict_says_so_and_the_ra
     assert "faster than the" in said and f"the {fastest.hardware.name} streams its experts from disk" in said
     assert f"({needed} GiB of RAM would end it)" in said and needed > 64
     assert all("streams its experts from disk" in a.fit_line for a in answers)
+
+
+def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build_that_has_it(qwen30b):
+    """Issue 30: predictions carry the share's note per card; Shopping says it once, for the model and the build."""
+    from moe_model.answers.fit_advice import CardAnswer, shopping_share_note
+    from moe_model.llama.builds import CPU_SHARE_BUILD, MAINLINE_BUILD
+    from moe_model.policies.cpu_share import share_note
+
+    answers = _answers(qwen30b, 128.0, "RTX 4080 16GB", "RTX 4090")
+    assert not any(a.best.prediction.scenario.cpu_share for a in answers)  # no card's pick splits its misses
+    assert shopping_share_note(qwen30b, answers, 0.0, MAINLINE_BUILD) is None
+    assert shopping_share_note(qwen30b, answers, 0.5, MAINLINE_BUILD) == share_note(qwen30b)
+    assert shopping_share_note(qwen30b, answers, 0.5, CPU_SHARE_BUILD - 1) is None  # a build without the flag
+    shared = next(o for a in answers for o in a.options if o.usable and o.prediction.scenario.cpu_share)
+    assert share_note(qwen30b) in shared.prediction.notes  # the line each such prediction carries
+    picked = [*answers, CardAnswer(answers[0].hardware, (shared,), answers[0].advice)]
+    assert shopping_share_note(qwen30b, picked, 0.0, MAINLINE_BUILD) == share_note(qwen30b)  # a pick uses a share

@@ -78,6 +78,31 @@ def test_the_app_words_the_same_advice_with_its_own_boxes():
 
 
 @pytest.mark.parametrize(
+    ("typed", "desktop"),
+    [("4090 laptop", "RTX 4090"), ("rtx 4060 mobile", "RTX 4060"), ("3080 laptop gpu", "RTX 3080")],
+)
+def test_a_laptop_part_is_said_to_be_no_preset_and_starts_from_the_desktop_card_of_its_name(typed, desktop):
+    """Issue 32: gpus.csv leaves laptop parts out (no memory speed on NVIDIA's laptop pages); a laptop name is told
+    so in one line, with the desktop card of that name and the flags for its own figures, not unrelated cards."""
+    with pytest.raises(UnknownGpuError) as miss:
+        preset(typed)
+    line = str(miss.value)
+    assert line.startswith(f"{typed!r} is a laptop part, and laptop GPUs are not presets") and "\n" not in line
+    assert f"the desktop card of that name, the {desktop}," in line and "nearest:" not in line
+    assert line.endswith(f"--hardware {desktop!r} --vram-gib N --gpu-bw-gbs N")
+    labels = [MACHINE_SETTINGS[k].widget.label for k in ("vram_gib", "gpu_bw_gbs")]
+    app = unknown_gpu(typed, app=True)
+    assert app.endswith(f"pick {desktop} under GPU and set {labels[0]!r} and {labels[1]!r} under 'edit this machine'")
+
+
+def test_a_laptop_part_without_a_desktop_card_of_its_name_starts_from_the_card_without_its_variant():
+    line = unknown_gpu("rtx 3050 ti laptop")  # no desktop RTX 3050 Ti is listed
+    assert "start from the nearest desktop card, the RTX 3050," in line
+    assert line.endswith("--hardware 'RTX 3050' --vram-gib N --gpu-bw-gbs N")
+    assert unknown_gpu("laptop").startswith("unknown GPU 'laptop'; nearest: ")  # no card named: the usual advice
+
+
+@pytest.mark.parametrize(
     ("typed", "name", "vram_gib", "gpu_bw_gbs"),
     [
         ("4070 ti super", "RTX 4070 Ti SUPER", 16, 672),

@@ -179,3 +179,32 @@ def test_a_cache_that_helps_under_one_classlru_reading_and_hurts_under_another_i
     assert readings_verdict(straddling, without) == TOO_CLOSE_ON_READINGS
     above = replace(with_cache, range_sources=(RangeSource(POLICY_SOURCE, without.decode_tps * 1.1, 1e3, ""),))
     assert readings_verdict(above, without) == verdict(above, without) != TOO_CLOSE_ON_READINGS
+
+
+def test_recommend_with_a_picked_class_lru_reading_replays_it_alone_no_band_and_a_narrower_range(qwen30b):
+    """Issue 30: the reading a calibrated machine's b12170+ logs picked reaches Shopping's recommender through its
+    base scenario: each cached ClassLRU option is that reading's own replay, without the band."""
+    import pytest
+
+    from moe_model.policies.class_lru import BAND_READINGS, all_readings
+
+    hw, tm = preset("t4"), default_time_model()
+    work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
+
+    def options(base: Scenario) -> dict:
+        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error)
+        return {o.label: o.prediction for o in ranked if o.usable and o.prediction.scenario.budget_mib}
+
+    banded = options(Scenario())
+    default, *read = (options(Scenario(policy_reading=tuple(r.items()))) for r in (all_readings()[0], *BAND_READINGS))
+    cached = [label for label, p in banded.items() if p.policy_band is not None]
+    assert cached and all(label in r for r in (default, *read) for label in cached)
+    for label in cached:  # the band is drawn around the default reading's own replay
+        assert default[label].hit_rate == pytest.approx(banded[label].hit_rate, rel=1e-9)
+    for r in (default, *read):
+        for label in cached:
+            alone, with_band = r[label], banded[label]
+            assert alone.policy_band is None and POLICY_SOURCE not in {s.source for s in alone.range_sources}
+            width = alone.decode_tps_range[1] - alone.decode_tps_range[0]
+            assert width <= with_band.decode_tps_range[1] - with_band.decode_tps_range[0] + 1e-9
+    assert any(read[0][label].hit_rate != read[1][label].hit_rate for label in cached)  # each reading its own

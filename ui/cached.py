@@ -27,13 +27,12 @@ import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from moe_model.answers.curve import BudgetAxis, CurvePoint, ReplayMemo
+from moe_model.answers.curve import BudgetAxis, CurvePoint
 from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
 from moe_model.answers.policy_compare import Comparison, compare_priced, policy_workload
-from moe_model.answers.recommend import Option, recommend, replay_shared
 from moe_model.errors import WorkloadError
 from moe_model.fits.calibration import TimeModel
-from moe_model.fits.points import SYNTHETIC_TOKENS, batched_synthetic, synthetic_trace
+from moe_model.fits.points import batched_synthetic, synthetic_trace
 from moe_model.limits import (
     APP_CACHE_BYTES,
     APP_CACHE_ENTRY_BYTES,
@@ -44,17 +43,15 @@ from moe_model.limits import (
     APP_UPLOAD_PEAK_BYTES,
     APP_UPLOAD_WAIT_S,
     APP_UPLOADS_PEAK_BYTES,
-    DEFAULT_PROMPT_TOKENS,
 )
 from moe_model.llama.batching import workload_from
-from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.sources import SourcePolicy, check_path, check_url
 from moe_model.readers.traces import ReplayCap, declared_lookups, load_any, load_trace, read_peak_bytes, save_npz
 from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
-from moe_model.routing.synthetic import PRESETS_PATH, preset_for
+from moe_model.routing.synthetic import PRESETS_PATH
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Scenario
 from moe_model.threads import SingleFlight
@@ -382,83 +379,6 @@ def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> Mod
     )
 
 
-@app_cached("Generating routing...")
-def recommend_memo(
-    model: ModelSpec, concurrency: int, presets_key: str, routing: LogRouting | None = None
-) -> ReplayMemo:
-    """The recommender's workload (the synthetic preset `python -m moe_model recommend` uses, or the routing
-    fitted to the session's logs: the same workload Explore replays) with the counts replayed on it so far: every
-    card, context and page that recommends for it shares them."""
-    base = Scenario(concurrency=concurrency)
-    if routing is not None:
-        return ReplayMemo(routing.workload(model, Batching(concurrency, base.draft_tokens, base.accept_rate)))
-    return ReplayMemo(batched_synthetic(model, base, _synthetic_tokens(model, SYNTHETIC_TOKENS, presets_key)))
-
-
-@app_cached("Ranking every setting...", kernels=True)
-def cached_recommend(
-    model: ModelSpec,
-    command_path: str,
-    hw: Hardware,
-    tm: TimeModel,
-    concurrency: int,
-    n_ctx: int,
-    routing: LogRouting | None = None,
-    build: int = MAINLINE_BUILD,
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-    depth: int | None = None,
-) -> list[Option]:
-    """The one recommender with the inputs every page and the CLI share: concurrency, context, build, the prompt and
-    the context depth; the routing fitted to the session's logs where there is one."""
-    memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
-    base = Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build, prompt_tokens=prompt_tokens, depth=depth)
-    spread, miss = (routing or preset_for(model)).spreads
-    return recommend(model, hw, tm.params, base, memo, command_path, tm.rel_error, spread, miss_spread=miss)
-
-
-@app_cached("Replaying what these cards share...", kernels=True)
-def _shared_replays(
-    model: ModelSpec,
-    hardware: tuple[Hardware, ...],
-    concurrency: int,
-    n_ctx: int,
-    routing: LogRouting | None = None,
-    build: int = MAINLINE_BUILD,
-) -> bool:
-    """The settings the cards share, replayed once into the recommender's memo (recommend.replay_shared); kept
-    as a key so that a second session asking for the same cards waits for the first instead of replaying."""
-    memo = recommend_memo(model, concurrency, file_key(PRESETS_PATH), routing)
-    replay_shared(model, hardware, Scenario(concurrency=concurrency, n_ctx=n_ctx, build=build), memo)
-    return True
-
-
-def cached_recommend_cards(
-    model: ModelSpec,
-    command_path: str,
-    hardware: list[Hardware],
-    tm: TimeModel | list[TimeModel],
-    concurrency: int,
-    n_ctx: int,
-    routing: LogRouting | None = None,
-    build: int = MAINLINE_BUILD,
-    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-    depth: int | None = None,
-) -> Iterator[list[Option]]:
-    """Shopping: each card's options in turn (cached_recommend's, computed once per key whichever sessions ask);
-    the settings the cards not cached yet share are replayed first, once (the counts do not depend on the time
-    model: `tm` may be one per card, the user's own machine with its own)."""
-    tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
-    calls = [
-        (model, command_path, hw, t, concurrency, n_ctx, routing, build, prompt_tokens, depth)
-        for hw, t in zip(hardware, tms, strict=True)
-    ]
-    missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not cached_recommend.is_cached(*call))
-    if len(missing) > 1:
-        _shared_replays(model, missing, concurrency, n_ctx, routing, build)
-    for call in calls:
-        yield cached_recommend(*call)
-
-
 def cached_synthetic(
     model: ModelSpec,
     concurrency: int,
@@ -476,11 +396,11 @@ def _cached_synthetic(
     model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int, n_tokens: int, presets_key: str
 ) -> Workload:
     sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
-    return batched_synthetic(model, sc, _synthetic_tokens(model, n_tokens, presets_key), prompts=prompt_tokens > 0)
+    return batched_synthetic(model, sc, synthetic_tokens(model, n_tokens, presets_key), prompts=prompt_tokens > 0)
 
 
 @app_cached("Generating routing...")
-def _synthetic_tokens(model: ModelSpec, n_tokens: int, presets_key: str) -> TokenTrace:
+def synthetic_tokens(model: ModelSpec, n_tokens: int, presets_key: str) -> TokenTrace:
     """The preset's token routing, generated once for Explore and the recommender (they batch it their ways)."""
     return synthetic_trace(model, n_tokens=n_tokens)
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 
 from moe_model.answers.recommend import Option
 from moe_model.limits import MIN_ADVICE_CTX
+from moe_model.llama.builds import has_cpu_share
 from moe_model.llama.slot_plan import Placement, min_budget_mib
+from moe_model.policies.cpu_share import share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
@@ -302,6 +304,13 @@ def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
     if faster == 0:
         return f"the {name} and the {than} are as fast at {ram}: {call}{streaming}"
     return f"the {name} is {faster} % faster than the {than} at {ram}: {call}{streaming}"
+
+
+def shopping_share_note(model: ModelSpec, answers: Sequence[CardAnswer], cpu_share: float, build: int) -> str | None:
+    """The CPU share's note (where it does not apply, this model), once for every card: where the user's share is
+    on (on a build that has it) or a card's pick uses one; None otherwise."""
+    picked = any(a.best.prediction.scenario.cpu_share > 0 for a in answers if a.best)
+    return share_note(model) if picked or (cpu_share > 0 and has_cpu_share(build)) else None
 
 
 def _none_runs(answers: Sequence[CardAnswer], ram: str) -> str:

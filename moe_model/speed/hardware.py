@@ -401,8 +401,60 @@ def other_card(start: str, app: bool = False) -> str:
     return f"start from the nearest preset and give your card's datasheet figures: --hardware {start!r} {flags}"
 
 
+LAPTOP_WORDS = frozenset({"laptop", "mobile", "notebook"})  # a laptop part's name: "rtx 4060 mobile"
+NAME_FILLER = frozenset({"gpu", "max", "q"})  # "3080 laptop gpu", "max-q": not part of the desktop card's name
+
+
+def _desktop_name(name: str) -> str | None:
+    """A laptop part's name without its laptop words ("4090 laptop": "4090"); None for another card's name."""
+    words = _normal(name).split()
+    if not LAPTOP_WORDS & set(words):
+        return None
+    return " ".join(w for w in words if w not in LAPTOP_WORDS | NAME_FILLER) or None
+
+
+def _desktop_start(desktop: str) -> tuple[Hardware, bool]:
+    """The preset to start a laptop part from, and whether it is the desktop card of the same name: that card,
+    else the one its name without a variant word names ("3050 ti": the RTX 3050), else the nearest name."""
+    try:
+        return preset_match(desktop).hardware, True
+    except MoeModelError:
+        pass
+    plain = " ".join(w for w in desktop.split() if w not in VARIANT_WORDS)
+    try:
+        return preset_match(plain).hardware, False
+    except MoeModelError:
+        return PRESETS[nearest_presets(desktop)[0]], False
+
+
+def laptop_gpu(name: str, app: bool = False) -> str | None:
+    """The line for a laptop part (gpus.csv leaves them out: no memory speed on NVIDIA's laptop pages, the maker
+    sets the power): start from the desktop card of its name with the laptop's own memory size and bandwidth, as
+    the CLI's flags or (app) the sidebar's boxes. None for a name that is not a laptop part's."""
+    desktop = _desktop_name(name)
+    if desktop is None:
+        return None
+    start, same = _desktop_start(desktop)
+    figures = [MACHINE_SETTINGS[k] for k in ("vram_gib", "gpu_bw_gbs")]
+    if app:
+        boxes = " and ".join(repr(s.widget.label) for s in figures)
+        how = f"pick {start.name} under GPU and set {boxes} under 'edit this machine'"
+    else:
+        how = f"--hardware {start.name!r} " + " ".join(f"{s.flags[0]} N" for s in figures)
+    which = "the desktop card of that name" if same else "the nearest desktop card"
+    return (
+        f"{name!r} is a laptop part, and laptop GPUs are not presets (NVIDIA's laptop pages give no memory speed; "
+        f"the laptop's maker sets the power): start from {which}, the {start.name}, with your laptop's memory size "
+        f"and bandwidth (bus bits x data rate in Gbps / 8): {how}"
+    )
+
+
 def unknown_gpu(name: str, app: bool = False) -> str:
-    """The line for a GPU name no preset has: the nearest presets, and how to describe any other card."""
+    """The line for a GPU name no preset has: a laptop part's desktop card and how to describe it, else the nearest
+    presets and how to describe any other card."""
+    laptop = laptop_gpu(name, app)
+    if laptop:
+        return laptop
     nearest = nearest_presets(name)
     return f"unknown GPU {name!r}; nearest: {', '.join(nearest)}. For another card, {other_card(nearest[0], app)}"
 
