@@ -386,7 +386,7 @@ def main() -> None:
     points = all_points()
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))
     params = fit(points)
-    rel = relative_error(reports)
+    rel = relative_error([e for r in reports for e in r.errors.values()])
     coverage = range_coverage(points, reports, rel, _routing_spread)
     verdicts = []
     for report in reports:

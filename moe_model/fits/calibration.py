@@ -26,8 +26,9 @@ CALIBRATION_JSON = data_path("calibration.json")
 UNCERTAINTY_QUANTILE = 0.68  # the range a prediction carries: ~one standard error of the left-out machines
 
 
-def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None):
-    return predict(p.model, hw or p.hw, params, p.scenario, p.traffic, layout=p.layout)
+def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None, **ranges: float) -> Prediction:
+    """`ranges`: predict's rel_error and spread_points, for the range the prediction carries."""
+    return predict(p.model, hw or p.hw, params, p.scenario, p.traffic, layout=p.layout, **ranges)
 
 
 def decode_errors(points: Sequence[Point], params: TimeParams, hw: Hardware | None = None) -> dict[str, float]:
@@ -105,30 +106,37 @@ def fit(points: Sequence[Point], start: TimeParams | None = None) -> TimeParams:
 
 
 def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float) -> list[dict]:
-    """For each cache point with a measured no-cache control: the measured and the predicted verdict."""
+    """For each cache point with a measured no-cache control: the measured verdict, and the one the two ranges a
+    user is shown give (the time model's error and the host parts the machine leaves undescribed)."""
     by_name = {p.name: p for p in points}
     rows = []
     for p in points:
         control = by_name.get(p.control or "")
         if not (control and p.decode_tps and control.decode_tps):
             continue
-        with_cache = measured_kind_tps(p, _predicted(p, params))[0]
-        without = measured_kind_tps(control, _predicted(control, params))[0]
-        measured = "helps" if p.decode_tps > control.decode_tps else "hurts"
-        spread = (1 - rel_error, 1 + rel_error)  # the range each prediction carries
-        predicted = range_verdict(tuple(with_cache * s for s in spread), tuple(without * s for s in spread))
+        with_cache, without = (_measured_range(q, params, rel_error) for q in (p, control))
         rows.append(
             {
                 "point": p.name,
                 "control": control.name,
                 "measured_ratio": p.decode_tps / control.decode_tps,
-                "predicted_ratio": with_cache / without,
-                "measured": measured,
-                "predicted": predicted,
+                "predicted_ratio": with_cache[0] / without[0],
+                "measured": (measured := "helps" if p.decode_tps > control.decode_tps else "hurts"),
+                "predicted": (predicted := range_verdict(with_cache[1], without[1])),
                 "ok": predicted in (measured, "too close to call"),
             }
         )
     return rows
+
+
+def _measured_range(
+    p: Point, params: TimeParams, rel_error: float, spread_points: float = 0.0
+) -> tuple[float, tuple[float, float]]:
+    """The speed of the requests the point timed, and its range (moved with a first request's speed)."""
+    pred = _predicted(p, params, rel_error=rel_error, spread_points=spread_points)
+    tps = measured_kind_tps(p, pred)[0]
+    scale = tps / pred.decode_tps
+    return tps, (pred.decode_tps_range[0] * scale, pred.decode_tps_range[1] * scale)
 
 
 @dataclass(frozen=True)
@@ -157,24 +165,24 @@ class RangeCoverage:
         return self.covered / self.points if self.points else float("nan")
 
 
+def _left_out_ranges(
+    points: Sequence[Point], reports: Sequence[MachineReport], rel_error: float, spread_of: Callable[[Point], float]
+) -> list[tuple[Point, float, float]]:
+    """Each left-out decode point with the range its machine's left-out fit gives it (the time model's error, its
+    routing's spread and the host parts its machine leaves undescribed), moved with a first request's speed."""
+    by_machine = {r.machine: r.params for r in reports}
+    decoded = [p for p in points if p.decode_tps and p.machine in by_machine]
+    return [(p, *_measured_range(p, by_machine[p.machine], rel_error, spread_of(p))[1]) for p in decoded]
+
+
 def range_coverage(
     points: Sequence[Point], reports: Sequence[MachineReport], rel_error: float, spread_of: Callable[[Point], float]
 ) -> RangeCoverage:
-    """Each left-out decode point predicted with its machine's left-out fit, the time model's error, its routing's
-    spread (`spread_of`: none where the hit rate was measured) and the host parts its machine leaves undescribed."""
-    by_machine = {r.machine: r.params for r in reports}
-    inside, widths = 0, []
-    decoded = [p for p in points if p.decode_tps and p.machine in by_machine]
-    for p in decoded:
-        pred = predict(
-            p.model, p.hw, by_machine[p.machine], p.scenario, p.traffic, layout=p.layout, rel_error=rel_error,
-            spread_points=spread_of(p),
-        )  # fmt: skip
-        scale = measured_kind_tps(p, pred)[0] / pred.decode_tps  # a first request's range moves with its speed
-        lo, hi = (v * scale for v in pred.decode_tps_range)
-        inside += lo <= p.decode_tps <= hi
-        widths.append(float(np.sqrt(hi / lo)) - 1)
-    return RangeCoverage(inside, len(decoded), float(np.median(widths)) if widths else float("nan"))
+    """How many left-out decode points their range holds, and its median half width (_left_out_ranges)."""
+    ranges = _left_out_ranges(points, reports, rel_error, spread_of)
+    inside = sum(lo <= p.decode_tps <= hi for p, lo, hi in ranges)
+    widths = [float(np.sqrt(hi / lo)) - 1 for _, lo, hi in ranges]
+    return RangeCoverage(inside, len(ranges), float(np.median(widths)) if widths else float("nan"))
 
 
 def leave_one_machine_out(
@@ -203,10 +211,9 @@ def leave_one_machine_out(
     return reports
 
 
-def relative_error(reports: Sequence[MachineReport]) -> float:
-    """The uncertainty a prediction carries: a quantile of |error| over every left-out point."""
-    errors = np.abs([e for r in reports for e in r.errors.values()])
-    return float(np.quantile(errors, UNCERTAINTY_QUANTILE)) if len(errors) else 0.25
+def relative_error(errors: Sequence[float]) -> float:
+    """The uncertainty a prediction carries: a quantile of |error| over left-out points."""
+    return float(np.quantile(np.abs(errors), UNCERTAINTY_QUANTILE)) if len(errors) else 0.25
 
 
 def load_calibration(path: Path = CALIBRATION_JSON) -> dict:
