@@ -146,3 +146,26 @@ def test_the_band_replays_its_readings_at_sampled_pools_and_interpolates_their_o
         default = state.default.hits.sum(axis=(0, 1))
         offset = np.interp(caps, caps[state.sampled], (exact - default)[state.sampled])
         assert np.allclose(band[i], np.where(replayed, exact, default + offset))
+
+
+def test_a_predictions_steady_hit_rate_lies_in_its_readings_band_at_small_and_large_pools():
+    """The band a prediction carries is on the prediction's own basis (a warm pool's hits, traffic.steady_hits), not
+    the replay's all-lookups count: at a near-full pool the two differ by more than the band is wide."""
+    from moe_model.answers.curve import curve
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.points import synthetic_workload
+    from moe_model.llama.slot_plan import Placement
+    from moe_model.readers.model_spec import load_model
+    from moe_model.speed.hardware import preset
+    from moe_model.speed.scenario import Scenario
+
+    model = load_model(SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")
+    sc = Scenario(Placement(cpu_moe=True), 2000)
+    budgets = [600, 6000, 12000]
+    points = curve(model, preset("3060"), default_time_model().params, sc, budgets,
+                   lambda s: synthetic_workload(model, s)).points  # fmt: skip
+    for p in points:
+        band = p.prediction.policy_band
+        assert band.hit_rate_low <= p.prediction.hit_rate <= band.hit_rate_high, p.budget_mib
+        assert band.default_hit_rate == p.prediction.hit_rate
+    assert points[0].prediction.policy_band.width_points > 5  # a small pool's band stays wide

@@ -10,7 +10,7 @@ are split like llama.cpp's teardown lines: "ubatch <= 8" when ids <= 8 x n_exper
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -124,6 +124,14 @@ class PolicyBand:
 
     def as_dict(self) -> dict:
         return asdict(self) | {"width_points": self.width_points}
+
+    def at_hit_rate(self, hit_rate: float) -> PolicyBand:
+        """The band around another count of the default reading's hit rate (a warm pool's, traffic.steady_hits):
+        every reading's hits scaled as the default's were, so the band holds the rate it is drawn around."""
+        scale = hit_rate / self.default_hit_rate if self.default_hit_rate else 1.0
+        low, high = (min(1.0, r * scale) for r in (self.hit_rate_low, self.hit_rate_high))
+        return replace(self, hit_rate_low=min(low, hit_rate), hit_rate_high=max(high, hit_rate),
+                       default_hit_rate=hit_rate)  # fmt: skip
 
 
 def policy_band(

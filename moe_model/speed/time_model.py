@@ -479,6 +479,8 @@ def predict(
     def decode_at(machine: Hardware, shift: float) -> float:
         return _decode_tps(model, machine, params, sc, layout, traffic.shifted(shift) if shift else traffic)[0]
 
+    if policy_band and traffic.hit_rate is not None:  # the band around the warm pool's rate the prediction prices
+        policy_band = policy_band.at_hit_rate(traffic.hit_rate)
     band_points = policy_band.shift_points if policy_band else (0.0, 0.0)
     shifts = routing_shifts(traffic.hit_rate, spread_points, miss_spread)
     sources = decode_sources(decode_tps, hw, decode_at, rel_error, shifts, band_points)
