@@ -28,6 +28,7 @@ from moe_model.charts import (
 from moe_model.fits.log_timings import load_reference, request_label
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import POLICIES, REFERENCE
+from moe_model.policies.knobs import SHARE
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
@@ -281,8 +282,8 @@ with friendly_errors():
         work, work_key = workload(model, model_key, concurrency, draft, accept, prompt, routing)
     from_logs = work_key.startswith("logs:")
     base = Scenario(
-        placement, 0, concurrency, draft, accept, share, n_ctx, prompt, load_mode=load_mode, build=build,
-        depth=serving["depth"], policy_reading=sidebar_reading(),
+        placement, 0, concurrency, draft, accept, ((SHARE.name, share),), n_ctx, prompt, load_mode=load_mode,
+        build=build, depth=serving["depth"], policy_reading=sidebar_reading(),
     )  # fmt: skip
     intro.caption(
         f"{base.hit_rate_wording.sentence}; speeds come from a calibrated time model (a model, not a measurement); "

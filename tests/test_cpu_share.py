@@ -52,11 +52,11 @@ def test_with_every_expert_cached_the_share_never_applies(gt_model):
 def test_naming_the_cpu_share_policy_without_a_share_runs_and_prices_its_one_default():
     from moe_model.speed.scenario import Scenario
 
-    named, given = Scenario(policy=CPU_SHARE), Scenario(cpu_share=DEFAULT_CPU_SHARE)
+    named, given = Scenario(policy=CPU_SHARE), Scenario(knobs=(("share", DEFAULT_CPU_SHARE),))
     assert get_policy(CPU_SHARE).knobs["share"] == DEFAULT_CPU_SHARE == named.cpu_share  # was 0 before
     assert named.policy_knobs == given.policy_knobs == {"share": DEFAULT_CPU_SHARE}
     assert get_policy(CPU_SHARE).cpu_fraction(**named.policy_knobs) == DEFAULT_CPU_SHARE  # what the time model prices
-    assert Scenario(policy=CPU_SHARE, cpu_share=0.9).cpu_share == 0.9  # a share given is kept
+    assert Scenario(policy=CPU_SHARE, knobs=(("share", 0.9),)).cpu_share == 0.9  # a share given is kept
 
 
 def test_predict_naming_the_cpu_share_policy_prices_the_default_share_as_the_flag_does(capsys):
@@ -113,7 +113,7 @@ def test_a_router_weight_before_the_ffn_is_named_and_priced_without_the_share(gt
     assert shared.cpu.sum() == 0 and np.array_equal(shared.hits, plain.hits)  # every miss uploaded
     hw, params = preset("t4"), TimeParams()
     with_share, without = (
-        predict(llama4, hw, params, Scenario(budget_mib=403, cpu_share=s), hit_rate=0.5) for s in (0.8, 0.0)
+        predict(llama4, hw, params, Scenario(budget_mib=403, knobs=(("share", s),)), hit_rate=0.5) for s in (0.8, 0.0)
     )
     assert with_share.decode_tps == without.decode_tps
     assert any("does not apply to this llama4 model" in n for n in with_share.notes)

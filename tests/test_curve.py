@@ -68,7 +68,7 @@ def test_a_64_budget_fit_curve_resolves_each_budget_once(gt_model, work, calls):
 @pytest.mark.parametrize("policy", ["", "belady", "cpu-share-b12191"])
 def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, work, policy):
     hw, params = preset("h200"), TimeParams()
-    base = Scenario(policy=policy, cpu_share=0.8 if policy.startswith("cpu") else 0.0)
+    base = Scenario(policy=policy, knobs=(("share", 0.8),) if policy.startswith("cpu") else ())
     budgets = [14, 161, 403, 806]
     points = curve(gt_model, hw, params, base, budgets, lambda sc: work, rel_error=0.1, spread_points=2.0).points
     for budget, point in zip(budgets, points, strict=True):
@@ -88,7 +88,7 @@ def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, w
 
 def test_with_lru_the_curve_keeps_llamacpps_own_statistics_beside_another_policys_counts(gt_model, work):
     budgets = [161, 403]
-    share = Scenario(cpu_share=0.8)  # mainline by default: the cache's own statistics are ClassLRU's
+    share = Scenario(knobs=(("share", 0.8),))  # mainline by default: the cache's own statistics are ClassLRU's
     points = curve(gt_model, preset("h200"), TimeParams(), share, budgets, lambda sc: work, with_lru=True).points
     own = simulate_budgets(gt_model, work, budgets, kernel=class_lru.kernel())
     for point, sim in zip(points, own, strict=True):

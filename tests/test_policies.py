@@ -385,7 +385,7 @@ def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_mode
     lru = Scenario(budget_mib=GT_BUDGETS["b25"])
     speeds = {}
     for name in ("", "belady", "cpu-share-b12191"):
-        sc = replace(lru, policy=name, cpu_share=0.8 if name.startswith("cpu") else 0.0)
+        sc = replace(lru, policy=name, knobs=(("share", 0.8),) if name.startswith("cpu") else ())
         layout = resolve(gt_model, hw, sc)
         traffic = from_workload(gt_model, layout, sc, work)
         expected = run_policy(sc.policy_name, gt_model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
@@ -395,7 +395,10 @@ def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_mode
     assert speeds["belady"] > speeds[""]  # fewer uploads, the same everything else
     assert (
         from_workload(
-            gt_model, resolve(gt_model, hw, replace(lru, cpu_share=0.8)), replace(lru, cpu_share=0.8), work
+            gt_model,
+            resolve(gt_model, hw, replace(lru, knobs=(("share", 0.8),))),
+            replace(lru, knobs=(("share", 0.8),)),
+            work,
         ).cpu_misses.sum()
         > 0
     )
@@ -407,8 +410,8 @@ def test_a_scenario_refuses_an_unknown_policy_and_a_cpu_share_on_another_policy(
     with pytest.raises(MoeModelError, match="unknown policy"):
         Scenario(policy="fifo")
     with pytest.raises(MoeModelError, match="knob of cpu-share-b12191"):
-        Scenario(policy="belady", cpu_share=0.5)
-    assert Scenario(cpu_share=0.5).policy_name == "cpu-share-b12191"
+        Scenario(policy="belady", knobs=(("share", 0.5),))
+    assert Scenario(knobs=(("share", 0.5),)).policy_name == "cpu-share-b12191"
 
 
 def test_a_scenarios_build_selects_its_policy_and_refuses_flags_it_lacks():
@@ -417,10 +420,10 @@ def test_a_scenarios_build_selects_its_policy_and_refuses_flags_it_lacks():
     assert Scenario().policy_name == "class-lru-b12170" and not Scenario().policy_exact  # mainline by default
     assert Scenario(build=12169).policy_name == REFERENCE and Scenario(build=11480).policy_exact
     assert Scenario(build=12170).policy_name == "class-lru-b12170"
-    assert Scenario(build=12191, cpu_share=0.5).policy_name == "cpu-share-b12191"
+    assert Scenario(build=12191, knobs=(("share", 0.5),)).policy_name == "cpu-share-b12191"
     assert Scenario(build=11000).policy_fields() == {"policy": REFERENCE, "policy_exact": True, "build": 11000}
     with pytest.raises(MoeModelError, match="came in b12191"):
-        Scenario(build=12190, cpu_share=0.5)
+        Scenario(build=12190, knobs=(("share", 0.5),))
     with pytest.raises(MoeModelError, match="has no MoE cache"):
         Scenario(build=11479, budget_mib=100)
     with pytest.raises(MoeModelError, match="release number"):

@@ -69,7 +69,7 @@ def test_the_charts_cpu_share_row_prices_the_sidebars_share_as_the_headline_does
     """Explore's headline (explore_point on the sidebar's scenario) and the chart's row of the same policy, on the
     same workload and budget: one number at any share (the chart once priced its default 0.5 whatever was set)."""
     work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
-    hw, tm, base, at = preset("h200"), default_time_model(), Scenario(cpu_share=share), BUDGETS.index(633)
+    hw, tm, base, at = preset("h200"), default_time_model(), Scenario(knobs=(("share", share),)), BUDGETS.index(633)
     headline = explore_point(gt_model, hw, tm.params, base, work, 633).prediction
     chart = compare_priced(gt_model, hw, tm.params, base, work, BUDGETS, names=[CPU_SHARE, "belady"])
     assert base.policy_name == CPU_SHARE and chart.decode_tps[CPU_SHARE][at] == headline.decode_tps
@@ -78,9 +78,9 @@ def test_the_charts_cpu_share_row_prices_the_sidebars_share_as_the_headline_does
 
 
 def test_a_cpu_share_row_keeps_the_scenarios_share_or_its_default_and_every_other_policy_runs_without_one():
-    assert policy_scenario(Scenario(cpu_share=0.8), CPU_SHARE).policy_knobs == {"share": 0.8}
+    assert policy_scenario(Scenario(knobs=(("share", 0.8),)), CPU_SHARE).policy_knobs == {"share": 0.8}
     assert policy_scenario(Scenario(), CPU_SHARE).policy_knobs == {"share": POLICIES[CPU_SHARE].knobs["share"]}
-    belady = policy_scenario(Scenario(cpu_share=0.8), "belady")
+    belady = policy_scenario(Scenario(knobs=(("share", 0.8),)), "belady")
     assert belady.policy_name == "belady" and belady.cpu_share == 0.0
 
 

@@ -32,7 +32,7 @@ SERVING_FLAGS |= {"--build"}
 GENERATED_FLAGS = {  # per subcommand, the flags generated from a declared setting
     "plan": {"--budget-mib", *PLACEMENT_FLAGS},
     "simulate": {"--budget-mib", *PLACEMENT_FLAGS, "--concurrency", "--draft", "--accept", "--prompt-tokens"}
-    | {"--ubatch-size", "-ub", "--seed", "--policy", "--build"},
+    | {"--ubatch-size", "-ub", "--seed", "--policy", "--build", "--cpu-share"},
     "predict": MACHINE_FLAGS | SERVING_FLAGS | {"--placement", "--cpu-moe", "--n-cpu-moe", "--budget-mib", "--policy"},
     "recommend": MACHINE_FLAGS | SERVING_FLAGS,
     "parse-log": {"--build"},  # for logs that name none

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from moe_model.policies.knobs import FLAG_KNOBS
 from moe_model.settings import Setting, settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
@@ -68,7 +69,9 @@ def forget(*keys: str) -> None:
         st.query_params.pop(key, None)
 
 
-SCENARIO, HARDWARE = settings_of(Scenario), MACHINE_SETTINGS  # each setting's URL key, widget and range
+# each setting's URL key, widget and range; a knob that is a llama.cpp flag (the CPU share) with its own setting
+SCENARIO = settings_of(Scenario) | {k.setting.name: k.setting for k in FLAG_KNOBS}
+HARDWARE = MACHINE_SETTINGS
 URL_SETTINGS = {s.url_key: s for s in (*SCENARIO.values(), *HARDWARE.values()) if s.url_key}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from moe_model.answers.curve import curve
 from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import CPU_SHARE, POLICIES, PolicyResult, run_policy
+from moe_model.policies import POLICIES, PolicyResult, run_policy
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams
@@ -57,9 +57,11 @@ def compare(
 
 
 def policy_scenario(base: Scenario, name: str) -> Scenario:
-    """The scenario `predict --policy NAME` prices: `base` with that policy; the CPU share keeps the scenario's
-    share (the sidebar's, so the chart's row and the headline price one setting), its default where none is set."""
-    return replace(base, policy=name, cpu_share=base.cpu_share if name == CPU_SHARE else 0.0)
+    """The scenario `predict --policy NAME` prices: `base` with that policy and the scenario's knobs it declares
+    (the sidebar's CPU share on the CPU share's row, so the chart's row and the headline price one setting), a
+    flag knob's default where none is set."""
+    declared = POLICIES[name].knobs
+    return replace(base, policy=name, knobs=tuple((k, v) for k, v in base.knobs if k in declared))
 
 
 def policy_workload(work: Workload, max_ubatches: int = MAX_POLICY_UBATCHES) -> Workload:

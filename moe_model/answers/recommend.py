@@ -16,6 +16,7 @@ from moe_model.answers.curve import ReplayMemo, price, replay
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
+from moe_model.policies.knobs import FLAG_KNOBS, SHARE, flag_value
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
@@ -78,8 +79,8 @@ def command_line(model_path: str, sc: Scenario, placement: Placement) -> str:
         parts.append(f"--fit-target {sc.fit_target_mib:g}")
     if sc.budget_mib:
         parts += ["--moe-cache-mib", str(sc.budget_mib)]
-    if sc.cpu_share:
-        parts += ["--moe-cache-cpu-share", f"{sc.cpu_share:g}"]
+    for knob in FLAG_KNOBS:  # the knobs that are llama.cpp flags, where set
+        parts += [knob.llama_flag, f"{value:g}"] if (value := flag_value(sc.knobs, knob)) else []
     if sc.load_mode != "mmap":
         parts += ["--load-mode", sc.load_mode]
     if sc.kv_types != ("f16", "f16"):
@@ -100,7 +101,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     those the build has (no cache before b11480, no CPU share before b12191). The --cpu-moe budgets are the
     model's budget_grid below the largest that fits this card, and that one: cards share every other."""
     cache, share = has_cache(base.build), has_cpu_share(base.build)
-    base = replace(base, cpu_share=0.0, budget_mib=0)  # each candidate sets its own
+    base = replace(base.with_knobs({SHARE.name: 0.0}), budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
     out = [replace(base, placement=fit)]
     k_fit = fit_layers(model, hw, base, fit)
@@ -124,7 +125,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     half = max((b for b in grid if b <= hi // 2), default=lo)  # on the shared grid: other cards replayed it too
     for b in (hi, half) if share else ():
         if b >= lo > 0:
-            out += [replace(base, placement=cpu_moe, budget_mib=b, cpu_share=f) for f in CPU_SHARES]
+            out += [replace(base.with_knobs({SHARE.name: f}), placement=cpu_moe, budget_mib=b) for f in CPU_SHARES]
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from moe_model.errors import MoeModelError
 from moe_model.limits import CLI_MAX_LOOKUPS, MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS, MAX_LOOKUPS_FLAG
 from moe_model.llama.slot_plan import Placement
+from moe_model.policies.knobs import FLAG_KNOBS, parse_knobs
 from moe_model.readers.traces import CLI_REPLAY, ReplayCap
 from moe_model.settings import Alias, Setting, settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS
@@ -148,6 +149,22 @@ def add_settings(parser, settings: dict[str, Setting], names: Sequence[str]) -> 
         add_setting(parser, settings[name])
 
 
+def add_knobs(parser) -> None:
+    """--knob NAME=VALUE (repeatable), and each llama.cpp flag knob's own spelling, its alias: `--cpu-share F` is
+    `--knob share=F` (both append to one list; the last spelling of a knob wins)."""
+    parser.add_argument(
+        "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
+    )
+    for knob in FLAG_KNOBS:
+        s, value = knob.setting, ranged(number, knob.setting.lo, knob.setting.hi)
+
+        def spelled(text: str, name: str = knob.name, value=value) -> str:
+            return f"{name}={value(text)}"
+
+        action = parser.add_argument(*s.flags, dest="knob", action="append", type=spelled, metavar="F", help=s.help)
+        action.setting = s
+
+
 def add_placement(parser) -> None:
     """The one placement vocabulary every command that takes a placement accepts: --placement cpu-moe | fit |
     n-cpu-moe:K | gpu, llama.cpp's --cpu-moe / --n-cpu-moe K, and -ngl / -ts."""
@@ -166,6 +183,7 @@ def scenario_from_args(args: argparse.Namespace, **fixed) -> Scenario:
     """The Scenario of the flags a command has; the settings it has no flag for keep their defaults."""
     values = {name: getattr(args, name) for name in SCENARIO if name != "placement" and hasattr(args, name)}
     values |= {"policy_reading": args.policy_reading} if getattr(args, "policy_reading", ()) else {}  # --machine's
+    values |= {"knobs": tuple(parse_knobs(args.knob).items())} if hasattr(args, "knob") else {}
     return Scenario(**(values | {"placement": placement_from_args(args)} | fixed))
 
 

@@ -11,6 +11,7 @@ from moe_model.cli.args import (
     HARDWARE,
     PLACEMENT,
     SCENARIO,
+    add_knobs,
     add_max_lookups,
     add_setting,
     add_settings,
@@ -325,7 +326,6 @@ SCENARIO_FLAGS = (
     "concurrency",
     "draft_tokens",
     "accept_rate",
-    "cpu_share",
     "n_ctx",
     "prompt_tokens",
     "n_ubatch",
@@ -358,6 +358,7 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     add_settings(parser, SCENARIO, tuple(f for f in SCENARIO_FLAGS if f != "load_mode"))
     add_setting(parser, SCENARIO["load_mode"], default=None, help="default: a machine file's own, else mmap")
     add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))
+    add_knobs(parser)
     parser.add_argument("--json", action="store_true")
 
 

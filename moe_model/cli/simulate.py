@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from moe_model.cli.args import (
     BATCHING,
     SCENARIO,
+    add_knobs,
     add_max_lookups,
     add_placement,
     add_setting,
@@ -28,6 +28,7 @@ from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_SYNTHETIC_TOKENS
 from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.builds import check_cache_flags
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
+from moe_model.policies.knobs import parse_knobs
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_trace, open_trace, save_npz
 from moe_model.workload import Batching, Workload, WorkloadStream
@@ -86,20 +87,6 @@ def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Worklo
     return (workload_from if whole else stream_from)(trace, batching, model.n_expert)
 
 
-def _knobs(pairs: Sequence[str]) -> dict[str, float | str]:
-    """NAME=VALUE pairs: numbers as numbers, anything else (ClassLRU's clock=group) as text."""
-    knobs: dict[str, float | str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise MoeModelError(f"--knob expects NAME=VALUE, got {pair!r}")
-        try:
-            knobs[name.strip()] = float(value)
-        except ValueError:
-            knobs[name.strip()] = value.strip()
-    return knobs
-
-
 def _simulate_with_policies(
     args, model: ModelSpec, work: Workload, budgets: list[int], main: Policy
 ) -> tuple[list[SimResult], list[dict]]:
@@ -107,14 +94,13 @@ def _simulate_with_policies(
     threads (their passes release the GIL, so each core stays busy), those on numba's threads one after another;
     the build's own policy reuses the simulation."""
     from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import CPU_SHARE, NUMBA_PARALLEL, POLICIES, get_policy, run_policy
-    from moe_model.policies.cpu_share import share_note
+    from moe_model.policies import NUMBA_PARALLEL, POLICIES, get_policy, run_policy
     from moe_model.policies.entries import shared_builds
     from moe_model.policies.lru import from_simulation
     from moe_model.threads import on_threads
 
     names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
-    knobs = _knobs(args.knob)
+    knobs = parse_knobs(args.knob)
     known = {k for n in names for k in POLICIES[n].knobs}
     if set(knobs) - known:
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
@@ -142,10 +128,7 @@ def _simulate_with_policies(
         item = policy.describe() | {
             "knobs": {k: v for k, v in ({**policy.knobs, **mine[name]}).items() if v is not None}
         }
-        if name == "static-hot-set":
-            item["notes"] = ["hot set chosen on the replayed workload itself (in-sample: flatters static pinning)"]
-        if name == CPU_SHARE:
-            item["notes"] = [share_note(model)]  # where the share does not apply, and whether this model is one
+        item |= {"notes": list(notes)} if (notes := policy.notes(model)) else {}
         out.append(item | {"budgets": [r.as_dict() for r in runs]})
     return results, out
 
@@ -162,6 +145,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
         save_npz(args.export_workload, work)
+    if args.knob and not args.policy:
+        raise MoeModelError("--knob and --cpu-share set the knobs of --policy's policies: name one (or 'all')")
     if args.policy:
         results, policies = _simulate_with_policies(args, model, work, budgets, main)
     else:
@@ -209,9 +194,7 @@ def add_parser(sub) -> None:
     )
     also = "also replay with a replacement policy (or 'all'; held in memory): see docs/cli.md"
     add_setting(sim, SCENARIO["policy"], help=also)
-    sim.add_argument(
-        "--knob", action="append", default=[], metavar="NAME=VALUE", help="a policy knob, e.g. share=0.8 (repeatable)"
-    )
+    add_knobs(sim)
     add_setting(sim, SCENARIO["build"])
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)

@@ -12,6 +12,7 @@ from moe_model.llama.builds import check_cache_flags, uses_class_lru
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import belady, class_lru, class_lru_band, cpu_share, lazy_unload, lru, per_layer, static_set
 from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
+from moe_model.policies.knobs import KnobPairs, knob_pairs
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
@@ -47,6 +48,7 @@ __all__ = [
     "get_policy",
     "policy_for_build",
     "run_policy",
+    "scenario_knobs",
 ]
 
 
@@ -64,6 +66,25 @@ def get_policy(name: str) -> Policy:
     if name not in POLICIES:
         raise MoeModelError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
     return POLICIES[name]
+
+
+def _spelling(knob_name: str) -> str:
+    return next((k.spelling for p in POLICIES.values() for k in p.declared if k.name == knob_name), knob_name)
+
+
+def scenario_knobs(name: str, knobs: KnobPairs, named: bool) -> KnobPairs:
+    """A scenario's knobs checked against the declaration of policy `name`: each one a knob of it, in its range; a
+    policy `named` (--policy) without one of its llama.cpp flag knobs runs at that knob's default, as its server
+    would be started."""
+    policy = get_policy(name)
+    declared = {k.name: k for k in policy.declared}
+    for knob_name, _ in knobs:
+        if knob_name not in declared:
+            owners = ", ".join(p.name for p in POLICIES.values() if knob_name in p.knobs) or "no policy"
+            raise MoeModelError(f"{_spelling(knob_name)} is a knob of {owners}, not of {name}")
+    given = {n: declared[n].check(v) for n, v in knobs}
+    flags = {k.name: k.default for k in policy.declared if k.setting} if named else {}
+    return knob_pairs((flags | given).items())
 
 
 def run_policy(

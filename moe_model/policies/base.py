@@ -7,14 +7,15 @@ policy sees the same lookups: the distinct experts of each pool record, as llama
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, pool_classes, pool_need, uses_pool
 from moe_model.llama.slot_plan import Placement, plan_cache
+from moe_model.policies.knobs import Knob
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
 
@@ -66,10 +67,16 @@ class Policy:
     source: str
     summary: str
     run: Runner
-    knobs: Mapping[str, object] = field(default_factory=dict)  # tunable parameters and their defaults
+    declared: tuple[Knob, ...] = ()  # its tunable parameters: defaults, bounds, help
     cpu_fraction: Callable[..., float] = lambda **knobs: 0.0  # misses served on the CPU, when only a rate is known
     kernel: Callable[..., object] | None = None  # knobs -> a simulate Kernel: runs like the exact LRU (streamed)
     band_kernel: Callable[[], object] | None = None  # a modelled policy's kernel with its other readings (a band)
+    notes: Callable[[ModelSpec], tuple[str, ...]] = lambda model: ()  # caveats simulate prints beside its counts
+
+    @property
+    def knobs(self) -> dict[str, object]:
+        """Each knob's default, by name."""
+        return {k.name: k.default for k in self.declared}
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}

@@ -38,6 +38,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
+from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
 
@@ -75,9 +76,13 @@ OPEN_READINGS = (
 )
 READING_CHOICES = {r.knob: r.readings for r in OPEN_READINGS}
 CLOCKS, AGE_CLOCKS, TIES, INCREMENTS_PER = (READING_CHOICES[k] for k in ("clock", "age_clock", "ties", "increment_per"))
-KNOBS = {"half_life_tokens": HALF_LIFE_TOKENS, "n_classes": N_CLASSES, "increment": 1.0} | {
-    r.knob: r.default for r in OPEN_READINGS
-}
+DECLARED = (
+    Knob("half_life_tokens", HALF_LIFE_TOKENS, "the CRF's half-life in tokens (crf_half_life)"),
+    Knob("n_classes", N_CLASSES, "frequency classes, one LRU list each (n_class)", 1, 64),
+    Knob("increment", 1.0, "what a use adds to the CRF"),
+    *(Knob(r.knob, r.default, f"an open reading of {r.rests_on}", choices=r.readings) for r in OPEN_READINGS),
+)
+KNOBS = {k.name: k.default for k in DECLARED}
 
 # the readings beside the default whose hit rates bound all of all_readings' within 0.63 points (16 cases: the real
 # GPT-OSS-20B routing and a synthetic one, -np 1 and 4, pools of 12.5-75 %; scripts/class_lru_readings.py,
@@ -536,6 +541,6 @@ POLICY = Policy(
     "one LRU list per frequency class (CRF: uses decayed with a 128-token half-life, kept across evictions); "
     "evict the least recent slot of the list with the largest age / 2^class",
     run,
-    KNOBS,
+    DECLARED,
     kernel=kernel,
 )

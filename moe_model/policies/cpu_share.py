@@ -26,6 +26,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
+from moe_model.policies.knobs import SHARE
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import DEFAULT_CPU_SHARE
 from moe_model.workload import Workload
@@ -128,6 +129,7 @@ POLICY = Policy(
     "ClassLRU (b12170+), but once the pool is full a share of the missed (token, chosen expert) selections, the "
     "lowest CRF first, runs on the CPU beside the GPU; an expert all of whose selections go there is not uploaded",
     run,
-    {"share": DEFAULT_CPU_SHARE},
+    (SHARE,),
     lambda share=DEFAULT_CPU_SHARE: share,  # once the pool is full (always, at a hit rate below 100 %)
+    notes=lambda model: (share_note(model),),  # where the share does not apply, and whether this model is one
 )

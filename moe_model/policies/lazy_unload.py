@@ -10,6 +10,7 @@ import numpy as np
 
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
+from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import lru_sizes
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import Workload
@@ -47,5 +48,9 @@ POLICY = Policy(
     "a personal fork's 'MoE unload optimization on Windows' blog; docs/llamacpp-cache.md section 12",
     "b11549's LRU pool, but an expert idle for max(N rounds, cooldown / round time) ubatches is unloaded",
     run,
-    {"idle_rounds": 3, "cooldown_ms": 500.0, "ms_per_round": 50.0},
+    (
+        Knob("idle_rounds", 3, "ubatches without routing before an expert is unloaded", 0),
+        Knob("cooldown_ms", 500.0, "the least time an unloaded expert has been idle", 0.0),
+        Knob("ms_per_round", 50.0, "a ubatch's time, to turn the cooldown into rounds", 0.0),
+    ),
 )

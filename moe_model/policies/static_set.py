@@ -16,6 +16,7 @@ import numpy as np
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
+from moe_model.policies.knobs import Knob
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.workload import PHASE_DECODE, Workload
 
@@ -92,5 +93,6 @@ POLICY = Policy(
     "static expert pinning from a routing profile (as with -ot placement of hot experts)",
     "slots pinned to the experts most often looked up in a profile; the others run on the CPU",
     run,
-    {"profile": None},
+    (Knob("profile", None, "the workload the hot set is chosen from (default: the replayed one, in-sample)"),),
+    notes=lambda model: ("hot set chosen on the replayed workload itself (in-sample: flatters static pinning)",),
 )

@@ -6,7 +6,7 @@ The placement is one typed contract for `--cpu-moe`, `--n-cpu-moe K`, `-ngl`, `-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -38,8 +38,9 @@ from moe_model.llama.builds import (
 )
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
+from moe_model.policies.knobs import SHARE, KnobPairs, flag_value, knob_pairs
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.settings import DEFAULT_CPU_SHARE, Alias, Widget, setting
+from moe_model.settings import Alias, Widget, setting
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.vram import (
     DEFAULT_KV_TYPE,
@@ -56,7 +57,6 @@ from moe_model.speed.vram import (
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
 FLASH_ATTN = ("auto", "on", "off")  # -fa; auto turns it on where the backend supports it (CUDA, HIP, Vulkan do)
 DEFAULT_N_PREDICT = 256  # tokens a request generates (llama-server -n), for the first request's cost
-CPU_SHARE_STOPS = (0.0, 0.5, 0.8, 0.9, 0.95)  # the app's CPU-share choices: none, then b12191's useful range
 PLACEMENT_HELP = "where the experts go: cpu-moe | fit | n-cpu-moe:K | gpu (first K layers' experts in host memory)"
 
 
@@ -131,16 +131,8 @@ class Scenario:
         url_key="accept",
         widget=Widget("draft acceptance", lo=0.0, hi=1.0, step=0.05),
     )
-    cpu_share: float = setting(
-        0.0,
-        help=f"--moe-cache-cpu-share F (b12191, a modelled policy; {DEFAULT_CPU_SHARE:g} where --policy names it "
-        "without a share)",
-        flags=("--cpu-share",),
-        lo=0.0,
-        hi=1.0,
-        url_key="share",
-        widget=Widget("--moe-cache-cpu-share (b12191, a modelled policy)", "select_slider", options=CPU_SHARE_STOPS),
-    )
+    # the policy's knobs, (name, value) sorted by name (policies.knobs): `--knob NAME=VALUE`, `--cpu-share F`
+    knobs: KnobPairs = ()
     n_ctx: int = setting(
         DEFAULT_CTX,
         help="context size (-c)",
@@ -243,17 +235,13 @@ class Scenario:
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.cpu_share <= 1.0:
-            raise MoeModelError(f"--moe-cache-cpu-share must be in [0, 1], got {self.cpu_share}")
         check_build(self.build)
-        if self.policy:
-            from moe_model.policies import CPU_SHARE, get_policy  # lazy: `plan` never needs the kernels
+        object.__setattr__(self, "knobs", knob_pairs(self.knobs))
+        if self.policy or self.knobs:
+            from moe_model.policies import get_policy, scenario_knobs  # lazy: `plan` never needs the kernels
 
-            get_policy(self.policy)  # raises, listing the names, on an unknown one
-            if self.cpu_share > 0 and self.policy != CPU_SHARE:
-                raise MoeModelError(f"--moe-cache-cpu-share is a knob of {CPU_SHARE}, not of {self.policy}")
-            if self.policy == CPU_SHARE and self.cpu_share == 0:  # named without a share: the policy's default
-                object.__setattr__(self, "cpu_share", DEFAULT_CPU_SHARE)
+            get_policy(self.policy) if self.policy else SHARE.check(self.cpu_share)  # the name, or the flag's range
+            object.__setattr__(self, "knobs", scenario_knobs(self.policy_name, self.knobs, bool(self.policy)))
         check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
             raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
@@ -358,12 +346,21 @@ class Scenario:
         return hit_rate_wording(self.policy_name, self.build, self.cpu_share)
 
     @property
-    def policy_knobs(self) -> dict[str, float]:
-        from moe_model.policies import CLASS_LRU, CPU_SHARE
+    def cpu_share(self) -> float:
+        """--moe-cache-cpu-share F as the server runs with it (0: not given), from the CPU share's knob."""
+        return flag_value(self.knobs, SHARE)
 
-        if self.policy_name == CLASS_LRU:
-            return dict(self.policy_reading)
-        return {"share": self.cpu_share} if self.policy_name == CPU_SHARE else {}
+    @property
+    def policy_knobs(self) -> dict[str, object]:
+        """The knobs the policy runs with: the calibration's reading and the scenario's knobs, those it declares."""
+        from moe_model.policies import get_policy
+
+        declared = get_policy(self.policy_name).knobs
+        return {k: v for k, v in (*self.policy_reading, *self.knobs) if k in declared}
+
+    def with_knobs(self, knobs: dict[str, object]) -> Scenario:
+        """This scenario with `knobs` set (a flag knob at its off value: left out)."""
+        return replace(self, knobs=tuple((dict(self.knobs) | knobs).items()))
 
     def kernel(self):
         """The simulate Kernel of the scenario's policy, or None for a policy that replays per budget."""
@@ -382,6 +379,12 @@ class Scenario:
     def policy_fields(self) -> dict:
         """What every output that shows a hit rate carries: which policy produced it, exact or not, the build."""
         return {"policy": self.policy_name, "policy_exact": self.policy_exact, "build": self.build}
+
+    def as_dict(self) -> dict:
+        """The JSON's scenario: its fields, the --placement string and the knobs by name, with `cpu_share` the
+        JSON has always carried."""
+        out = asdict(self) | {"placement": self.placement.text, "knobs": dict(self.knobs)}
+        return out | {"cpu_share": self.cpu_share}
 
     def with_budget(self, budget_mib: int) -> Scenario:
         return replace(self, budget_mib=budget_mib)

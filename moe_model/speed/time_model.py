@@ -133,8 +133,7 @@ class Prediction:
         return self.starts and (self.vram.fits or self.vram.tight)
 
     def as_dict(self) -> dict:
-        sc = asdict(self.scenario)
-        sc["placement"] = self.scenario.placement.text  # the --placement string the JSON has always carried
+        sc = self.scenario.as_dict()
         return {
             "starts": self.starts,
             "error": self.error,

@@ -223,7 +223,7 @@ def without_warm_up(counts: PolicyResult, warm_up: PolicyResult) -> PolicyResult
 def build_kernel(sc: Scenario, band: bool = False):
     """The kernel of the policy the scenario's build runs without a CPU share or a named policy (Explore's cache
     statistics: the exact LRU before b12170, ClassLRU from it; with `band` its readings band beside it)."""
-    own = replace(sc, cpu_share=0.0, policy="")
+    own = replace(sc, knobs=(), policy="")
     return own.band_kernel() if band else own.kernel()
 
 

@@ -1,0 +1,69 @@
+"""Each policy declares its own knobs (policies/knobs.py); nothing outside moe_model/policies/ special-cases a
+policy by name, and the CPU share's two spellings are one knob."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+from conftest import QWEN30B, ROOT
+
+from moe_model.cli.main import main
+from moe_model.errors import MoeModelError
+from moe_model.policies import POLICIES
+from moe_model.policies.knobs import FLAG_KNOBS, parse_knobs
+from moe_model.speed.scenario import Scenario
+
+POLICY_NAMES = {"CPU_SHARE", "CLASS_LRU", *(repr(name) for name in POLICIES)}
+
+
+def _name_comparisons(tree: ast.AST) -> list[int]:
+    """Lines comparing against a policy's name constant or literal (==, !=, in)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = [s for s in sides if isinstance(s, ast.Name) and s.id in POLICY_NAMES]
+            literal = [s for s in sides if isinstance(s, ast.Constant) and repr(s.value) in POLICY_NAMES]
+            out += [node.lineno] if named or literal else []
+    return out
+
+
+def test_the_comparison_finder_catches_a_name_test():
+    assert _name_comparisons(ast.parse("x = 1 if name == CPU_SHARE else 0")) == [1]
+    assert _name_comparisons(ast.parse("y = p != 'static-hot-set'")) == [1]
+    assert _name_comparisons(ast.parse("z = name == REFERENCE")) == []
+
+
+def test_no_module_outside_the_policies_compares_a_policy_name():
+    outside = [p for p in (ROOT / "moe_model").rglob("*.py") if "policies" not in p.parts]
+    found = {p.name: lines for p in outside if (lines := _name_comparisons(ast.parse(p.read_text())))}
+    assert found == {}
+
+
+def test_the_flag_knobs_are_the_registrys_knobs_that_have_a_llama_cpp_flag():
+    declared = {k for p in POLICIES.values() for k in p.declared if k.llama_flag}
+    assert declared == set(FLAG_KNOBS)
+
+
+def test_a_scenarios_knobs_are_checked_against_its_policys_declaration():
+    assert Scenario(knobs=(("clock", "group"),)).policy_knobs == {"clock": "group"}  # mainline: ClassLRU's
+    with pytest.raises(MoeModelError, match="clock must be one of"):
+        Scenario(knobs=(("clock", "hour"),))
+    with pytest.raises(MoeModelError, match="is a knob of lazy-unload, not of belady"):
+        Scenario(policy="belady", knobs=(("idle_rounds", 2),))
+    with pytest.raises(MoeModelError, match="given twice"):
+        Scenario(knobs=(("share", 0.5), ("share", 0.8)))
+    one, other = Scenario(knobs=(("share", 0.8),)), Scenario(knobs=[("share", 0.8)])
+    assert one == other and hash(one) == hash(other)  # a cache key in the app
+
+
+def test_cpu_share_is_the_share_knobs_other_spelling_on_every_command(capsys):
+    assert parse_knobs(["share=0.8", "clock=group"]) == {"share": 0.8, "clock": "group"}
+    base = ["predict", "--model", str(QWEN30B), "--hardware", "t4"]
+    outs = []
+    for extra in (["--cpu-share", "0.8"], ["--knob", "share=0.8"]):
+        assert main([*base, "--budget-mib", "2000", "--hit-rate", "0.9", "--json", *extra]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["scenario"])
+    assert outs[0] == outs[1] and outs[0]["cpu_share"] == 0.8 and outs[0]["knobs"] == {"share": 0.8}
