@@ -208,3 +208,16 @@ def test_recommend_with_a_picked_class_lru_reading_replays_it_alone_no_band_and_
             width = alone.decode_tps_range[1] - alone.decode_tps_range[0]
             assert width <= with_band.decode_tps_range[1] - with_band.decode_tps_range[0] + 1e-9
     assert any(read[0][label].hit_rate != read[1][label].hit_rate for label in cached)  # each reading its own
+
+
+def test_a_class_lru_reading_given_as_a_knob_is_kept_and_leaves_out_the_cpu_share_candidates(qwen30b):
+    """`recommend --knob clock=group`: the CPU share's policy takes no ClassLRU reading, so its candidates are not
+    offered (they were refused with the reading before), and every candidate keeps the reading."""
+    from moe_model.answers.recommend import candidates
+    from moe_model.speed.scenario import Scenario
+
+    base = Scenario(Placement(cpu_moe=True), 0, knobs=(("clock", "group"),))
+    offered = candidates(qwen30b, preset("3060"), base)
+    assert offered and all(dict(sc.knobs) == {"clock": "group"} for sc in offered)
+    plain = candidates(qwen30b, preset("3060"), Scenario(Placement(cpu_moe=True), 0))
+    assert any(sc.cpu_share > 0 for sc in plain)  # a current build offers the CPU share where no reading is given

@@ -101,6 +101,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     those the build has (no cache before b11480, no CPU share before b12191). The --cpu-moe budgets are the
     model's budget_grid below the largest that fits this card, and that one: cards share every other."""
     cache, share = has_cache(base.build), has_cpu_share(base.build)
+    share &= set(dict(base.knobs)) <= {SHARE.name}  # a ClassLRU reading given: the CPU share's policy has none
     base = replace(base.with_knobs({SHARE.name: 0.0}), budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
     out = [replace(base, placement=fit)]
