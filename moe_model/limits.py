@@ -27,7 +27,8 @@ MAX_FILE_TYPE = 1024  # general.file_type: llama.cpp's LlamaFileType values are 
 MAX_ARCH_CHARS = 64  # general.architecture: llama.cpp's architecture names have <= 20 characters
 MAX_ECHO_CHARS = 120  # text from a file or URL quoted in a message or a table is cut beyond this
 # the header prefix the advice tells users to make: 4x the largest bundled header (gpt-oss-20b's 3,737,954 bytes,
-# a 200k-token vocabulary; tests/test_gguf_header.py measures them); a prefix cut short says how much more it needs
+# a 200k-token vocabulary; tests/readers/test_gguf_header.py measures them); a prefix cut short says how much more
+# it needs
 HEADER_PREFIX_MIB = 16
 
 # --- model sources (paths and URLs) ---

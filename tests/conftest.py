@@ -68,16 +68,16 @@ def qwen30b():
 # 5th here go with the 1st and 3rd), so no long file is left to run alone at the end
 LONGEST_FIRST = (
     "browser/test_stories_3_logs.py",
-    "test_app.py",
+    "app/test_app.py",
     "browser/test_stories_1_2.py",
     "browser/test_story_4.py",
     "test_jupyter.py",
-    "test_app_across_pages.py",
-    "test_calibration.py",
-    "test_explore.py",
-    "test_machine_fit.py",
+    "app/test_app_across_pages.py",
+    "fits/test_calibration.py",
+    "answers/test_explore.py",
+    "fits/test_machine_fit.py",
     "browser/test_visit_every_page.py",
-    "test_cli.py",
+    "cli/test_cli.py",
 )
 
 

@@ -122,3 +122,17 @@ def test_every_section_the_code_cites_of_the_cache_doc_exists():
     cited = re.compile(re.escape(CACHE_DOC) + r" sections? (\d+)(?: and (\d+))?")
     found = {int(n) for p in _repo_python_files() for m in cited.findall(p.read_text()) for n in m if n}
     assert found and found <= sections, sorted(found - sections)
+
+
+TESTS_OWN = {"browser", "fuzz_corpus", "__pycache__"}  # the real-browser stories, the fuzzers' crash corpus
+
+
+def test_the_tests_mirror_the_tree_and_name_each_file_once():
+    """tests/<package>/ for each moe_model package (tests/ui/ for ui/, tests/app/ for app.py and pages/), top-level
+    modules' tests at the top; basenames unique, as pytest's rootdir-relative imports need."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir()} - TESTS_OWN
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")} | {"ui", "app"}
+    assert folders and folders <= packages, sorted(folders - packages)
+    names = [p.name for p in tests.rglob("test_*.py") if "browser" not in p.parts]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)

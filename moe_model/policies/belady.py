@@ -4,7 +4,7 @@ Per group pool, under the same pool-use rule: on a miss, evict the resident key 
 farthest away, or keep none when the missing key's own next lookup is farther still (it is then computed
 on the CPU, as the CPU share or a static set may do). Misses are placed nearest next use first, and as in
 plan() the keys of the current record stay resident while it runs. This is MIN with bypass for unit-size keys;
-tests/test_policies.py checks on random traces that no registered policy gets more hits.
+tests/policies/test_policies.py checks on random traces that no registered policy gets more hits.
 """
 
 from __future__ import annotations

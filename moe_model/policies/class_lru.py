@@ -15,7 +15,7 @@ comment line it rests on); `band_kernel` runs the others beside it as a band.
 The curve is one pass per group and class of budgets that see the same records: the CRF, its class and the
 clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. The
 lists themselves cannot be shared: ClassLRU is not a stack policy (with ages in each layer's own clock a smaller
-pool can keep a key a larger one evicts; tests/test_class_lru.py pins a case), so each pool size keeps its own.
+pool can keep a key a larger one evicts; tests/policies/test_class_lru.py pins a case), so each pool size keeps its own.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For teaching on small models: b11549's plan() through the list engine the policies run (lru_lists: linked
 list of slots, hits refreshed first, sorted misses take the head), one record at a time, recording what each
 step hit, filled and evicted; and b12170's ClassLRU written the plain way (one list per class, each key's CRF),
-the readable reference of its kernel. Its counts equal the policy's (tests/test_policies.py). Policies it can
+the readable reference of its kernel. Its counts equal the policy's (tests/policies/test_policies.py). Policies it can
 show: STEPPABLE. For a ClassLRU step, class_lru_step adds the victims' scores and which open readings would evict
 another expert from the same pool.
 """

@@ -1,5 +1,6 @@
 """Calibration: the stored fit is what the code computes, a fit recovers the parameters that made its data, and
-the logged hit rate a point uses leaves out the warm-up (a machine from its own logs: tests/test_machine_fit.py)."""
+the logged hit rate a point uses leaves out the warm-up (a machine from its own logs:
+tests/fits/test_machine_fit.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ClassLRU's linked-list kernel gives the counts of the append-only-queue kernel it replaced
-(tests/reference_class_lru.py) on many small random cases: every knob, CPU shares, probed and skipped records,
+(tests/policies/reference_class_lru.py) on many small random cases: every knob, CPU shares, probed and skipped records,
 records streamed in chunks."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ClassLRU kernel before its class lists became linked lists (append-only queues of slots with dead marks,
-moe_model/policies/class_lru.py at commit 4e15bce), kept as it was so that tests/test_class_lru.py can check that
-the faster kernel gives the same counts on many random cases; only `_budgets` is compiled without parallel=True (its
-pool sizes are independent, so the counts are the same, and a fresh clone compiles it in a third of the time)."""
+moe_model/policies/class_lru.py at commit 4e15bce), kept as it was so that tests/policies/test_class_lru.py can check
+that the faster kernel gives the same counts on many random cases; only `_budgets` is compiled without parallel=True
+(its pool sizes are independent, so the counts are the same, and a fresh clone compiles it in a third of the time)."""
 
 from __future__ import annotations
 

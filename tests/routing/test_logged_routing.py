@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from moe_model.errors import WorkloadError
 from moe_model.llama.slot_plan import Placement
@@ -91,7 +91,7 @@ def test_the_one_log_factor_is_measured_on_a_trained_models_routing_and_on_the_r
 
 def test_the_docs_show_the_stored_one_log_factor():
     record = json.loads(ONE_LOG_SPREAD_JSON.read_text())
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md").read_text()
+    doc = (ROOT / "docs" / "models-and-fits.md").read_text()
     assert f"a trained model's x/÷{math.exp(record['miss_log_rms']['trained']):.2f}" in doc
 
 

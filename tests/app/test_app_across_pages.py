@@ -1,7 +1,7 @@
 """One coherent explorer (issue 11) through Streamlit's AppTest: what is chosen on one page is kept on the others,
 the best setting agrees with Shopping and the CLI, uploads and a calibrated machine travel across pages.
 
-Apart from tests/test_app.py (each page on its own) so xdist's loadfile runs the two files side by side."""
+Apart from tests/app/test_app.py (each page on its own) so xdist's loadfile runs the two files side by side."""
 
 from __future__ import annotations
 
