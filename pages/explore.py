@@ -27,7 +27,7 @@ from moe_model.charts import (
 )
 from moe_model.fits.log_timings import load_reference, request_label
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
-from moe_model.policies import POLICIES, REFERENCE
+from moe_model.policies import REFERENCE, available_at
 from moe_model.policies.knobs import SHARE
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.synthetic import preset_for
@@ -227,7 +227,10 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
 
 def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int) -> None:
     st.subheader("Replacement policies on this workload")
-    names = st.multiselect("policies", list(POLICIES), list(POLICIES), key="policies")
+    offered = available_at(base.build)  # the CPU share's policy from b12191, as its flag
+    if "policies" in st.session_state:  # a build switched back: its older choice keeps what this build offers
+        st.session_state["policies"] = [n for n in st.session_state["policies"] if n in offered]
+    names = st.multiselect("policies", offered, offered, key="policies")
     tags = [hit_rate_wording(name, base.build, base.cpu_share).tag for name in names if name != REFERENCE]
     st.caption(
         f"The reference: {hit_rate_wording(REFERENCE, base.build, base.cpu_share).tag}, "

@@ -102,6 +102,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     model's budget_grid below the largest that fits this card, and that one: cards share every other."""
     cache, share = has_cache(base.build), has_cpu_share(base.build)
     share &= set(dict(base.knobs)) <= {SHARE.name}  # a ClassLRU reading given: the CPU share's policy has none
+    shares = sorted({*CPU_SHARES, base.cpu_share} - {0.0})  # the user's own share beside the two offered
     base = replace(base.with_knobs({SHARE.name: 0.0}), budget_mib=0)  # each candidate sets its own
     fit = _placement(base, cpu_moe=False, fit=True)
     out = [replace(base, placement=fit)]
@@ -126,7 +127,7 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
     half = max((b for b in grid if b <= hi // 2), default=lo)  # on the shared grid: other cards replayed it too
     for b in (hi, half) if share else ():
         if b >= lo > 0:
-            out += [replace(base.with_knobs({SHARE.name: f}), placement=cpu_moe, budget_mib=b) for f in CPU_SHARES]
+            out += [replace(base.with_knobs({SHARE.name: f}), placement=cpu_moe, budget_mib=b) for f in shares]
     return out
 
 

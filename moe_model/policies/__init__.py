@@ -84,7 +84,12 @@ def scenario_knobs(name: str, knobs: KnobPairs, named: bool) -> KnobPairs:
             raise MoeModelError(f"{_spelling(knob_name)} is a knob of {owners}, not of {name}")
     given = {n: declared[n].check(v) for n, v in knobs}
     flags = {k.name: k.default for k in policy.declared if k.setting} if named else {}
-    return knob_pairs((flags | given).items())
+    return knob_pairs((flags | given).items(), keep_off=named)
+
+
+def available_at(build: int) -> list[str]:
+    """The registered policies a comparison at `build` can run: those whose llama.cpp flag knobs the build has."""
+    return [name for name, p in POLICIES.items() if all(build >= k.since_build for k in p.declared)]
 
 
 def run_policy(

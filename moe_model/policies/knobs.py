@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from moe_model.errors import MoeModelError
+from moe_model.llama.builds import CPU_SHARE_BUILD
 from moe_model.settings import DEFAULT_CPU_SHARE, Setting, Widget
 
 KnobValue = float | str | None
@@ -34,6 +35,7 @@ class Knob:
     choices: tuple[str, ...] = ()
     llama_flag: str = ""
     setting: Setting | None = None
+    since_build: int = 0  # a llama.cpp flag's first build: the policy is not run on older ones
 
     def check(self, value: KnobValue) -> KnobValue:
         """The value, checked against the declaration: one of its choices, else a number within its range."""
@@ -42,12 +44,21 @@ class Knob:
                 raise MoeModelError(f"knob {self.name} must be one of {self.choices}, got {value!r}")
             return value
         if not isinstance(self.default, (int, float)):
-            return value  # a free-form knob (the static set's profile workload)
+            if isinstance(value, (str, int, float)):  # the static set's profile: a workload the library passes
+                raise MoeModelError(f"knob {self.name} is {self.help}: not a value to type")
+            return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise MoeModelError(f"knob {self.name} takes a number, got {value!r}")
+            raise MoeModelError(f"{self.spelling} takes a number, got {value!r}")
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise MoeModelError(f"{self.spelling} must be in [{self.lo:g}, {self.hi:g}], got {value}")
+            raise MoeModelError(f"{self.spelling} must be {self.bounds}, got {value:g}")
         return float(value)
+
+    @property
+    def bounds(self) -> str:
+        """Its range in words: "in [lo, hi]", ">= lo" or "<= hi"."""
+        if self.lo is not None and self.hi is not None:
+            return f"in [{self.lo:g}, {self.hi:g}]"
+        return f">= {self.lo:g}" if self.lo is not None else f"<= {self.hi:g}"
 
     @property
     def spelling(self) -> str:
@@ -75,20 +86,21 @@ SHARE = Knob(
     1.0,
     llama_flag="--moe-cache-cpu-share",
     setting=SHARE_SETTING,
+    since_build=CPU_SHARE_BUILD,
 )
 FLAG_KNOBS = (SHARE,)  # the knobs that are llama.cpp flags (a test checks the registry declares no other)
 
 
-def knob_pairs(given: Iterable[tuple[str, KnobValue]]) -> KnobPairs:
+def knob_pairs(given: Iterable[tuple[str, KnobValue]], keep_off: bool = False) -> KnobPairs:
     """Knobs as a Scenario keeps them: sorted by name, each named once; a flag knob at its off value left out
-    (`--cpu-share 0` is no share)."""
+    (`--cpu-share 0` is no share) unless `keep_off` (the policy is named: its share 0 is a setting of it)."""
     pairs = tuple(given)
     if any(not isinstance(p, tuple) or len(p) != 2 or not isinstance(p[0], str) for p in pairs):
         raise MoeModelError(f"knobs are (name, value) pairs, got {pairs!r}")
     names = [name for name, _ in pairs]
     if len(set(names)) < len(names):
         raise MoeModelError(f"a knob is given twice: {sorted(names)}")
-    off = {k.name: k.setting.default for k in FLAG_KNOBS if k.setting}
+    off = {k.name: k.setting.default for k in FLAG_KNOBS if k.setting and not keep_off}
     return tuple(sorted((n, v) for n, v in pairs if n not in off or v != off[n]))
 
 
@@ -108,5 +120,8 @@ def parse_knobs(texts: Sequence[str]) -> dict[str, KnobValue]:
 
 
 def flag_value(knobs: KnobPairs, knob: Knob) -> float:
-    """A flag knob's value in a scenario's knobs: its setting's off value where not given."""
-    return float(dict(knobs).get(knob.name, knob.setting.default if knob.setting else 0.0))
+    """A flag knob's value in a scenario's knobs (checked: its declared range): its setting's off value where not
+    given."""
+    given = dict(knobs)
+    off = knob.setting.default if knob.setting else 0.0
+    return float(knob.check(given[knob.name])) if knob.name in given else float(off)

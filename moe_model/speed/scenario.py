@@ -236,11 +236,13 @@ class Scenario:
 
     def __post_init__(self) -> None:
         check_build(self.build)
-        object.__setattr__(self, "knobs", knob_pairs(self.knobs))
+        object.__setattr__(self, "knobs", knob_pairs(self.knobs, keep_off=bool(self.policy)))
         if self.policy or self.knobs:
             from moe_model.policies import get_policy, scenario_knobs  # lazy: `plan` never needs the kernels
 
-            get_policy(self.policy) if self.policy else SHARE.check(self.cpu_share)  # the name, or the flag's range
+            if self.policy:
+                get_policy(self.policy)  # raises, listing the names, on an unknown one
+            SHARE.check(dict(self.knobs).get(SHARE.name, 0.0))  # the flag's range, before any policy is picked by it
             object.__setattr__(self, "knobs", scenario_knobs(self.policy_name, self.knobs, bool(self.policy)))
         check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:

@@ -221,3 +221,12 @@ def test_a_class_lru_reading_given_as_a_knob_is_kept_and_leaves_out_the_cpu_shar
     assert offered and all(dict(sc.knobs) == {"clock": "group"} for sc in offered)
     plain = candidates(qwen30b, preset("3060"), Scenario(Placement(cpu_moe=True), 0))
     assert any(sc.cpu_share > 0 for sc in plain)  # a current build offers the CPU share where no reading is given
+
+
+def test_recommend_offers_the_users_own_cpu_share_beside_the_two_it_tries(qwen30b):
+    """`recommend --cpu-share 0.8`: 0.8 is among the CPU-share candidates (it was dropped for 0.5 and 0.95)."""
+    from moe_model.answers.recommend import candidates
+    from moe_model.speed.scenario import Scenario
+
+    offered = candidates(qwen30b, preset("3060"), Scenario(Placement(cpu_moe=True), 0, knobs=(("share", 0.8),)))
+    assert {sc.cpu_share for sc in offered} == {0.0, 0.5, 0.8, 0.95}

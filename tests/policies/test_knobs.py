@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 import pytest
 from conftest import QWEN30B, ROOT
@@ -67,3 +68,30 @@ def test_cpu_share_is_the_share_knobs_other_spelling_on_every_command(capsys):
         assert main([*base, "--budget-mib", "2000", "--hit-rate", "0.9", "--json", *extra]) == 0
         outs.append(json.loads(capsys.readouterr().out)["scenario"])
     assert outs[0] == outs[1] and outs[0]["cpu_share"] == 0.8 and outs[0]["knobs"] == {"share": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("knobs", "policy", "said"),
+    [
+        ((("idle_rounds", -1.0),), "lazy-unload", "knob idle_rounds must be >= 0, got -1"),  # a bound on one side
+        ((("share", "abc"),), "", "--moe-cache-cpu-share (--knob share) takes a number, got 'abc'"),  # no --policy
+        ((("profile", "foo"),), "static-hot-set", "knob profile is the workload"),  # a workload, not typed
+    ],
+)
+def test_a_bad_knob_value_is_one_clear_line(knobs, policy, said):
+    with pytest.raises(MoeModelError, match=re.escape(said)):
+        Scenario(budget_mib=6000, policy=policy, knobs=knobs)
+
+
+def test_a_cpu_share_of_0_on_the_named_cpu_share_policy_is_0_not_its_default():
+    """`--policy cpu-share-b12191 --cpu-share 0` runs the share 0 (as simulate does), not the policy's default."""
+    assert Scenario(budget_mib=6000, policy="cpu-share-b12191", knobs=(("share", 0.0),)).policy_knobs == {"share": 0}
+    assert Scenario(budget_mib=6000, policy="cpu-share-b12191").policy_knobs == {"share": 0.5}  # named without one
+    assert Scenario(budget_mib=6000, knobs=(("share", 0.0),)).knobs == ()  # unnamed, 0 is no share at all
+
+
+def test_a_build_before_the_cpu_share_compares_every_policy_but_the_cpu_shares():
+    from moe_model.policies import available_at
+
+    assert "cpu-share-b12191" not in available_at(12180) and "class-lru-b12170" in available_at(12180)
+    assert set(available_at(12569)) == set(POLICIES)
