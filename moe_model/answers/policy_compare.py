@@ -11,18 +11,22 @@ import numpy as np
 
 from moe_model.answers.curve import curve
 from moe_model.limits import MAX_POLICY_UBATCHES
+from moe_model.llama.simulate import SimResult, simulate_budgets
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import POLICIES, PolicyResult, run_policy
+from moe_model.policies import NUMBA_PARALLEL, POLICIES, PolicyResult, run_policy
+from moe_model.policies.entries import shared_builds
+from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
+from moe_model.threads import on_threads
 from moe_model.workload import Workload
 
 
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """Per policy: one result per budget (None where nothing was replayed), the seconds the run took and, when
+    """Per policy: one result per budget (None where nothing was replayed), the seconds its run took and, when
     priced, the predicted decode t/s (a model; None where the server would not start or fit the GPU)."""
 
     budgets: tuple[int, ...]
@@ -30,6 +34,7 @@ class Comparison:
     seconds: dict[str, float]
     decode_tps: dict[str, list[float | None]] = field(default_factory=dict)
     n_ubatches: int = 0  # of the workload replayed
+    simulation: tuple[SimResult, ...] = ()  # the build's policy as `simulate` replays it (compare's build_policy)
 
     def hit_rates(self) -> dict[str, list[float | None]]:
         return {name: [None if r is None else r.hit_rate for r in runs] for name, runs in self.results.items()}
@@ -45,15 +50,46 @@ def compare(
     placement: Placement | None = None,
     names: Sequence[str] | None = None,
     knobs: Mapping[str, Mapping[str, object]] | None = None,
+    build_policy: str | None = None,
+    threads: bool = True,
 ) -> Comparison:
-    """Run each named policy (default: all registered) at every budget; knobs[name] overrides its defaults.
-    Counts only: compare_priced also prices them."""
-    results, seconds = {}, {}
-    for name in names or list(POLICIES):
+    """Run each named policy (default: all registered) at every budget; knobs[name] overrides its defaults. With
+    `build_policy`, also its exact simulation (kept as .simulation), which that policy, named without knobs, reuses.
+    On one pool of threads (their passes release the GIL, so each core stays busy), or with threads=False one after
+    another, each one's seconds its own. Counts only: compare_priced also prices them."""
+    names = list(names or POLICIES)
+    mine = {name: dict((knobs or {}).get(name, {})) for name in names}
+    reused = build_policy if build_policy in names and not mine[build_policy] else None
+    todo = [*([None] if build_policy else []), *(n for n in names if n != reused)]  # None: the simulation
+
+    def job(name: str | None) -> tuple[list, float]:
         start = time.perf_counter()
-        results[name] = run_policy(name, model, work, budgets_mib, placement, **dict((knobs or {}).get(name, {})))
-        seconds[name] = time.perf_counter() - start
-    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, n_ubatches=work.n_ubatches)
+        if name is None:
+            runs = simulate_budgets(model, work, budgets_mib, placement, POLICIES[build_policy].kernel())
+        else:
+            runs = run_policy(name, model, work, budgets_mib, placement, **mine[name])
+        return runs, time.perf_counter() - start
+
+    done = _run_chains(job, _chains(todo, build_policy) if threads else [todo])
+    if reused:
+        done[reused] = [from_simulation(r) for r in done[None][0]], done[None][1]
+    results, seconds = ({name: done[name][i] for name in names} for i in (0, 1))
+    simulation = tuple(done[None][0]) if build_policy else ()
+    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, {}, work.n_ubatches, simulation)
+
+
+def _chains(todo: Sequence[str | None], build_policy: str | None) -> list[list[str | None]]:
+    """The jobs on numba's threads in one chain, run one after another (NUMBA_PARALLEL says why), each other job a
+    chain of its own: the longest first."""
+    serial = [n for n in todo if (build_policy if n is None else n) in NUMBA_PARALLEL]
+    return [chain for chain in (serial, *([n] for n in todo if n not in serial)) if chain]
+
+
+def _run_chains(job, chains: list[list[str | None]]) -> dict[str | None, tuple[list, float]]:
+    """job(name) for every name of every chain, the chains on threads: by name."""
+    with shared_builds():  # Belady and the static set look the same entries up
+        chained = on_threads(lambda chain: [job(n) for n in chain], [(chain,) for chain in chains])
+    return {n: r for chain, rs in zip(chains, chained, strict=True) for n, r in zip(chain, rs, strict=True)}
 
 
 def policy_scenario(base: Scenario, name: str) -> Scenario:

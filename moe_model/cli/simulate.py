@@ -90,14 +90,9 @@ def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Worklo
 def _simulate_with_policies(
     args, model: ModelSpec, work: Workload, budgets: list[int], main: Policy
 ) -> tuple[list[SimResult], list[dict]]:
-    """The build's own simulation and each chosen policy on the same workload and budgets, all on one pool of
-    threads (their passes release the GIL, so each core stays busy), those on numba's threads one after another;
-    the build's own policy reuses the simulation."""
-    from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import NUMBA_PARALLEL, POLICIES, get_policy, run_policy
-    from moe_model.policies.entries import shared_builds
-    from moe_model.policies.lru import from_simulation
-    from moe_model.threads import on_threads
+    """The build's own simulation and each chosen policy on the same workload and budgets (compare runs them)."""
+    from moe_model.answers.policy_compare import compare
+    from moe_model.policies import POLICIES, get_policy
 
     names = list(POLICIES) if args.policy == "all" else [get_policy(args.policy).name]
     knobs = parse_knobs(args.knob)
@@ -106,31 +101,16 @@ def _simulate_with_policies(
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
 
     mine = {n: {k: v for k, v in knobs.items() if k in POLICIES[n].knobs} for n in names}
-    placement = placement_without_machine(args)
-    reused = main.name if main.name in names and not mine[main.name] else None
-
-    def job(name: str | None) -> list:
-        if name is None:
-            return simulate_budgets(model, work, budgets, placement, main.kernel())
-        return run_policy(name, model, work, budgets, placement, **mine[name])
-
-    todo = [None, *(n for n in names if n != reused)]  # None: the simulation
-    serial = [n for n in todo if (main.name if n is None else n) in NUMBA_PARALLEL]
-    chains = [chain for chain in (serial, *([n] for n in todo if n not in serial)) if chain]  # the longest first
-    with shared_builds():  # Belady and the static set look the same entries up
-        chained = on_threads(lambda chain: [job(n) for n in chain], [(chain,) for chain in chains])
-    done = {n: r for chain, rs in zip(chains, chained, strict=True) for n, r in zip(chain, rs, strict=True)}
-    results = done[None]
+    runs = compare(model, work, budgets, placement_without_machine(args), names, mine, build_policy=main.name)
     out = []
     for name in names:
-        runs = [from_simulation(r) for r in results] if name == reused else done[name]
         policy = POLICIES[name]
         item = policy.describe() | {
             "knobs": {k: v for k, v in ({**policy.knobs, **mine[name]}).items() if v is not None}
         }
         item |= {"notes": list(notes)} if (notes := policy.notes(model)) else {}
-        out.append(item | {"budgets": [r.as_dict() for r in runs]})
-    return results, out
+        out.append(item | {"budgets": [r.as_dict() for r in runs.results[name]]})
+    return list(runs.simulation), out
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

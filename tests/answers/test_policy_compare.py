@@ -88,3 +88,16 @@ def test_the_counts_only_comparison_is_the_priced_ones_counts(gt_model, explore)
     work = workload_from(load_any(TRACE), Batching(), gt_model.n_expert)
     counts = compare(gt_model, policy_workload(work), BUDGETS, names=["belady", CPU_SHARE])
     assert counts.hit_rates() == {name: explore.hit_rates()[name] for name in counts.results}
+
+
+def test_the_threaded_comparison_counts_what_one_policy_after_another_counts_and_reuses_the_builds_simulation(gt_model):
+    work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
+    threaded = compare(gt_model, work, BUDGETS[:2], build_policy=CLASS_LRU)
+    serial = compare(gt_model, work, BUDGETS[:2], threads=False)
+    assert threaded.hit_rates() == serial.hit_rates() and list(threaded.results) == list(POLICIES)
+    simulated = [int(r.layer_hits.sum()) for r in threaded.simulation]
+    assert simulated == [int(r.hits.sum()) for r in threaded.results[CLASS_LRU]] and not serial.simulation
+    knobbed = compare(
+        gt_model, work, BUDGETS[:2], names=[CLASS_LRU], knobs={CLASS_LRU: {"n_classes": 1}}, build_policy=CLASS_LRU
+    )  # knobs of its own: run beside the simulation, not reusing it
+    assert [int(r.hits.sum()) for r in knobbed.results[CLASS_LRU]] != simulated

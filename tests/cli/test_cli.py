@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from cli_runs import main_exit, run_cli, run_process
 from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, SAMPLE
 
 from moe_model.cli import build_parser
+from moe_model.cli.output import to_json
 
 
 def test_plan_json_has_the_contract_fields_and_groundtruth_slots():
@@ -524,3 +526,20 @@ def test_simulate_text_shows_the_readings_band_on_a_class_lru_build_only():
     current, old = (run_cli(*args, "--build", b).stdout for b in ("12569", "11549"))
     assert "readings (all)" in current and re.search(r" \d+\.\d-\d+\.\d%$", current.splitlines()[-2])
     assert "readings (all)" not in old
+
+
+SIMULATE_RUNS = GROUNDTRUTH / "traces" / "b25.npz"
+# `simulate --policy` before its runner moved into answers/policy_compare.py (recorded at commit 400d76c): the
+# build's policy reused (mainline: ClassLRU; b11549: LRU, with a knob on another policy) and not (knobs of its own)
+SIMULATE_SNAPSHOT = json.loads((Path(__file__).parent / "simulate_policy_runs.json").read_text())
+
+
+@pytest.mark.parametrize("case", list(SIMULATE_SNAPSHOT))
+def test_simulate_with_policies_prints_byte_for_byte_what_it_printed_before_its_runner_moved(capsys, case):
+    argv = ["simulate", "--model", str(GT_HEADER), "--trace", str(SIMULATE_RUNS), *SIMULATE_SNAPSHOT[case]["argv"]]
+    code, text, err = main_exit(capsys, *argv)
+    assert code == 0, err
+    code, out, err = main_exit(capsys, *argv, "--json")
+    assert code == 0, err
+    assert text == SIMULATE_SNAPSHOT[case]["text"]
+    assert out == to_json(SIMULATE_SNAPSHOT[case]["json"]) + "\n"  # the fields, their order and their digits
