@@ -100,7 +100,8 @@ def _simulate_with_policies(
     if set(knobs) - known:
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
 
-    mine = {n: {k: v for k, v in knobs.items() if k in POLICIES[n].knobs} for n in names}
+    declared = {n: {k.name: k for k in POLICIES[n].declared} for n in names}
+    mine = {n: {k: d[k].check(v) for k, v in knobs.items() if k in d} for n, d in declared.items()}  # in range
     runs = compare(model, work, budgets, placement_without_machine(args), names, mine, build_policy=main.name)
     out = []
     for name in names:

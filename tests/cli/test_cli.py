@@ -254,7 +254,7 @@ def test_calibrate_refuses_logs_without_runs_with_one_line_and_exit_1(tmp_path):
 
 
 def test_calibrate_refuses_logs_that_mix_the_fork_with_mainline_in_one_line(tmp_path):
-    from test_logs import FORK_LOG
+    from log_cases import FORK_LOG
 
     lines = (GROUNDTRUTH / "logs" / "server_b10.log").read_text().splitlines(keepends=True)
     fork_lines = FORK_LOG.splitlines(keepends=True)

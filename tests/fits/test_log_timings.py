@@ -100,7 +100,7 @@ def test_slots_the_header_cannot_give_leave_the_budget_unknown_instead_of_hangin
 
 
 def test_a_fork_run_is_not_compared_with_mainlines_plan_and_is_not_mixed_into_a_calibration(gt_model):
-    from test_logs import FORK_LOG
+    from log_cases import FORK_LOG
 
     from moe_model.errors import MoeModelError
     from moe_model.fits.points import check_engines

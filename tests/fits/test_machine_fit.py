@@ -9,8 +9,8 @@ import shutil
 from dataclasses import replace
 
 import pytest
+from cli_runs import run_cli
 from conftest import GT_HEADER, ROOT
-from test_cli import run_cli
 
 from moe_model.errors import LogError, MachineFileError, MoeModelError
 from moe_model.fits.calibration import default_time_model

@@ -95,3 +95,11 @@ def test_a_build_before_the_cpu_share_compares_every_policy_but_the_cpu_shares()
 
     assert "cpu-share-b12191" not in available_at(12180) and "class-lru-b12170" in available_at(12180)
     assert set(available_at(12569)) == set(POLICIES)
+
+
+def test_simulate_checks_a_knobs_value_against_its_policys_declaration_as_predict_does(capsys):
+    """`simulate --policy cpu-share-b12191 --knob share=1.5` is refused, as predict refuses it (it ran before)."""
+    args = ["--model", str(QWEN30B), "--budget-mib", "4000", "--policy", "cpu-share-b12191", "--knob", "share=1.5"]
+    for command in (["simulate", "--synthetic", "--tokens", "200"], ["predict", "--hardware", "t4"]):
+        assert main([*command, *args]) != 0
+        assert "must be in [0, 1], got 1.5" in capsys.readouterr().err, command

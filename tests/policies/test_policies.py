@@ -10,7 +10,7 @@ import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS, GT_HEADER, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_simulate import make_workload, random_runs, tiny_model
+from workload_cases import make_workload, random_runs, tiny_model
 
 from moe_model.cli.main import main
 from moe_model.errors import MoeModelError

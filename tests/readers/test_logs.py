@@ -8,6 +8,7 @@ import tracemalloc
 
 import pytest
 from conftest import GROUNDTRUTH, SAMPLE, run_within
+from log_cases import FORK_LOG
 
 from moe_model.errors import LogError
 from moe_model.fits.log_timings import derive, point_from_run
@@ -181,14 +182,6 @@ def test_a_llama_cpp_log_without_any_run_gets_one_message():
     with pytest.raises(LogError, match="holds no run") as info:
         parse_lines(["build: 1 (abc)\n", "main: llama backend init\n"] * 3)
     assert "\n" not in str(info.value)
-
-
-FORK_LOG = """\
-build: 7311 (8be0f219) with cc (Ubuntu 13.3.0) 13.3.0 for x86_64-linux-gnu
-0.00.101.034 I common_params_fit_impl: automatic MoE cache = 1671.12 MiB (10% of 16711.20 MiB expert weights)
-0.00.400.000 I llama_model_loader: loaded meta data with 35 key-value pairs and 579 tensors from /models/q.gguf
-0.02.120.004 I llama_moe_cache:      CUDA0 MoE cache size =  1670.50 MiB, slots = 570
-"""
 
 
 def test_each_run_names_its_build_in_every_form_llama_cpp_prints_it():
