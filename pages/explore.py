@@ -228,8 +228,6 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
 def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int) -> None:
     st.subheader("Replacement policies on this workload")
     offered = available_at(base.build)  # the CPU share's policy from b12191, as its flag
-    if "policies" in st.session_state:  # a build switched back: its older choice keeps what this build offers
-        st.session_state["policies"] = [n for n in st.session_state["policies"] if n in offered]
     names = st.multiselect("policies", offered, offered, key="policies")
     tags = [hit_rate_wording(name, base.build, base.cpu_share).tag for name in names if name != REFERENCE]
     st.caption(

@@ -286,6 +286,17 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
+def test_explores_policy_choice_follows_a_build_switch_to_one_without_the_cpu_share():
+    """b12569 offers the CPU share's policy; switched to b12180 the choice keeps what that build can run (the whole
+    comparison failed before)."""
+    at = open_page("pages/explore.py")
+    assert "cpu-share-b12191" in at.multiselect(key="policies").value
+    at.sidebar.number_input(key="build").set_value(12180).run()
+    assert not at.exception, [e.value for e in at.exception]
+    kept = at.multiselect(key="policies")
+    assert "cpu-share-b12191" not in kept.options and "cpu-share-b12191" not in kept.value and kept.value
+
+
 @pytest.mark.parametrize("page", ["pages/model_budget.py", "pages/explore.py"])
 def test_absurd_url_values_are_clamped_not_fatal(page):
     at = open_page(
