@@ -13,13 +13,19 @@ UNQUANTIZED_KV = ("f32", "f16", "bf16")
 
 def known_problems(model: ModelSpec, sc: Scenario, layout: Layout) -> list[str]:
     """What is known to go wrong with this build, model and setting (empty when nothing does)."""
-    if sc.budget_mib <= 0:
-        return []
-    return [
-        line
-        for line in (_no_host_experts(model, layout), _below_one_token(model, layout), _abort_32584(model, sc, layout))
-        if line
-    ]
+    cached = (_no_host_experts(model, layout), _below_one_token(model, layout), _abort_32584(model, sc, layout))
+    return [line for line in (_fit_with_ngl(sc), *(cached if sc.budget_mib > 0 else ())) if line]
+
+
+def _fit_with_ngl(sc: Scenario) -> str | None:
+    """common/fit.cpp (b11549): --fit aborts when -ngl is given (Placement.fit_runs)."""
+    if not sc.placement.fit or sc.placement.fit_runs:
+        return None
+    ngl = sc.placement.n_gpu_layers
+    return (
+        f'--fit does nothing with -ngl {ngl}: llama.cpp aborts the fit ("n_gpu_layers already set by user to {ngl}, '
+        f'abort") and loads the layers -ngl {ngl} puts on the GPU, experts included: leave -ngl out for --fit'
+    )
 
 
 def _no_host_experts(model: ModelSpec, layout: Layout) -> str | None:

@@ -110,6 +110,12 @@ class Placement:
     def experts_on_host(self, il: int) -> bool:
         return self.cpu_moe or il < self.n_cpu_moe
 
+    @property
+    def fit_runs(self) -> bool:
+        """Whether --fit moves anything: common/fit.cpp (b11549, common_params_fit_impl) aborts the fit when -ngl is
+        given ("n_gpu_layers already set by user to N, abort"; run9's README) and the layers load as -ngl says."""
+        return self.fit and self.n_gpu_layers < 0
+
     @classmethod
     def parse(cls, text: str, **multi_gpu) -> Placement:
         """`cpu-moe`, `fit`, `gpu` or `n-cpu-moe:K` (the CLI's --placement), with -ngl / -ts fields."""

@@ -444,8 +444,10 @@ def fit_layers(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placemen
 def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
     """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
     placement = sc.placement
-    if placement.fit:
+    if placement.fit_runs:
         placement = replace(placement, n_cpu_moe=fit_layers(model, hw, sc, placement, sc.budget_mib))
+    elif placement.fit:  # -ngl given: llama.cpp aborts the fit and loads what -ngl says
+        placement = replace(placement, fit=False)
     devices = placement.layer_device(model.n_layer)
     host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
     cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)

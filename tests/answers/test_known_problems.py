@@ -43,3 +43,16 @@ def test_before_b12569_a_quantized_kv_cache_with_the_cache_on_may_abort(qwen30b)
     assert problems(qwen30b, **fixed, build=12569) == []  # #32636 reserves the nodes
     assert problems(qwen30b, budget_mib=10000, build=12500) == []  # f16 KV
     assert problems(qwen30b, **(fixed | {"budget_mib": 0}), build=12500) == []  # no cache, no extra nodes
+
+
+def test_fit_with_ngl_is_told_that_llama_cpp_aborts_the_fit_and_loads_what_ngl_says(qwen30b):
+    """common/fit.cpp: -ngl given, the fit is aborted (run9 ran --fit without -ngl for this reason): the layout is
+    -ngl's, every expert on the GPU, and a 12 GB card cannot hold it; without -ngl the fit moves layers to the host."""
+    hw = preset("3060")
+    pinned = Scenario(Placement(cpu_moe=False, fit=True, n_gpu_layers=99), 0)
+    layout = resolve(qwen30b, hw, pinned)
+    assert not layout.placement.fit and not layout.host_layers and not layout.vram.fits
+    (line,) = known_problems(qwen30b, pinned, layout)
+    assert line.startswith("--fit does nothing with -ngl 99") and "n_gpu_layers already set by user" in line
+    free = Scenario(Placement(cpu_moe=False, fit=True), 0)
+    assert resolve(qwen30b, hw, free).host_layers and not known_problems(qwen30b, free, resolve(qwen30b, hw, free))
