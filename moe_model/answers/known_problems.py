@@ -13,8 +13,10 @@ UNQUANTIZED_KV = ("f32", "f16", "bf16")
 
 def known_problems(model: ModelSpec, sc: Scenario, layout: Layout) -> list[str]:
     """What is known to go wrong with this build, model and setting (empty when nothing does)."""
-    cached = (_no_host_experts(model, layout), _below_one_token(model, layout), _abort_32584(model, sc, layout))
-    return [line for line in (_fit_with_ngl(sc), *(cached if sc.budget_mib > 0 else ())) if line]
+    lines = [_fit_with_ngl(sc)]
+    if sc.budget_mib > 0:  # the cache's own problems
+        lines += [_no_host_experts(model, layout), _below_one_token(model, layout), _abort_32584(model, sc, layout)]
+    return [line for line in lines if line]
 
 
 def _fit_with_ngl(sc: Scenario) -> str | None:

@@ -96,8 +96,7 @@ def policy_scenario(base: Scenario, name: str) -> Scenario:
     """The scenario `predict --policy NAME` prices: `base` with that policy and the scenario's knobs it declares
     (the sidebar's CPU share on the CPU share's row, so the chart's row and the headline price one setting), a
     flag knob's default where none is set."""
-    declared = POLICIES[name].knobs
-    return replace(base, policy=name, knobs=tuple((k, v) for k, v in base.knobs if k in declared))
+    return replace(base, policy=name, knobs=tuple(POLICIES[name].own_knobs(base.knobs).items()))
 
 
 def policy_workload(work: Workload, max_ubatches: int = MAX_POLICY_UBATCHES) -> Workload:

@@ -100,8 +100,7 @@ def _simulate_with_policies(
     if set(knobs) - known:
         raise MoeModelError(f"no chosen policy has the knob(s) {sorted(set(knobs) - known)}; knobs: {sorted(known)}")
 
-    declared = {n: {k.name: k for k in POLICIES[n].declared} for n in names}
-    mine = {n: {k: d[k].check(v) for k, v in knobs.items() if k in d} for n, d in declared.items()}  # in range
+    mine = {n: POLICIES[n].own_knobs(knobs.items()) for n in names}
     runs = compare(model, work, budgets, placement_without_machine(args), names, mine, build_policy=main.name)
     out = []
     for name in names:

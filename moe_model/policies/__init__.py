@@ -77,12 +77,11 @@ def scenario_knobs(name: str, knobs: KnobPairs, named: bool) -> KnobPairs:
     policy `named` (--policy) without one of its llama.cpp flag knobs runs at that knob's default, as its server
     would be started."""
     policy = get_policy(name)
-    declared = {k.name: k for k in policy.declared}
     for knob_name, _ in knobs:
-        if knob_name not in declared:
+        if knob_name not in policy.knobs:
             owners = ", ".join(p.name for p in POLICIES.values() if knob_name in p.knobs) or "no policy"
             raise MoeModelError(f"{_spelling(knob_name)} is a knob of {owners}, not of {name}")
-    given = {n: declared[n].check(v) for n, v in knobs}
+    given = policy.own_knobs(knobs)
     flags = {k.name: k.default for k in policy.declared if k.setting} if named else {}
     return knob_pairs((flags | given).items(), keep_off=named)
 

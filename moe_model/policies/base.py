@@ -7,7 +7,7 @@ policy sees the same lookups: the distinct experts of each pool record, as llama
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +77,11 @@ class Policy:
     def knobs(self) -> dict[str, object]:
         """Each knob's default, by name."""
         return {k.name: k.default for k in self.declared}
+
+    def own_knobs(self, knobs: Iterable[tuple[str, object]]) -> dict[str, object]:
+        """Those of `knobs` (name, value) this policy declares, each checked against its declaration."""
+        declared = {k.name: k for k in self.declared}
+        return {name: declared[name].check(value) for name, value in knobs if name in declared}
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "source": self.source, "knobs": dict(self.knobs)}

@@ -238,11 +238,9 @@ class Scenario:
         check_build(self.build)
         object.__setattr__(self, "knobs", knob_pairs(self.knobs, keep_off=bool(self.policy)))
         if self.policy or self.knobs:
-            from moe_model.policies import get_policy, scenario_knobs  # lazy: `plan` never needs the kernels
+            from moe_model.policies import scenario_knobs  # lazy: `plan` never needs the kernels
 
-            if self.policy:
-                get_policy(self.policy)  # raises, listing the names, on an unknown one
-            SHARE.check(dict(self.knobs).get(SHARE.name, 0.0))  # the flag's range, before any policy is picked by it
+            # an unknown policy name raises there, listing the names; policy_name reads the share checked (flag_value)
             object.__setattr__(self, "knobs", scenario_knobs(self.policy_name, self.knobs, bool(self.policy)))
         check_cache_flags(self.build, self.budget_mib, self.cpu_share)
         if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
@@ -357,8 +355,7 @@ class Scenario:
         """The knobs the policy runs with: the calibration's reading and the scenario's knobs, those it declares."""
         from moe_model.policies import get_policy
 
-        declared = get_policy(self.policy_name).knobs
-        return {k: v for k, v in (*self.policy_reading, *self.knobs) if k in declared}
+        return get_policy(self.policy_name).own_knobs((*self.policy_reading, *self.knobs))
 
     def with_knobs(self, knobs: dict[str, object]) -> Scenario:
         """This scenario with `knobs` set (a flag knob at its off value: left out)."""
