@@ -31,6 +31,9 @@ MAX_ECHO_CHARS = 120  # text from a file or URL quoted in a message or a table i
 # it needs
 HEADER_PREFIX_MIB = 16
 
+# --- host records (record --host-out, llama-bench output) ---
+MAX_HOST_RECORD_BYTES = 64 * 1024  # a host record is ~1 KB; llama-bench's JSON of one model a few KB
+
 # --- model sources (paths and URLs) ---
 MAX_REDIRECTS = 5  # a header behind a CDN takes one or two; more is a loop or a probe
 URL_CONNECT_TIMEOUT_S = 10.0  # opening a connection: a live host answers in well under a second

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "moe_model"
 
 # Bottom to top: a module may import its own layer and the layers before it, never one after it.
 LAYERS = [
-    {"errors", "limits", "numba_cache", "fitting", "resources", "settings", "threads", "workload"},
+    {"atomic", "errors", "limits", "numba_cache", "fitting", "resources", "settings", "threads", "workload"},
     {"readers"},
     {"llama"},
     {"policies"},
