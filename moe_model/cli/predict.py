@@ -23,6 +23,7 @@ from moe_model.cli.args import (
 from moe_model.cli.output import to_json
 from moe_model.limits import MAX_RATE_GBS
 from moe_model.llama.batching import stream_from, workload_from
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
@@ -86,16 +87,18 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @lru_cache(maxsize=16)
-    def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
+    def batched(concurrency: int, draft: int, accept: float, build: int, whole: bool) -> Workload | WorkloadStream:
         if not path:
-            return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
-        batching = Batching(concurrency, draft, accept)
+            return synthetic_workload(
+                model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, build=build)
+            )
+        batching = Batching(concurrency, draft, accept, last_layer_prunes=last_layer_prunes(model.architecture, build))
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened(), batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.kernel() is None)
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.build, sc.kernel() is None)
 
 
 def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
