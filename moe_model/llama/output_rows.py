@@ -8,7 +8,8 @@ qwen35moe,...}.cpp` test `il == n_layer - 1 && inp_out_ids && cparams.embeddings
 computed every prompt token (also the copy llama-cpp-python 0.3.36 vendors, commit 0c1e5709). Commit f0c41e016
 ("crop_before_nextn"/"crop_after_nextn" in `src/llama-graph.h`) made them prune like the rest; it precedes the
 commit after b11480 (c479922ac, b11481), and b11549 (xllamacpp 2026.10.11549) has it in every such graph.
-docs/llamacpp-cache.md section 7 gives the sources.
+Measured: tiny gpt-oss models' last layer saw every token at b11413 and only the output at b11739; qwen3moe and
+deepseek2 only the output at both. docs/llamacpp-cache.md section 7 gives the sources and the run.
 """
 
 from __future__ import annotations
