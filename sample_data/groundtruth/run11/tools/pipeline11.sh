@@ -55,6 +55,7 @@ gen() { # type -> $W/q_<type>.gguf (skipped if present); info line appended to q
 }
 room() { [ $(df --output=avail -B1G $W | tail -1) -gt 16 ]; }
 stage genquant
+python3 $S/gen_quant11.py $W/q_check.gguf Q4_K 1 > $R/q_check.json
 for t in $TYPES; do room && gen $t; done
 ls -la $W/*.gguf; df -h $W; cat $R/quant_models.jsonl
 
@@ -72,8 +73,12 @@ record() { # log-name: the recorder in $PYTHONPATH on run3's model, the server's
     --threads 16 -o $R/cpu.npz --host-out $R/host.json > $R/$1.log 2>&1
   local rc=$?; echo "$1 rc $rc"; tail -5 $R/$1.log; return $rc
 }
-record record
-if [ $? = 132 ]; then  # SIGILL in ggml's AMX matmul (seen on the helper's VM): again without the extra buffer types
+# the helper's VM (same CPU model) died with SIGILL in ggml's AMX matmul on a quantized model's first prompt with
+# llama.cpp's extra buffer types on: check here on a 1-layer Q4_K file; if it dies, record with them off
+python3 $S/amxcheck11.py $W/q_check.gguf 1 > $R/amxcheck.log 2>&1; AMX_RC=$?; echo "amxcheck extra_bufts=1 rc $AMX_RC"
+python3 $S/amxcheck11.py $W/q_check.gguf 0 >> $R/amxcheck.log 2>&1; echo "amxcheck extra_bufts=0 rc $?"
+RREC=0; [ $AMX_RC = 0 ] && { record record; RREC=$?; }
+if [ $AMX_RC != 0 ] || [ $RREC = 132 ]; then
   cp -a $S/rec $W/rec_noextra
   sed -i 's/^\(\s*\)params.n_gpu_layers = 0$/&\n\1params.use_extra_bufts = False/' $W/rec_noextra/moe_model/record/llama.py
   grep -n use_extra_bufts $W/rec_noextra/moe_model/record/llama.py

@@ -139,7 +139,12 @@ def main() -> None:
             "random-weight qwen3moe, 8 layers, Qwen3-30B-A3B's expert size, experts of one type per file",
         ),
         model=dict(
-            arch="qwen3moe", n_layer=8, n_embd=2048, n_ff_exp=768, n_expert=128, n_expert_used=8,
+            arch="qwen3moe",
+            n_layer=8,
+            n_embd=2048,
+            n_ff_exp=768,
+            n_expert=128,
+            n_expert_used=8,
             dense_bytes_per_token=table[0]["dense_bytes_per_token"],
         ),  # fmt: skip
         fixed_ms={str(n): round(v, 4) for n, v in fixed.items()},
