@@ -39,13 +39,37 @@ def test_server_log_shows_the_budget_and_the_decode_hit_rate(server):
     assert run.decode_stats is not None and run.decode_stats.hit_rate is not None
 
 
-@pytest.mark.parametrize("server", SERVERS)
+OTHER_TOKENS = (
+    "the CPU recording and the cache servers decode different greedy tokens (each request's first difference within "
+    "1-6 tokens: random weights leave near-tied logits that CPU and GPU arithmetic break differently), and at 25 % "
+    "the hit rate depends on them: CPU recordings at 16 / 12 / 8 threads replay to 36.2 / 36.0 / 38.1 % against the "
+    "server's 38.5 % (run11b, hit_rates.csv); this one is 2.26 points low"
+)
+
+
+@pytest.mark.parametrize(
+    "server",
+    [pytest.param("c2092", marks=pytest.mark.xfail(strict=True, reason=OTHER_TOKENS)), "c4185", "c6278"],
+)
 def test_cpu_recording_replays_to_the_servers_decode_hit_rate_within_2_points(recorded, server):
     model, work = recorded
     logged = _server_log(server).decode_stats
     small = simulate(model, work, SERVERS[server]).small
     assert small.lookups > 0
     assert abs(small.hits / small.lookups - logged.hit_rate) <= 0.02
+
+
+def test_servers_start_up_probe_decode_is_the_lookups_the_recording_lacks(recorded):
+    """llama-server b11549 decodes [0, 0] once after the BOS/EOS warm-up (server-context.cpp,
+    common_context_can_seq_rm); the recorder does not. With it added (run11b), the decode lookups match."""
+    model, work = recorded
+    server = _server_log("c4185").decode_stats
+    server_lookups = server.hits + server.misses
+    without = simulate(model, work, SERVERS["c4185"]).small.lookups
+    with_probe = simulate(model, load_recorded(RUN11 / "run11b" / "cpu_probe_t16.npz"), SERVERS["c4185"]).small.lookups
+    # every decode ubatch looks up 24 x 8; the probe at least as many; the start-up ubatches' routing differs by a few
+    assert server_lookups - without == 191
+    assert abs(server_lookups - with_probe) <= 8
 
 
 @pytest.fixture(scope="module")

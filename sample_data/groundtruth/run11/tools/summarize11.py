@@ -133,8 +133,10 @@ def main() -> None:
         source=dict(
             run="run11",
             data="sample_data/groundtruth/run11",
-            host=f"{test0['cpu_info']}, 16 cores x 1 thread, KVM guest (the lent H200's host)",
-            build=f"llama.cpp b{test0['build_number']} ({test0['build_commit']})",
+            host=f"{test0['cpu_info']} (family 6 model 207, Emerald Rapids), 16 cores x 1 thread, 125 GiB, KVM guest "
+            "(the lent GPU machine's host; this run's card was an H100)",
+            build="llama.cpp b11549 (thirdparty/llama.cpp of the PyPI sdist xllamacpp 2026.10.11549; the binaries "
+            f"report build {test0['build_number']}, commit {test0['build_commit']})",
             method="llama-bench -ngl 0 -p 128 -n 32 -r 2 -ot exps=CPU --repack 0, GPU hidden, pinned to N cores; "
             "random-weight qwen3moe, 8 layers, Qwen3-30B-A3B's expert size, experts of one type per file",
         ),
