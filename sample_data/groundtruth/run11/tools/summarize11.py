@@ -75,6 +75,15 @@ def fixed_ms(table: list[dict]) -> dict[int, float]:
     return out
 
 
+def membw() -> dict[str, float]:
+    """The host's memory read rate per thread count (tools/membw11.c: best of 5 sums over 4 GiB)."""
+    out = {}
+    for line in (res / "membw.txt").read_text().splitlines():
+        words = line.split()
+        out[words[1]] = float(words[3])
+    return out
+
+
 def server_rows() -> list[dict]:
     rows = []
     for f in sorted(res.glob("server_*.json")):
@@ -150,6 +159,7 @@ def main() -> None:
             dense_bytes_per_token=table[0]["dense_bytes_per_token"],
         ),  # fmt: skip
         fixed_ms={str(n): round(v, 4) for n, v in fixed.items()},
+        host_read_gbs=membw(),
         rows=[
             {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "dense_bytes_per_token"}
             for r in table
