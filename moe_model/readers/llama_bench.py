@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from moe_model.errors import one_line
 from moe_model.limits import MAX_HOST_RECORD_BYTES, shown
 from moe_model.readers.files import open_regular
 from moe_model.readers.host_record import FORMAT, HostRecord, HostRecordError, host_record_from_dict
+from moe_model.readers.model_spec import ModelSpec
 
 CPU_BACKENDS = frozenset({"CPU", "BLAS", "ZenDNN"})  # llama-bench's markdown_printer: a CPU backend prints no ngl
 SIZE_UNITS = {"MiB": 2**20, "GiB": 2**30}  # its markdown size column: %.2f MiB below 1 GiB, else GiB
@@ -94,6 +95,13 @@ def read_host_input(source: str | Path | bytes) -> HostInput:
         build = BUILD.search(text)
         return HostInput(from_rows(_markdown_rows(text), build and build.groups()), "llama-bench markdown")
     raise HostRecordError(f"not a host record (record --host-out) nor llama-bench output: {HOW_TO}")
+
+
+def with_header_types(record: HostRecord, model: ModelSpec) -> HostRecord:
+    """A llama-bench record names no expert types: the header's (its size still tells whether it timed this model)."""
+    if record.source != "llama-bench" or record.expert_types:
+        return record
+    return replace(record, expert_types=tuple(sorted({t.type_name for layer in model.layers for t in layer.experts})))
 
 
 def from_rows(rows: list[BenchRow], build: tuple[str, str] | None) -> HostRecord:
