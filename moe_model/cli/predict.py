@@ -103,10 +103,11 @@ def _host_run(args: argparse.Namespace, model: ModelSpec, hw):
     of this model), and what was read (None without --host)."""
     if not getattr(args, "host", None):
         return hw, None
-    from moe_model.fits.host_fit import apply_host_record
     from moe_model.readers.llama_bench import read_host_input, with_header_types
 
     given = read_host_input(args.host)
+    from moe_model.fits.host_fit import apply_host_record
+
     return apply_host_record(hw, with_header_types(given.record, model), model), given
 
 
