@@ -69,7 +69,7 @@ def speed_basis(hw: Hardware, machine_calibrated: bool, rel_error: float, prefil
     """The decode and prompt speeds' bases: calibrated where a host record or the machine's logs set its terms."""
     record = getattr(hw, "host_record", None)  # the host record apply_host_record applied (fits.host_fit)
     if record:
-        decode = CALIBRATED, f"the time model with your CPU run's rate, ±{100 * rel_error:.0f} % left out: {record}"
+        decode = CALIBRATED, f"the time model with your CPU run's rate, ±{100 * rel_error:.0f} % left out"
     elif machine_calibrated:
         decode = CALIBRATED, f"the time model fitted to your machine's logs, ±{100 * rel_error:.0f} % left out"
     else:

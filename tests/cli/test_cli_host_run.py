@@ -18,7 +18,7 @@ from tests.readers.test_host_record import RECORD
 
 MODEL = load_model(QWEN30B)
 TYPES = tuple(sorted({t.type_name for layer in MODEL.layers for t in layer.experts}))
-PREDICT = ("predict", "--model", str(QWEN30B), "--hardware", "RTX 3060 12GB", "--budget-mib", "9470")
+PREDICT = ("predict", "--model", str(QWEN30B), "--hardware", "RTX 3060 12GB", "--budget-mib", "0")  # CPU experts
 HOST_SOURCES = {"host: CPU", "host: RAM kit"}
 
 
@@ -102,7 +102,7 @@ def test_a_recorded_trace_on_an_lru_build_is_replayed_with_no_routing_source():
         (None, "no such host record"),
         ("hello\n", "nor llama-bench output"),
         (as_json([{**r, "backends": "CUDA", "n_gpu_layers": 99} for r in DEFAULT_ROWS]), "-ngl 99"),
-        (as_json(DEFAULT_ROWS), "this model's"),  # another model's size: llama-bench timed another file
+        (as_json([{**r, "model_size": 8_000_000_000} for r in DEFAULT_ROWS]), "this model's"),  # another file
     ],
 )
 def test_a_bad_cpu_run_is_one_line_and_exit_1(tmp_path, text, says):
