@@ -208,9 +208,11 @@ def _cpu_rate(cpu: Cpu) -> float:
 
 def unknown_parts(hw: Hardware) -> tuple[UnknownPart, ...]:
     """Each undescribed part of the machine's host with the table's slowest and fastest choice for it (the others
-    kept); the slot is no source where the link's rates are measured."""
+    kept); the slot is no source where the link's rates are measured, the CPU and the RAM kit none where a host
+    record measured the CPU path (its rate is the CPU on that memory)."""
     host, card_gen, card_lanes = hw.host, hw.pcie_gen, hw.pcie_lanes
     stated = set(host.stated) | ({"slot_gen"} if hw.pinned_gbs or hw.pageable_gbs else set())
+    stated |= {"mem_bw_gbs", "threads"} if hw.host_record else set()
     out = []
     if not stated & {"mem_mts", "mem_channels", "mem_bw_gbs", "ram_gib"}:
         lo, hi = cpu_named(host.cpu).memory_mts if host.cpu else (MEMORY_MTS["ddr4"][0], MEMORY_MTS["ddr5"][1])
