@@ -46,13 +46,14 @@ def test_a_host_record_changes_explores_prediction_and_labels_it_calibrated():
 
 
 def test_llama_bench_output_changes_shoppings_cards_which_say_calibrated_and_a_bad_file_is_one_warning():
-    at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="Tesla T4")
+    at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="Tesla T4;RTX 3060 12GB")
     before = at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
     assert not at.exception and before["decode is"] == "modelled"
     rows = [{**r, "model_size": MODEL.total_bytes, "avg_ts": r["avg_ts"] / 10} for r in DEFAULT_ROWS]
     _upload(at, "bench.json", as_json(rows).encode())
     after = at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
     assert not at.exception and after["decode is"] == "calibrated" and after["decode t/s"] != before["decode t/s"]
+    assert at.dataframe[0].value.set_index("GPU").loc["RTX 3060 12GB", "decode is"] == "calibrated"  # in your host
     assert "your CPU run (llama-bench JSON)" in _captions(at)
     _upload(at, "bad.json", b"not a run\n")
     warnings = [w.value for w in at.sidebar.warning if w.value.startswith("Your CPU run")]
