@@ -114,7 +114,7 @@ def best_setting(
     lo, hi = p.decode_tps_range
     st.success(
         f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, {basis.decode}, "
-        f"{request_label(first=False)}), hit rate {basis.hit_rate}"
+        f"{request_label(first=False)}; hit rate {basis.hit_rate})"
         f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
