@@ -283,7 +283,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         if given:
             print(given.described)
         _print_recommendation(ranked, best, margin, advice)
-        print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+        print(f"time model: {time_model.source} (a model); routing: {routing}")
         sc = scenario_from_args(args)
         print(sc.hit_rate_wording.line)
         print(basis.line)
