@@ -19,7 +19,9 @@ LABEL = "your CPU run (host record or llama-bench -ngl 0 output)"
 
 def sidebar_host_run() -> HostInput | None:
     """The CPU run this session keeps (the latest uploaded), with an uploader; one that does not read is one line."""
-    with st.sidebar.expander("your CPU run (calibrates the host)", expanded=False):
+    held = session_uploads().of_kind("host")
+    title = f"your CPU run: {held[-1].name} (in use)" if held else "your CPU run (calibrates the host)"
+    with st.sidebar.expander(title, expanded=False):
         st.caption(
             "`python -m moe_model record ... --host-out host.json`, or `llama-bench -m MODEL.gguf -ngl 0` "
             "(its table, -o json or -o jsonl) saved to a file: your CPU times your model."
