@@ -15,8 +15,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import prior, settings_of
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import FAULT_READ_SHARE
-from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.host_memory import fault_read_gbs
 
 MS = 1e3
 GB = 1e9
@@ -189,5 +188,5 @@ def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool, model: ModelS
 
 
 def disk_gbs(hw: Hardware) -> float:
-    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
-    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
+    """Rate mmap'd experts that left the page cache are read back at (host_memory.fault_read_gbs)."""
+    return fault_read_gbs(hw)
