@@ -60,7 +60,7 @@ def fixed_ms(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:
 def recorded_cpu_gbs(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:
     """The CPU rate (GB/s of q4_K-equivalent bytes) the record's decode speed implies (the module's decomposition)."""
     experts, dense, kv = token_bytes(model, record.decode_depth_tokens)
-    work = experts / expert_quant_factor(model) + dense + kv
+    work = experts / expert_quant_factor(model, record.threads) + dense + kv
     token_s = 1.0 / record.decode_tps
     reading_s = max(token_s - fixed_ms(model, record, params) / 1e3, MIN_RATE_SHARE * token_s)
     return work / reading_s / GB

@@ -183,7 +183,7 @@ def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool, model: ModelS
     if hw.cpu_expert_gbs:
         measured_at = hw.cpu_expert_threads or threads
         rate = hw.cpu_expert_gbs * rate / derived_cpu_gbs(hw, params, measured_at)
-    quant = expert_quant_factor(model) if model is not None else 1.0
+    quant = expert_quant_factor(model, threads) if model is not None else 1.0
     return rate * quant * (params.pinned_cpu_factor if pinned else 1.0)
 
 
