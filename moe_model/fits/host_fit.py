@@ -27,7 +27,10 @@ CPU alone would be. One decode speed cannot split the fixed cost from the rate, 
 
 from __future__ import annotations
 
-from moe_model.fits.calibration import default_time_model
+from dataclasses import replace
+from pathlib import Path
+
+from moe_model.fits.calibration import CALIBRATION_JSON, TimeModel, default_time_model, load_calibration
 from moe_model.readers.host_record import HostRecord, HostRecordError
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.cpu_quant import expert_quant_factor
@@ -57,7 +60,7 @@ def fixed_ms(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:
 def recorded_cpu_gbs(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:
     """The CPU rate (GB/s of q4_K-equivalent bytes) the record's decode speed implies (the module's decomposition)."""
     experts, dense, kv = token_bytes(model, record.decode_depth_tokens)
-    work = experts / expert_quant_factor(model) + dense + kv
+    work = experts / expert_quant_factor(model, record.threads) + dense + kv
     token_s = 1.0 / record.decode_tps
     reading_s = max(token_s - fixed_ms(model, record, params) / 1e3, MIN_RATE_SHARE * token_s)
     return work / reading_s / GB
@@ -106,4 +109,21 @@ def apply_host_record(
         cpu_expert_threads=record.threads,
         host_record=describe_record(record),
         **host,
+    )
+
+
+def host_time_model(path: Path = CALIBRATION_JSON) -> TimeModel:
+    """The time model a prediction with a host record uses: the same parameters, and the error left out of a fit
+    that took the machine's host side from its record instead of its logs (`calibrate.py`'s `host_record`: the
+    machines with a CPU recording of their own, each predicted by the fit without it). Where none was measured,
+    the plain left-out error, and the source says so."""
+    plain = default_time_model(path)
+    measured = load_calibration(path).get("host_record")
+    if not measured or not measured.get("points"):
+        return replace(plain, source=plain.source + "; no host record's error measured yet: the plain one is used")
+    return replace(
+        plain,
+        rel_error=measured["rel_error"],
+        source=f"{plain.source}; with a host record ±{100 * measured['rel_error']:.0f} %, the 68th percentile over "
+        f"{measured['points']} left-out points whose host side came from a CPU recording ({measured['about']})",
     )

@@ -15,8 +15,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import prior, settings_of
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import FAULT_READ_SHARE
-from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.host_memory import fault_read_gbs
 
 MS = 1e3
 GB = 1e9
@@ -184,10 +183,10 @@ def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool, model: ModelS
     if hw.cpu_expert_gbs:
         measured_at = hw.cpu_expert_threads or threads
         rate = hw.cpu_expert_gbs * rate / derived_cpu_gbs(hw, params, measured_at)
-    quant = expert_quant_factor(model) if model is not None else 1.0
+    quant = expert_quant_factor(model, threads) if model is not None else 1.0
     return rate * quant * (params.pinned_cpu_factor if pinned else 1.0)
 
 
 def disk_gbs(hw: Hardware) -> float:
-    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
-    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
+    """Rate mmap'd experts that left the page cache are read back at (host_memory.fault_read_gbs)."""
+    return fault_read_gbs(hw)

@@ -428,8 +428,11 @@ def _share_of(model: ModelSpec, sc: Scenario) -> float:
     return get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) if share_applies(model) else 0.0
 
 
-def _notes(model: ModelSpec, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
+def _notes(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
+    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    if not memory.ram_stated and memory.experts_mib:
+        notes.append(memory.needs)
     if get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0:
         notes.append(share_note(model))
     if not layout.vram.fits:
@@ -502,7 +505,7 @@ def predict(
         sc,
         layout,
         (low, high),
-        tuple(_notes(model, sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
+        tuple(_notes(model, hw, sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
         prefill_ms / MS,
         first,
         sources,

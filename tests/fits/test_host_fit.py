@@ -39,7 +39,8 @@ def test_the_rate_reproduces_the_recorded_decode(model):
     hw = apply_host_record(preset("h200"), record, model)
     experts, dense, kv = token_bytes(model, record.decode_depth_tokens)
     rate = cpu_expert_gbs(hw, PARAMS, pinned=False) * GB  # q4_K-equivalent bytes
-    token_ms = fixed_ms(model, record, PARAMS) + (experts / expert_quant_factor(model) + dense + kv) / rate * 1e3
+    work = experts / expert_quant_factor(model, record.threads) + dense + kv
+    token_ms = fixed_ms(model, record, PARAMS) + work / rate * 1e3
     assert 1e3 / token_ms == pytest.approx(record.decode_tps, rel=1e-9)
     assert hw.cpu_expert_threads == 16 and hw.host.threads == 16 and "host record" in hw.host_record
 
