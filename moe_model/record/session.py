@@ -1,0 +1,187 @@
+"""The server-like recording loop: llama-server's start-up warm-up, then each prompt served alone (-np 1,
+cache_prompt off: the KV memory cleared first), its tokens in llama_decode calls of at most n_batch, then greedy
+generation of n_predict tokens, each but the last decoded (the server stops on the n-th sampled token, or on an
+end-of-generation token, without decoding it). Every ubatch's routing is kept in llama.cpp's order."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from moe_model.limits import RECORD_PROGRESS_S
+from moe_model.record.callback import LayerRecord, RoutingReader
+from moe_model.record.llama import ContextSettings, LlamaCpu
+from moe_model.record.prompts import Prompt
+from moe_model.record.runtime import RecordError, Runtime, load_runtime
+from moe_model.record.trace_out import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP, WARM_UP_CALL, Ubatch
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """A recording: the server's context and batching, the tokens generated per prompt, CPU threads;
+    with_probs (tests) also reads the router's probabilities."""
+
+    n_predict: int
+    n_ctx: int
+    n_batch: int
+    n_ubatch: int
+    threads: int
+    with_probs: bool = False
+
+
+@dataclass
+class Timings:
+    """What the CPU took: prompt calls, and generation calls after each prompt's first (the context depth summed)."""
+
+    prompt_tokens: int = 0
+    prompt_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+    decode_depth_sum: int = 0
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a recording kept: its ubatches, timings, each prompt's generated tokens, whether Ctrl-C cut it."""
+
+    ubatches: tuple[Ubatch, ...]
+    timings: Timings
+    generated: tuple[tuple[int, ...], ...]
+    interrupted: bool
+    n_ubatch: int
+
+
+class Progress:
+    """Tokens done of the total, the rate and the time left, written at most every RECORD_PROGRESS_S seconds."""
+
+    def __init__(self, total: int, write: Callable[[str], None] | None) -> None:
+        self.total, self.write, self.done = total, write, 0
+        self.start = self.last = time.perf_counter()
+
+    def add(self, tokens: int) -> None:
+        self.done += tokens
+        now = time.perf_counter()
+        if self.write is not None and (now - self.last >= RECORD_PROGRESS_S or self.done >= self.total):
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            left = (self.total - self.done) / rate if rate else math.inf
+            self.write(f"record: {self.done:,}/{self.total:,} tokens, {rate:,.1f} tokens/s, about {left:,.0f} s left")
+
+
+@dataclass
+class _Run:
+    """The recording under way: the ubatches kept so far and the MoE layers one ubatch passes (from the warm-up)."""
+
+    llm: LlamaCpu
+    reader: RoutingReader
+    settings: RecordSettings
+    progress: Progress
+    on_ubatch: Callable[[int], None] | None
+    ubatches: list[Ubatch] = field(default_factory=list)
+    moe_layers: tuple[int, ...] = ()
+    timings: Timings = field(default_factory=Timings)
+    generated: list[tuple[int, ...]] = field(default_factory=list)
+    calls: int = 0
+
+    def call(self, tokens: list[int], pos0: int, phase: int, logits: bool) -> float:
+        """One llama_decode; its complete ubatches kept (also when Ctrl-C stops it midway); seconds it took."""
+        start = time.perf_counter()
+        try:
+            self.llm.decode(tokens, pos0, logits)
+        finally:
+            elapsed = time.perf_counter() - start
+            expected = 1 if phase == PHASE_WARMUP else math.ceil(len(tokens) / self.llm.n_ubatch)
+            self._keep(self.reader.drain(), phase, expected)
+        self.reader.raise_pending()
+        self.progress.add(len(tokens))
+        self.calls += phase != PHASE_WARMUP
+        return elapsed
+
+    def _keep(self, records: list[LayerRecord], phase: int, expected: int) -> None:
+        if phase == PHASE_WARMUP:
+            self.moe_layers = tuple(r.layer for r in records)
+        width = len(self.moe_layers)
+        if not width:
+            raise RecordError("llama.cpp computed no ffn_moe_topk tensor: this model has no MoE layer record reads")
+        complete = len(records) // width
+        if self.reader.error is None and (complete != expected or len(records) % width):
+            raise RecordError(f"llama.cpp computed {len(records)} MoE layer records; expected {expected} ubatches")
+        call = WARM_UP_CALL if phase == PHASE_WARMUP else self.calls
+        for j in range(complete):
+            layers = tuple(records[j * width : (j + 1) * width])
+            if tuple(r.layer for r in layers) != self.moe_layers:
+                raise RecordError("llama.cpp computed the MoE layers of a ubatch out of order")
+            self.ubatches.append(Ubatch(phase, call, layers))
+            if self.on_ubatch is not None:
+                self.on_ubatch(len(self.ubatches))
+
+    def warm_up(self) -> None:
+        """llama-server's start-up decode of BOS and EOS (common_init_from_params), then its memory cleared."""
+        self.call(self.llm.special_tokens()[: self.llm.n_batch], 0, PHASE_WARMUP, True)
+        self.llm.clear()
+
+    def serve(self, tokens: list[int]) -> None:
+        """One request: the prompt in n_batch calls (logits for its last token only), then greedy generation."""
+        self.llm.clear()
+        generated: list[int] = []
+        self.generated.append(())
+        for start in range(0, len(tokens), self.llm.n_batch):
+            chunk = tokens[start : start + self.llm.n_batch]
+            seconds = self.call(chunk, start, PHASE_PROMPT, start + len(chunk) == len(tokens))
+            self.timings.prompt_tokens += len(chunk)
+            self.timings.prompt_s += seconds
+        pos = len(tokens)
+        while True:
+            generated.append(self.llm.greedy())
+            self.generated[-1] = tuple(generated)
+            if len(generated) >= self.settings.n_predict or self.llm.is_end(generated[-1]):
+                return
+            seconds = self.call([generated[-1]], pos, PHASE_DECODE, True)
+            if len(generated) > 1:  # the first token after the prompt is not timed
+                self.timings.decode_tokens += 1
+                self.timings.decode_s += seconds
+                self.timings.decode_depth_sum += pos
+            pos += 1
+
+
+def record(
+    model_path: str | Path,
+    prompts: Sequence[Prompt],
+    settings: RecordSettings,
+    progress: Callable[[str], None] | None = None,
+    on_ubatch: Callable[[int], None] | None = None,
+    runtime: Runtime | None = None,
+) -> Recording:
+    """Serve `prompts` on the CPU as llama-server would and keep the routing of every ubatch. Ctrl-C (a
+    KeyboardInterrupt, also one raised by on_ubatch) ends it early, keeping the complete ubatches."""
+    runtime = runtime or load_runtime()
+    reader = RoutingReader(runtime, settings.with_probs)
+    context = ContextSettings(settings.n_ctx, settings.n_batch, settings.n_ubatch, settings.threads)
+    with LlamaCpu(runtime, model_path, context, reader) as llm:
+        token_lists = [llm.tokenize(p) for p in prompts]
+        _check_lengths(token_lists, settings.n_predict, llm.n_ctx)
+        total = len(llm.special_tokens()) + sum(len(t) + settings.n_predict - 1 for t in token_lists)
+        run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch)
+        interrupted = False
+        try:
+            run.warm_up()
+            for tokens in token_lists:
+                run.serve(tokens)
+        except KeyboardInterrupt:
+            interrupted = True
+    return Recording(tuple(run.ubatches), run.timings, tuple(run.generated), interrupted, llm.n_ubatch)
+
+
+def _check_lengths(token_lists: list[list[int]], n_predict: int, n_ctx: int) -> None:
+    """Every prompt and its generation fit the context (llama-server stops a request that runs out of it)."""
+    for i, tokens in enumerate(token_lists, 1):
+        if not tokens:
+            raise RecordError(f"prompt {i} makes no token")
+        if len(tokens) + n_predict > n_ctx:
+            raise RecordError(
+                f"prompt {i} has {len(tokens):,} tokens: with -n {n_predict:,} it needs -c "
+                f"{len(tokens) + n_predict:,} or more (the context holds {n_ctx:,})"
+            )

@@ -1,0 +1,101 @@
+"""The recorder on a tiny random-weight model of each architecture: the ids it keeps are the router's top-k, in
+llama.cpp's ubatch order, the server's warm-up first, each layer with its own token count."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import PROMPTS, SETTINGS
+
+from moe_model.record.session import record
+from moe_model.record.tiny_models import ARCHITECTURES, TinyShape
+from moe_model.record.trace_out import trace_arrays
+from moe_model.workload import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP
+
+ARCHS = sorted(ARCHITECTURES)
+K = TinyShape().n_expert_used
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_layers_ids_are_the_top_k_of_its_router_probabilities_best_first(recordings, arch):
+    checked = 0
+    for ubatch in recordings[arch].ubatches:
+        for layer in ubatch.layers:
+            probs, ids = layer.probs, layer.ids
+            assert probs is not None and ids.shape == (probs.shape[0], K)
+            chosen = np.take_along_axis(probs, ids, axis=1)
+            others = probs.copy()
+            np.put_along_axis(others, ids, -np.inf, axis=1)
+            assert (chosen.min(axis=1) >= others.max(axis=1)).all()  # the k largest (equal values aside)
+            assert (np.diff(chosen, axis=1) <= 0).all()  # in top-k order
+            checked += layer.n_tokens
+    assert checked > 50
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_servers_warm_up_comes_first_bos_and_eos_in_one_ubatch(recordings, arch):
+    first, *rest = recordings[arch].ubatches
+    assert (first.phase, first.call) == (PHASE_WARMUP, -1)
+    assert [layer.n_tokens for layer in first.layers[:-1]] == [2] * (len(first.layers) - 1)
+    assert all(ub.phase != PHASE_WARMUP for ub in rest)
+
+
+def _prompt_ubatches(recording):
+    return [ub for ub in recording.ubatches if ub.phase == PHASE_PROMPT]
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "deepseek2"])
+def test_the_last_layer_of_a_prompt_ubatch_computes_only_the_output_token(recordings, arch):
+    ubatches = recordings[arch].ubatches
+    for ub, after in zip(ubatches[:-1], ubatches[1:], strict=True):
+        if ub.phase == PHASE_PROMPT:  # the prompt's last ubatch (generation follows) has the one output row
+            assert ub.layers[-1].n_tokens == (after.phase == PHASE_DECODE)
+            assert ub.layers[0].n_tokens > 1
+    assert ubatches[0].layers[-1].n_tokens == 1  # the warm-up's too
+
+
+def test_gpt_oss_computes_its_last_layer_on_every_prompt_token(recordings):
+    prompt = _prompt_ubatches(recordings["gpt-oss"])
+    assert all(ub.layers[-1].n_tokens == ub.layers[0].n_tokens for ub in prompt)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prompts_go_in_n_batch_calls_split_into_n_ubatch_ubatches(recordings, runtime, tiny_models, arch):
+    prompt = _prompt_ubatches(recordings[arch])
+    sizes = [ub.layers[0].n_tokens for ub in prompt]
+    assert max(sizes) == SETTINGS.n_ubatch and all(size <= SETTINGS.n_ubatch for size in sizes)
+    per_call = {}
+    for ub in prompt:
+        per_call.setdefault(ub.call, []).append(ub.layers[0].n_tokens)
+    for sizes in per_call.values():
+        assert sum(sizes) <= SETTINGS.n_batch and len(sizes) == math.ceil(sum(sizes) / SETTINGS.n_ubatch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generation_decodes_one_token_a_ubatch_each_sampled_token_but_the_last(recordings, arch):
+    recording = recordings[arch]
+    decode = [ub for ub in recording.ubatches if ub.phase == PHASE_DECODE]
+    assert all(layer.n_tokens == 1 for ub in decode for layer in ub.layers)
+    assert len(recording.generated) == len(PROMPTS)
+    assert len(decode) == sum(len(tokens) - 1 for tokens in recording.generated)
+    assert all(len(tokens) == SETTINGS.n_predict for tokens in recording.generated)
+
+
+def test_a_keyboard_interrupt_keeps_the_complete_ubatches_before_it(runtime, tiny_models):
+    def stop_after(n_kept: int) -> None:
+        if n_kept == 5:
+            raise KeyboardInterrupt
+
+    recording = record(tiny_models["qwen3moe"], PROMPTS, SETTINGS, on_ubatch=stop_after, runtime=runtime)
+    assert recording.interrupted and len(recording.ubatches) == 5
+    assert all(len(ub.layers) == TinyShape().n_layer for ub in recording.ubatches)
+
+
+def test_the_same_model_and_prompts_record_the_same_routing(recordings, runtime, tiny_models):
+    again = record(tiny_models["qwen3moe"], PROMPTS, SETTINGS, runtime=runtime)
+    first = recordings["qwen3moe"]
+    assert again.generated == first.generated
+    a, b = trace_arrays(again.ubatches), trace_arrays(first.ubatches)
+    assert a.keys() == b.keys() and all(np.array_equal(a[key], b[key]) for key in a)
