@@ -88,25 +88,49 @@ def check_batching(n_batch: int, n_ubatch: int, n_parallel: int) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from moe_model.record.host import host_record, physical_cores
+    from moe_model.record.host import model_files
     from moe_model.record.prompts import read_prompts
     from moe_model.record.runtime import load_runtime
-    from moe_model.record.session import RecordSettings, record
-    from moe_model.record.trace_out import write_trace
 
     check_batching(args.n_batch, args.n_ubatch, args.n_parallel)
+    model = model_files(args.model)
     prompts = read_prompts(args.prompts)
     runtime = load_runtime()
-    threads = args.threads or physical_cores()
-    settings = RecordSettings(args.n_predict, args.n_ctx, args.n_batch, args.n_ubatch, threads)
-    recording = record(args.model, prompts, settings, _stderr, runtime=runtime)
+    try:
+        recording = _record(args, prompts, runtime)
+    except KeyboardInterrupt:  # while loading the model or reading the prompts' tokens
+        recording = None
+    if recording is None or not recording.ubatches:
+        print("record: interrupted before any ubatch was recorded; nothing written", file=sys.stderr)
+        return INTERRUPTED
+    return _write(args, model, recording, runtime.version)
+
+
+def _record(args: argparse.Namespace, prompts, runtime):
+    from moe_model.record.host import physical_cores
+    from moe_model.record.session import RecordSettings, record
+
+    args.threads = args.threads or physical_cores()
+    settings = RecordSettings(args.n_predict, args.n_ctx, args.n_batch, args.n_ubatch, args.threads)
+    return record(args.model, prompts, settings, _stderr, runtime=runtime)
+
+
+def _write(args: argparse.Namespace, model, recording, runtime_version: str) -> int:
+    """The trace, the host record where timings exist, a summary; 130 with one line when Ctrl-C cut the run."""
+    from moe_model.record.host import host_record
+    from moe_model.record.trace_out import write_trace
+
     write_trace(args.out, recording.ubatches)
-    host = host_record(args.model, recording, threads, runtime.version)
+    host = host_record(model, recording, args.threads, runtime_version)
     if args.host_out and host is not None:
         write_text_atomic(args.host_out, host.to_json())
     print(_summary(args, recording, host))
     if recording.interrupted:
-        print(f"record: interrupted; kept {len(recording.ubatches):,} complete ubatches in {args.out}", file=sys.stderr)
+        kept = "and the host record " if args.host_out and host is not None else ""
+        print(
+            f"record: interrupted; {args.out} {kept}keeps the {len(recording.ubatches):,} complete ubatches recorded",
+            file=sys.stderr,
+        )
         return INTERRUPTED
     return 0
 
@@ -118,7 +142,7 @@ def _stderr(line: str) -> None:
 def _summary(args: argparse.Namespace, recording, host) -> str:
     lines = [f"trace: {args.out} ({len(recording.ubatches):,} ubatches, {len(recording.generated)} prompts)"]
     if host is None:
-        lines.append("host record: not written (no prompt or no generation token after the first was timed)")
+        lines.append("host record: not written (the CPU was not timed: an interrupted run, or -n below 3)")
         return "\n".join(lines)
     lines.append(
         f"CPU ({host.threads} threads): decode {host.decode_tps:,.1f} tokens/s at depth {host.decode_depth_tokens:,}, "

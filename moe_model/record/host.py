@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
 from moe_model.readers.gguf import read_model_headers, shard_sources
@@ -15,17 +16,17 @@ from moe_model.record.session import Recording
 GIB = 1024**3
 
 
-def host_record(model_path: str | Path, recording: Recording, threads: int, runtime_version: str) -> HostRecord | None:
+def host_record(model: ModelFiles, recording: Recording, threads: int, runtime_version: str) -> HostRecord | None:
     """The host record of a recording; None when it timed no prompt or no generation token after the first."""
     t = recording.timings
     if not (t.prompt_tokens and t.prompt_s > 0 and t.decode_tokens and t.decode_s > 0):
         return None
-    spec, shards = model_files(model_path)
+    spec = model.spec
     ram, free = memory_gib()
     return HostRecord(
         source="record",
         model_name=spec.name,
-        model_file_bytes=sum(os.path.getsize(p) for p in shards),
+        model_file_bytes=sum(os.path.getsize(p) for p in model.shards),
         expert_types=expert_types(spec),
         cpu_model=cpu_model(),
         cpu_cores=physical_cores(),
@@ -40,16 +41,24 @@ def host_record(model_path: str | Path, recording: Recording, threads: int, runt
         llama_cpp=None,  # libllama exposes no build number (common's LLAMA_BUILD_NUMBER is not in it)
         ram_gib=ram,
         ram_free_gib=free,
-        drive=drive_of(Path(model_path)),
+        drive=drive_of(Path(model.shards[0])),
         drive_read_gbs=None,
     )
 
 
-def model_files(model_path: str | Path) -> tuple[ModelSpec, list[str]]:
-    """The model's spec and every shard's path (one for a single file)."""
+@dataclass(frozen=True)
+class ModelFiles:
+    """The model as the project's GGUF reader sees it, and every shard's path (one for a single file)."""
+
+    spec: ModelSpec
+    shards: tuple[str, ...]
+
+
+def model_files(model_path: str | Path) -> ModelFiles:
+    """Read before llama.cpp loads the model: a file the reader refuses is one line before minutes of loading."""
     headers = read_model_headers(str(model_path))
     shards = shard_sources(model_path, len(headers)) if len(headers) > 1 else [str(model_path)]
-    return spec_from_headers(headers), shards
+    return ModelFiles(spec_from_headers(headers), tuple(shards))
 
 
 def expert_types(spec: ModelSpec) -> tuple[str, ...]:

@@ -40,7 +40,12 @@ class LlamaCpu:
         self.low.llama_log_set(self._log, None)
         self.low.llama_backend_init()
         self.model = self._load_model(Path(model_path))
-        self.ctx = self._new_context(settings)
+        self.settings = settings
+        try:
+            self.ctx = self._new_context(with_callback=True)
+        except RecordError:
+            self.low.llama_model_free(self.model)
+            raise
         self.vocab = self.low.llama_model_get_vocab(self.model)
         self.n_vocab = self.low.llama_vocab_n_tokens(self.vocab)
         self.n_batch = self.low.llama_n_batch(self.ctx)
@@ -53,7 +58,8 @@ class LlamaCpu:
 
     def __exit__(self, *_exc) -> None:
         self.low.llama_batch_free(self.batch)
-        self.low.llama_free(self.ctx)
+        if self.ctx:
+            self.low.llama_free(self.ctx)
         self.low.llama_model_free(self.model)
 
     def _keep_errors(self, level: int, text: bytes, _user_data: int) -> None:
@@ -61,7 +67,7 @@ class LlamaCpu:
             self._errors.append(text.decode("utf-8", "replace").strip())
 
     def _why(self) -> str:
-        return f": {shown(self._errors[-1])}" if self._errors else ""
+        return f": {shown(self._errors[0])}" if self._errors else ""  # the first says why; later ones that it failed
 
     def _load_model(self, path: Path):
         params = self.low.llama_model_default_params()
@@ -71,15 +77,23 @@ class LlamaCpu:
             raise RecordError(f"llama.cpp could not load {shown(str(path))}{self._why()}")
         return model
 
-    def _new_context(self, settings: ContextSettings):
+    def without_callback(self) -> None:
+        """A fresh context of the same settings with no eval callback: asking about every graph node costs a
+        Python call each, and splitting the graph at the nodes read slows it; timings are taken without both."""
+        self.low.llama_free(self.ctx)
+        self.ctx = None
+        self.ctx = self._new_context(with_callback=False)
+
+    def _new_context(self, with_callback: bool):
+        settings = self.settings
         params = self.low.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = settings.n_ctx, settings.n_batch, settings.n_ubatch
         params.n_seq_max = 1
         params.n_threads = params.n_threads_batch = settings.threads
-        params.cb_eval = self.reader.callback
+        if with_callback:
+            params.cb_eval = self.reader.callback
         ctx = self.low.llama_init_from_model(self.model, params)
         if not ctx:
-            self.low.llama_model_free(self.model)
             raise RecordError(f"llama.cpp could not make a context of {settings.n_ctx:,} tokens{self._why()}")
         return ctx
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moe_model.limits import RECORD_PROGRESS_S
+from moe_model.limits import RECORD_PROGRESS_S, RECORD_TIMED_TOKENS
 from moe_model.record.callback import LayerRecord, RoutingReader
 from moe_model.record.llama import ContextSettings, LlamaCpu
 from moe_model.record.prompts import Prompt
@@ -34,7 +34,7 @@ class RecordSettings:
 
 @dataclass
 class Timings:
-    """What the CPU took: prompt calls, and generation calls after each prompt's first (the context depth summed)."""
+    """What the CPU took: prompt calls, and generation calls after each prompt's first (their depths summed)."""
 
     prompt_tokens: int = 0
     prompt_s: float = 0.0
@@ -82,23 +82,19 @@ class _Run:
     on_ubatch: Callable[[int], None] | None
     ubatches: list[Ubatch] = field(default_factory=list)
     moe_layers: tuple[int, ...] = ()
-    timings: Timings = field(default_factory=Timings)
     generated: list[tuple[int, ...]] = field(default_factory=list)
     calls: int = 0
 
-    def call(self, tokens: list[int], pos0: int, phase: int, logits: bool) -> float:
-        """One llama_decode; its complete ubatches kept (also when Ctrl-C stops it midway); seconds it took."""
-        start = time.perf_counter()
+    def call(self, tokens: list[int], pos0: int, phase: int, logits: bool) -> None:
+        """One llama_decode; its complete ubatches kept (also when Ctrl-C stops it midway)."""
         try:
             self.llm.decode(tokens, pos0, logits)
         finally:
-            elapsed = time.perf_counter() - start
             expected = 1 if phase == PHASE_WARMUP else math.ceil(len(tokens) / self.llm.n_ubatch)
             self._keep(self.reader.drain(), phase, expected)
         self.reader.raise_pending()
         self.progress.add(len(tokens))
         self.calls += phase != PHASE_WARMUP
-        return elapsed
 
     def _keep(self, records: list[LayerRecord], phase: int, expected: int) -> None:
         if phase == PHASE_WARMUP:
@@ -130,20 +126,14 @@ class _Run:
         self.generated.append(())
         for start in range(0, len(tokens), self.llm.n_batch):
             chunk = tokens[start : start + self.llm.n_batch]
-            seconds = self.call(chunk, start, PHASE_PROMPT, start + len(chunk) == len(tokens))
-            self.timings.prompt_tokens += len(chunk)
-            self.timings.prompt_s += seconds
+            self.call(chunk, start, PHASE_PROMPT, start + len(chunk) == len(tokens))
         pos = len(tokens)
         while True:
             generated.append(self.llm.greedy())
             self.generated[-1] = tuple(generated)
             if len(generated) >= self.settings.n_predict or self.llm.is_end(generated[-1]):
                 return
-            seconds = self.call([generated[-1]], pos, PHASE_DECODE, True)
-            if len(generated) > 1:  # the first token after the prompt is not timed
-                self.timings.decode_tokens += 1
-                self.timings.decode_s += seconds
-                self.timings.decode_depth_sum += pos
+            self.call([generated[-1]], pos, PHASE_DECODE, True)
             pos += 1
 
 
@@ -165,14 +155,47 @@ def record(
         _check_lengths(token_lists, settings.n_predict, llm.n_ctx)
         total = len(llm.special_tokens()) + sum(len(t) + settings.n_predict - 1 for t in token_lists)
         run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch)
-        interrupted = False
+        timings, interrupted = Timings(), False
         try:
             run.warm_up()
             for tokens in token_lists:
                 run.serve(tokens)
+            timings = time_cpu(llm, token_lists, run.generated, progress)
         except KeyboardInterrupt:
             interrupted = True
-    return Recording(tuple(run.ubatches), run.timings, tuple(run.generated), interrupted, llm.n_ubatch)
+    return Recording(tuple(run.ubatches), timings, tuple(run.generated), interrupted, llm.n_ubatch)
+
+
+def time_cpu(
+    llm: LlamaCpu, token_lists: list[list[int]], generated: list[tuple[int, ...]], progress: Callable | None
+) -> Timings:
+    """The CPU's speed, timed after the recording (the model's pages read by then) in a context without the eval
+    callback: the prompts served again, each generated token but the last decoded as the recording did, until
+    RECORD_TIMED_TOKENS generation tokens are timed. The first generation token after each prompt is not timed."""
+    if progress is not None:
+        progress("record: timing the CPU on the same requests, without reading the routing")
+    llm.without_callback()
+    t = Timings()
+    for tokens, tokens_out in zip(token_lists, generated, strict=True):
+        llm.clear()
+        for start in range(0, len(tokens), llm.n_batch):
+            chunk = tokens[start : start + llm.n_batch]
+            t.prompt_s += _timed(llm, chunk, start, start + len(chunk) == len(tokens))
+            t.prompt_tokens += len(chunk)
+        for i, token in enumerate(tokens_out[:-1]):
+            seconds = _timed(llm, [token], len(tokens) + i, True)
+            if i:
+                t.decode_tokens, t.decode_s = t.decode_tokens + 1, t.decode_s + seconds
+                t.decode_depth_sum += len(tokens) + i
+        if t.decode_tokens >= RECORD_TIMED_TOKENS:
+            break
+    return t
+
+
+def _timed(llm: LlamaCpu, tokens: list[int], pos0: int, logits: bool) -> float:
+    start = time.perf_counter()
+    llm.decode(tokens, pos0, logits)
+    return time.perf_counter() - start
 
 
 def _check_lengths(token_lists: list[list[int]], n_predict: int, n_ctx: int) -> None:
