@@ -52,6 +52,14 @@ class LlamaCpu:
         self.n_ubatch = self.low.llama_n_ubatch(self.ctx)
         self.n_ctx = self.low.llama_n_ctx(self.ctx)
         self.batch = self.low.llama_batch_init(self.n_batch, 0, 1)
+        self.checkpointed = self._needs_checkpoints()
+
+    def _needs_checkpoints(self) -> bool:
+        """llama-server keeps context checkpoints (and cuts prompts for them) for a sliding window (its swa_full
+        is off by default) or recurrent / hybrid memory (server-context.cpp, do_checkpoint)."""
+        low, model = self.low, self.model
+        memory_kept = low.llama_model_is_recurrent(model) or low.llama_model_is_hybrid(model)
+        return low.llama_model_n_swa(model) > 0 or bool(memory_kept)
 
     def __enter__(self) -> LlamaCpu:
         return self

@@ -16,6 +16,7 @@ from moe_model.record.callback import LayerRecord, RoutingReader
 from moe_model.record.llama import ContextSettings, LlamaCpu
 from moe_model.record.prompts import Prompt
 from moe_model.record.runtime import RecordError, Runtime, load_runtime
+from moe_model.record.server_batches import prompt_calls
 from moe_model.record.trace_out import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP, WARM_UP_CALL, Ubatch
 
 
@@ -120,13 +121,12 @@ class _Run:
         self.llm.clear()
 
     def serve(self, tokens: list[int]) -> None:
-        """One request: the prompt in n_batch calls (logits for its last token only), then greedy generation."""
+        """One request: the prompt in the server's calls (logits for its last token only), then greedy generation."""
         self.llm.clear()
         generated: list[int] = []
         self.generated.append(())
-        for start in range(0, len(tokens), self.llm.n_batch):
-            chunk = tokens[start : start + self.llm.n_batch]
-            self.call(chunk, start, PHASE_PROMPT, start + len(chunk) == len(tokens))
+        for start, end in _prompt_calls(self.llm, len(tokens)):
+            self.call(tokens[start:end], start, PHASE_PROMPT, end == len(tokens))
         pos = len(tokens)
         while True:
             generated.append(self.llm.greedy())
@@ -178,10 +178,9 @@ def time_cpu(
     t = Timings()
     for tokens, tokens_out in zip(token_lists, generated, strict=True):
         llm.clear()
-        for start in range(0, len(tokens), llm.n_batch):
-            chunk = tokens[start : start + llm.n_batch]
-            t.prompt_s += _timed(llm, chunk, start, start + len(chunk) == len(tokens))
-            t.prompt_tokens += len(chunk)
+        for start, end in _prompt_calls(llm, len(tokens)):
+            t.prompt_s += _timed(llm, tokens[start:end], start, end == len(tokens))
+            t.prompt_tokens += end - start
         for i, token in enumerate(tokens_out[:-1]):
             seconds = _timed(llm, [token], len(tokens) + i, True)
             if i:
@@ -190,6 +189,10 @@ def time_cpu(
         if t.decode_tokens >= RECORD_TIMED_TOKENS:
             break
     return t
+
+
+def _prompt_calls(llm: LlamaCpu, n_tokens: int) -> list[tuple[int, int]]:
+    return prompt_calls(n_tokens, llm.n_batch, llm.n_ubatch, llm.checkpointed)
 
 
 def _timed(llm: LlamaCpu, tokens: list[int], pos0: int, logits: bool) -> float:

@@ -1,18 +1,47 @@
-"""The recorder on a tiny random-weight model of each architecture: the ids it keeps are the router's top-k, in
-llama.cpp's ubatch order, the server's warm-up first, each layer with its own token count."""
+"""The recorder on a tiny random-weight model of each architecture (written by the project's GGUF writer, recorded
+once with the router's probabilities read too): the ids it keeps are the router's top-k, in llama.cpp's ubatch
+order, the server's warm-up first, each layer with its own token count. Without llama-cpp-python they skip."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PROMPTS, SETTINGS
 
-from moe_model.record.session import record
-from moe_model.record.tiny_models import ARCHITECTURES, TinyShape
+from moe_model.record.prompts import Prompt
+from moe_model.record.server_batches import prompt_calls
+from moe_model.record.session import Recording, RecordSettings, record
+from moe_model.record.tiny_models import ARCHITECTURES, TinyShape, write_tiny_model
 from moe_model.record.trace_out import trace_arrays
 from moe_model.workload import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP
+
+PROMPTS = (
+    Prompt(text="the quick brown fox jumps over the lazy dog and runs"),  # 50+ tokens: several ubatches
+    Prompt(text="of and to"),
+)
+SETTINGS = RecordSettings(n_predict=6, n_ctx=256, n_batch=32, n_ubatch=16, threads=2, with_probs=True)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (pip install -e '.[record]') runs the recorder")
+    from moe_model.record.runtime import load_runtime
+
+    return load_runtime()
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("tiny")
+    return {arch: write_tiny_model(folder / f"{arch}.gguf", arch) for arch in ARCHITECTURES}
+
+
+@pytest.fixture(scope="module")
+def recordings(runtime, tiny_models) -> dict[str, Recording]:
+    return {arch: record(path, PROMPTS, SETTINGS, runtime=runtime) for arch, path in tiny_models.items()}
+
 
 ARCHS = sorted(ARCHITECTURES)
 K = TinyShape().n_expert_used
@@ -99,3 +128,24 @@ def test_the_same_model_and_prompts_record_the_same_routing(recordings, runtime,
     assert again.generated == first.generated
     a, b = trace_arrays(again.ubatches), trace_arrays(first.ubatches)
     assert a.keys() == b.keys() and all(np.array_equal(a[key], b[key]) for key in a)
+
+
+def _prompt_call_sizes(recording) -> list[list[int]]:
+    """Each prompt's llama_decode calls, as the tokens of each (a prompt's ubatches follow the warm-up or a decode)."""
+    prompts, previous = [], None
+    for ub in recording.ubatches:
+        if ub.phase == PHASE_PROMPT:
+            if previous.phase != PHASE_PROMPT:
+                prompts.append({})
+            prompts[-1][ub.call] = prompts[-1].get(ub.call, 0) + ub.layers[0].n_tokens
+        previous = ub
+    return [list(calls.values()) for calls in prompts]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prompt_calls_follow_the_servers_cuts_checkpoints_only_for_the_sliding_window(recordings, arch):
+    sizes = _prompt_call_sizes(recordings[arch])
+    assert len(sizes) == len(PROMPTS)
+    for calls in sizes:
+        expected = prompt_calls(sum(calls), SETTINGS.n_batch, SETTINGS.n_ubatch, checkpoints=arch == "gpt-oss")
+        assert calls == [end - start for start, end in expected]
