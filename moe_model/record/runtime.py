@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, one_line
 from moe_model.limits import RECORD_BUILD_MINUTES
 
 
@@ -42,6 +42,8 @@ def load_runtime() -> Runtime:
         from llama_cpp import llama_cpp as low
     except ImportError:
         raise RecordError(INSTALL_HINT) from None
+    except (OSError, RuntimeError) as err:  # its shared library failed to load
+        raise RecordError(f"llama-cpp-python is installed but its library does not load: {one_line(err)}") from None
     ggml = _ggml_library(Path(low._base_path))
     return Runtime(low, str(llama_cpp.__version__), ggml)
 
