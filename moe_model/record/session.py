@@ -6,8 +6,11 @@ end-of-generation token, without decoding it). Every ubatch's routing is kept in
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +75,35 @@ class Progress:
             self.write(f"record: {self.done:,}/{self.total:,} tokens, {rate:,.1f} tokens/s, about {left:,.0f} s left")
 
 
+class CtrlC:
+    """Ctrl-C while recording asks it to stop after the llama_decode call under way: a KeyboardInterrupt raised
+    inside llama.cpp's eval callback would be swallowed by ctypes ("Exception ignored on calling ctypes callback")
+    and cut a ubatch short, so SIGINT only sets a flag, and `check()` raises KeyboardInterrupt between calls."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def _handler(self, _signum: int, _frame: object) -> None:
+        self.requested = True
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[CtrlC]:
+        """The handler for the block, where Python's own is in place (the main thread; SIGINT not ignored)."""
+        own = threading.current_thread() is threading.main_thread()
+        if not own or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield self
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
 @dataclass
 class _Run:
     """The recording under way: the ubatches kept so far and the MoE layers one ubatch passes (from the warm-up)."""
@@ -81,6 +113,7 @@ class _Run:
     settings: RecordSettings
     progress: Progress
     on_ubatch: Callable[[int], None] | None
+    ctrl_c: CtrlC
     ubatches: list[Ubatch] = field(default_factory=list)
     moe_layers: tuple[int, ...] = ()
     generated: list[tuple[int, ...]] = field(default_factory=list)
@@ -96,6 +129,7 @@ class _Run:
         self.reader.raise_pending()
         self.progress.add(len(tokens))
         self.calls += phase != PHASE_WARMUP
+        self.ctrl_c.check()
 
     def _keep(self, records: list[LayerRecord], phase: int, expected: int) -> None:
         if phase == PHASE_WARMUP:
@@ -145,29 +179,48 @@ def record(
     on_ubatch: Callable[[int], None] | None = None,
     runtime: Runtime | None = None,
 ) -> Recording:
-    """Serve `prompts` on the CPU as llama-server would and keep the routing of every ubatch. Ctrl-C (a
-    KeyboardInterrupt, also one raised by on_ubatch) ends it early, keeping the complete ubatches."""
+    """Serve `prompts` on the CPU as llama-server would and keep the routing of every ubatch. Ctrl-C (after the
+    llama_decode call under way), or a KeyboardInterrupt raised by on_ubatch, ends it early, keeping the complete
+    ubatches; Ctrl-C while the model loads raises KeyboardInterrupt once it is loaded."""
     runtime = runtime or load_runtime()
+    with CtrlC().installed() as ctrl_c:
+        return _recorded(runtime, model_path, prompts, settings, progress, on_ubatch, ctrl_c)
+
+
+def _recorded(
+    runtime: Runtime,
+    model_path: str | Path,
+    prompts: Sequence[Prompt],
+    settings: RecordSettings,
+    progress: Callable[[str], None] | None,
+    on_ubatch: Callable[[int], None] | None,
+    ctrl_c: CtrlC,
+) -> Recording:
     reader = RoutingReader(runtime, settings.with_probs)
     context = ContextSettings(settings.n_ctx, settings.n_batch, settings.n_ubatch, settings.threads)
     with LlamaCpu(runtime, model_path, context, reader) as llm:
         token_lists = [llm.tokenize(p) for p in prompts]
         _check_lengths(token_lists, settings.n_predict, llm.n_ctx)
+        ctrl_c.check()  # pressed while the model loaded: nothing recorded
         total = len(llm.special_tokens()) + sum(len(t) + settings.n_predict - 1 for t in token_lists)
-        run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch)
+        run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch, ctrl_c)
         timings, interrupted = Timings(), False
         try:
             run.warm_up()
             for tokens in token_lists:
                 run.serve(tokens)
-            timings = time_cpu(llm, token_lists, run.generated, progress)
+            timings = time_cpu(llm, token_lists, run.generated, progress, ctrl_c)
         except KeyboardInterrupt:
             interrupted = True
     return Recording(tuple(run.ubatches), timings, tuple(run.generated), interrupted, llm.n_ubatch)
 
 
 def time_cpu(
-    llm: LlamaCpu, token_lists: list[list[int]], generated: list[tuple[int, ...]], progress: Callable | None
+    llm: LlamaCpu,
+    token_lists: list[list[int]],
+    generated: list[tuple[int, ...]],
+    progress: Callable | None,
+    ctrl_c: CtrlC,
 ) -> Timings:
     """The CPU's speed, timed after the recording (the model's pages read by then) in a context without the eval
     callback: the prompts served again, each generated token but the last decoded as the recording did, until
@@ -181,8 +234,10 @@ def time_cpu(
         for start, end in _prompt_calls(llm, len(tokens)):
             t.prompt_s += _timed(llm, tokens[start:end], start, end == len(tokens))
             t.prompt_tokens += end - start
+            ctrl_c.check()
         for i, token in enumerate(tokens_out[:-1]):
             seconds = _timed(llm, [token], len(tokens) + i, True)
+            ctrl_c.check()
             if i:
                 t.decode_tokens, t.decode_s = t.decode_tokens + 1, t.decode_s + seconds
                 t.decode_depth_sum += len(tokens) + i

@@ -5,6 +5,9 @@ order, the server's warm-up first, each layer with its own token count. Without 
 from __future__ import annotations
 
 import math
+import os
+import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -149,3 +152,21 @@ def test_prompt_calls_follow_the_servers_cuts_checkpoints_only_for_the_sliding_w
     for calls in sizes:
         expected = prompt_calls(sum(calls), SETTINGS.n_batch, SETTINGS.n_ubatch, checkpoints=arch == "gpt-oss")
         assert calls == [end - start for start, end in expected]
+
+
+def test_ctrl_c_during_a_call_stops_after_it_keeping_its_ubatches(runtime, tiny_models):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach only the main thread")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # SIGINT at the first ubatch of the prompt's first call: that call's ubatches are all kept, then it stops
+        def press(n_kept: int) -> None:
+            if n_kept == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        recording = record(tiny_models["qwen3moe"], PROMPTS[:1], SETTINGS, on_ubatch=press, runtime=runtime)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert recording.interrupted
+    assert [ub.call for ub in recording.ubatches] == [-1, 0, 0]  # the warm-up and the whole first call
+    assert recording.timings.decode_tokens == 0
