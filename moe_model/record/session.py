@@ -1,5 +1,5 @@
 """The server-like recording loop: llama-server's start-up warm-up, then each prompt served alone (-np 1,
-cache_prompt off: the KV memory cleared first), its tokens in llama_decode calls of at most n_batch, then greedy
+cache_prompt off: the KV memory cleared first), its tokens in the server's llama_decode calls, then greedy
 generation of n_predict tokens, each but the last decoded (the server stops on the n-th sampled token, or on an
 end-of-generation token, without decoding it). Every ubatch's routing is kept in llama.cpp's order."""
 
@@ -36,7 +36,7 @@ class RecordSettings:
     with_probs: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Timings:
     """What the CPU took: prompt calls, and generation calls after each prompt's first (their depths summed)."""
 
@@ -228,22 +228,22 @@ def time_cpu(
     if progress is not None:
         progress("record: timing the CPU on the same requests, without reading the routing")
     llm.without_callback()
-    t = Timings()
+    prompt_tokens, prompt_s, decode_s, depths = 0, 0.0, 0.0, []
     for tokens, tokens_out in zip(token_lists, generated, strict=True):
         llm.clear()
         for start, end in _prompt_calls(llm, len(tokens)):
-            t.prompt_s += _timed(llm, tokens[start:end], start, end == len(tokens))
-            t.prompt_tokens += end - start
+            prompt_s += _timed(llm, tokens[start:end], start, end == len(tokens))
+            prompt_tokens += end - start
             ctrl_c.check()
         for i, token in enumerate(tokens_out[:-1]):
             seconds = _timed(llm, [token], len(tokens) + i, True)
             ctrl_c.check()
             if i:
-                t.decode_tokens, t.decode_s = t.decode_tokens + 1, t.decode_s + seconds
-                t.decode_depth_sum += len(tokens) + i
-        if t.decode_tokens >= RECORD_TIMED_TOKENS:
+                decode_s += seconds
+                depths.append(len(tokens) + i)
+        if len(depths) >= RECORD_TIMED_TOKENS:
             break
-    return t
+    return Timings(prompt_tokens, prompt_s, len(depths), decode_s, sum(depths))
 
 
 def _prompt_calls(llm: LlamaCpu, n_tokens: int) -> list[tuple[int, int]]:
