@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from moe_model.record.callback import RoutingReader
+from moe_model.record.llama import ContextSettings, LlamaCpu
 from moe_model.record.prompts import Prompt
+from moe_model.record.runtime import RecordError
 from moe_model.record.server_batches import prompt_calls
 from moe_model.record.session import Recording, RecordSettings, record
 from moe_model.record.tiny_models import ARCHITECTURES, TinyShape, write_tiny_model
@@ -170,3 +173,12 @@ def test_ctrl_c_during_a_call_stops_after_it_keeping_its_ubatches(runtime, tiny_
     assert recording.interrupted
     assert [ub.call for ub in recording.ubatches] == [-1, 0, 0]  # the warm-up and the whole first call
     assert recording.timings.decode_tokens == 0
+
+
+def test_a_batch_above_n_batch_is_refused_before_llama_cpp_would_abort(runtime, tiny_models):
+    settings = ContextSettings(n_ctx=256, n_batch=32, n_ubatch=16, threads=1)
+    with LlamaCpu(runtime, tiny_models["qwen3moe"], settings, RoutingReader(runtime)) as llm:
+        with pytest.raises(RecordError, match="33 tokens does not fit n_batch 32"):
+            llm.decode([5] * 33, 0, True)
+        llm.decode([5] * 32, 0, True)  # the process lives on, and a batch that fits decodes
+        assert 0 <= llm.greedy() < llm.n_vocab
