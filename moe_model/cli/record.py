@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
         metavar="B",
         help="n_batch, as the server's -b",
     )
-    add_setting(p, SCENARIO["n_ubatch"], help="n_ubatch, as the server's -ub")
+    add_setting(p, SCENARIO["n_ubatch"], metavar="U", help="n_ubatch, as the server's -ub")
     p.add_argument(
         "-np",
         "--parallel",
