@@ -78,7 +78,6 @@ RECORD_BUILD_MINUTES = 10  # pip install -e .[record] compiles llama.cpp: measur
 DEFAULT_RECORD_PREDICT = 128  # -n: tokens generated per prompt
 MAX_RECORD_PREDICT = 1_000_000  # -n: a 1M-token generation, beyond any context
 DEFAULT_RECORD_BATCH = 2048  # -b: llama-server's default n_batch
-MAX_RECORD_THREADS = 4096  # --threads: more than any host's cores
 MAX_RECORD_PROMPTS = 100_000  # prompts in one file: days of CPU time for a real model
 MAX_RECORD_PROMPT_BYTES = 64 * 1024 * 1024  # the prompts file, read whole
 RECORD_TIMED_TOKENS = 64  # generation tokens the host record's decode speed is timed on, at least (prompts allowing)

@@ -17,9 +17,9 @@ from moe_model.limits import (
     MAX_CONCURRENCY,
     MAX_CTX,
     MAX_RECORD_PREDICT,
-    MAX_RECORD_THREADS,
     MAX_UBATCH,
 )
+from moe_model.speed.hardware import MACHINE_SETTINGS
 
 INTERRUPTED = 130  # the shell's exit status of a command ended by Ctrl-C
 
@@ -30,12 +30,11 @@ def add_parser(sub) -> None:
     p.add_argument("--prompts", required=True, metavar="FILE", help="paragraphs of text, or JSONL with prompt/messages")
     p.add_argument(
         "-n",
-        "--n-predict",
         dest="n_predict",
         type=ranged(whole, 1, MAX_RECORD_PREDICT),
         default=DEFAULT_RECORD_PREDICT,
         metavar="N",
-        help="tokens generated per prompt (greedy)",
+        help=f"tokens generated per prompt, greedy (default {DEFAULT_RECORD_PREDICT})",
     )
     p.add_argument(
         "-c",
@@ -65,13 +64,7 @@ def add_parser(sub) -> None:
         metavar="P",
         help="the server's -np: only 1 is recorded",
     )
-    p.add_argument(
-        "--threads",
-        type=ranged(whole, 1, MAX_RECORD_THREADS),
-        default=None,
-        metavar="T",
-        help="CPU threads (default: the physical cores)",
-    )
+    add_setting(p, MACHINE_SETTINGS["threads"], default=None, metavar="T", help="CPU threads (default: physical cores)")
     p.add_argument("-o", "--out", required=True, metavar="OUT.npz", help="the recorded trace")
     p.add_argument("--host-out", metavar="HOST.json", help="the host record (speed of this model on this CPU)")
     p.set_defaults(func=cmd_record)
