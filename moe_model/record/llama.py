@@ -18,6 +18,24 @@ from moe_model.record.runtime import RecordError, Runtime
 GGML_LOG_LEVEL_ERROR = 4
 FALLBACK_TEMPLATE = b"chatml"  # llama-server's template for a model whose GGUF has none
 
+KEPT_ERRORS = 16  # the first error lines say why; a long run's repeats are not kept
+_ERRORS: list[str] = []  # llama.cpp's error lines since the last model began loading
+_LOG: list[object] = []  # the one log callback: llama.cpp keeps calling it for the life of the process
+
+
+def _keep_errors(level: int, text: bytes, _user_data: int) -> None:
+    if level == GGML_LOG_LEVEL_ERROR and text and len(_ERRORS) < KEPT_ERRORS:
+        _ERRORS.append(text.decode("utf-8", "replace").strip())
+
+
+def _quiet_llama(low) -> None:
+    """llama.cpp's log kept off the terminal, its errors kept for one-line messages; the ctypes callback is made
+    once and never freed (a freed one would be called by a later log line)."""
+    if not _LOG:
+        _LOG.append(low.llama_log_callback(_keep_errors))
+    low.llama_log_set(_LOG[0], None)
+    _ERRORS.clear()
+
 
 @dataclass(frozen=True)
 class ContextSettings:
@@ -35,9 +53,7 @@ class LlamaCpu:
 
     def __init__(self, runtime: Runtime, model_path: str | Path, settings: ContextSettings, reader: RoutingReader):
         self.low, self.reader = runtime.llama, reader
-        self._errors: list[str] = []
-        self._log = self.low.llama_log_callback(self._keep_errors)  # referenced: llama.cpp calls it later
-        self.low.llama_log_set(self._log, None)
+        _quiet_llama(self.low)
         self.low.llama_backend_init()
         self.model = self._load_model(Path(model_path))
         self.settings = settings
@@ -70,12 +86,9 @@ class LlamaCpu:
             self.low.llama_free(self.ctx)
         self.low.llama_model_free(self.model)
 
-    def _keep_errors(self, level: int, text: bytes, _user_data: int) -> None:
-        if level == GGML_LOG_LEVEL_ERROR and text:
-            self._errors.append(text.decode("utf-8", "replace").strip())
-
-    def _why(self) -> str:
-        return f": {shown(self._errors[0])}" if self._errors else ""  # the first says why; later ones that it failed
+    @staticmethod
+    def _why() -> str:
+        return f": {shown(_ERRORS[0])}" if _ERRORS else ""  # the first says why; later ones that it failed
 
     def _load_model(self, path: Path):
         params = self.low.llama_model_default_params()
