@@ -74,7 +74,7 @@ DEFAULT_PROMPT_TOKENS = 512  # a request's prompt when none is given (and the ap
 DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
 
 # --- record (the user's model run on their CPU through llama-cpp-python) ---
-RECORD_BUILD_MINUTES = 10  # pip install -e .[record] compiles llama.cpp: measured on this project's 2-core machine
+RECORD_BUILD_MINUTES = 12  # CPU minutes pip install -e .[record] spends compiling llama.cpp (measured: docs/record.md)
 DEFAULT_RECORD_PREDICT = 128  # -n: tokens generated per prompt
 MAX_RECORD_PREDICT = 1_000_000  # -n: a 1M-token generation, beyond any context
 DEFAULT_RECORD_BATCH = 2048  # -b: llama-server's default n_batch

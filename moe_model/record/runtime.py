@@ -21,8 +21,8 @@ class RecordError(MoeModelError):
 
 
 INSTALL_HINT = (
-    "record needs llama-cpp-python: pip install -e '.[record]' (it builds llama.cpp from source, "
-    f"about {RECORD_BUILD_MINUTES} min on 2 cores)"
+    "record needs llama-cpp-python: pip install -e '.[record]' (it builds llama.cpp from source once, "
+    f"about {RECORD_BUILD_MINUTES} min of CPU time; pip keeps the wheel)"
 )
 
 
