@@ -118,8 +118,10 @@ def gguf_bytes(metadata: Mapping[str, Any], tensors: Mapping[str, np.ndarray], a
         raise TypeError(f"tensor data must be float32 or float16: {unknown[0]}")
     infos = [(name, _DATA_TYPES[a.dtype], a.shape[::-1]) for name, a in arrays.items()]
     out = [header_bytes(metadata, infos, alignment)]
+    size = len(out[0])
     for a in arrays.values():
-        out += [_padding(sum(map(len, out)), alignment), a.tobytes()]
+        out += [_padding(size, alignment), a.tobytes()]
+        size += len(out[-2]) + len(out[-1])
     return b"".join(out)
 
 
