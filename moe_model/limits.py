@@ -73,6 +73,16 @@ DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
 DEFAULT_PROMPT_TOKENS = 512  # a request's prompt when none is given (and the app's first context depth)
 DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
 
+# --- record (the user's model run on their CPU through llama-cpp-python) ---
+RECORD_BUILD_MINUTES = 12  # CPU minutes pip install -e .[record] spends compiling llama.cpp (measured: docs/record.md)
+DEFAULT_RECORD_PREDICT = 128  # -n: tokens generated per prompt
+MAX_RECORD_PREDICT = 1_000_000  # -n: a 1M-token generation, beyond any context
+DEFAULT_RECORD_BATCH = 2048  # -b: llama-server's default n_batch
+MAX_RECORD_PROMPTS = 100_000  # prompts in one file: days of CPU time for a real model
+MAX_RECORD_PROMPT_BYTES = 64 * 1024 * 1024  # the prompts file, read whole
+RECORD_TIMED_TOKENS = 64  # generation tokens the host record's decode speed is timed on, at least (prompts allowing)
+RECORD_PROGRESS_S = 2.0  # seconds between progress lines on stderr
+
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work
 SIM_CHUNK_LOOKUPS = 1 << 20  # and expert ids per chunk (4 MiB as int32): large ubatches make fewer records a chunk

@@ -30,6 +30,14 @@ from moe_model.limits import (
 from moe_model.settings import setting
 
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
+
+
+def first_layer(rec_layer: np.ndarray) -> np.ndarray:
+    """The records of each ubatch's first MoE layer, where its tokens are counted: the lowest layer recorded (a
+    model's leading dense layers, as deepseek2's layer 0, have no record). `rec_layer` holds whole ubatches."""
+    return rec_layer == rec_layer.min() if rec_layer.size else np.zeros(0, dtype=bool)
+
+
 RECORDED_LABEL = "recorded llama.cpp trace"
 
 

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from moe_model.cli import logs, plan, predict, simulate
+from moe_model.cli import logs, plan, predict, record, simulate
 from moe_model.cli.output import to_json
 from moe_model.errors import MoeModelError
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_parser(sub)
     predict.add_parsers(sub)
     predict.add_calibrate(sub)
+    record.add_parser(sub)
     return parser
 
 

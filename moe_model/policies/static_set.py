@@ -18,7 +18,7 @@ from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
 from moe_model.policies.entries import PoolEntries
 from moe_model.policies.knobs import Knob
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.workload import PHASE_DECODE, Workload
+from moe_model.workload import PHASE_DECODE, Workload, first_layer
 
 
 def hot_ranks(profile: PoolEntries, n_keys: int) -> np.ndarray:
@@ -62,7 +62,7 @@ def split_workload(work: Workload, share: float) -> tuple[Workload, Workload]:
 
 
 def _decode_tokens(work: Workload, cut: int) -> int:
-    first = (work.rec_phase[cut:] == PHASE_DECODE) & (work.rec_layer[cut:] == 0)
+    first = (work.rec_phase[cut:] == PHASE_DECODE) & first_layer(work.rec_layer[cut:])
     return int(work.rec_ntok[cut:][first].sum())
 
 

@@ -1,7 +1,8 @@
-"""Write header-only GGUF files (metadata and tensor infos, no tensor data).
+"""Write GGUF files: header-only (metadata and tensor infos, no tensor data), or whole with F32/F16 tensor data.
 
-Used to make the bundled sample models and the test fixtures: a header is all the explorer
-reads, so a few MB stand in for a file of hundreds of GB.
+Header-only files make the bundled sample models and most test fixtures: a header is all the explorer reads, so
+a few MB stand in for a file of hundreds of GB. Whole files (gguf_bytes) are the tiny random-weight models that
+llama.cpp loads and runs in the recorder's tests.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 
@@ -102,3 +104,26 @@ def header_bytes(
         out += [_str(name), struct.pack(f"<I{len(shape)}Q", len(shape), *shape), struct.pack("<IQ", ggml_type, offset)]
         offset += (tensor_nbytes(ggml_type, shape) + alignment - 1) // alignment * alignment
     return b"".join(out)
+
+
+_DATA_TYPES = {np.dtype("<f4"): GGMLQuantizationType.F32, np.dtype("<f2"): GGMLQuantizationType.F16}
+
+
+def gguf_bytes(metadata: Mapping[str, Any], tensors: Mapping[str, np.ndarray], alignment: int = 32) -> bytes:
+    """A whole GGUF v3 file: the header, then each tensor's data at its aligned offset (GGUF's default
+    alignment, 32). Arrays are float32 or float16 in numpy order: ggml's shape is the numpy shape reversed."""
+    arrays = {name: np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")) for name, a in tensors.items()}
+    unknown = [name for name, a in arrays.items() if a.dtype not in _DATA_TYPES]
+    if unknown:
+        raise TypeError(f"tensor data must be float32 or float16: {unknown[0]}")
+    infos = [(name, _DATA_TYPES[a.dtype], a.shape[::-1]) for name, a in arrays.items()]
+    out = [header_bytes(metadata, infos, alignment)]
+    size = len(out[0])
+    for a in arrays.values():
+        out += [_padding(size, alignment), a.tobytes()]
+        size += len(out[-2]) + len(out[-1])
+    return b"".join(out)
+
+
+def _padding(n_bytes: int, alignment: int) -> bytes:
+    return bytes(-n_bytes % alignment)

@@ -21,6 +21,7 @@ from moe_model.readers.trace_checks import (
     check_record_spans,
     check_recorded_arrays,
     decode_tokens,
+    decode_tokens_by_layer,
     one_k,
     within,
 )
@@ -121,7 +122,8 @@ def _scan_recorded(
     k = None
     ntok_values = np.zeros(0, dtype=np.int64)
     in_ids, in_order = True, True
-    max_end = lookups = decode = 0
+    max_end = lookups = 0
+    decode = np.zeros(0, dtype=np.int64)
     prev_ub, prev_end, run = -1, 0, 0  # the previous record's ubatch and end of ids, its ubatch's records so far
     for block in _record_blocks(archive, columns, n_rec, max_records):
         for name in ("rec_layer", "rec_ubatch", "rec_phase"):
@@ -137,7 +139,9 @@ def _scan_recorded(
         max_end = max(max_end, int(end.max()))
         lookups += int((k * ntok).sum())
         ntok_values = np.union1d(ntok_values, ntok)
-        decode += decode_tokens(ntok, block.get("rec_phase", PHASE_DECODE), block["rec_layer"])
+        phase = block.get("rec_phase", np.full(len(ntok), PHASE_DECODE))
+        by_layer = decode_tokens_by_layer(ntok, phase, block["rec_layer"])
+        decode = by_layer if not decode.size else decode + by_layer
         runs = np.diff(np.concatenate([[0], np.flatnonzero(np.diff(ub)) + 1, [len(ub)]]))
         runs[0] += run if ub[0] == prev_ub else 0
         in_order = in_order and bool(
@@ -159,7 +163,7 @@ def _scan_recorded(
         spans["rec_ubatch"][1] + 1,
         ntok_values,
         lookups,
-        decode,
+        int(decode[spans["rec_layer"][0]]) if decode.size else 0,
         in_order,
     )
 

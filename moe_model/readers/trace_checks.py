@@ -16,7 +16,7 @@ from moe_model.limits import (
     MAX_TRACE_TOKENS,
     check_at_most,
 )
-from moe_model.workload import PHASE_DECODE, TokenTrace
+from moe_model.workload import PHASE_DECODE, TokenTrace, first_layer
 
 
 def check_ids(values: np.ndarray, hi: int, what: str) -> None:
@@ -63,7 +63,15 @@ def check_record_spans(spans: dict[str, tuple[int, int]], n_rec: int) -> None:
 
 
 def decode_tokens(ntok: np.ndarray, phase: np.ndarray, layer: np.ndarray) -> int:
-    return int(ntok[(phase == PHASE_DECODE) & (layer == 0)].sum())
+    """Generation tokens of records holding whole ubatches, counted at each ubatch's first MoE layer."""
+    return int(ntok[(phase == PHASE_DECODE) & first_layer(layer)].sum())
+
+
+def decode_tokens_by_layer(ntok: np.ndarray, phase: np.ndarray, layer: np.ndarray) -> np.ndarray:
+    """Generation tokens per layer (MAX_LAYERS of them; records outside are refused by the range checks), for a
+    pass over records in blocks that need not hold whole ubatches: the total is the lowest layer's."""
+    keep = (phase == PHASE_DECODE) & (layer >= 0) & (layer < MAX_LAYERS)
+    return np.bincount(layer[keep], weights=ntok[keep], minlength=MAX_LAYERS).astype(np.int64)
 
 
 def make_token_trace(experts: np.ndarray, seq_offsets=None, ubatch=None, label: str = "") -> TokenTrace:

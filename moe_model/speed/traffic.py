@@ -22,7 +22,7 @@ from moe_model.policies.cpu_share import share_applies
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.scenario import Layout, Scenario
-from moe_model.workload import PHASE_DECODE, Workload, WorkloadStream
+from moe_model.workload import PHASE_DECODE, Workload, WorkloadStream, first_layer
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,7 +177,7 @@ def decode_ubatches(work: Workload | WorkloadStream) -> int:
 
 
 def _decode_ubatches(work: Workload) -> int:
-    return int(((work.rec_phase == PHASE_DECODE) & (work.rec_layer == 0)).sum())
+    return int(((work.rec_phase == PHASE_DECODE) & first_layer(work.rec_layer)).sum())
 
 
 def replay_counts(

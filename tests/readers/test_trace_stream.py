@@ -243,3 +243,16 @@ def test_a_recorded_trace_is_streamed_in_chunks_bounded_in_ids_not_only_records(
     assert all(a < b for a, b in zip(lasts, firsts[1:], strict=False))  # no ubatch split between chunks
     assert np.array_equal(np.concatenate([c.ids for c in chunks]), loaded.ids)
     assert replay_counts(gt_model, stream) == replay_counts(gt_model, loaded)
+
+
+def test_a_model_with_leading_dense_layers_counts_decode_tokens_at_its_first_moe_layer(tmp_path):
+    # deepseek2's layer 0 is dense: its trace records layers 1 and 2 only; 3 ubatches: a 4-token prompt, 2 decodes
+    layer = np.array([1, 2] * 3)
+    ntok = np.array([4, 1, 1, 1, 1, 1])
+    phase = np.array([1, 1, 2, 2, 2, 2])
+    off = np.concatenate([[0], np.cumsum(ntok * 2)[:-1]])
+    arrays = {"rec_phase": phase, "rec_ubatch": np.repeat([0, 1, 2], 2), "rec_layer": layer, "rec_k": np.full(6, 2)}
+    arrays |= {"rec_ntok": ntok, "rec_off": off, "ids": np.arange(int(ntok.sum()) * 2) % 8}
+    np.savez(tmp_path / "t.npz", **arrays)
+    assert load_recorded(tmp_path / "t.npz").decode_tokens == 2
+    assert stream_recorded(tmp_path / "t.npz", max_records=3).decode_tokens == 2  # blocks cut through ubatches

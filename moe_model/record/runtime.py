@@ -1,0 +1,62 @@
+"""llama-cpp-python, imported lazily, and the few ggml functions it does not bind, from the ggml library it loads.
+
+Without the extra, `record` says in one line how to install it. The ggml functions come from libggml-base.so
+beside libllama.so in llama_cpp's lib folder: the same library libllama uses, so tensors it hands to the eval
+callback can be read with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from moe_model.errors import MoeModelError, one_line
+from moe_model.limits import RECORD_BUILD_MINUTES
+
+
+class RecordError(MoeModelError):
+    """A recording that cannot start or went wrong: the extra missing, a model llama.cpp cannot load, bad input."""
+
+
+INSTALL_HINT = (
+    "record needs llama-cpp-python: pip install -e '.[record]' (it builds llama.cpp from source once, "
+    f"about {RECORD_BUILD_MINUTES} min of CPU time; pip keeps the wheel)"
+)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """llama_cpp's low-level module, its version, and ggml's tensor functions."""
+
+    llama: ModuleType
+    version: str
+    ggml: ctypes.CDLL
+
+
+def load_runtime() -> Runtime:
+    """llama-cpp-python and its ggml library; RecordError (one line, how to install) without the extra."""
+    try:
+        import llama_cpp
+        from llama_cpp import llama_cpp as low
+    except ImportError:
+        raise RecordError(INSTALL_HINT) from None
+    except (OSError, RuntimeError) as err:  # its shared library failed to load
+        raise RecordError(f"llama-cpp-python is installed but its library does not load: {one_line(err)}") from None
+    ggml = _ggml_library(Path(low._base_path))
+    return Runtime(low, str(llama_cpp.__version__), ggml)
+
+
+def _ggml_library(lib_dir: Path) -> ctypes.CDLL:
+    """libggml-base (ggml_get_name, ggml_nbytes, ggml_backend_tensor_get), loaded from llama_cpp's lib folder:
+    dlopen returns the copy libllama already loaded."""
+    path = lib_dir / "libggml-base.so"
+    if not path.is_file():
+        raise RecordError(f"llama-cpp-python's lib folder has no libggml-base.so: {lib_dir}")
+    lib = ctypes.CDLL(str(path))
+    lib.ggml_get_name.argtypes, lib.ggml_get_name.restype = [ctypes.c_void_p], ctypes.c_char_p
+    lib.ggml_nbytes.argtypes, lib.ggml_nbytes.restype = [ctypes.c_void_p], ctypes.c_size_t
+    lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+    lib.ggml_backend_tensor_get.restype = None
+    return lib

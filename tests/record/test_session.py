@@ -1,0 +1,184 @@
+"""The recorder on a tiny random-weight model of each architecture (written by the project's GGUF writer, recorded
+once with the router's probabilities read too): the ids it keeps are the router's top-k, in llama.cpp's ubatch
+order, the server's warm-up first, each layer with its own token count. Without llama-cpp-python they skip."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from moe_model.record.callback import RoutingReader
+from moe_model.record.llama import ContextSettings, LlamaCpu
+from moe_model.record.prompts import Prompt
+from moe_model.record.runtime import RecordError
+from moe_model.record.server_batches import prompt_calls
+from moe_model.record.session import Recording, RecordSettings, record
+from moe_model.record.tiny_models import ARCHITECTURES, TinyShape, write_tiny_model
+from moe_model.record.trace_out import trace_arrays
+from moe_model.workload import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP
+
+PROMPTS = (
+    Prompt(text="the quick brown fox jumps over the lazy dog and runs"),  # 50+ tokens: several ubatches
+    Prompt(text="of and to"),
+)
+SETTINGS = RecordSettings(n_predict=6, n_ctx=256, n_batch=32, n_ubatch=16, threads=2, with_probs=True)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (pip install -e '.[record]') runs the recorder")
+    from moe_model.record.runtime import load_runtime
+
+    return load_runtime()
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("tiny")
+    return {arch: write_tiny_model(folder / f"{arch}.gguf", arch) for arch in ARCHITECTURES}
+
+
+@pytest.fixture(scope="module")
+def recordings(runtime, tiny_models) -> dict[str, Recording]:
+    return {arch: record(path, PROMPTS, SETTINGS, runtime=runtime) for arch, path in tiny_models.items()}
+
+
+ARCHS = sorted(ARCHITECTURES)
+K = TinyShape().n_expert_used
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_layers_ids_are_the_top_k_of_its_router_probabilities_best_first(recordings, arch):
+    checked = 0
+    for ubatch in recordings[arch].ubatches:
+        for layer in ubatch.layers:
+            probs, ids = layer.probs, layer.ids
+            assert probs is not None and ids.shape == (probs.shape[0], K)
+            chosen = np.take_along_axis(probs, ids, axis=1)
+            others = probs.copy()
+            np.put_along_axis(others, ids, -np.inf, axis=1)
+            assert (chosen.min(axis=1) >= others.max(axis=1)).all()  # the k largest (equal values aside)
+            assert (np.diff(chosen, axis=1) <= 0).all()  # in top-k order
+            checked += layer.n_tokens
+    assert checked > 50
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_servers_warm_up_comes_first_bos_and_eos_in_one_ubatch(recordings, arch):
+    first, *rest = recordings[arch].ubatches
+    assert (first.phase, first.call) == (PHASE_WARMUP, -1)
+    assert [layer.n_tokens for layer in first.layers[:-1]] == [2] * (len(first.layers) - 1)
+    assert all(ub.phase != PHASE_WARMUP for ub in rest)
+
+
+def _prompt_ubatches(recording):
+    return [ub for ub in recording.ubatches if ub.phase == PHASE_PROMPT]
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "deepseek2"])
+def test_the_last_layer_of_a_prompt_ubatch_computes_only_the_output_token(recordings, arch):
+    ubatches = recordings[arch].ubatches
+    for ub, after in zip(ubatches[:-1], ubatches[1:], strict=True):
+        if ub.phase == PHASE_PROMPT:  # the prompt's last ubatch (generation follows) has the one output row
+            assert ub.layers[-1].n_tokens == (after.phase == PHASE_DECODE)
+            assert ub.layers[0].n_tokens > 1
+    assert ubatches[0].layers[-1].n_tokens == 1  # the warm-up's too
+
+
+def test_gpt_oss_computes_its_last_layer_on_every_prompt_token(recordings):
+    prompt = _prompt_ubatches(recordings["gpt-oss"])
+    assert all(ub.layers[-1].n_tokens == ub.layers[0].n_tokens for ub in prompt)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prompts_go_in_n_batch_calls_split_into_n_ubatch_ubatches(recordings, runtime, tiny_models, arch):
+    prompt = _prompt_ubatches(recordings[arch])
+    sizes = [ub.layers[0].n_tokens for ub in prompt]
+    assert max(sizes) == SETTINGS.n_ubatch and all(size <= SETTINGS.n_ubatch for size in sizes)
+    per_call = {}
+    for ub in prompt:
+        per_call.setdefault(ub.call, []).append(ub.layers[0].n_tokens)
+    for sizes in per_call.values():
+        assert sum(sizes) <= SETTINGS.n_batch and len(sizes) == math.ceil(sum(sizes) / SETTINGS.n_ubatch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generation_decodes_one_token_a_ubatch_each_sampled_token_but_the_last(recordings, arch):
+    recording = recordings[arch]
+    decode = [ub for ub in recording.ubatches if ub.phase == PHASE_DECODE]
+    assert all(layer.n_tokens == 1 for ub in decode for layer in ub.layers)
+    assert len(recording.generated) == len(PROMPTS)
+    assert len(decode) == sum(len(tokens) - 1 for tokens in recording.generated)
+    assert all(len(tokens) == SETTINGS.n_predict for tokens in recording.generated)
+
+
+def test_a_keyboard_interrupt_keeps_the_complete_ubatches_before_it(runtime, tiny_models):
+    def stop_after(n_kept: int) -> None:
+        if n_kept == 5:
+            raise KeyboardInterrupt
+
+    recording = record(tiny_models["qwen3moe"], PROMPTS, SETTINGS, on_ubatch=stop_after, runtime=runtime)
+    assert recording.interrupted and len(recording.ubatches) == 5
+    assert all(len(ub.layers) == TinyShape().n_layer for ub in recording.ubatches)
+
+
+def test_the_same_model_and_prompts_record_the_same_routing(recordings, runtime, tiny_models):
+    again = record(tiny_models["qwen3moe"], PROMPTS, SETTINGS, runtime=runtime)
+    first = recordings["qwen3moe"]
+    assert again.generated == first.generated
+    a, b = trace_arrays(again.ubatches), trace_arrays(first.ubatches)
+    assert a.keys() == b.keys() and all(np.array_equal(a[key], b[key]) for key in a)
+
+
+def _prompt_call_sizes(recording) -> list[list[int]]:
+    """Each prompt's llama_decode calls, as the tokens of each (a prompt's ubatches follow the warm-up or a decode)."""
+    prompts, previous = [], None
+    for ub in recording.ubatches:
+        if ub.phase == PHASE_PROMPT:
+            if previous.phase != PHASE_PROMPT:
+                prompts.append({})
+            prompts[-1][ub.call] = prompts[-1].get(ub.call, 0) + ub.layers[0].n_tokens
+        previous = ub
+    return [list(calls.values()) for calls in prompts]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prompt_calls_follow_the_servers_cuts_checkpoints_only_for_the_sliding_window(recordings, arch):
+    sizes = _prompt_call_sizes(recordings[arch])
+    assert len(sizes) == len(PROMPTS)
+    for calls in sizes:
+        expected = prompt_calls(sum(calls), SETTINGS.n_batch, SETTINGS.n_ubatch, checkpoints=arch == "gpt-oss")
+        assert calls == [end - start for start, end in expected]
+
+
+def test_ctrl_c_during_a_call_stops_after_it_keeping_its_ubatches(runtime, tiny_models):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach only the main thread")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # SIGINT at the first ubatch of the prompt's first call: that call's ubatches are all kept, then it stops
+        def press(n_kept: int) -> None:
+            if n_kept == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        recording = record(tiny_models["qwen3moe"], PROMPTS[:1], SETTINGS, on_ubatch=press, runtime=runtime)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert recording.interrupted
+    assert [ub.call for ub in recording.ubatches] == [-1, 0, 0]  # the warm-up and the whole first call
+    assert recording.timings.decode_tokens == 0
+
+
+def test_a_batch_above_n_batch_is_refused_before_llama_cpp_would_abort(runtime, tiny_models):
+    settings = ContextSettings(n_ctx=256, n_batch=32, n_ubatch=16, threads=1)
+    with LlamaCpu(runtime, tiny_models["qwen3moe"], settings, RoutingReader(runtime)) as llm:
+        with pytest.raises(RecordError, match="33 tokens does not fit n_batch 32"):
+            llm.decode([5] * 33, 0, True)
+        llm.decode([5] * 32, 0, True)  # the process lives on, and a batch that fits decodes
+        assert 0 <= llm.greedy() < llm.n_vocab
