@@ -273,7 +273,8 @@ class Batching:
     length per sequence (0: none), processed in ubatches of ubatch_size. warmup: llama-server's
     warm-up decode at start-up (llama/server_warm_up.py). last_layer_prunes: the last layer's MoE computes only the
     output rows of a prompt or warm-up ubatch, not every token (the model's architecture and the build decide it:
-    llama/output_rows.last_layer_prunes).
+    llama/output_rows.last_layer_prunes). start_up_probe: the server's seq_rm probe decode of {0, 0} after the
+    warm-up (with or without it; llama/server_warm_up.start_up_probe of the build); off unless asked for.
     """
 
     concurrency: int = 1
@@ -288,6 +289,7 @@ class Batching:
         0, flags=("--seed",), lo=0, hi=2**32 - 1, help="seed of the synthetic routing and the drafts accepted"
     )
     last_layer_prunes: bool = True
+    start_up_probe: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:

@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "moe_model"
 LAYERS = [
     {"atomic", "errors", "limits", "numba_cache", "fitting", "resources", "settings", "threads", "workload"},
     {"readers"},
-    {"record"},
     {"llama"},
+    {"record"},
     {"policies"},
     {"routing"},
     {"speed"},

@@ -65,6 +65,12 @@ def add_parser(sub) -> None:
         help="the server's -np: only 1 is recorded",
     )
     add_setting(p, MACHINE_SETTINGS["threads"], default=None, metavar="T", help="CPU threads (default: physical cores)")
+    add_setting(
+        p,
+        SCENARIO["build"],
+        help="llama.cpp build whose llama-server the trace follows: its start-up probe and the last layer's rows "
+        "(default: the current mainline)",
+    )
     p.add_argument("-o", "--out", required=True, metavar="OUT.npz", help="the recorded trace")
     p.add_argument("--host-out", metavar="HOST.json", help="the host record (speed of this model on this CPU)")
     p.set_defaults(func=cmd_record)
@@ -104,7 +110,7 @@ def _record(args: argparse.Namespace, prompts, runtime):
     from moe_model.record.session import RecordSettings, record
 
     args.threads = args.threads or physical_cores()
-    settings = RecordSettings(args.n_predict, args.n_ctx, args.n_batch, args.n_ubatch, args.threads)
+    settings = RecordSettings(args.n_predict, args.n_ctx, args.n_batch, args.n_ubatch, args.threads, build=args.build)
     return record(args.model, prompts, settings, _stderr, runtime=runtime)
 
 

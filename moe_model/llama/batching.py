@@ -2,10 +2,10 @@
 
 `build_workload` turns a token trace into the ubatches llama-server would run: c sequences decoding in
 lockstep, speculative verification batches, prompt ubatches (the last layer keeps only the output rows where the
-model's graph prunes it: Batching.last_layer_prunes) and the start-up warm-up, in execution order; `stream_build`
-hands the same records out in chunks. The ubatches come from one generator (`_ubatches`) either way; a trace read
-from its file (`StreamedTokens`) is read forward, one cursor per decoding sequence, so neither the trace nor the
-workload is held.
+model's graph prunes it: Batching.last_layer_prunes) and the start-up warm-up and probe, in execution order;
+`stream_build` hands the same records out in chunks. The ubatches come from one generator (`_ubatches`) either
+way; a trace read from its file (`StreamedTokens`) is read forward, one cursor per decoding sequence, so neither the
+trace nor the workload is held.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from moe_model.limits import (
     available_memory_bytes,
     check_at_most,
 )
-from moe_model.llama.server_warm_up import WARM_UP_OUTPUTS, WARM_UP_TOKENS
+from moe_model.llama.server_warm_up import PROBE_OUTPUTS, PROBE_TOKENS, WARM_UP_OUTPUTS, WARM_UP_TOKENS
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
@@ -69,12 +69,17 @@ def _accepted_drafts(rng: np.random.Generator, draft_tokens: int, accept_rate: f
 
 
 def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.random.Generator) -> Iterator[_Ubatch]:
-    """Every ubatch in server order: the warm-up, then c streams decoding in lockstep (one verification of up
-    to d+1 tokens each; a finished stream takes the next sequence, whose prompt ubatches come first)."""
+    """Every ubatch in server order: the warm-up, the seq_rm probe, then c streams decoding in lockstep (one
+    verification of up to d+1 tokens each; a finished stream takes the next sequence, whose prompt ubatches come
+    first)."""
     drawn = 0
     if batching.warmup:  # BOS+EOS decoded at start-up; EOS is the output
         yield _Ubatch(PHASE_WARMUP, _last_layer(batching, WARM_UP_OUTPUTS), ((DRAWN, 0, WARM_UP_TOKENS),))
         drawn = WARM_UP_TOKENS
+    if batching.start_up_probe:  # token 0 twice, the second the output: one drawn row routes both
+        probe = tuple((DRAWN, drawn, drawn + 1) for _ in range(PROBE_TOKENS))
+        yield _Ubatch(PHASE_WARMUP, _last_layer(batching, PROBE_OUTPUTS), probe)
+        drawn += 1
     if trace.ubatch is not None:
         yield from _given_ubatches(trace.ubatch)
         return
@@ -142,7 +147,7 @@ def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random
 
 def _synthetic_rows(trace: TokenTrace | StreamedTokens, batching: Batching, n_expert: int) -> int:
     """Tokens of warm-up and prompt routing to draw, refused beyond MAX_ROUTING_DRAWS before drawing."""
-    needed = (WARM_UP_TOKENS if batching.warmup else 0) + batching.prompt_tokens * trace.n_seq
+    needed = (WARM_UP_TOKENS if batching.warmup else 0) + batching.start_up_probe + batching.prompt_tokens * trace.n_seq
     if needed * trace.n_layer * n_expert > MAX_ROUTING_DRAWS:
         raise WorkloadError(
             f"{batching.prompt_tokens:,} prompt tokens x {trace.n_seq} sequences x {trace.n_layer} layers x "

@@ -37,6 +37,15 @@ def _quiet_llama(low) -> None:
     _ERRORS.clear()
 
 
+def model_params(low):
+    """llama_model_params as the recorder loads a model: every layer on the CPU, no extra buffer types."""
+    params = low.llama_model_default_params()
+    params.n_gpu_layers = 0
+    # --cpu-moe's experts stay CPU_Mapped (never repacked); 0.3.36's AMX matmul dies with SIGILL on a quantized batch
+    params.use_extra_bufts = False
+    return params
+
+
 @dataclass(frozen=True)
 class ContextSettings:
     """The server's settings a recording mirrors: context, batch and ubatch sizes, CPU threads."""
@@ -69,6 +78,8 @@ class LlamaCpu:
         self.n_ctx = self.low.llama_n_ctx(self.ctx)
         self.batch = self.low.llama_batch_init(self.n_batch, 0, 1)
         self.checkpointed = self._needs_checkpoints()
+        self.n_layer = self.low.llama_model_n_layer(self.model)
+        self.architecture = self._meta("general.architecture")
 
     def _needs_checkpoints(self) -> bool:
         """llama-server keeps context checkpoints (and cuts prompts for them) for a sliding window (its swa_full
@@ -76,6 +87,12 @@ class LlamaCpu:
         low, model = self.low, self.model
         memory_kept = low.llama_model_is_recurrent(model) or low.llama_model_is_hybrid(model)
         return low.llama_model_n_swa(model) > 0 or bool(memory_kept)
+
+    def _meta(self, key: str) -> str:
+        """A string metadata value of the GGUF ("" where it has none)."""
+        buf = ctypes.create_string_buffer(256)
+        n = self.low.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else ""
 
     def __enter__(self) -> LlamaCpu:
         return self
@@ -91,8 +108,7 @@ class LlamaCpu:
         return f": {shown(_ERRORS[0])}" if _ERRORS else ""  # the first says why; later ones that it failed
 
     def _load_model(self, path: Path):
-        params = self.low.llama_model_default_params()
-        params.n_gpu_layers = 0
+        params = model_params(self.low)
         model = self.low.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise RecordError(f"llama.cpp could not load {shown(str(path))}{self._why()}")

@@ -1,7 +1,9 @@
-"""The server-like recording loop: llama-server's start-up warm-up, then each prompt served alone (-np 1,
-cache_prompt off: the KV memory cleared first), its tokens in the server's llama_decode calls, then greedy
+"""The server-like recording loop: llama-server's start-up warm-up and seq_rm probe, then each prompt served alone
+(-np 1, cache_prompt off: the KV memory cleared first), its tokens in the server's llama_decode calls, then greedy
 generation of n_predict tokens, each but the last decoded (the server stops on the n-th sampled token, or on an
-end-of-generation token, without decoding it). Every ubatch's routing is kept in llama.cpp's order."""
+end-of-generation token, without decoding it). Every ubatch's routing is kept in llama.cpp's order, its last layer
+as the targeted build computes it (llama-cpp-python's older llama.cpp computes every prompt token there for some
+architectures; a b11480+ server only the output rows)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from moe_model.limits import RECORD_PROGRESS_S, RECORD_TIMED_TOKENS
+from moe_model.llama.builds import MAINLINE_BUILD
+from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.server_warm_up import PROBE_TOKEN, PROBE_TOKENS, start_up_probe
 from moe_model.record.callback import LayerRecord, RoutingReader
 from moe_model.record.llama import ContextSettings, LlamaCpu
 from moe_model.record.prompts import Prompt
@@ -25,8 +30,9 @@ from moe_model.record.trace_out import PHASE_DECODE, PHASE_PROMPT, PHASE_WARMUP,
 
 @dataclass(frozen=True)
 class RecordSettings:
-    """A recording: the server's context and batching, the tokens generated per prompt, CPU threads;
-    with_probs (tests) also reads the router's probabilities."""
+    """A recording: the server's context and batching, the tokens generated per prompt, CPU threads, the llama.cpp
+    build whose server the trace follows (its start-up probe, its last layer's rows); with_probs (tests) also reads
+    the router's probabilities."""
 
     n_predict: int
     n_ctx: int
@@ -34,6 +40,7 @@ class RecordSettings:
     n_ubatch: int
     threads: int
     with_probs: bool = False
+    build: int = MAINLINE_BUILD
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,7 @@ class _Run:
     moe_layers: tuple[int, ...] = ()
     generated: list[tuple[int, ...]] = field(default_factory=list)
     calls: int = 0
+    prunes: bool = True  # the targeted build's last layer computes only the output rows
 
     def call(self, tokens: list[int], pos0: int, phase: int, logits: bool) -> None:
         """One llama_decode; its complete ubatches kept (also when Ctrl-C stops it midway)."""
@@ -125,14 +133,14 @@ class _Run:
             self.llm.decode(tokens, pos0, logits)
         finally:
             expected = 1 if phase == PHASE_WARMUP else math.ceil(len(tokens) / self.llm.n_ubatch)
-            self._keep(self.reader.drain(), phase, expected)
+            self._keep(self.reader.drain(), phase, expected, logits)
         self.reader.raise_pending()
         self.progress.add(len(tokens))
         self.calls += phase != PHASE_WARMUP
         self.ctrl_c.check()
 
-    def _keep(self, records: list[LayerRecord], phase: int, expected: int) -> None:
-        if phase == PHASE_WARMUP:
+    def _keep(self, records: list[LayerRecord], phase: int, expected: int, logits: bool) -> None:
+        if not self.moe_layers:  # the first warm-up shows them
             self.moe_layers = tuple(r.layer for r in records)
         width = len(self.moe_layers)
         if not width:
@@ -145,14 +153,29 @@ class _Run:
             layers = tuple(records[j * width : (j + 1) * width])
             if tuple(r.layer for r in layers) != self.moe_layers:
                 raise RecordError("llama.cpp computed the MoE layers of a ubatch out of order")
-            self.ubatches.append(Ubatch(phase, call, layers))
+            outputs = int(logits and j == expected - 1)  # only the call's last token asks for logits
+            self.ubatches.append(Ubatch(phase, call, self._pruned(layers, outputs)))
             if self.on_ubatch is not None:
                 self.on_ubatch(len(self.ubatches))
 
-    def warm_up(self) -> None:
-        """llama-server's start-up decode of BOS and EOS (common_init_from_params), then its memory cleared."""
+    def _pruned(self, layers: tuple[LayerRecord, ...], outputs: int) -> tuple[LayerRecord, ...]:
+        """The last layer cut to the ubatch's output rows (its last `outputs` tokens) where the targeted build
+        prunes it and llama-cpp-python's llama.cpp did not."""
+        last = layers[-1]
+        if not self.prunes or last.layer != self.llm.n_layer - 1 or last.n_tokens <= outputs:
+            return layers
+        first = last.n_tokens - outputs
+        probs = None if last.probs is None else last.probs[first:]
+        return (*layers[:-1], replace(last, ids=last.ids[first:], probs=probs))
+
+    def warm_up(self, probe: bool) -> None:
+        """llama-server's start-up decode of BOS and EOS (common_init_from_params), then its memory cleared; then,
+        where the build makes it, the seq_rm probe (common_context_can_seq_rm): {0, 0}, the memory cleared."""
         self.call(self.llm.special_tokens()[: self.llm.n_batch], 0, PHASE_WARMUP, True)
         self.llm.clear()
+        if probe:
+            self.call([PROBE_TOKEN] * PROBE_TOKENS, 0, PHASE_WARMUP, True)
+            self.llm.clear()
 
     def serve(self, tokens: list[int]) -> None:
         """One request: the prompt in the server's calls (logits for its last token only), then greedy generation."""
@@ -202,11 +225,15 @@ def _recorded(
         token_lists = [llm.tokenize(p) for p in prompts]
         _check_lengths(token_lists, settings.n_predict, llm.n_ctx)
         ctrl_c.check()  # pressed while the model loaded: nothing recorded
-        total = len(llm.special_tokens()) + sum(len(t) + settings.n_predict - 1 for t in token_lists)
-        run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch, ctrl_c)
+        probe = start_up_probe(settings.build)
+        total = (
+            len(llm.special_tokens()) + probe * PROBE_TOKENS + sum(len(t) + settings.n_predict - 1 for t in token_lists)
+        )
+        prunes = last_layer_prunes(llm.architecture, settings.build)
+        run = _Run(llm, reader, settings, Progress(total, progress), on_ubatch, ctrl_c, prunes=prunes)
         timings, interrupted = Timings(), False
         try:
-            run.warm_up()
+            run.warm_up(probe)
             for tokens in token_lists:
                 run.serve(tokens)
             timings = time_cpu(llm, token_lists, run.generated, progress, ctrl_c)

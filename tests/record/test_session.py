@@ -1,6 +1,7 @@
 """The recorder on a tiny random-weight model of each architecture (written by the project's GGUF writer, recorded
 once with the router's probabilities read too): the ids it keeps are the router's top-k, in llama.cpp's ubatch
-order, the server's warm-up first, each layer with its own token count. Without llama-cpp-python they skip."""
+order, the server's warm-up and seq_rm probe first, each layer with its own token count, the last layer's rows as the
+targeted build computes them. Without llama-cpp-python they skip."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import math
 import os
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from moe_model.llama.output_rows import NEXTN_CROP_BUILD
+from moe_model.llama.server_warm_up import PROBE_FROM_BUILD
+from moe_model.readers.gguf_writer import gguf_bytes
 from moe_model.record.callback import RoutingReader
-from moe_model.record.llama import ContextSettings, LlamaCpu
+from moe_model.record.llama import ContextSettings, LlamaCpu, model_params
 from moe_model.record.prompts import Prompt
 from moe_model.record.runtime import RecordError
 from moe_model.record.server_batches import prompt_calls
@@ -70,11 +75,18 @@ def test_every_layers_ids_are_the_top_k_of_its_router_probabilities_best_first(r
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_the_servers_warm_up_comes_first_bos_and_eos_in_one_ubatch(recordings, arch):
-    first, *rest = recordings[arch].ubatches
-    assert (first.phase, first.call) == (PHASE_WARMUP, -1)
-    assert [layer.n_tokens for layer in first.layers[:-1]] == [2] * (len(first.layers) - 1)
+def test_the_servers_warm_up_comes_first_bos_and_eos_then_the_seq_rm_probe(recordings, arch):
+    first, probe, *rest = recordings[arch].ubatches
+    for ub in (first, probe):
+        assert (ub.phase, ub.call) == (PHASE_WARMUP, -1)
+        assert [layer.n_tokens for layer in ub.layers] == [2] * (len(ub.layers) - 1) + [1]
     assert all(ub.phase != PHASE_WARMUP for ub in rest)
+
+
+def test_a_build_before_the_probe_has_the_warm_up_alone(runtime, tiny_models):
+    settings = replace(SETTINGS, build=PROBE_FROM_BUILD - 1, n_predict=2)
+    ubatches = record(tiny_models["qwen3moe"], PROMPTS[1:], settings, runtime=runtime).ubatches
+    assert [ub.phase for ub in ubatches[:2]] == [PHASE_WARMUP, PHASE_PROMPT]
 
 
 def _prompt_ubatches(recording):
@@ -91,9 +103,29 @@ def test_the_last_layer_of_a_prompt_ubatch_computes_only_the_output_token(record
     assert ubatches[0].layers[-1].n_tokens == 1  # the warm-up's too
 
 
-def test_gpt_oss_computes_its_last_layer_on_every_prompt_token(recordings):
-    prompt = _prompt_ubatches(recordings["gpt-oss"])
-    assert all(ub.layers[-1].n_tokens == ub.layers[0].n_tokens for ub in prompt)
+def test_gpt_oss_records_its_last_layer_at_the_output_rows_for_a_b11480_build_as_qwen3moe(recordings):
+    ubatches = recordings["gpt-oss"].ubatches
+    outputs = [
+        after.phase == PHASE_DECODE
+        for ub, after in zip(ubatches[:-1], ubatches[1:], strict=True)
+        if ub.phase == PHASE_PROMPT
+    ]
+    assert [ub.layers[-1].n_tokens for ub in _prompt_ubatches(recordings["gpt-oss"])] == outputs
+    assert sum(outputs) == len(PROMPTS) and len(outputs) > len(PROMPTS)
+
+
+def test_gpt_oss_records_its_last_layer_on_every_prompt_token_for_a_build_before_b11480(
+    runtime, tiny_models, recordings
+):
+    settings = replace(SETTINGS, build=NEXTN_CROP_BUILD - 1)
+    recording = record(tiny_models["gpt-oss"], PROMPTS, settings, runtime=runtime)
+    prompt = _prompt_ubatches(recording)
+    assert all(ub.layers[-1].n_tokens == ub.layers[0].n_tokens > 1 for ub in prompt[:-1])
+    assert recording.ubatches[0].layers[-1].n_tokens == 2  # the warm-up's both tokens
+    # the output rows the b11480 build keeps are the same rows of the unpruned layer: the routing is per token
+    pruned = _prompt_ubatches(recordings["gpt-oss"])
+    last = [(a.layers[-1], b.layers[-1]) for a, b in zip(prompt, pruned, strict=True) if b.layers[-1].n_tokens]
+    assert last and all(np.array_equal(full.ids[-1:], kept.ids) for full, kept in last)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -164,14 +196,14 @@ def test_ctrl_c_during_a_call_stops_after_it_keeping_its_ubatches(runtime, tiny_
     try:
         # SIGINT at the first ubatch of the prompt's first call: that call's ubatches are all kept, then it stops
         def press(n_kept: int) -> None:
-            if n_kept == 2:
+            if n_kept == 3:
                 os.kill(os.getpid(), signal.SIGINT)
 
         recording = record(tiny_models["qwen3moe"], PROMPTS[:1], SETTINGS, on_ubatch=press, runtime=runtime)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert recording.interrupted
-    assert [ub.call for ub in recording.ubatches] == [-1, 0, 0]  # the warm-up and the whole first call
+    assert [ub.call for ub in recording.ubatches] == [-1, -1, 0, 0]  # the start-up decodes, the whole first call
     assert recording.timings.decode_tokens == 0
 
 
@@ -182,3 +214,19 @@ def test_a_batch_above_n_batch_is_refused_before_llama_cpp_would_abort(runtime, 
             llm.decode([5] * 33, 0, True)
         llm.decode([5] * 32, 0, True)  # the process lives on, and a batch that fits decodes
         assert 0 <= llm.greedy() < llm.n_vocab
+
+
+def test_models_load_without_llama_cpps_extra_buffer_types(runtime):
+    """--cpu-moe's experts stay in plain CPU buffers; 0.3.36's AMX repacking dies with SIGILL on some hosts."""
+    params = model_params(runtime.llama)
+    assert params.use_extra_bufts is False and params.n_gpu_layers == 0
+
+
+def test_a_model_with_half_precision_experts_records(runtime, tmp_path):
+    metadata, tensors = ARCHITECTURES["qwen3moe"](TinyShape(), 0)
+    half = {name: a.astype(np.float16) if "_exps." in name else a for name, a in tensors.items()}
+    path = tmp_path / "f16.gguf"
+    path.write_bytes(gguf_bytes(metadata, half))
+    recording = record(path, PROMPTS[:1], replace(SETTINGS, n_predict=2), runtime=runtime)
+    assert [ub.phase for ub in recording.ubatches[:3]] == [PHASE_WARMUP, PHASE_WARMUP, PHASE_PROMPT]
+    assert max(ub.layers[0].n_tokens for ub in recording.ubatches) == SETTINGS.n_ubatch  # batches of > 1 token
