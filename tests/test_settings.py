@@ -37,7 +37,7 @@ GENERATED_FLAGS = {  # per subcommand, the flags generated from a declared setti
     "recommend": MACHINE_FLAGS | SERVING_FLAGS,
     "parse-log": {"--build"},  # for logs that name none
     "calibrate": {"--build"},
-    "record": {"--ubatch-size", "-ub", "--threads"},
+    "record": {"--ubatch-size", "-ub", "--threads", "--build"},
 }
 URL_KEYS = {  # the app's URL keys of declared settings, with their widget's (lo, hi, step) or options
     "budget": (0, None, 1),

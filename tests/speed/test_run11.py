@@ -1,13 +1,17 @@
 """run11 (sample_data/groundtruth/run11, the lent H200's host, llama.cpp b11549): the routing recorded on the CPU by
 `python -m moe_model record` replays, through the project's simulator, to the hit rates llama-server's `-lv 4`
 teardown lines report at three cache budgets (the same random-weight model and prompts, greedy); and the CPU expert
-path per ggml type measured there with llama-bench (moe_model/data/cpu_quant_rates.json)."""
+path per ggml type measured there with llama-bench (moe_model/data/cpu_quant_rates.json).
+
+The recorder now makes the server's start-up seq_rm probe after the warm-up: `run11b/cpu_probe_t16.npz` (run11b's
+recorder with the probe added, 16 threads) is what it writes for run11, `cpu.npz` what it wrote before."""
 
 from __future__ import annotations
 
 import gzip
 import json
 
+import numpy as np
 import pytest
 
 from moe_model.llama.simulate import simulate
@@ -15,6 +19,7 @@ from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
 from moe_model.readers.traces import load_recorded
 from moe_model.resources import data_path
+from moe_model.workload import PHASE_WARMUP
 
 RUN11 = data_path("groundtruth", "run11")
 SERVERS = {"c2092": 2092, "c4185": 4185, "c6278": 6278}  # run3's 25 / 50 / 75 % of the host experts
@@ -23,8 +28,12 @@ THREADS = (2, 4, 8, 16)
 
 @pytest.fixture(scope="module")
 def recorded():
-    """run3's model (header) and the routing recorded on the CPU."""
-    return load_model(data_path("groundtruth", "run3", "model-header.gguf")), load_recorded(RUN11 / "cpu.npz")
+    """run3's model (header) and the routing the recorder writes: recorded on the CPU, the start-up probe included."""
+    return load_model(data_path("groundtruth", "run3", "model-header.gguf")), load_recorded(RECORDED)
+
+
+RECORDED = RUN11 / "run11b" / "cpu_probe_t16.npz"
+WITHOUT_PROBE = RUN11 / "cpu.npz"
 
 
 def _server_log(server: str):
@@ -43,7 +52,7 @@ OTHER_TOKENS = (
     "the CPU recording and the cache servers decode different greedy tokens (each request's first difference within "
     "1-6 tokens: random weights leave near-tied logits that CPU and GPU arithmetic break differently), and at 25 % "
     "the hit rate depends on them: CPU recordings at 16 / 12 / 8 threads replay to 36.2 / 36.0 / 38.1 % against the "
-    "server's 38.5 % (run11b, hit_rates.csv); this one is 2.26 points low"
+    "server's 38.5 % (run11b, hit_rates.csv); this one is 2.32 points low (2.26 without the start-up probe)"
 )
 
 
@@ -59,17 +68,32 @@ def test_cpu_recording_replays_to_the_servers_decode_hit_rate_within_2_points(re
     assert abs(small.hits / small.lookups - logged.hit_rate) <= 0.02
 
 
-def test_servers_start_up_probe_decode_is_the_lookups_the_recording_lacks(recorded):
+def test_servers_start_up_probe_decode_is_the_lookups_the_recording_lacked(recorded):
     """llama-server b11549 decodes [0, 0] once after the BOS/EOS warm-up (server-context.cpp,
-    common_context_can_seq_rm); the recorder does not. With it added (run11b), the decode lookups match."""
+    common_context_can_seq_rm); the recorder did not. With it, the "ubatch <= 8" lookups match."""
     model, work = recorded
     server = _server_log("c4185").decode_stats
     server_lookups = server.hits + server.misses
-    without = simulate(model, work, SERVERS["c4185"]).small.lookups
-    with_probe = simulate(model, load_recorded(RUN11 / "run11b" / "cpu_probe_t16.npz"), SERVERS["c4185"]).small.lookups
+    without = simulate(model, load_recorded(WITHOUT_PROBE), SERVERS["c4185"]).small.lookups
+    with_probe = simulate(model, work, SERVERS["c4185"]).small.lookups
     # every decode ubatch looks up 24 x 8; the probe at least as many; the start-up ubatches' routing differs by a few
     assert server_lookups - without == 191
     assert abs(server_lookups - with_probe) <= 8
+
+
+def test_the_probe_recording_is_the_earlier_one_with_the_probe_ubatch_after_the_warm_up(recorded):
+    """run11b's probe at 16 threads changed nothing else: the same records and ids, one more start-up ubatch (its
+    23 layers at 2 tokens, the last at the output), so it stands for what the recorder now writes."""
+    _, work = recorded
+    before = load_recorded(WITHOUT_PROBE)
+    probe = work.rec_ubatch == 1
+    assert (work.rec_phase[probe] == PHASE_WARMUP).all()
+    assert work.rec_ntok[probe].tolist() == [2] * 23 + [1]
+    assert np.array_equal(work.rec_ntok[~probe], before.rec_ntok)
+    assert np.array_equal(work.rec_layer[~probe], before.rec_layer)
+    records = zip(work.rec_off[~probe], work.rec_ntok[~probe], strict=True)
+    kept = np.concatenate([work.ids[o : o + n * work.k] for o, n in records])
+    assert np.array_equal(kept, before.ids)
 
 
 @pytest.fixture(scope="module")
