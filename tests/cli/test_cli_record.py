@@ -48,6 +48,17 @@ def test_record_writes_a_trace_simulate_replays_and_a_host_record(model, prompts
     assert "recorded llama.cpp trace: 14 decode tokens" in replay.stdout
 
 
+def test_build_decides_whether_the_servers_start_up_probe_is_recorded(model, prompts, tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (pip install -e '.[record]') runs the recorder")
+    start_ups = []
+    for build in ("b12569", "11000"):  # the probe is in every build read from b11063 on
+        out = tmp_path / f"{build}.npz"
+        assert _record(model, prompts, out, "-n", "2", "--threads", "1", "--build", build).returncode == 0
+        trace = load_recorded(out)
+        start_ups.append(len(set(trace.rec_ubatch[trace.rec_phase == PHASE_WARMUP].tolist())))
+    assert start_ups == [2, 1]
+
+
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
@@ -61,6 +72,7 @@ def test_record_writes_a_trace_simulate_replays_and_a_host_record(model, prompts
         ),
         (("-n", "0"), "must be in 1.."),
         (("--threads", "0"), "must be in 1.."),
+        (("--build", "banana"), "a llama.cpp build is a release number"),
     ],
 )
 def test_bad_flags_are_one_line(model, prompts, tmp_path, flags, says):
