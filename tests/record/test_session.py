@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType
+from gguf.quants import quantize
 
 from moe_model.llama.output_rows import NEXTN_CROP_BUILD
 from moe_model.llama.server_warm_up import PROBE_FROM_BUILD
-from moe_model.readers.gguf_writer import gguf_bytes
+from moe_model.readers.gguf_writer import header_bytes
 from moe_model.record.callback import RoutingReader
 from moe_model.record.llama import ContextSettings, LlamaCpu, model_params
 from moe_model.record.prompts import Prompt
@@ -222,11 +224,24 @@ def test_models_load_without_llama_cpps_extra_buffer_types(runtime):
     assert params.use_extra_bufts is False and params.n_gpu_layers == 0
 
 
-def test_a_model_with_half_precision_experts_records(runtime, tmp_path):
+def write_q8_0_experts_model(path: Path) -> Path:
+    """The tiny qwen3moe with its expert tensors quantized to Q8_0 (gguf's own quantizer), the rest F32."""
     metadata, tensors = ARCHITECTURES["qwen3moe"](TinyShape(), 0)
-    half = {name: a.astype(np.float16) if "_exps." in name else a for name, a in tensors.items()}
-    path = tmp_path / "f16.gguf"
-    path.write_bytes(gguf_bytes(metadata, half))
+    q8 = {name for name in tensors if "_exps." in name}
+    infos = [
+        (n, GGMLQuantizationType.Q8_0 if n in q8 else GGMLQuantizationType.F32, a.shape[::-1])
+        for n, a in tensors.items()
+    ]
+    data = [quantize(a, GGMLQuantizationType.Q8_0).tobytes() if n in q8 else a.tobytes() for n, a in tensors.items()]
+    out = bytearray(header_bytes(metadata, infos))
+    for body in data:
+        out += bytes(-len(out) % 32) + body
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_a_model_with_quantized_experts_records_batches_of_many_tokens(runtime, tmp_path):
+    path = write_q8_0_experts_model(tmp_path / "q8_0.gguf")
     recording = record(path, PROMPTS[:1], replace(SETTINGS, n_predict=2), runtime=runtime)
     assert [ub.phase for ub in recording.ubatches[:3]] == [PHASE_WARMUP, PHASE_WARMUP, PHASE_PROMPT]
     assert max(ub.layers[0].n_tokens for ub in recording.ubatches) == SETTINGS.n_ubatch  # batches of > 1 token
