@@ -14,6 +14,7 @@ from types import ModuleType
 
 from moe_model.errors import MoeModelError, one_line
 from moe_model.limits import RECORD_BUILD_MINUTES
+from moe_model.numba_cache import openmp_as_llama_cpp_runs_it
 
 
 class RecordError(MoeModelError):
@@ -37,6 +38,7 @@ class Runtime:
 
 def load_runtime() -> Runtime:
     """llama-cpp-python and its ggml library; RecordError (one line, how to install) without the extra."""
+    openmp_as_llama_cpp_runs_it()
     try:
         import llama_cpp
         from llama_cpp import llama_cpp as low
