@@ -9,7 +9,14 @@ import pytest
 from moe_model.fits.calibration import default_time_model
 from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
-from moe_model.speed.cpu_quant import BYTES_ONLY, RATES_JSON, expert_quant_factor, quant_factor, reference_type
+from moe_model.speed.cpu_quant import (
+    BYTES_ONLY,
+    RATES_JSON,
+    cpu_layer_ms,
+    expert_quant_factor,
+    quant_factor,
+    reference_type,
+)
 from moe_model.speed.hardware import preset
 from moe_model.speed.rates import cpu_expert_gbs
 
@@ -60,3 +67,9 @@ def test_a_models_factor_is_the_byte_weighted_harmonic_mean_and_the_cpu_rate_fol
     factor = expert_quant_factor(mixed, threads)
     assert factor == pytest.approx(sum(by_type.values()) / seconds)
     assert cpu_expert_gbs(hw, PARAMS, False, mixed) == pytest.approx(factor * cpu_expert_gbs(hw, PARAMS, False))
+
+
+def test_a_layers_cpu_only_fixed_cost_is_the_measured_anchor_over_its_layers():
+    rates = json.loads(data_path(RATES_JSON).read_text())
+    for threads, ms in rates["fixed_ms"].items():
+        assert cpu_layer_ms(int(threads)) == pytest.approx(ms / rates["model"]["n_layer"])
