@@ -7,6 +7,7 @@ its calibrate markers). About 15 minutes on 2 busy cores.
 
     python scripts/calibrate.py
     python scripts/calibrate.py --readme   # only the README's block, from the stored calibration.json (seconds)
+    python scripts/calibrate.py --host-record   # only the host-record error, from the stored left-out fits
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pandas as pd
 from moe_model.cli.main import main as cli_main
 from moe_model.fits.calibration import (
     CALIBRATION_JSON,
+    MachineReport,
     RangeCoverage,
     cache_verdicts,
     decode_errors,
@@ -47,6 +49,7 @@ from moe_model.readers.host_record import HostRecordError, read_host_record
 from moe_model.readers.logs import parse_log
 from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
+from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import resolve
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "models-and-fits.md"
@@ -411,10 +414,25 @@ def host_record_line(measured: dict) -> str:
     )
 
 
+def rewrite_host_record(points) -> None:
+    """Only the host-record entry and its line, from the stored fits that left each machine out (minutes)."""
+    record = json.loads(CALIBRATION_JSON.read_text())
+    old = host_record_line(record["host_record"])
+    reports = [
+        MachineReport(**(r | {"params": TimeParams(**r["params"])})) for r in record["leave_one_machine_out"].values()
+    ]
+    record["host_record"] = host_record_errors(points, reports)
+    CALIBRATION_JSON.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    DOC.write_text(DOC.read_text().replace(old, host_record_line(record["host_record"])))
+
+
 def main() -> None:
     if "--readme" in sys.argv[1:]:
         record = json.loads(CALIBRATION_JSON.read_text())
         write_block(README, readme_block(record, t4_plain_runs()), README_BEGIN, README_END)
+        return
+    if "--host-record" in sys.argv[1:]:
+        rewrite_host_record(all_points())
         return
     points = all_points()
     reports = leave_one_machine_out(points, progress=_progress("leave one machine out"))

@@ -232,7 +232,7 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
         )
     bases = {(o.prediction.layout.placement, o.prediction.scenario.load_mode): o for o in options}
     changes = _merged([c for o in bases.values() for c in would_fit(model, hw, o.prediction.scenario.with_budget(0))])
-    where = f"{hw.name} ({hw.vram_gib:g} GB) with {hw.ram_gib:g} GiB of RAM"
+    where = f"{hw.name} ({hw.vram_gib:g} GB) with {ram_words(hw)}"
     first = smallest_change(changes)
     if first is None:
         return Advice(
@@ -281,11 +281,16 @@ def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> Ca
     return CardAnswer(hw, tuple(options), recommend_advice(model, hw, options))
 
 
+def ram_words(hw: Hardware) -> str:
+    """The machine's RAM as a verdict names it: its size where stated, else that nobody stated it (never assumed)."""
+    return f"{hw.ram_gib:g} GiB of RAM" if hw.host.ram_stated else "any RAM that holds it (RAM not stated)"
+
+
 def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
     """The one line a buyer reads first: which card is faster and whether the prediction can tell them apart (the
     two ranges apart or not), or, when none runs, the least RAM that would let one run. Every card sits in the
     same host, so the RAM is the first card's."""
-    ram = f"{answers[0].hardware.ram_gib:g} GiB of RAM"
+    ram = ram_words(answers[0].hardware)
     running = sorted((a for a in answers if a.best), key=lambda a: -a.best.prediction.decode_tps)
     if not running:
         return _none_runs(answers, ram)

@@ -11,8 +11,9 @@ path (a model; the decomposition is in docs/models-and-fits.md):
     quant    the model's expert types' rate per byte relative to q4_K (speed/cpu_quant.py)
     dense    every layer's dense weights and the output head (the input embedding reads one row a token)
     kv       K and V up to the decode depth in every KV layer (f16, the recording's default)
-    fixed    per token: graph build and output (the fitted token_ms) and, for `record`'s own runs, sampling the
-             vocabulary on the CPU (the fitted sample_ns; llama-bench does not sample)
+    fixed    per token: each layer's CPU-only cost beside its weights (attention, router, norms, graph and thread
+             syncs), measured first-hand per thread count (cpu_quant.cpu_layer_ms; else the fitted token_ms);
+             neither `record` nor llama-bench times sampling
 
 `cpu_rate` (GB/s of q4_K-equivalent bytes) is the one unknown: it becomes `Hardware.cpu_expert_gbs`, measured at the
 record's threads (`cpu_expert_threads`; a server with other threads scales it as the time model's thread term does,
@@ -22,7 +23,8 @@ the record settles (the CPU and the RAM kit: speed/host_parts.unknown_parts).
 
 The prompt speed is not used: with a GPU, prompt ubatches of 32 tokens or more run on the GPU (the host experts are
 uploaded), so the CPU's prompt rate is not a term of the time model; the record's prompt speed says how fast the
-CPU alone would be. One decode speed cannot split the fixed cost from the rate, so the fixed cost is the fitted one.
+CPU alone would be. One decode speed cannot split the fixed cost from the rate, so the fixed cost is the one measured
+first-hand on the lent machine's host (run11), a model for other CPUs.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 from moe_model.fits.calibration import CALIBRATION_JSON, TimeModel, default_time_model, load_calibration
 from moe_model.readers.host_record import HostRecord, HostRecordError
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.speed.cpu_quant import expert_quant_factor
+from moe_model.speed.cpu_quant import cpu_layer_ms, expert_quant_factor
 from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware
 from moe_model.speed.rates import GB, TimeParams
 from moe_model.speed.vram import kv_bytes_per_elem
@@ -52,9 +54,10 @@ def token_bytes(model: ModelSpec, depth: int) -> tuple[float, float, float]:
 
 
 def fixed_ms(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:
-    """The per-token cost that is not reading weights: graph build and output, and sampling in `record`'s runs."""
-    sampling = params.sample_ns * model.n_vocab / 1e6 if record.source == "record" else 0.0
-    return params.token_ms + sampling
+    """The per-token cost that is not reading weights: every layer's measured CPU-only cost at the record's threads
+    (cpu_quant.cpu_layer_ms), else the fitted per-ubatch cost. Neither `record` nor llama-bench times sampling."""
+    per_layer = cpu_layer_ms(record.threads)
+    return params.token_ms if per_layer is None else per_layer * model.n_layer
 
 
 def recorded_cpu_gbs(model: ModelSpec, record: HostRecord, params: TimeParams) -> float:

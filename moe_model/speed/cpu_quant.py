@@ -87,6 +87,25 @@ def _at_threads(by_threads: dict[int, float], threads: int) -> float:
     return by_threads[lo] * (1 - w) + by_threads[hi] * w
 
 
+@cache
+def _layer_ms() -> dict[int, float]:
+    """Per thread count, the measured CPU-only cost of one layer that does not depend on the experts (empty without
+    first-hand rates)."""
+    path = data_path(RATES_JSON)
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return {int(n): ms / data["model"]["n_layer"] for n, ms in data.get("fixed_ms", {}).items()}
+
+
+def cpu_layer_ms(threads: int) -> float | None:
+    """A layer's CPU-only cost beside reading its weights (attention, router, norms, graph and thread syncs) at
+    `threads`, measured first-hand (cpu_quant_rates.json's `fixed_ms`: the Q4_K shape with 8 and with 1 expert used,
+    the part a token takes whatever its experts, over its layers); None where not bundled."""
+    measured = _layer_ms()
+    return _at_threads(measured, threads) if measured else None
+
+
 def quant_factor(type_name: str, threads: int = 16) -> QuantFactor:
     """The factor of one ggml type (by ggml_type_name, e.g. "iq3_xxs", "q4_K") at a thread count: measured, else the
     table's, else 1 (bytes only)."""

@@ -11,6 +11,7 @@ from conftest import QWEN235B_SHARD1
 from moe_model.answers.fit_advice import (
     CTX_STEP,
     check_fit,
+    ram_words,
     recommend_advice,
     smallest_change,
     would_fit,
@@ -182,3 +183,10 @@ def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build
     assert share_note(qwen30b) in shared.prediction.notes  # the line each such prediction carries
     picked = [*answers, CardAnswer(answers[0].hardware, (shared,), answers[0].advice)]
     assert shopping_share_note(qwen30b, picked, 0.0, MAINLINE_BUILD) == share_note(qwen30b)  # a pick uses a share
+
+
+def test_a_verdict_names_no_ram_size_nobody_stated():
+    plain = preset("RTX 4090")
+    unstated = plain.with_changes(host=replace(plain.host, stated=()))
+    assert ram_words(unstated) == "any RAM that holds it (RAM not stated)"
+    assert ram_words(plain.with_changes(ram_gib=48.0)) == "48 GiB of RAM"

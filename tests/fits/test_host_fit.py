@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
-from moe_model.fits.calibration import default_time_model
-from moe_model.fits.host_fit import apply_host_record, fixed_ms, token_bytes
+from moe_model.fits.calibration import CALIBRATION_JSON, default_time_model
+from moe_model.fits.host_fit import apply_host_record, fixed_ms, host_time_model, token_bytes
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.host_record import HostRecord, HostRecordError
 from moe_model.readers.model_spec import load_model
@@ -49,7 +50,8 @@ def test_other_threads_scale_as_the_thread_term(model):
     hw = apply_host_record(preset("h200"), _record(model), model)
     at16 = cpu_expert_gbs(hw, PARAMS, False, model)
     at8 = cpu_expert_gbs(hw.with_changes(threads=8), PARAMS, False, model)
-    assert at8 == pytest.approx(at16 / 2)  # the h200 host is thread-bound at 8 and 16 threads
+    types = expert_quant_factor(model, 8) / expert_quant_factor(model, 16)  # the measured types' factor per thread
+    assert at8 == pytest.approx(at16 / 2 * types)  # the h200 host is thread-bound at 8 and 16 threads
 
 
 def test_threads_the_user_stated_are_kept_and_the_rate_scaled(model):
@@ -87,3 +89,15 @@ def test_the_range_drops_the_cpu_and_ram_kit(model):
 def test_a_record_of_another_model_is_one_line(model, changes, words):
     with pytest.raises(HostRecordError, match=words):
         apply_host_record(preset("h200"), _record(model, **changes), model)
+
+
+def test_the_host_time_model_carries_the_measured_host_record_error_or_says_none_was(tmp_path):
+    record = json.loads(CALIBRATION_JSON.read_text())
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(record | {"host_record": {"rel_error": None, "points": 0, "errors": {}, "about": ""}}))
+    assert host_time_model(plain).rel_error == default_time_model(plain).rel_error
+    assert "no host record's error measured yet" in host_time_model(plain).source
+    measured = tmp_path / "measured.json"
+    entry = {"rel_error": 0.08, "points": 12, "errors": {}, "about": "a recording"}
+    measured.write_text(json.dumps(record | {"host_record": entry}))
+    assert host_time_model(measured).rel_error == 0.08 and "12 left-out points" in host_time_model(measured).source

@@ -13,6 +13,7 @@ from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
+from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import preset
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve
@@ -29,7 +30,9 @@ def test_49_mib_refuses_to_start_and_50_starts(qwen30b):
 
 
 def test_at_budget_0_and_100_percent_it_is_bytes_over_bandwidth(qwen30b):
+    """The CPU rate is in q4_K-equivalent bytes: the model's expert types move it by their measured factor."""
     hw = preset("t4").with_changes(cpu_expert_gbs=20.0)
+    cpu_gbs = 20.0 * expert_quant_factor(qwen30b, hw.host.threads)
     bare = TimeParams(
         gpu_eff=1.0, token_ms=0, sample_ns=0, layer_us=0, pageable_copy_us=0, sync_us_cuda=0, split_us_cuda=0
     )
@@ -38,7 +41,7 @@ def test_at_budget_0_and_100_percent_it_is_bytes_over_bandwidth(qwen30b):
     off = Scenario(CPU_MOE, 0, depth=0)  # no context: no attention term
     layout = resolve(qwen30b, hw, off)
     terms = decode_terms(qwen30b, hw, bare, off, layout, from_hit_rate(qwen30b, layout, off, 0.0))
-    assert sum(terms.values()) == pytest.approx((dense / hw.gpu_bw_gbs + experts / 20.0) / 1e6)
+    assert sum(terms.values()) == pytest.approx((dense / hw.gpu_bw_gbs + experts / cpu_gbs) / 1e6)
     full = Scenario(CPU_MOE, 16746, depth=0)
     layout = resolve(qwen30b, hw, full)
     terms = decode_terms(qwen30b, hw, bare, full, layout, from_hit_rate(qwen30b, layout, full, 1.0))
