@@ -223,6 +223,9 @@ def _edited(machine_file, tmp_path, **changes):
         ({"model": "x" * 10_000}, "model is longer than 4,096 characters"),
         ({"hardware.pageable_gbs": float("inf")}, "hardware: pageable_gbs is inf: it must be a finite number"),
         ({"hardware.pageable_gbs": 900.0}, "implausible pageable_gbs"),
+        # issue 39: -7 predicted 157-216 t/s where the true file gives 13-30; 1e-300 overflowed (OverflowError)
+        ({"hardware.pageable_gbs": -7.0}, r"implausible pageable_gbs -7 \(it must be in 0\.001\.\.63\.008\)$"),
+        ({"hardware.cpu_expert_gbs": 1e-300}, r"implausible cpu_expert_gbs 1e-300 \(it must be in 0\.001\.\.2000\)$"),
         ({"hardware.pcie_gen": "5"}, "hardware: pcie_gen must be integer, got '5'"),
         ({"hardware.host.vnni": "yes"}, "hardware: host: vnni must be bool, got 'yes'"),
         ({"hardware.host.threads": 16.5}, "hardware: host: threads must be integer, got 16.5"),
