@@ -489,7 +489,7 @@ class _RunParser:
                 n_layers, n_slots = _int(m.group(1), "cache group layers"), _int(m.group(3), "cache group slots")
                 run.groups.append(GroupLine(n_layers, shown(m.group(2)), n_slots, float(m.group(4))))
             elif _WARN_NOT_CACHED in msg or _WARN_NO_HOST in msg:
-                self._alert(run.warnings, msg.split("impl: ", 1)[1])
+                self._alert(run.warnings, msg.split("impl:", 1)[1].strip())  # two processes' writes may cut a space
         elif "llama_moe_cache:" in msg:
             if (m := _STATS.search(msg)) is not None:
                 hits, misses = _int(m.group(2), "hits"), _int(m.group(3), "misses")

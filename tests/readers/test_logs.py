@@ -354,3 +354,21 @@ def test_llama_moe_cache_lines_of_an_unknown_form_are_read_apart_and_the_unread_
     assert run.as_dict()["other_cache"]["n_unread"] == 2
     (plain,) = parse_lines(NP4.splitlines())
     assert plain.other_cache is None and not any("does not know" in n for n in plain.notes())
+
+
+def test_two_builds_lines_interleaved_mid_line_are_read_not_an_index_error(tmp_path):
+    """Two servers of different builds writing one file at once: a line cut after `impl:` by the other's bytes
+    ended parse-log with `unexpected IndexError` (issue 39)."""
+    from cli_runs import run_cli
+
+    mine = (LOGS / "server_minany.log").read_text().splitlines()
+    other = ["build: 12569 (c4fb5796) with cc for x86_64-linux-gnu", *(LOGS / "server_b25.log").read_text().splitlines()]
+    at = next(i for i, line in enumerate(mine) if "W impl: MoE cache budget is too small" in line)
+    cut = mine[at].replace("impl: ", "impl:", 1)  # the other process's write took the space's place
+    mixed = [x for pair in zip(mine[:at], other, strict=False) for x in pair] + [cut, *other[at:], *mine[at + 1 :]]
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(mixed) + "\n")
+    runs = parse_log(path)
+    assert any("MoE cache budget is too small" in w for run in runs for w in run.warnings)
+    out = run_cli("parse-log", str(path))
+    assert out.returncode == 0 and "unexpected" not in out.stderr, out.stderr
