@@ -362,7 +362,8 @@ def test_two_builds_lines_interleaved_mid_line_are_read_not_an_index_error(tmp_p
     from cli_runs import run_cli
 
     mine = (LOGS / "server_minany.log").read_text().splitlines()
-    other = ["build: 12569 (c4fb5796) with cc for x86_64-linux-gnu", *(LOGS / "server_b25.log").read_text().splitlines()]
+    other = (LOGS / "server_b25.log").read_text().splitlines()
+    other = ["build: 12569 (c4fb5796) with cc for x86_64-linux-gnu", *other]
     at = next(i for i, line in enumerate(mine) if "W impl: MoE cache budget is too small" in line)
     cut = mine[at].replace("impl: ", "impl:", 1)  # the other process's write took the space's place
     mixed = [x for pair in zip(mine[:at], other, strict=False) for x in pair] + [cut, *other[at:], *mine[at + 1 :]]
