@@ -69,6 +69,10 @@ MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
 MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
 
+# --- policy knobs (--knob) ---
+MAX_IDLE_ROUNDS = 10**9  # lazy-unload's idle rounds: more ubatches than any replay (MAX_TRACE_RECORDS records)
+MAX_COOLDOWN_MS = 1e9  # lazy-unload's cooldown: ~12 days idle, beyond any server's run
+
 # --- llama-server defaults the library's layers share (speed.scenario.Scenario declares each setting) ---
 DEFAULT_CTX = 4096  # -c: llama-server's default context
 DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch

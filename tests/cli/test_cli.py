@@ -560,3 +560,13 @@ def test_simulate_with_policies_prints_byte_for_byte_what_it_printed_before_its_
     assert code == 0, err
     assert text == SIMULATE_SNAPSHOT[case]["text"]
     assert out == to_json(SIMULATE_SNAPSHOT[case]["json"]) + "\n"  # the fields, their order and their digits
+
+
+def test_a_huge_knob_is_one_line_and_a_tiny_round_time_is_answered():
+    """Issue 39: `--knob idle_rounds=1e308` printed 11 lines of numba typing (later `unexpected OverflowError`)."""
+    args = ("simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "60", "--budget-mib", "403")
+    out = run_cli(*args, "--policy", "lazy-unload", "--knob", "idle_rounds=1e308")
+    assert out.returncode == 1 and out.stderr == "error: knob idle_rounds must be in [0, 1e+09], got 1e+308\n"
+    out = run_cli(*args, "--policy", "lazy-unload", "--knob", "ms_per_round=1e-300", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["policies"][0]["knobs"]["ms_per_round"] == 1e-300
