@@ -132,6 +132,7 @@ MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real 
 MAX_LOG_BYTES = 2 * 1024**3  # one llama.cpp log file, read streamed line by line: bounds the work, not the memory
 MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
 MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
+MAX_LOG_AMOUNT = 1e15  # MiB or ms one log line gives: 10^15 MiB is ~1 ZiB uploaded, 10^15 ms ~30,000 years
 
 # --- machine files (calibrate) ---
 MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)

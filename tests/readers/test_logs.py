@@ -373,3 +373,21 @@ def test_two_builds_lines_interleaved_mid_line_are_read_not_an_index_error(tmp_p
     assert any("MoE cache budget is too small" in w for run in runs for w in run.warnings)
     out = run_cli("parse-log", str(path))
     assert out.returncode == 0 and "unexpected" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("1" + "0" * 400, r"the log's uploaded MiB is 1000.*\(401 characters\), above this tool's limit of 1,000,0"),
+        ("1.2.3", r"the log's uploaded MiB is 1\.2\.3: not a number"),
+    ],
+)
+def test_an_uploaded_figure_of_400_digits_or_no_number_is_refused_in_one_line(tmp_path, number, message):
+    """Issue 39: 1e400 (its 401 digits) was read as inf and shown as `uploaded inf MiB`."""
+    text = (LOGS / "server_b25.log").read_text()
+    assert "uploaded = 15625.15 MiB" in text and parse_log(LOGS / "server_b25.log")[0].small.uploaded_mib == 15625.15
+    path = tmp_path / "edited.log"
+    path.write_text(text.replace("uploaded = 15625.15 MiB", f"uploaded = {number} MiB"))
+    with pytest.raises(LogError, match=message) as err:
+        parse_log(path)
+    assert "\n" not in str(err.value)
