@@ -67,7 +67,10 @@ MAX_ROUTING_DRAWS = 100_000_000  # drawn prompt routing, tokens x layers x exper
 MAX_UBATCH = 65_536  # -ub: llama.cpp's own limit on n_ubatch
 MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
-MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
+# --tokens: what simulate answers (it holds the generated trace): Qwen3-30B-A3B at 500,000 took 121 s and 3.4 GiB
+# peak RSS on a shared 2-core machine (2026-12-06, load ~2-10); 2,000,000 (as long as the longest trace) grew
+# linearly to ~8 minutes and ~14 GiB (200,000: 36 s, 1.4 GiB) and gave no answer in 400 s in issue 39
+MAX_SYNTHETIC_TOKENS = 500_000
 
 # --- policy knobs (--knob) ---
 MAX_IDLE_ROUNDS = 10**9  # lazy-unload's idle rounds: more ubatches than any replay (MAX_TRACE_RECORDS records)

@@ -570,3 +570,16 @@ def test_a_huge_knob_is_one_line_and_a_tiny_round_time_is_answered():
     out = run_cli(*args, "--policy", "lazy-unload", "--knob", "ms_per_round=1e-300", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["policies"][0]["knobs"]["ms_per_round"] == 1e-300
+
+
+def test_synthetic_tokens_above_what_simulate_answers_are_refused_in_one_line(capsys):
+    """Issue 39: the documented maximum (2,000,000) gave no answer in 400 s; the maximum is now what is answered
+    (limits.MAX_SYNTHETIC_TOKENS, measured there)."""
+    from moe_model.limits import MAX_SYNTHETIC_TOKENS
+
+    code, out, err = main_exit(
+        capsys, "simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "2000000", "--budget-mib", "403"
+    )
+    assert code == 2 and out == "" and err.strip().splitlines()[-1].endswith(
+        f"argument --tokens: must be in 1..{MAX_SYNTHETIC_TOKENS:,}, got 2000000"
+    )
