@@ -55,7 +55,9 @@ TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once
 CLI_MAX_LOOKUPS = 50_000_000  # ids the CLI replays of a trace unless --max-lookups: ~11 s at 215 ns an id (GPT-OSS)
 APP_MAX_LOOKUPS = 16_000_000  # and the app per upload: the real GPT-OSS-20B trace (12.3 M ids) fits, 10x of it not
 CSV_BLOCK_BYTES = 1 << 20  # CSV text a streamed CSV trace parses at a time (its checking pass, each cursor)
-MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is read whole
+MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is refused before parsing
+CSV_CHUNK_ROWS = 1 << 16  # CSV rows a whole read parses between two asks of should_stop: ~0.05 s of pandas
+MAX_CSV_COLUMNS = 256  # a CSV trace's columns: seq, token, layer and <= MAX_EXPERTS_USED ids, with room for others
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs
@@ -65,7 +67,14 @@ MAX_ROUTING_DRAWS = 100_000_000  # drawn prompt routing, tokens x layers x exper
 MAX_UBATCH = 65_536  # -ub: llama.cpp's own limit on n_ubatch
 MAX_CTX = 10_000_000  # -c: beyond every model's trained context
 MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any host holds
-MAX_SYNTHETIC_TOKENS = 2_000_000  # --tokens: as long as the longest accepted trace
+# --tokens: what simulate answers (it holds the generated trace): Qwen3-30B-A3B at 500,000 took 121 s and 3.4 GiB
+# peak RSS on a shared 2-core machine (2026-12-06, load ~2-10); 2,000,000 (as long as the longest trace) grew
+# linearly to ~8 minutes and ~14 GiB (200,000: 36 s, 1.4 GiB) and gave no answer in 400 s in issue 39
+MAX_SYNTHETIC_TOKENS = 500_000
+
+# --- policy knobs (--knob) ---
+MAX_IDLE_ROUNDS = 10**9  # lazy-unload's idle rounds: more ubatches than any replay (MAX_TRACE_RECORDS records)
+MAX_COOLDOWN_MS = 1e9  # lazy-unload's cooldown: ~12 days idle, beyond any server's run
 
 # --- llama-server defaults the library's layers share (speed.scenario.Scenario declares each setting) ---
 DEFAULT_CTX = 4096  # -c: llama-server's default context
@@ -136,6 +145,7 @@ MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real 
 MAX_LOG_BYTES = 2 * 1024**3  # one llama.cpp log file, read streamed line by line: bounds the work, not the memory
 MAX_ALERT_CHARS = 400  # one warning or error line as kept: llama.cpp's are < 200 characters
 MAX_LOG_COUNT = 10**15  # hits, misses, tokens or ids in one run: 10^15 lookups are decades of decoding
+MAX_LOG_AMOUNT = 1e15  # MiB or ms one log line gives: 10^15 MiB is ~1 ZiB uploaded, 10^15 ms ~30,000 years
 
 # --- machine files (calibrate) ---
 MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)

@@ -20,9 +20,15 @@ SAMPLES_PACKAGE = "moe_model_samples"  # pyproject.toml's package-dir maps it on
 
 
 def sample_data_root() -> Path:
-    """`sample_data/`: beside moe_model/ in a checkout (installed editable or not), else the installed package."""
+    """`sample_data/`: beside moe_model/ in a checkout (installed editable or not), else the installed package; in
+    a checkout without it, where it would be (a sample file opened there is named missing, nothing else fails)."""
     beside = Path(str(files("moe_model"))).parent / "sample_data"
-    return beside if beside.is_dir() else Path(str(files(SAMPLES_PACKAGE)))
+    if beside.is_dir():
+        return beside
+    try:
+        return Path(str(files(SAMPLES_PACKAGE)))
+    except ModuleNotFoundError:
+        return beside
 
 
 def data_path(*parts: str) -> Path:

@@ -52,3 +52,33 @@ def test_pyproject_lists_every_package_of_the_tree():
     """The list is written out (sample_data/ installs under another name): a new folder of moe_model must join it."""
     tree = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "moe_model").rglob("__init__.py")}
     assert set(_setuptools()["packages"]) == tree | {SAMPLES_PACKAGE}
+
+
+def test_a_checkout_without_sample_data_predicts_and_names_a_missing_sample_in_one_line(tmp_path):
+    """Issue 39: without sample_data/ (and no moe_model_samples installed), predict and recommend ended in
+    `unexpected ModuleNotFoundError` at import; they need no sample, and a sample asked for is named missing."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "moe_model").symlink_to(ROOT / "moe_model")  # a checkout of the package alone
+    model = tmp_path / "my.gguf"
+    model.write_bytes((SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf").read_bytes())
+    child = f"""
+import contextlib, io, json, sys
+sys.modules["{SAMPLES_PACKAGE}"] = None  # not installed either: importing it raises ModuleNotFoundError
+from moe_model.cli.main import main
+from moe_model.resources import data_path
+out = {{}}
+for name, argv in (("predict", ["predict", "--model", "{model}", "--hardware", "t4", "--hit-rate", "0.9"]),
+                   ("plan", ["plan", str(data_path("models", "Qwen3-30B-A3B-Q4_K_M.gguf")), "--budget-mib", "100"])):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        out[name] = (main(argv), err.getvalue())
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["predict"] == [0, "note: 't4' is the Tesla T4 preset (15 GB, 320 GB/s, PCIe 3.0 x16)\n"]
+    missing = tmp_path / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+    assert out["plan"] == [1, f"error: no such file: {missing}\n"]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from moe_model.limits import MAX_COOLDOWN_MS, MAX_IDLE_ROUNDS
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
 from moe_model.policies.knobs import Knob
@@ -17,8 +18,10 @@ from moe_model.workload import Workload
 
 
 def idle_limit(idle_rounds: int, cooldown_ms: float, ms_per_round: float) -> int:
-    """Rounds without routing after which an expert is unloaded: both N rounds and the cooldown must pass."""
-    return max(int(idle_rounds), math.ceil(cooldown_ms / ms_per_round) if ms_per_round > 0 else 0)
+    """Rounds without routing after which an expert is unloaded: both N rounds and the cooldown must pass; at most
+    MAX_IDLE_ROUNDS (never reached in a replay: a tiny round time made it overflow the kernel's integer)."""
+    cooldown = min(cooldown_ms / ms_per_round, MAX_IDLE_ROUNDS) if ms_per_round > 0 else 0
+    return min(max(int(idle_rounds), math.ceil(cooldown)), MAX_IDLE_ROUNDS)
 
 
 def run(
@@ -49,8 +52,8 @@ POLICY = Policy(
     "b11549's LRU pool, but an expert idle for max(N rounds, cooldown / round time) ubatches is unloaded",
     run,
     (
-        Knob("idle_rounds", 3, "ubatches without routing before an expert is unloaded", 0),
-        Knob("cooldown_ms", 500.0, "the least time an unloaded expert has been idle", 0.0),
+        Knob("idle_rounds", 3, "ubatches without routing before an expert is unloaded", 0, MAX_IDLE_ROUNDS),
+        Knob("cooldown_ms", 500.0, "the least time an unloaded expert has been idle", 0.0, MAX_COOLDOWN_MS),
         Knob("ms_per_round", 50.0, "a ubatch's time, to turn the cooldown into rounds", 0.0),
     ),
 )

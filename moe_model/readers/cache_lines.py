@@ -45,9 +45,9 @@ class OtherCacheLines:
     def as_dict(self) -> dict:
         return asdict(self) | {"hit_rate": self.hit_rate}
 
-    def read(self, text: str, as_int: Callable[[str, str], int]) -> None:
+    def read(self, text: str, as_int: Callable[[str, str], int], as_float: Callable[[str, str], float]) -> None:
         """One such line (after `llama_moe_cache:`): its hits and misses, else its cache MiB and slots, else it is
-        named as unread; `as_int` is the parser's bounded integer."""
+        named as unread; `as_int` and `as_float` are the parser's bounded numbers."""
         hits, misses = _LOOSE_HITS.search(text), _LOOSE_MISSES.search(text)
         slots, mib = _LOOSE_SLOTS.search(text), _LOOSE_MIB.search(text)
         if hits and misses:
@@ -57,7 +57,7 @@ class OtherCacheLines:
             if slots:
                 self.slots = (self.slots or 0) + as_int(slots.group(1) or slots.group(2), "cache group slots")
             if mib and self.cache_mib is None:
-                self.cache_mib = float(mib.group(1))
+                self.cache_mib = as_float(mib.group(1), "cache MiB")
         else:
             self.n_unread += 1
             if len(self.unread) < _UNREAD_SHOWN:

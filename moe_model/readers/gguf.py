@@ -343,6 +343,7 @@ def read_model_headers(
     first = read_header(source, timeouts, check_url, check_path, deadline)
     n_shards = _meta_count(first.metadata, Keys.Split.LLM_KV_SPLIT_COUNT, 1)
     check_at_most(n_shards, MAX_SHARDS, f"{Keys.Split.LLM_KV_SPLIT_COUNT} (shards)", GGUFError)
+    _check_named_count(source, n_shards)
     if n_shards <= 1:
         return [first]
     if not isinstance(source, (str, Path)):
@@ -356,8 +357,46 @@ def read_model_headers(
         if deadline.left_s() <= 0:
             raise GGUFError(f"read {len(headers)} of {n_shards} shards before the deadline ({deadline.what}): too slow")
         headers.append(read_header(name, timeouts, check_url, check_path, deadline))
+        _check_shard(headers[-1], len(headers) - 1, n_shards, name)
     check_at_most(sum(len(h.tensors) for h in headers), MAX_TENSORS, "tensors in all shards", GGUFError)
+    _check_tensor_count(headers)
     return headers
+
+
+def _check_named_count(source, n_shards: int) -> None:
+    """A file named as one of N shards (N > 1) whose header is not one of N: planned whole, it would be a part."""
+    if n_shards < 1:
+        raise GGUFError(f"corrupt GGUF header: {Keys.Split.LLM_KV_SPLIT_COUNT} is {n_shards}: a model has a shard")
+    named = _SHARD_RE.search(str(source)) if isinstance(source, (str, Path)) else None
+    if named and int(named[2]) > 1 and int(named[2]) != n_shards:
+        raise GGUFError(
+            f"{shown(Path(str(source)).name)} is named one of {int(named[2])} shards but its header says "
+            f"{Keys.Split.LLM_KV_SPLIT_COUNT} = {n_shards}: a damaged shard, or one of another split"
+        )
+
+
+def _check_shard(header: GGUFHeader, index: int, n_shards: int, name: str) -> None:
+    """Shard `index` (from 0) of an n-shard model says so: its split.no and split.count."""
+    number = _meta_count(header.metadata, Keys.Split.LLM_KV_SPLIT_NO, -1)
+    count = _meta_count(header.metadata, Keys.Split.LLM_KV_SPLIT_COUNT, 0)
+    if (number, count) != (index, n_shards):
+        raise GGUFError(
+            f"shard {index + 1} of {n_shards} ({shown(Path(name).name)}) says it is {Keys.Split.LLM_KV_SPLIT_NO} = "
+            f"{number} of {Keys.Split.LLM_KV_SPLIT_COUNT} = {count}, not {index} of {n_shards}: a shard of another "
+            "split, or a damaged one"
+        )
+
+
+def _check_tensor_count(headers: list[GGUFHeader]) -> None:
+    """The tensors of all shards together, as many as each shard's split.tensors.count says (where it is given)."""
+    held = sum(len(h.tensors) for h in headers)
+    key = Keys.Split.LLM_KV_SPLIT_TENSORS_COUNT
+    said = {_meta_count(h.metadata, key, held) for h in headers}
+    if said != {held}:
+        raise GGUFError(
+            f"the {len(headers)} shards hold {held:,} tensors but their headers say {key} = "
+            f"{', '.join(f'{n:,}' for n in sorted(said))}: a shard is damaged or of another model"
+        )
 
 
 def _meta_count(meta: Mapping[str, Any], key: str, default: int) -> int:

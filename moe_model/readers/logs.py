@@ -7,6 +7,7 @@ hold several runs. The parser streams the file and keeps only the facts it extra
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from moe_model.limits import (
     MAX_FEED_FORWARD,
     MAX_LAYERS,
     MAX_LOG_ALERTS,
+    MAX_LOG_AMOUNT,
     MAX_LOG_COUNT,
     MAX_LOG_RUNS,
     MAX_UBATCH,
@@ -348,6 +350,21 @@ def _int(text: str, name: str) -> int:
     return int(text)
 
 
+def _float(text: str, name: str) -> float:
+    """A decimal the log gives (MiB, ms, a share), refused in one line when it is no number (`[\\d.]+` matches
+    1.2.3) or beyond MAX_LOG_AMOUNT (401 digits were read as inf and shown as `uploaded inf MiB`)."""
+    try:
+        value = float(text) if len(text) <= _FLOAT_CHARS else math.inf
+    except ValueError:
+        raise LogError(f"the log's {name} is {shown(text, 40)}: not a number") from None
+    if value > MAX_LOG_AMOUNT:
+        raise LogError(f"the log's {name} is {shown(text, 40)}, above this tool's limit of {MAX_LOG_AMOUNT:,.0f}")
+    return value
+
+
+_FLOAT_CHARS = 32  # a decimal of more characters is above MAX_LOG_AMOUNT whatever it holds (parsed no further)
+
+
 def _start_rank(msg: str) -> int | None:
     return next((i for i, marker in enumerate(_RUN_STARTS) if marker.search(msg)), None)
 
@@ -447,11 +464,11 @@ class _RunParser:
                 _int(m.group(2), "total_layers"),
             )
         elif (m := _MODEL_BUF.search(msg)) is not None:
-            p.setdefault("model_buffers_mib", {})[m.group(1)] = float(m.group(2))
+            p.setdefault("model_buffers_mib", {})[m.group(1)] = _float(m.group(2), "model buffer MiB")
         elif (m := _KV_BUF.search(msg)) is not None:
-            p.setdefault("kv_buffers_mib", {})[m.group(1)] = float(m.group(2))
+            p.setdefault("kv_buffers_mib", {})[m.group(1)] = _float(m.group(2), "KV buffer MiB")
         elif (m := _COMPUTE_BUF.search(msg)) is not None:
-            p.setdefault("compute_buffers_mib", {})[m.group(1)] = float(m.group(2))
+            p.setdefault("compute_buffers_mib", {})[m.group(1)] = _float(m.group(2), "compute buffer MiB")
         elif (m := _CTX.search(msg)) is not None:
             p[m.group(1)] = _int(m.group(2), m.group(1))
         elif (m := _FLASH_ATTN.search(msg)) is not None:
@@ -468,10 +485,14 @@ class _RunParser:
     def _fork(self, msg: str) -> bool:
         """The qvac-fabric fork's cache lines: recorded apart, never read as mainline's."""
         if (m := _FORK_AUTO.search(msg)) is not None:
-            self.run.fork_cache |= {"auto_mib": float(m.group(1)), "percent": int(m.group(2))}
-            self.run.fork_cache["expert_mib"] = float(m.group(3))
+            self.run.fork_cache |= {"auto_mib": _float(m.group(1), "cache MiB"), "percent": int(m.group(2))}
+            self.run.fork_cache["expert_mib"] = _float(m.group(3), "expert MiB")
         elif (m := _FORK_CACHE.search(msg)) is not None:
-            self.run.fork_cache |= {"buffer": m.group(1), "cache_mib": float(m.group(2)), "slots": int(m.group(3))}
+            self.run.fork_cache |= {
+                "buffer": m.group(1),
+                "cache_mib": _float(m.group(2), "cache MiB"),
+                "slots": int(m.group(3)),
+            }
         else:
             return False
         self.run.engine = FORK
@@ -484,26 +505,33 @@ class _RunParser:
         if "impl:" in msg:
             if (m := _DEVICE.search(msg)) is not None:
                 mib_only = not msg[m.end() :].strip()
-                run.devices.append(DeviceCache(m.group(1), float(m.group(2)), float(m.group(3)), mib_only))
+                run.devices.append(
+                    DeviceCache(m.group(1), _float(m.group(2), "cache MiB"), _float(m.group(3), "expert MiB"), mib_only)
+                )
             elif (m := _GROUP.search(msg)) is not None:
                 n_layers, n_slots = _int(m.group(1), "cache group layers"), _int(m.group(3), "cache group slots")
-                run.groups.append(GroupLine(n_layers, shown(m.group(2)), n_slots, float(m.group(4))))
+                run.groups.append(
+                    GroupLine(n_layers, shown(m.group(2)), n_slots, _float(m.group(4), "cache group share"))
+                )
             elif _WARN_NOT_CACHED in msg or _WARN_NO_HOST in msg:
-                self._alert(run.warnings, msg.split("impl: ", 1)[1])
+                self._alert(run.warnings, msg.split("impl:", 1)[1].strip())  # two processes' writes may cut a space
         elif "llama_moe_cache:" in msg:
             if (m := _STATS.search(msg)) is not None:
                 hits, misses = _int(m.group(2), "hits"), _int(m.group(3), "misses")
                 rate = hits / (hits + misses) if hits + misses else None  # a cache that was never looked up
-                stats = LoggedStats(hits, misses, rate, float(m.group(5)))
+                stats = LoggedStats(hits, misses, rate, _float(m.group(5), "uploaded MiB"))
                 if m.group(1) == "ubatch <= 8":
                     run.small = stats
                 else:
                     run.large = stats
             elif (m := _COPIED.search(msg)) is not None:
-                run.copied_experts, run.copied_mib = _int(m.group(1), "copied experts"), float(m.group(2))
+                run.copied_experts, run.copied_mib = (
+                    _int(m.group(1), "copied experts"),
+                    _float(m.group(2), "copied MiB"),
+                )
             else:
                 self.run.other_cache = self.run.other_cache or OtherCacheLines()
-                self.run.other_cache.read(msg.split("llama_moe_cache:", 1)[1].strip(), _int)
+                self.run.other_cache.read(msg.split("llama_moe_cache:", 1)[1].strip(), _int, _float)
         elif _INIT_FAILED in msg:
             self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
@@ -524,14 +552,14 @@ class _RunParser:
             key = (_int(m.group(1), "slot id"), _int(m.group(2), "task id"))
             entry = self.pending_timing.setdefault(key, {})
             kind = "prompt" if m.group(3) == "prompt eval" else "decode"
-            entry[kind] = (float(m.group(4)), _int(m.group(5), "tokens"))
+            entry[kind] = (_float(m.group(4), "time ms"), _int(m.group(5), "tokens"))
             if kind == "decode":
                 self._add_timing(key, entry)
         elif "llama_perf_context_print" in msg and (m := _PERF.search(msg)):
             self.run.program = "libllama program" if self.run.program == "unknown" else self.run.program
             entry = self.pending_timing.setdefault((0, -1), {})
             kind = "prompt" if m.group(1) == "prompt eval" else "decode"
-            entry[kind] = (float(m.group(2)), _int(m.group(3), "tokens"))
+            entry[kind] = (_float(m.group(2), "time ms"), _int(m.group(3), "tokens"))
             if kind == "decode":
                 self._add_timing((0, -1), entry)
 

@@ -192,6 +192,17 @@ def _expert_tensor(info: TensorInfo, kind: str, n_expert: int) -> ExpertTensor:
     return ExpertTensor(info.name, kind, info.ggml_type, ggml_type_name(info.ggml_type), shape, info.stride_bytes(2))
 
 
+def _check_every_layer(tensors: Sequence[TensorInfo], n_layer: int, n_shards: int) -> None:
+    """Every block of a split model has tensors in some shard: a shard missing one would be planned without it."""
+    present = {int(m.group(1)) for t in tensors if (m := _BLOCK_RE.match(t.name))}
+    missing = sorted(set(range(n_layer)) - present)
+    if missing:
+        raise GGUFError(
+            f"layer {missing[0]} of {n_layer} ({len(missing)} in all) has no tensors in any of the {n_shards} "
+            "shards: a shard is damaged or of another model"
+        )
+
+
 def _build_layers(tensors: Sequence[TensorInfo], n_layer: int, n_expert: int) -> tuple[tuple[LayerSpec, ...], int, int]:
     experts: dict[int, dict[str, ExpertTensor]] = {i: {} for i in range(n_layer)}
     dense = [0] * n_layer
@@ -256,6 +267,8 @@ def spec_from_headers(headers: Sequence[GGUFHeader]) -> ModelSpec:
     if n_used > n_expert:  # each count is in range already (_meta_int), before anything is built per layer
         raise GGUFError(f"corrupt GGUF header: {arch} routes {n_used} experts per token but has only {n_expert}")
     tensors = [t for h in headers for t in h.tensors]
+    if len(headers) > 1:
+        _check_every_layer(tensors, n_layer, len(headers))
     layers, other, inputs = _build_layers(tensors, n_layer, n_expert)
     if not any(layer.has_experts for layer in layers):
         raise GGUFError("no blk.N.ffn_*_exps tensors found: is this the first shard of a split model?")

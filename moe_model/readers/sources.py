@@ -28,6 +28,7 @@ LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use NAT64: a site's own translator
 NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d (RFC 4291)
+IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # SIIT's ::ffff:0:a.b.c.d (RFC 2765)
 ENV_PATHS = "MOE_EXPLORER_PATHS"  # on/off: read server-local paths
 ENV_DIRS = "MOE_EXPLORER_ALLOWED_DIRS"  # extra folders, separated like PATH
 ENV_URLS = "MOE_EXPLORER_URLS"  # on/off: fetch http(s) URLs
@@ -131,12 +132,14 @@ def check_url(url: str, private_hosts: bool = False) -> tuple[str, ...] | None:
 
 
 def is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """A global address, and so is any IPv4 address it carries (mapped, compatible, NAT64, 6to4, Teredo)."""
+    """A global address, and so is any IPv4 address it carries (mapped, translated, compatible, NAT64, 6to4,
+    Teredo); never a site-local one (fec0::/10, deprecated by RFC 3879 yet routed inside a site: Python calls it
+    global)."""
     if not ip.is_global:
         return False
     if isinstance(ip, ipaddress.IPv4Address):
         return True
-    if ip in NAT64_LOCAL:
+    if ip in NAT64_LOCAL or ip.is_site_local:
         return False
     return all(inner.is_global for inner in _embedded_ipv4(ip))
 
@@ -145,7 +148,7 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address routes to (a translator or tunnel delivers to them)."""
     last_32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     inner = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
-    if ip in NAT64_WELL_KNOWN or ip in IPV4_COMPATIBLE:
+    if ip in NAT64_WELL_KNOWN or ip in IPV4_COMPATIBLE or ip in IPV4_TRANSLATED:
         inner.append(last_32)
     return [address for address in inner if address is not None]
 

@@ -127,22 +127,31 @@ class Hardware:
     def __post_init__(self) -> None:
         if not isinstance(self.host, Host):
             raise MoeModelError(f"hardware {self.name!r}: its host must be a Host, got {type(self.host).__name__}")
-        checks = {s.name: within(getattr(self, s.name), s) for s in settings_of(Hardware).values()} | {
-            "backend": self.backend in BACKENDS,
-            "gpu_tflops": 0 < self.gpu_tflops <= 10000,
-            "pinned_gbs": self.pinned_gbs is None or self.pinned_gbs <= self.line_gbs,
-            "pageable_gbs": self.pageable_gbs is None or self.pageable_gbs <= self.line_gbs,
-            "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
-            "cpu_expert_threads": self.cpu_expert_threads is None or 1 <= self.cpu_expert_threads <= 1024,
-            "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
-            "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
-        }
-        bad = [k for k, ok in checks.items() if not ok]
+        bad = [f"backend {self.backend!r:.40} (one of {', '.join(BACKENDS)})"] if self.backend not in BACKENDS else []
+        for name, (lo, hi) in self._bounds().items():
+            value = getattr(self, name)
+            if isinstance(lo, tuple):
+                bad += [] if value in lo else [f"{name} {value!r:.40} (one of {', '.join(map(str, lo))})"]
+            elif value is not None and not lo <= value <= hi:
+                bad.append(f"{name} {value:.4g} (it must be in {lo:g}..{hi:g})")
         if bad:
-            raise MoeModelError(
-                f"hardware {self.name!r}: implausible {', '.join(bad)} (link rates cannot exceed the "
-                f"{self.pcie_label} line rate of {self.line_gbs:.1f} GB/s)"
-            )
+            above = [n for n in ("pinned_gbs", "pageable_gbs") if (getattr(self, n) or 0) > self.line_gbs > 0]
+            link = f": link rates cannot exceed the {self.pcie_label} line rate of {self.line_gbs:.1f} GB/s"
+            raise MoeModelError(f"hardware {self.name!r}: implausible {'; '.join(bad)}{link if above else ''}")
+
+    def _bounds(self) -> dict[str, tuple]:
+        """Each checked field's (lo, hi), or (choices, None); measured rates at least MIN_RATE (a rate of 1e-300
+        overflowed the time model), the link's at most its line rate."""
+        line = self.line_gbs or MAX_RATE_GBS  # a PCIe generation of none of the choices is refused on its own
+        return {s.name: (s.choices, None) if s.choices else (s.lo, s.hi) for s in settings_of(Hardware).values()} | {
+            "gpu_tflops": (MIN_RATE, 10000),
+            "pinned_gbs": (MIN_RATE, min(line, MAX_RATE_GBS)),
+            "pageable_gbs": (MIN_RATE, min(line, MAX_RATE_GBS)),
+            "cpu_expert_gbs": (MIN_RATE, 2000),
+            "cpu_expert_threads": (1, 1024),
+            "sync_us": (0, 100_000),
+            "token_ms": (0, 1000),
+        }
 
     @property
     def link_gen(self) -> int:

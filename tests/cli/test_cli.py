@@ -302,6 +302,23 @@ def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
     assert json.loads(first.stdout)["budgets"][0]["small"] == json.loads(again.stdout)["budgets"][0]["small"]
 
 
+def test_an_export_cut_short_leaves_the_previous_file_as_it_was(tmp_path, monkeypatch):
+    import numpy as np
+
+    path = tmp_path / "w.npz"
+    path.write_bytes(b"the previous export")
+
+    def disk_fills(target, **arrays):
+        target.write(b"PK\x03\x04 half an archive")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", disk_fills)
+    args = ("simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "30", "--budget-mib", "403")
+    out = run_cli(*args, "--export-workload", str(path))
+    assert out.returncode == 1 and out.stderr == f"error: No space left on device: {path}\n"
+    assert path.read_bytes() == b"the previous export" and [p.name for p in tmp_path.iterdir()] == ["w.npz"]
+
+
 # --- hostile input: one-line errors, never a crash or an invalid number ---
 
 
@@ -340,21 +357,16 @@ def test_simulate_prompt_tokens_beyond_the_limit_are_refused_before_allocation(c
     assert code == 1 and "drawn routing is above this tool's limit" in err and len(err.strip().splitlines()) == 1
 
 
-def test_parse_log_json_is_valid_when_a_logged_number_overflows(tmp_path, capsys):
+def test_parse_log_refuses_a_logged_number_that_overflows_in_one_line_never_invalid_json(tmp_path, capsys):
     log = tmp_path / "huge.log"
     huge = "1" + "0" * 400  # float() gives inf, which json.dumps writes as the invalid token Infinity
     log.write_text(
         "build: 1 (abc)\nllama_moe_cache: ubatch <= 8: hits = 1, misses = 1, hit rate = 50.00%, "
         f"uploaded = {huge}.00 MiB\n"
     )
-    code, text, _ = main_exit(capsys, "parse-log", str(log), "--json")
-
-    def refuse(token: str):
-        raise AssertionError(f"invalid JSON token {token}")
-
-    assert code == 0
-    stats = json.loads(text, parse_constant=refuse)["runs"][0]["stats"]["small"]
-    assert stats["hits"] == 1 and stats["uploaded_mib"] is None
+    code, text, err = main_exit(capsys, "parse-log", str(log), "--json")
+    assert code == 1 and text == "" and len(err.strip().splitlines()) == 1  # issue 39: was shown as inf (null)
+    assert err.startswith("error: the log's uploaded MiB is 1000") and "above this tool's limit" in err
 
 
 def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
@@ -558,3 +570,25 @@ def test_simulate_with_policies_prints_byte_for_byte_what_it_printed_before_its_
     assert code == 0, err
     assert text == SIMULATE_SNAPSHOT[case]["text"]
     assert out == to_json(SIMULATE_SNAPSHOT[case]["json"]) + "\n"  # the fields, their order and their digits
+
+
+def test_a_huge_knob_is_one_line_and_a_tiny_round_time_is_answered():
+    """Issue 39: `--knob idle_rounds=1e308` printed 11 lines of numba typing (later `unexpected OverflowError`)."""
+    args = ("simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "60", "--budget-mib", "403")
+    out = run_cli(*args, "--policy", "lazy-unload", "--knob", "idle_rounds=1e308")
+    assert out.returncode == 1 and out.stderr == "error: knob idle_rounds must be in [0, 1e+09], got 1e+308\n"
+    out = run_cli(*args, "--policy", "lazy-unload", "--knob", "ms_per_round=1e-300", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["policies"][0]["knobs"]["ms_per_round"] == 1e-300
+
+
+def test_synthetic_tokens_above_what_simulate_answers_are_refused_in_one_line(capsys):
+    """Issue 39: the documented maximum (2,000,000) gave no answer in 400 s; the maximum is now what is answered
+    (limits.MAX_SYNTHETIC_TOKENS, measured there)."""
+    from moe_model.limits import MAX_SYNTHETIC_TOKENS
+
+    code, out, err = main_exit(
+        capsys, "simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "2000000", "--budget-mib", "403"
+    )
+    said = f"argument --tokens: must be in 1..{MAX_SYNTHETIC_TOKENS:,}, got 2000000"
+    assert code == 2 and out == "" and err.strip().splitlines()[-1].endswith(said)

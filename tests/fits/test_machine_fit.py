@@ -223,6 +223,9 @@ def _edited(machine_file, tmp_path, **changes):
         ({"model": "x" * 10_000}, "model is longer than 4,096 characters"),
         ({"hardware.pageable_gbs": float("inf")}, "hardware: pageable_gbs is inf: it must be a finite number"),
         ({"hardware.pageable_gbs": 900.0}, "implausible pageable_gbs"),
+        # issue 39: -7 predicted 157-216 t/s where the true file gives 13-30; 1e-300 overflowed (OverflowError)
+        ({"hardware.pageable_gbs": -7.0}, r"implausible pageable_gbs -7 \(it must be in 0\.001\.\.63\.008\)$"),
+        ({"hardware.cpu_expert_gbs": 1e-300}, r"implausible cpu_expert_gbs 1e-300 \(it must be in 0\.001\.\.2000\)$"),
         ({"hardware.pcie_gen": "5"}, "hardware: pcie_gen must be integer, got '5'"),
         ({"hardware.host.vnni": "yes"}, "hardware: host: vnni must be bool, got 'yes'"),
         ({"hardware.host.threads": 16.5}, "hardware: host: threads must be integer, got 16.5"),
@@ -355,3 +358,29 @@ def test_calibrates_text_says_which_request_it_fitted_and_the_error_at_each_budg
     args = ["calibrate", *logs, "--model", str(RUN3_HEADER), "--hardware", "h200", "-o", str(tmp_path / "m.json")]
     out = run_cli(*args).stdout
     assert "Fitted on the steady state of each run" in out and "8,376 MiB " in out
+
+
+def test_calibrate_o_on_a_full_disk_leaves_the_previous_machine_file_as_it_was(tmp_path):
+    """A disk that fills while the machine file is written (writes beyond 4,096 bytes fail: RLIMIT_FSIZE, in a
+    subprocess; the file is ~4.2 KB): written in place it was cut at 4,096 bytes, the old file lost."""
+    import resource
+    import subprocess
+    import sys
+
+    machine = tmp_path / "machine.json"
+    old = b'{"previous": "machine file"}\n' * 200
+    machine.write_bytes(old)
+    logs = [str(run3_log(c)) for c in ("off", "b10", "b25", "b50", "full")]
+    args = ["calibrate", *logs, "--model", str(RUN3_HEADER), "--hardware", "h200", "-o", str(machine)]
+
+    def full_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    def run(preexec=None) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "moe_model", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, preexec_fn=preexec)
+
+    out = run(full_disk)
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1] == f"error: File too large: {machine}"
+    assert machine.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["machine.json"]
+    assert run().returncode == 0 and len(machine.read_bytes()) > 4096  # positive control: it needs more than 4 KiB

@@ -73,7 +73,8 @@ def test_cpu_share_is_the_share_knobs_other_spelling_on_every_command(capsys):
 @pytest.mark.parametrize(
     ("knobs", "policy", "said"),
     [
-        ((("idle_rounds", -1.0),), "lazy-unload", "knob idle_rounds must be >= 0, got -1"),  # a bound on one side
+        ((("ms_per_round", -1.0),), "lazy-unload", "knob ms_per_round must be >= 0, got -1"),  # a bound on one side
+        ((("idle_rounds", 1e308),), "lazy-unload", "knob idle_rounds must be in [0, 1e+09], got 1e+308"),  # issue 39
         ((("share", "abc"),), "", "--moe-cache-cpu-share (--knob share) takes a number, got 'abc'"),  # no --policy
         ((("profile", "foo"),), "static-hot-set", "knob profile is the workload"),  # a workload, not typed
     ],
@@ -103,3 +104,12 @@ def test_simulate_checks_a_knobs_value_against_its_policys_declaration_as_predic
     for command in (["simulate", "--synthetic", "--tokens", "200"], ["predict", "--hardware", "t4"]):
         assert main([*command, *args]) != 0
         assert "must be in [0, 1], got 1.5" in capsys.readouterr().err, command
+
+
+def test_a_round_time_near_zero_waits_at_most_max_idle_rounds_not_an_overflow():
+    """Issue 39: `--knob ms_per_round=1e-300` (the cooldown over it) ended in `unexpected OverflowError`."""
+    from moe_model.limits import MAX_IDLE_ROUNDS
+    from moe_model.policies.lazy_unload import idle_limit
+
+    assert idle_limit(3, 500.0, 50.0) == 10 and idle_limit(3, 500.0, 0.0) == 3  # positive controls
+    assert idle_limit(3, 500.0, 1e-300) == idle_limit(MAX_IDLE_ROUNDS, 1e9, 1.0) == MAX_IDLE_ROUNDS

@@ -263,6 +263,59 @@ def test_a_missing_shard_is_reported(tmp_path):
         load_model(tmp_path / QWEN235B_SHARD1.name)
 
 
+def _tiny_split(folder: Path, shard1: dict | None = None, shard2: dict | None = None, drop_layer_1=False) -> Path:
+    """The tiny model as 2 shards (layer 0 and the output in shard 1, layer 1 in shard 2), each shard's split
+    metadata replaced by `shard1` / `shard2` where given; the path of shard 1."""
+    layer_1 = [t for t in TINY_TENSORS if t[0].startswith("blk.1.")]
+    parts = ([t for t in TINY_TENSORS if t not in layer_1], [] if drop_layer_1 else layer_1)
+    u16 = GGUFValueType.UINT16
+    for i, (tensors, changes) in enumerate(zip(parts, (shard1, shard2), strict=True)):
+        split = {"split.no": Scalar(u16, i), "split.count": Scalar(u16, 2), "split.tensors.count": len(TINY_TENSORS)}
+        meta = TINY_META | split | (changes or {}) if i == 0 else split | (changes or {})
+        (folder / f"tiny-{i + 1:05d}-of-00002.gguf").write_bytes(header_bytes(meta, tensors))
+    return folder / "tiny-00001-of-00002.gguf"
+
+
+@pytest.mark.parametrize(
+    ("split", "message"),
+    [
+        (
+            {"shard1": {"split.count": 1}},
+            "tiny-00001-of-00002.gguf is named one of 2 shards but its header says "
+            "split.count = 1: a damaged shard, or one of another split",
+        ),
+        ({"shard1": {"split.count": 0}}, "corrupt GGUF header: split.count is 0: a model has a shard"),
+        ({"drop_layer_1": True}, "the 2 shards hold 4 tensors but their headers say split.tensors.count = 7"),
+        (
+            {"drop_layer_1": True, "shard1": {"split.tensors.count": 4}, "shard2": {"split.tensors.count": 4}},
+            "layer 1 of 2 .1 in all. has no tensors in any of the 2 shards: a shard is damaged or of another model",
+        ),
+        (
+            {"shard2": {"split.no": 0}},
+            r"shard 2 of 2 \(tiny-00002-of-00002.gguf\) says it is split.no = 0 of "
+            r"split.count = 2, not 1 of 2: a shard of another split, or a damaged one",
+        ),
+        ({"shard2": {"split.no": 7}}, "says it is split.no = 7 of split.count = 2, not 1 of 2"),
+        ({"shard2": {"split.count": 3}}, "says it is split.no = 1 of split.count = 3, not 1 of 2"),
+    ],
+    ids=[
+        "count 1",
+        "count 0",
+        "missing layer",
+        "missing layer, counts edited",
+        "duplicate no",
+        "no out of range",
+        "other count",
+    ],
+)
+def test_shards_that_disagree_are_refused_in_one_line(tmp_path, split, message):
+    """Issue 39: each of these was planned as if whole, without a word."""
+    assert load_model(_tiny_split(tmp_path)).n_layer == 2  # positive control: the sound split
+    with pytest.raises(GGUFError, match=message) as err:
+        load_model(_tiny_split(tmp_path, **split))
+    assert "\n" not in str(err.value)
+
+
 # --- URLs, against a real local HTTP server ---
 
 

@@ -354,3 +354,40 @@ def test_llama_moe_cache_lines_of_an_unknown_form_are_read_apart_and_the_unread_
     assert run.as_dict()["other_cache"]["n_unread"] == 2
     (plain,) = parse_lines(NP4.splitlines())
     assert plain.other_cache is None and not any("does not know" in n for n in plain.notes())
+
+
+def test_two_builds_lines_interleaved_mid_line_are_read_not_an_index_error(tmp_path):
+    """Two servers of different builds writing one file at once: a line cut after `impl:` by the other's bytes
+    ended parse-log with `unexpected IndexError` (issue 39)."""
+    from cli_runs import run_cli
+
+    mine = (LOGS / "server_minany.log").read_text().splitlines()
+    other = (LOGS / "server_b25.log").read_text().splitlines()
+    other = ["build: 12569 (c4fb5796) with cc for x86_64-linux-gnu", *other]
+    at = next(i for i, line in enumerate(mine) if "W impl: MoE cache budget is too small" in line)
+    cut = mine[at].replace("impl: ", "impl:", 1)  # the other process's write took the space's place
+    mixed = [x for pair in zip(mine[:at], other, strict=False) for x in pair] + [cut, *other[at:], *mine[at + 1 :]]
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(mixed) + "\n")
+    runs = parse_log(path)
+    assert any("MoE cache budget is too small" in w for run in runs for w in run.warnings)
+    out = run_cli("parse-log", str(path))
+    assert out.returncode == 0 and "unexpected" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("1" + "0" * 400, r"the log's uploaded MiB is 1000.*\(401 characters\), above this tool's limit of 1,000,0"),
+        ("1.2.3", r"the log's uploaded MiB is 1\.2\.3: not a number"),
+    ],
+)
+def test_an_uploaded_figure_of_400_digits_or_no_number_is_refused_in_one_line(tmp_path, number, message):
+    """Issue 39: 1e400 (its 401 digits) was read as inf and shown as `uploaded inf MiB`."""
+    text = (LOGS / "server_b25.log").read_text()
+    assert "uploaded = 15625.15 MiB" in text and parse_log(LOGS / "server_b25.log")[0].small.uploaded_mib == 15625.15
+    path = tmp_path / "edited.log"
+    path.write_text(text.replace("uploaded = 15625.15 MiB", f"uploaded = {number} MiB"))
+    with pytest.raises(LogError, match=message) as err:
+        parse_log(path)
+    assert "\n" not in str(err.value)

@@ -130,9 +130,14 @@ def _resolving_to(monkeypatch, address: str) -> None:
         "64:ff9b:1::a00:1",  # local-use NAT64 (RFC 8215)
         "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
         "2002:0a00:0001::1",  # 6to4 of 10.0.0.1
+        "::ffff:0:a9fe:a9fe",  # IPv4-translated (SIIT) 169.254.169.254: passed before issue 39
+        "fec0::1",  # site-local (fec0::/10): Python calls it global; passed before issue 39
+        "fec0::a9fe:a9fe",
     ],
 )
 def test_a_private_ipv4_address_inside_an_ipv6_one_is_refused(monkeypatch, address):
+    _resolving_to(monkeypatch, "::ffff:0:808:808")
+    assert check_url("http://cloaked.example/m.gguf")  # positive control: translated 8.8.8.8 is public
     _resolving_to(monkeypatch, address)
     with pytest.raises(SourceError, match="local or private address"):
         check_url("http://cloaked.example/m.gguf")
@@ -175,3 +180,9 @@ def test_every_shard_of_a_split_model_passes_the_folder_policy(tmp_path):
         load_model(first, check_path=partial(check_path, policy=policy))
     inside = policy_from_env("localhost", {"MOE_EXPLORER_ALLOWED_DIRS": f"{allowed}{os.pathsep}{outside}"})
     assert load_model(first, check_path=partial(check_path, policy=inside)).n_layer == 94  # positive control
+
+
+@pytest.mark.parametrize("host", ["[::ffff:0:a9fe:a9fe]", "[fec0::1]"])
+def test_the_ipv6_forms_of_issue_39_typed_as_literals_are_refused_with_the_others(host):
+    with pytest.raises(SourceError, match="local or private address: this deployment fetches public hosts only"):
+        check_url(f"http://{host}/m.gguf")

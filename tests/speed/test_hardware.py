@@ -154,3 +154,23 @@ def test_a_measured_link_rate_above_the_pcie_line_rate_is_refused():
     with pytest.raises(MoeModelError, match="line rate of 15.8 GB/s"):
         t4.with_changes(pinned_gbs=20.0)
     assert Hardware("x", 16, 500, 4, 4, pageable_gbs=6.7).pageable_gbs == 6.7
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"pageable_gbs": -7.0}, r"implausible pageable_gbs -7 \(it must be in 0\.001\.\.15\.76\)$"),
+        ({"pinned_gbs": 0.0}, r"implausible pinned_gbs 0 \(it must be in 0\.001\.\.15\.76\)$"),
+        ({"cpu_expert_gbs": 1e-300}, r"implausible cpu_expert_gbs 1e-300 \(it must be in 0\.001\.\.2000\)$"),
+        ({"sync_us": -5.0}, r"implausible sync_us -5 \(it must be in 0\.\.100000\)$"),
+        ({"token_ms": 1e300}, r"implausible token_ms 1e\+300 \(it must be in 0\.\.1000\)$"),
+        ({"gpu_bw_gbs": 0.0}, r"implausible gpu_bw_gbs 0 \(it must be in 0\.001\.\.20000\)$"),
+    ],
+)
+def test_a_value_out_of_range_is_refused_naming_its_bound_and_the_link_only_where_it_applies(changes, message):
+    """Issue 39: a negative pageable rate was taken (its range check was overwritten by the line-rate one), a rate
+    of 1e-300 overflowed, and every refusal ended with "link rates cannot exceed...", whatever the field."""
+    with pytest.raises(MoeModelError, match=message):
+        preset("t4").with_changes(**changes)
+    with pytest.raises(MoeModelError, match=r"implausible pageable_gbs 20 .*: link rates cannot exceed the PCIe 3\.0"):
+        preset("t4").with_changes(pageable_gbs=20.0)  # positive control: the link's note where a link rate is above
