@@ -68,7 +68,12 @@ MACHINE_NAMES = {
 }
 RUN5 = GROUNDTRUTH / "run5"
 # the machines whose own model was recorded on their own CPU (a host record), and what that recording was
-HOST_RECORDS = {"h200": (("groundtruth", "run11", "host.json"), "the H200's 16-core Xeon, run11")}
+HOST_RECORDS = {
+    "h200": (
+        ("groundtruth", "run11", "run11c", "host_default.json"),
+        "a 16-core Xeon VM of the GPU machines' kind, run11c (run11's own record ran with OpenMP threads sleeping)",
+    )
+}
 RUN3_HEADER = GROUNDTRUTH / "run3" / "model-header.gguf"
 RUN6 = GROUNDTRUTH / "run6"
 RUN7 = GROUNDTRUTH / "run7"
