@@ -49,7 +49,7 @@ from ui.cached import (
     workload_npz,
 )
 from ui.cached_recommend import cached_recommend
-from ui.host_run import sidebar_host_run, with_host_run
+from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,
@@ -269,6 +269,7 @@ with friendly_errors():
     hw, time_model, load_mode = sidebar_hardware()
     host_run = sidebar_host_run()
     hw = with_host_run(hw, model, host_run)  # the host side calibrated from the user's CPU run, where given
+    time_model = time_model_with(time_model, host_run, sidebar_calibrated())
     serving = sidebar_serving(prompt=True)
     n_ctx, concurrency, prompt = serving["n_ctx"], serving["concurrency"], serving["prompt_tokens"]
     placement_name, placement = sidebar_placement(model)

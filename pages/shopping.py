@@ -14,7 +14,7 @@ from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
 from ui.cached import bundled_traces, recommender_trace
 from ui.cached_recommend import cached_recommend_cards
-from ui.host_run import sidebar_host_run, with_host_run
+from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import (
@@ -128,6 +128,7 @@ with friendly_errors():
     mine, my_tm, _ = sidebar_hardware()
     host_run = sidebar_host_run()
     mine = with_host_run(mine, model, host_run)  # its measured host terms go with the host to every card (in_host)
+    my_tm = time_model_with(my_tm, host_run, sidebar_calibrated())
     serving = sidebar_serving(prompt=True)
     ctx, concurrency, prompt, depth = (serving[k] for k in ("n_ctx", "concurrency", "prompt_tokens", "depth"))
     build = sidebar_build()
@@ -152,7 +153,8 @@ with friendly_errors():
         fields = [setting_input(c, HARDWARE[n], v, f"c_{n}") for c, (n, v) in zip(cc, starts.items(), strict=True)]
         custom = Hardware("custom", *fields, host=mine.host, source="user")
     others = [PRESETS[name] for name in cards if name != mine.name] + ([custom] if use_custom else [])
-    machines = [(mine, my_tm, True)] + [(in_host(card, mine), default_time_model(), False) for card in others]
+    card_tm = time_model_with(default_time_model(), host_run, False)  # your CPU run goes with your host to each card
+    machines = [(mine, my_tm, True)] + [(in_host(card, mine), card_tm, False) for card in others]
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from moe_model.errors import MoeModelError
-from moe_model.fits.host_fit import apply_host_record
+from moe_model.fits.calibration import TimeModel
+from moe_model.fits.host_fit import apply_host_record, host_time_model
 from moe_model.readers.llama_bench import HostInput, read_host_input, with_header_types
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -59,3 +60,9 @@ def with_host_run(hw: Hardware, model: ModelSpec, given: HostInput | None) -> Ha
     except MoeModelError as err:
         st.sidebar.warning(f"Your CPU run is not used here: {err}")
         return hw
+
+
+def time_model_with(time_model: TimeModel, given: HostInput | None, calibrated: bool) -> TimeModel:
+    """The time model a prediction with the CPU run carries: the error left out of a fit with a host record, unless
+    the machine is calibrated from its own logs (that error is its own)."""
+    return time_model if given is None or calibrated else host_time_model()

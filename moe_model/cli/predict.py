@@ -101,17 +101,18 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.build, sc.kernel() is None)
 
 
-def _host_run(args: argparse.Namespace, model: ModelSpec, hw):
+def _host_run(args: argparse.Namespace, model: ModelSpec, hw, rel_error: float):
     """The machine with the user's CPU run applied (--host: a host record or llama-bench output of a CPU-only run
-    of this model), and what was read (None without --host)."""
+    of this model), the time model's error it carries (a machine file's own where given, else the error left out
+    of a fit with a host record), and what was read (None without --host)."""
     if not getattr(args, "host", None):
-        return hw, None
+        return hw, rel_error, None
+    from moe_model.fits.host_fit import apply_host_record, host_time_model
     from moe_model.readers.llama_bench import read_host_input, with_header_types
 
     given = read_host_input(args.host)
-    from moe_model.fits.host_fit import apply_host_record
-
-    return apply_host_record(hw, with_header_types(given.record, model), model), given
+    rel_error = rel_error if getattr(args, "machine", None) else host_time_model().rel_error
+    return apply_host_record(hw, with_header_types(given.record, model), model), rel_error, given
 
 
 def _basis(args: argparse.Namespace, sc, hw, rel_error: float, prefill_rel_error: float):
@@ -149,7 +150,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
-    hw, given = _host_run(args, model, hw)
+    hw, rel_error, given = _host_run(args, model, hw, rel_error)
     time_model = default_time_model()
     spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
     workload_for = _workload_source(args, model) if args.hit_rate is None else None
@@ -253,7 +254,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
-    hw, given = _host_run(args, model, hw)
+    hw, rel_error, given = _host_run(args, model, hw, rel_error)
     time_model = default_time_model()
     spread, routing = _routing(args, model)
     basis = _basis(args, scenario_from_args(args), hw, rel_error, time_model.prefill_rel_error)

@@ -112,3 +112,12 @@ def test_a_bad_cpu_run_is_one_line_and_exit_1(tmp_path, text, says):
     out = run_cli(*PREDICT, "--host", str(path))
     assert out.returncode == 1 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and says in out.stderr, out.stderr
+
+
+def test_predict_with_a_cpu_run_carries_the_error_left_out_of_a_fit_with_a_host_record(files, plain):
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.host_fit import host_time_model
+
+    out = _json(*PREDICT, "--host", str(files["record"]))
+    assert plain["rel_error"] == pytest.approx(default_time_model().rel_error)
+    assert out["rel_error"] == pytest.approx(host_time_model().rel_error) != plain["rel_error"]
