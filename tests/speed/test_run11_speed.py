@@ -1,5 +1,5 @@
 """run11 (sample_data/groundtruth/run11, the lent GPU machine's 16-core Xeon, llama.cpp b11549, never fitted):
-llama-server `--cpu-moe` without the cache and with it at 4,185 and 6,278 MiB, predicted from the CPU recording
+llama-server `--cpu-moe` without the cache and with it at 2,092, 4,185 and 6,278 MiB, predicted from the CPU recording
 alone, as a user who has not bought the card would: the hit rates by replaying the routing `record` wrote
 (cpu.npz), the host side from a host record (fits.host_fit), the GPU side from the h200 preset; no server log.
 The host record is run11c's (host_default.json): run11's own (host.json) was timed with llama.cpp's OpenMP threads
@@ -28,7 +28,7 @@ from moe_model.workload import Batching
 
 RUN11 = data_path("groundtruth", "run11")
 WITHIN = 0.15
-SERVERS = {"off": 0, "c4185": 4185, "c6278": 6278}
+SERVERS = {"off": 0, "c2092": 2092, "c4185": 4185, "c6278": 6278}
 HOST_RECORDS = {"run11": "host.json", "passive": "run11c/host_passive.json", "default": "run11c/host_default.json"}
 
 
@@ -73,6 +73,11 @@ def test_run11s_servers_answered_five_steady_requests_each():
         assert len(rows) == 5 and (rows.decode_n == 64).all(), server
 
 
+UPLOADS_AT_38 = (
+    "at a 38 % hit rate most experts a token reads are uploaded from mmap'd memory; b11549 uploads every miss, so "
+    "the host record does not enter this decode: the time model's upload side is 18 % slow here (within its plain "
+    "+-21 %)"
+)
 PROMPT_AT_90 = (
     "at a 90 % hit rate the prompt (69-721-token requests) is priced 21 % slow with or without the host record (the "
     "GPU side: copies from the pool and uploads of the misses per ubatch), as run5's 75 % prompt (-23 %)"
@@ -84,6 +89,8 @@ PROMPT_AT_90 = (
     [
         ("off", "decode"),  # +6 % (with run11's own slowed record, host.json: -50 %)
         ("off", "prompt"),  # -8 %
+        pytest.param("c2092", "decode", marks=pytest.mark.xfail(strict=True, reason=UPLOADS_AT_38 + ": -18 %")),
+        ("c2092", "prompt"),  # -13 %
         ("c4185", "decode"),  # -9 %
         ("c4185", "prompt"),  # -10 %
         ("c6278", "decode"),  # -9 %
