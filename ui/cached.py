@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
 from moe_model.answers.curve import BudgetAxis, CurvePoint
 from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
@@ -41,8 +42,6 @@ from moe_model.limits import (
     APP_LOG_BYTES,
     APP_MAX_LOOKUPS,
     APP_UPLOAD_PEAK_BYTES,
-    APP_UPLOAD_WAIT_S,
-    APP_UPLOADS_PEAK_BYTES,
 )
 from moe_model.llama.batching import workload_from
 from moe_model.readers.logs import LogRun, parse_log
@@ -296,29 +295,15 @@ def _session_results() -> dict | None:
     return st.session_state.setdefault(SESSION_KEY, {})
 
 
-class _UploadsReading:
-    """The bytes uploads being read take at most together; a reader waits its turn, bounded in time."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.used = limit, 0
-        self._turn = threading.Condition()
-
-    @contextmanager
-    def reserve(self, peak: int) -> Iterator[None]:
-        with self._turn:
-            if not self._turn.wait_for(lambda: self.used + peak <= self.limit, timeout=APP_UPLOAD_WAIT_S):
-                raise WorkloadError("the server is reading other uploads: try again in a minute")
-            self.used += peak
-        try:
-            yield
-        finally:
-            with self._turn:
-                self.used -= peak
-                self._turn.notify_all()
-            _release_freed_memory()
-
-
-UPLOADS_READING = _UploadsReading(APP_UPLOADS_PEAK_BYTES)
+def session_stopped() -> Callable[[], bool]:
+    """Whether the session asking has stopped (its tab closed, or its run stopped): a reader polls it between blocks
+    and ends there. A rerun does not stop it: the run after it wants the same upload, found kept. Outside a script
+    run nothing stops it."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    requests = getattr(ctx, "script_requests", None)
+    if requests is None:
+        return lambda: False
+    return lambda: getattr(requests, "_state", None) is ScriptRequestType.STOP  # Streamlit has no public getter
 
 
 APP_REPLAY = ReplayCap(APP_MAX_LOOKUPS, "the app", "run the CLI for more (`python -m moe_model simulate --trace`)")
@@ -427,18 +412,22 @@ def _cached_log(data: bytes) -> list[LogRun]:
 
 
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    """An uploaded trace as a workload: its peak checked from declared sizes first (the same refusal for every
-    session), then read while the uploads being read together stay within their byte budget."""
-    peak = check_upload_peak(data, name)
-    return _cached_trace(data, name, n_expert, concurrency, draft, accept, peak)
+    """An uploaded trace as a workload: its cheap facts and peak checked first (the same one-line refusal for every
+    session, in about a second whatever the file), then read in the asking session's own run, never waiting for
+    another session's upload, and stopped between blocks when that session ends (session_stopped)."""
+    check_upload_peak(data, name)
+    return _cached_trace(data, name, n_expert, concurrency, draft, accept, _should_stop=session_stopped())
 
 
 @app_cached("Reading the trace...")
 def _cached_trace(
-    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _peak: int
+    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _should_stop: Callable
 ) -> Workload:
-    with UPLOADS_READING.reserve(_peak):
-        return workload_from(load_trace(data, name, APP_REPLAY), Batching(concurrency, draft, accept), n_expert)
+    try:
+        trace = load_trace(data, name, APP_REPLAY, should_stop=_should_stop)
+        return workload_from(trace, Batching(concurrency, draft, accept), n_expert)
+    finally:
+        _release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)

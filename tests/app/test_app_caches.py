@@ -11,6 +11,7 @@ import time
 import tracemalloc
 import zipfile
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -268,7 +269,53 @@ def test_an_upload_within_the_limit_is_read_and_shared(tmp_path):
     save_npz(buf, trace)
     first = cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7)
     assert cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7) is first  # shared, not a copy
-    assert cached.UPLOADS_READING.used == 0  # its reservation released
+
+
+def _trace_npz(seed: int) -> bytes:
+    buf = io.BytesIO()
+    save_npz(buf, make_token_trace(np.random.default_rng(seed).integers(0, 8, (300, 2, 2)) + [0, 8]))
+    return buf.getvalue()
+
+
+def test_a_second_sessions_small_upload_is_read_while_a_first_sessions_largest_one_is_being_read(monkeypatch):
+    """No server-wide turn to wait for: the first session's read, as large as an upload may be, holds nothing the
+    second needs (it waited up to two minutes, then "the server is reading other uploads")."""
+    big, small = _trace_npz(1), _trace_npz(2)
+    reading, second_done = threading.Event(), threading.Event()
+    real = cached.load_trace
+
+    def load(data, name, cap, should_stop=None):
+        if name == "big.npz":
+            reading.set()
+            second_done.wait(120)  # held until the second session has its answer (a guard, not a timing)
+        return real(data, name, cap, should_stop=should_stop)
+
+    monkeypatch.setattr(cached, "load_trace", load)
+    monkeypatch.setattr(cached, "check_upload_peak", lambda data, name: APP_UPLOAD_PEAK_BYTES)  # the most allowed
+    first = threading.Thread(target=cached.cached_trace, args=(big, "big.npz", 16, 1, 0, 0.7))
+    first.start()
+    assert reading.wait(60)
+    work = cached.cached_trace(small, "small.npz", 16, 1, 0, 0.7)
+    still_reading = first.is_alive()
+    second_done.set()
+    first.join()
+    assert still_reading and work.n_layer == 2
+
+
+def test_a_read_stops_when_its_session_stops_and_goes_on_through_a_rerun(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    requests = ScriptRequests()
+    session = SimpleNamespace(script_requests=requests)
+    monkeypatch.setattr(cached, "get_script_run_ctx", lambda suppress_warning=False: session)
+    stopped = cached.session_stopped()
+    assert not stopped()
+    requests.request_rerun(RerunData())  # a widget moved: the next run wants the same upload
+    assert not stopped()
+    requests.request_stop()  # the tab closed
+    assert stopped()
+    monkeypatch.setattr(cached, "get_script_run_ctx", lambda suppress_warning=False: None)
+    assert not cached.session_stopped()()  # outside a script run (the CLI, a test): nothing stops it
 
 
 def test_a_log_above_the_app_limit_is_refused_before_parsing():
