@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import hashlib
 import inspect
 import io
@@ -39,6 +40,7 @@ from moe_model.limits import (
     APP_CACHE_ENTRY_BYTES,
     APP_CACHE_TTL_S,
     APP_COMPILE_WAIT_S,
+    APP_IDLE_RELEASE_S,
     APP_LOG_BYTES,
     APP_MAX_LOOKUPS,
     APP_UPLOAD_PEAK_BYTES,
@@ -221,6 +223,49 @@ class ByteBudgetCache:
 
 
 STORE = ByteBudgetCache(APP_CACHE_BYTES, APP_CACHE_ENTRY_BYTES, APP_CACHE_TTL_S)
+
+
+class IdleRelease:
+    """Once no session has been connected for `idle_s`, the shared results are dropped and the freed memory handed
+    back: they serve visitors asking together, and a server nobody visits kept hundreds of MiB (issue 39)."""
+
+    def __init__(self, store: ByteBudgetCache, idle_s: float = APP_IDLE_RELEASE_S) -> None:
+        self.store, self.idle_s, self.since = store, idle_s, None
+
+    def step(self, now: float, connected: bool) -> bool:
+        """One look at the server (monotonic seconds, whether any session is connected); True when it released."""
+        if connected:
+            self.since = None
+            return False
+        self.since = now if self.since is None else self.since
+        if now - self.since < self.idle_s or not len(self.store):
+            return False
+        self.store.clear()  # hands freed memory back (malloc_trim) after the collection below
+        gc.collect()
+        _release_freed_memory()
+        return True
+
+
+def _any_session_connected() -> bool:
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.runtime import RuntimeState
+
+    return Runtime.exists() and Runtime.instance().state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED
+
+
+def watch_idle(idle: IdleRelease, look_s: float) -> None:
+    """A daemon thread's loop: look every `look_s` whether the server has been left alone (IdleRelease)."""
+    while True:
+        time.sleep(look_s)
+        idle.step(time.monotonic(), _any_session_connected())
+
+
+def release_when_idle() -> None:
+    """Start the idle watch once per process (ui.startup.prepare_process)."""
+    idle = IdleRelease(STORE)
+    threading.Thread(target=watch_idle, args=(idle, idle.idle_s / 3), daemon=True, name="idle-release").start()
+
+
 SESSION_KEY = "_large_results"  # per session: the last result of each function too large for the shared store
 
 

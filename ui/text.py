@@ -11,7 +11,7 @@ from moe_model.limits import MAX_ECHO_CHARS, shown
 
 # Markdown's inline syntax, GFM's and Streamlit's own: code, emphasis, links and images, HTML and autolinks,
 # strikethrough, math, :emoji:/:material/icons:/:color[...], entities, tables, e-mail autolinks, braces of directives
-_INLINE = re.compile(r"([\\`*_\[\]<>!~$:&|@{}])")
+_INLINE = re.compile(r"([\\`*\[\]<>!~$:&|@{}]|(?<![^\W_])_|_(?![^\W_]))")  # "_" between letters makes no emphasis
 _WWW = re.compile(r"(www)\.", re.IGNORECASE)  # GFM links a bare www.example.com
 _BLOCK_START = re.compile(r"^(\s*)([#>+=-]|\d+(?=[.)]))")  # a heading, quote, list or rule where a line starts
 

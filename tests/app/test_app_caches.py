@@ -395,3 +395,16 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
     memo = cached_recommend.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only: recommend
     assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records
+
+
+def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_time():
+    store = ByteBudgetCache(2**20, 2**20, 3600)
+    store.get_or_compute(("k",), lambda: np.zeros(1000))
+    idle = cached.IdleRelease(store, idle_s=30)
+    assert not idle.step(0, True)
+    assert not idle.step(100, False)  # the last session just left
+    assert not idle.step(129, False) and len(store) == 1
+    assert not idle.step(140, True)  # one came back: the wait starts again when it leaves
+    assert not idle.step(150, False) and len(store) == 1
+    assert idle.step(180, False) and len(store) == 0 and store.nbytes == 0
+    assert not idle.step(300, False)  # nothing left to release
