@@ -60,6 +60,7 @@ from ui.sidebar import (
 )
 from ui.startup import through_app
 from ui.state import SCENARIO, keep, kept, kept_toggle
+from ui.text import chart_literal
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import (
     budget_slider,
@@ -314,7 +315,9 @@ with friendly_errors():
             st.caption(policy_caption(base))
             best_setting(model, source, model_key, hw, time_model, serving, routing if from_logs else None, build)
         baselines = fitting_no_cache(model, hw, view)
-        curve_charts(view, answer, measured, budget, placement_name, baselines, routing if from_logs else None)
+        curve_charts(
+            view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
+        )
         st.caption(
             f"Time model parameters: {time_model.source}. Routing: "
             + (routing.describe() if from_logs else f"the {preset_for(model).name} preset (a model)")

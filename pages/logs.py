@@ -15,7 +15,7 @@ from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
 from ui.startup import through_app
 from ui.state import keep, kept
 from ui.tables import calibration_table, readable, run_summary
-from ui.text import literal
+from ui.text import chart_literal, literal
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
 
@@ -124,7 +124,7 @@ with friendly_errors():
         st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
         st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")
         if frame["moe_cache_mib"].notna().sum() > 1:
-            st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
+            st.plotly_chart(measured_curves(chart_literal(frame)), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if same_model(r, model)]
     if uploaded_logs(model):
         st.caption(

@@ -4,8 +4,11 @@ Markdown or HTML (a link's `[x](http://...)` or `![](http://...)` would be a liv
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
+
+import pandas as pd
 
 from moe_model.limits import MAX_ECHO_CHARS, shown
 
@@ -36,3 +39,15 @@ def literal(text: object, limit: int | None = MAX_ECHO_CHARS) -> str:
     if mark.isdigit():  # "1." starts an ordered list: escape its dot
         return f"{lead}{mark}\\{line[match.end()]}{line[match.end() + 1 :]}"
     return f"{lead}\\{line[len(lead) :]}"
+
+
+def chart_literal(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A frame whose text a chart draws, as text: plotly reads <a href>, <b> and <br> in names and hovers (a log's
+    model name or a file name could be a live link), so every text cell is cut and its HTML escaped."""
+    if frame is None:
+        return None
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].map(lambda v: isinstance(v, str)).any():
+            out[column] = out[column].map(lambda v: html.escape(shown(v)) if isinstance(v, str) else v)
+    return out

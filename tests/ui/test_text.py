@@ -94,3 +94,15 @@ def test_no_message_quotes_visitor_text_without_literal():
                 if VISITOR.search(text) and (where, text) not in BUNDLED:
                     found.append(f"{where}:{call.lineno}: {text}")
     assert not found, found
+
+
+def test_a_charts_text_is_cut_and_its_html_escaped_numbers_left_alone():
+    import pandas as pd
+
+    from ui.text import chart_literal
+
+    frame = pd.DataFrame({"model": ['<a href="http://evil.example">x</a>', "y" * 20_000], "decode_tps": [1.5, None]})
+    shown = chart_literal(frame)
+    assert shown["model"][0] == "&lt;a href=&quot;http://evil.example&quot;&gt;x&lt;/a&gt;"
+    assert len(shown["model"][1]) < MAX_ECHO_CHARS + 40 and frame["model"][1] == "y" * 20_000  # a copy
+    assert shown["decode_tps"].equals(frame["decode_tps"]) and chart_literal(None) is None
