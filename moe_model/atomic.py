@@ -7,6 +7,7 @@ one file system (POSIX rename(2)), which is why the temporary file lives in the 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,14 +19,36 @@ def write_atomic(path: str | Path, fill: Callable[[BinaryIO], None]) -> None:
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
+        os.fchmod(fd, _mode_for(target))  # mkstemp makes it 0600: the file keeps the mode a plain write gives it
         with os.fdopen(fd, "wb") as f:
             fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(target)  # a failed write names no file: the one the user asked for
         raise
+
+
+def _mode_for(target: Path) -> int:
+    """The replaced file's permissions, or for a new one what open() would give it (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """This process's umask, read where Linux shows it (setting it to read it would race other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return umask
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -1,5 +1,11 @@
 """The project's own error types: one-line messages meant for end users."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
+StopCheck = Callable[[], bool] | None  # a long read asks it between blocks: True once the read is no longer wanted
+
 
 class MoeModelError(Exception):
     """Base class: any input the library refuses, with a message a user can act on."""
@@ -24,6 +30,16 @@ class TruncatedHeaderError(GGUFError):
 
 class WorkloadError(MoeModelError):
     """A routing trace or workload setting that does not fit the model or is malformed."""
+
+
+class ReadStoppedError(WorkloadError):
+    """A read given `should_stop` was stopped between two blocks because it returned True (its session ended)."""
+
+
+def stop_if(should_stop: StopCheck) -> None:
+    """Raise ReadStoppedError when `should_stop` says the read is no longer wanted (its session ended)."""
+    if should_stop is not None and should_stop():
+        raise ReadStoppedError("reading the trace was stopped before it finished")
 
 
 class SourceError(MoeModelError):

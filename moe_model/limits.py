@@ -55,7 +55,9 @@ TRACE_READ_AHEAD_ROWS = 64  # token rows a streamed trace's cursor reads at once
 CLI_MAX_LOOKUPS = 50_000_000  # ids the CLI replays of a trace unless --max-lookups: ~11 s at 215 ns an id (GPT-OSS)
 APP_MAX_LOOKUPS = 16_000_000  # and the app per upload: the real GPT-OSS-20B trace (12.3 M ids) fits, 10x of it not
 CSV_BLOCK_BYTES = 1 << 20  # CSV text a streamed CSV trace parses at a time (its checking pass, each cursor)
-MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is read whole
+MAX_CSV_LINE_BYTES = 1 << 20  # one CSV line: a trace's line is a few ids; a longer one is refused before parsing
+CSV_CHUNK_ROWS = 1 << 16  # CSV rows a whole read parses between two asks of should_stop: ~0.05 s of pandas
+MAX_CSV_COLUMNS = 256  # a CSV trace's columns: seq, token, layer and <= MAX_EXPERTS_USED ids, with room for others
 
 # --- workload settings (llama-server) ---
 MAX_CONCURRENCY = 256  # -np: more parallel streams than any single-GPU MoE server runs

@@ -1,10 +1,18 @@
 """Numba's settings, made before numba is imported: its kernel cache in a user cache folder (kernels compile once
-per install), and OpenMP threads that sleep between parallel kernels rather than spin."""
+per install), and OpenMP threads that sleep between parallel kernels rather than spin; and `njit`, numba's with a
+cache that heals (every kernel is declared with it): a damaged cache is set aside and the kernels compiled again, a
+folder that cannot be written is skipped, each said in one line."""
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
+
+from moe_model.errors import one_line
 
 
 def use_user_cache_dir() -> None:
@@ -28,3 +36,124 @@ def sleep_between_parallel_kernels() -> None:
 
 use_user_cache_dir()
 sleep_between_parallel_kernels()
+
+
+# --- a kernel cache that heals: what numba's own cache does not (it raises, and every simulation fails with it) ---
+
+NOTICES: list[str] = []  # the lines said about the kernel cache in this process (the app may show them)
+_GUARD = threading.Lock()
+_STATE = {"installed": False, "saves": True, "set_aside": False}
+
+
+def njit(*args, **kwargs):
+    """numba.njit, its kernel cache guarded (guard_cache) before the first kernel is declared."""
+    import numba
+
+    guard_cache()
+    return numba.njit(*args, **kwargs)
+
+
+def guard_cache() -> None:
+    """Once per process: a cache folder that cannot be written is skipped (kernels compiled in memory); a cached
+    kernel that fails to load sets the cache folder aside and is compiled again; a save that fails (a full disk)
+    stops this process's saves. Each says so in one line (say), naming the folder."""
+    from numba.core.caching import Cache
+    from numba.core.dispatcher import Dispatcher
+
+    with _GUARD:
+        if _STATE["installed"]:
+            return
+        _STATE["installed"] = True
+        folder = _cache_root(None)
+        problem = folder and unwritable(folder)
+        if problem:
+            say(f"the kernel cache folder {folder} cannot be written ({problem}): the kernels are compiled in memory")
+            Dispatcher.enable_caching = lambda self: None  # numba would fall back to the package's own folder
+        Cache.load_overload = _guarded_load(Cache.load_overload)
+        Cache.save_overload = _guarded_save(Cache.save_overload)
+
+
+def say(line: str) -> None:
+    """One line about the kernel cache, to stderr (the CLI's and the server's console) and NOTICES."""
+    NOTICES.append(line)
+    print(line, file=sys.stderr, flush=True)
+
+
+def _cache_root(cache_path: str | None) -> Path | None:
+    """The NUMBA_CACHE_DIR numba read (every kernel's folder lies in it) where it holds `cache_path`, else the
+    kernel's own cache folder."""
+    from numba.core import config
+
+    root = config.CACHE_DIR
+    if root and (cache_path is None or Path(cache_path).is_relative_to(root)):
+        return Path(root)
+    return Path(cache_path) if cache_path else None
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why a file cannot be made in `folder` (made first if missing), or None: a path under a file, a read-only or
+    full file system (a full one may still make an empty file: saves say so when they fail)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as err:
+        return err.strerror or type(err).__name__
+
+
+def _guarded_load(load):
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception as err:  # any damage to a cache file: compiling again is always right
+            _set_aside(_cache_root(self._cache_path), err)
+            return None
+
+    return load_overload
+
+
+def _guarded_save(save):
+    def save_overload(self, sig, data):
+        if not _STATE["saves"]:
+            return
+        try:
+            save(self, sig, data)
+        except Exception as err:  # the kernel is compiled and runs: only the copy on disk is lost
+            with _GUARD:
+                if _STATE["saves"]:
+                    _STATE["saves"] = False
+                    folder = _cache_root(self._cache_path)
+                    say(
+                        f"the kernel cache folder {folder} cannot be written ({_why(err)}): this run keeps the "
+                        "kernels in memory"
+                    )
+
+    return save_overload
+
+
+def _set_aside(folder: Path, err: Exception) -> None:
+    """Rename a cache folder that failed to load, once; this process then compiles into a fresh one."""
+    with _GUARD:
+        if _STATE["set_aside"] or not folder.exists():
+            return  # set aside already, by this process's other thread or another process
+        _STATE["set_aside"] = True
+        aside = folder.with_name(f"{folder.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        try:
+            folder.rename(aside)
+        except OSError as rename_err:
+            _STATE["saves"] = False
+            say(
+                f"the kernel cache folder {folder} could not be read ({_why(err)}) nor set aside "
+                f"({_why(rename_err)}): the kernels are compiled again, in memory"
+            )
+            return
+        say(
+            f"the kernel cache folder {folder} could not be read ({_why(err)}): set aside as {aside.name}, "
+            "the kernels are compiled again (15-60 s)"
+        )
+
+
+def _why(err: Exception) -> str:
+    """`EOFError: Ran out of input`, `OSError: No space left on device`: the error's kind and its first line."""
+    detail = err.strerror if isinstance(err, OSError) and err.strerror else one_line(err)
+    return f"{type(err).__name__}: {detail}"

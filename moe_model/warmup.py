@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from moe_model.numba_cache import unwritable
+
 PACKAGE = Path(__file__).resolve().parent
 KERNEL_FOLDERS = ("llama", "policies")  # every @njit kernel lives in these folders
 
@@ -68,8 +70,9 @@ def _write_stamp() -> None:
 
 
 def ensure_compiled(say: Callable[[str], None]) -> None:
-    """On the first run after install, compile the kernels here, saying so and how long it took."""
-    if is_compiled():
+    """On the first run after install, compile the kernels here, saying so and how long it took; not where the
+    cache folder cannot be written (numba_cache says so once): each kernel then compiles, in memory, when used."""
+    if is_compiled() or unwritable(stamp_path().parent):
         return
     say("compiling the simulation kernels once for this install (15-60 s; `python -m moe_model.warmup` does it ahead)")
     say(f"compiled the kernels in {warm_up():.1f} s")

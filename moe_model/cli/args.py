@@ -15,7 +15,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import CLI_MAX_LOOKUPS, MAX_BUDGET_MIB, MAX_BUDGETS, MAX_GPUS, MAX_LOOKUPS_FLAG
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.knobs import FLAG_KNOBS, parse_knobs
-from moe_model.readers.traces import CLI_REPLAY, ReplayCap
+from moe_model.readers.traces import CLI_REPLAY, ReplayCap, declared_lookups
 from moe_model.settings import Alias, Setting, settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
@@ -221,3 +221,10 @@ def add_max_lookups(parser) -> None:
 
 def trace_cap(args: argparse.Namespace) -> ReplayCap:
     return replace(CLI_REPLAY, max_lookups=getattr(args, "max_lookups", CLI_MAX_LOOKUPS))
+
+
+def check_trace_first(args: argparse.Namespace) -> None:
+    """A command's --trace checked for what it declares (its cheap checks, its expert ids against the cap) before
+    the kernels compile or the model is read: a hostile file is refused in about a second."""
+    if getattr(args, "trace", None):
+        trace_cap(args).check(declared_lookups(args.trace))

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from moe_model.cli import logs, plan, predict, simulate
+from moe_model.cli.args import check_trace_first
 from moe_model.cli.output import to_json
 from moe_model.errors import MoeModelError
 
@@ -37,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        check_trace_first(args)
         if args.command in SIMULATING_COMMANDS:
             from moe_model.warmup import ensure_compiled
 

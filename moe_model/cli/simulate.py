@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from moe_model.atomic import write_atomic
 from moe_model.cli.args import (
     BATCHING,
     SCENARIO,
@@ -124,7 +125,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     work = _workload(args, model, whole=bool(args.export_workload or args.policy))
     if args.export_workload:
-        save_npz(args.export_workload, work)
+        write_atomic(args.export_workload, lambda f: save_npz(f, work))
     if args.knob and not args.policy:
         raise MoeModelError("--knob and --cpu-share set the knobs of --policy's policies: name one (or 'all')")
     if args.policy:

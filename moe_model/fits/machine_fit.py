@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moe_model.atomic import write_text_atomic
 from moe_model.errors import LogError, MachineFileError, MoeModelError
 from moe_model.fits.calibration import UNCERTAINTY_QUANTILE, _fit_fields, decode_errors
 from moe_model.fits.log_reading import reading_from_logs
@@ -412,7 +413,8 @@ class MachineFile:
 
 
 def save_machine(fit_: MachineFit, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(fit_.as_dict(), indent=1, allow_nan=False) + "\n")
+    """The machine file written whole or not at all: a full disk leaves the previous one as it was."""
+    write_text_atomic(path, json.dumps(fit_.as_dict(), indent=1, allow_nan=False) + "\n")
 
 
 def _read_regular(path: str | Path, limit: int) -> bytes:

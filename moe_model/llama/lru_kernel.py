@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from moe_model.errors import WorkloadError
+from moe_model.numba_cache import njit
 
 MODE_SKIP, MODE_CACHE, MODE_PROBE = 0, 1, 2
 

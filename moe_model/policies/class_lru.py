@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from math import floor, log2
 
 import numpy as np
-from numba import njit, prange, set_parallel_chunksize
+from numba import prange, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
@@ -37,6 +37,7 @@ from moe_model.limits import (
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
+from moe_model.numba_cache import njit
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
 from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation

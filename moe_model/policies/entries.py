@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from moe_model.llama.lru_kernel import check_kernel_inputs
 from moe_model.llama.pool_rule import NO_POOL, pool_need
+from moe_model.numba_cache import njit
 from moe_model.workload import Workload
 
 _NEED_CAP = np.iinfo(np.int32).max  # a need stored as int32: NO_POOL and every need above any pool's slots

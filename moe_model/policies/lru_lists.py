@@ -11,9 +11,9 @@ group and to idle unloading; the CPU-share kernel and the stepper drive the same
 from __future__ import annotations
 
 import numpy as np
-from numba import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 from moe_model.llama.lru_kernel import record_experts
+from moe_model.numba_cache import njit  # nogil=True: a run lets the app's other sessions (threads of one server) go on
 
 # the arrays of a list state, in the tuple new_lists returns
 PREV, NEXT, HEADS, TAILS, KEY_OF, SLOT_OF, LAST_ROUND = range(7)

@@ -12,7 +12,8 @@ first-out queue.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from moe_model.numba_cache import njit
 
 NEVER = -1  # next_rec of a key not looked up again
 HELD = -2  # next use of a key of the record being replayed: no bucket holds it until the record ends

@@ -14,8 +14,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from moe_model.errors import WorkloadError, one_line
+from moe_model.errors import StopCheck, WorkloadError, one_line, stop_if
 from moe_model.limits import CSV_BLOCK_BYTES, MAX_CSV_LINE_BYTES, MAX_EXPERTS, MAX_LAYERS, MAX_STREAMED_NPZ_BYTES
+from moe_model.readers.csv_lines import check_fields, csv_header
 from moe_model.readers.files import open_regular
 from moe_model.readers.trace_checks import check_ids, check_sequences, check_token_shape, within
 from moe_model.readers.trace_formats import CSV_ERRORS, expert_columns
@@ -32,11 +33,15 @@ from moe_model.readers.trace_npz import (
 from moe_model.workload import StreamedTokens
 
 
-def stream_csv_trace(source: str | Path | bytes, label: str = "") -> StreamedTokens | None:
+def stream_csv_trace(
+    source: str | Path | bytes, label: str = "", should_stop: StopCheck = None
+) -> StreamedTokens | None:
     """A CSV token trace read forward in blocks of CSV_BLOCK_BYTES after one checking pass (its shape, sequences,
     per-layer expert counts, and where each block starts, so a cursor starts near its row); None for a CSV that
     token_trace_from_csv would have to sort or refuse (rows not in (seq, token, layer) order with every layer of a
-    token in turn, a value that is not an integer or out of range): that one loads whole, with its messages."""
+    token in turn, a line of other than the header's fields, a value that is not an integer or out of range): that
+    one loads whole, with its messages. A header too long or too wide is refused here; `should_stop` is asked
+    between blocks."""
     try:
         with _csv_raw(source) as raw:
             header = _CsvHeader.read(raw)
@@ -44,6 +49,7 @@ def stream_csv_trace(source: str | Path | bytes, label: str = "") -> StreamedTok
                 return None
             scan = _CsvScan(header)
             for at, block in _line_blocks(raw, header.data_at):
+                stop_if(should_stop)
                 if not scan.add(at, _csv_block(block, header)):
                     return None
             shape = scan.shape()
@@ -99,8 +105,7 @@ class _CsvHeader:
     def read(raw: BinaryIO) -> _CsvHeader | None:
         import pandas as pd
 
-        raw.seek(0)
-        line = raw.readline(MAX_CSV_LINE_BYTES)
+        line = csv_header(raw)
         names = tuple(pd.read_csv(io.BytesIO(line), nrows=0).columns)
         experts = tuple(expert_columns(names))
         if not {"seq", "token", "layer"} <= set(names) or not experts:
@@ -109,9 +114,14 @@ class _CsvHeader:
 
 
 def _csv_block(block: bytes, header: _CsvHeader) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """A block's seq, token and layer columns and its ids [rows, k] (int64); None where a value is not an integer."""
+    """A block's seq, token and layer columns and its ids [rows, k] (int64); None where a line has other than the
+    header's fields (pandas would make the extra ones an index) or a value is not an integer."""
     import pandas as pd
 
+    try:
+        check_fields(block, len(header.names), 2)
+    except WorkloadError:
+        return None
     used = ["seq", "token", "layer", *header.experts]
     try:
         frame = pd.read_csv(io.BytesIO(block), header=None, names=list(header.names), usecols=used)

@@ -9,8 +9,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from moe_model.errors import WorkloadError, one_line
-from moe_model.limits import MAX_LAYERS, MAX_TRACE_IDS, MAX_TRACE_RECORDS, check_at_most, shown
+from moe_model.errors import StopCheck, WorkloadError, one_line, stop_if
+from moe_model.limits import CSV_CHUNK_ROWS, MAX_LAYERS, MAX_TRACE_IDS, MAX_TRACE_RECORDS, check_at_most, shown
+from moe_model.readers.csv_lines import scan_csv_lines
 from moe_model.readers.files import open_regular
 from moe_model.readers.trace_checks import (
     NOT_RECORDS,
@@ -76,17 +77,19 @@ def load_token_trace(source: str | Path | bytes | BinaryIO, label: str = "") -> 
 CSV_ERRORS = (ValueError, OSError, UnicodeDecodeError)  # what pandas raises on text it cannot read
 
 
-def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> TokenTrace:
-    """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer)."""
+def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "", should_stop: StopCheck = None) -> TokenTrace:
+    """CSV with columns seq, token, layer, and expert ids e0..e{k-1} (one row per token and layer); its lines
+    checked first (scan_csv_lines), then parsed CSV_CHUNK_ROWS rows at a time, `should_stop` asked between them."""
     import pandas as pd  # ~0.7 s to import: only CSV traces need it
 
     if isinstance(source, (str, Path)):
         with open_regular(source, "trace file", WorkloadError) as f:
-            return token_trace_from_csv(f, label)
-    try:
-        frame = pd.read_csv(source)
-    except CSV_ERRORS as err:
-        raise WorkloadError(f"not a readable CSV trace: {shown(one_line(err))}") from None
+            return token_trace_from_csv(f, label, should_stop)
+    if isinstance(source.read(0), str):  # a text stream: the checks count bytes
+        source = io.BytesIO(source.read().encode("utf-8"))
+    scan_csv_lines(source, should_stop)
+    source.seek(0)
+    frame = _csv_frame(source, should_stop)
     expert_cols = expert_columns(frame.columns)
     if not {"seq", "token", "layer"} <= set(frame.columns) or not expert_cols:
         raise WorkloadError("a CSV trace needs columns seq, token, layer, e0, e1, ...")
@@ -100,6 +103,21 @@ def token_trace_from_csv(source: str | Path | BinaryIO, label: str = "") -> Toke
     experts = frame[expert_cols].to_numpy().reshape(-1, n_layer, len(expert_cols))
     per_seq = frame[frame["layer"] == 0].groupby("seq", sort=True).size().to_numpy()
     return make_token_trace(experts, np.concatenate([[0], np.cumsum(per_seq)]), label=label)
+
+
+def _csv_frame(source: BinaryIO, should_stop: StopCheck):
+    """The checked CSV parsed by pandas in chunks of CSV_CHUNK_ROWS rows, `should_stop` asked before each."""
+    import pandas as pd
+
+    try:
+        with pd.read_csv(source, chunksize=CSV_CHUNK_ROWS) as reader:
+            parts = []
+            for part in reader:
+                stop_if(should_stop)
+                parts.append(part)
+    except CSV_ERRORS as err:
+        raise WorkloadError(f"not a readable CSV trace: {shown(one_line(err))}") from None
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def expert_columns(columns) -> list[str]:
@@ -126,12 +144,16 @@ def save_npz(target: str | Path | BinaryIO, item: TokenTrace | Workload) -> None
     np.savez_compressed(target, **arrays)
 
 
-def load_any(source: str | Path | bytes | BinaryIO, name: str = "") -> TokenTrace | Workload:
-    """A trace file of any supported kind: recorded llama.cpp NPZ, token-trace NPZ, or CSV."""
+def load_any(
+    source: str | Path | bytes | BinaryIO, name: str = "", should_stop: StopCheck = None
+) -> TokenTrace | Workload:
+    """A trace file of any supported kind: recorded llama.cpp NPZ, token-trace NPZ, or CSV; `should_stop` is asked
+    between blocks (ReadStoppedError once it returns True)."""
     name = name or str(source if isinstance(source, (str, Path)) else "")
     if name.lower().endswith(".csv"):
-        return token_trace_from_csv(io.BytesIO(source) if isinstance(source, bytes) else source, label=Path(name).name)
-    data = npz_arrays(source)
+        source = io.BytesIO(source) if isinstance(source, bytes) else source
+        return token_trace_from_csv(source, Path(name).name, should_stop)
+    data = npz_arrays(source, should_stop)
     if "rec_layer" in data:
         return recorded_from(data)
     return make_token_trace(

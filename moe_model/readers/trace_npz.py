@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from moe_model.errors import WorkloadError, one_line
+from moe_model.errors import StopCheck, WorkloadError, one_line, stop_if
 from moe_model.limits import MAX_NPZ_BYTES, MAX_NPZ_INFLATION, MAX_NPZ_MEMBERS, NPZ_INFLATION_FREE_BYTES, shown
 from moe_model.readers.files import open_regular
 
@@ -25,14 +25,14 @@ _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError)
 
 
-def npz_arrays(source: str | Path | bytes | BinaryIO) -> dict[str, np.ndarray]:
+def npz_arrays(source: str | Path | bytes | BinaryIO, should_stop: StopCheck = None) -> dict[str, np.ndarray]:
     """The integer arrays of an NPZ; every member's declared size, shape and dtype are checked before
-    anything is decompressed (a small zip can expand to many GiB)."""
+    anything is decompressed (a small zip can expand to many GiB); `should_stop` asked between blocks."""
     try:
         with open_zip(source) as archive:
             members = npz_members(archive)
             check_npz_total(members, MAX_NPZ_BYTES)
-            return {m.filename.removesuffix(".npy"): npz_member(archive, m) for m in members}
+            return {m.filename.removesuffix(".npy"): npz_member(archive, m, should_stop) for m in members}
     except NPZ_ERRORS as err:
         raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
@@ -94,14 +94,20 @@ def npy_header(f: BinaryIO, member: zipfile.ZipInfo) -> tuple[tuple[int, ...], b
     return shape, fortran, dtype, n_bytes
 
 
-def npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray:
-    """One member: its .npy header first (an integer dtype, a shape matching the declared size), then the data."""
+def npz_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, should_stop: StopCheck = None) -> np.ndarray:
+    """One member: its .npy header first (an integer dtype, a shape matching the declared size), then the data,
+    inflated ID_BLOCK_BYTES at a time with `should_stop` asked before each."""
     with archive.open(member) as f:
         shape, fortran, dtype, n_bytes = npy_header(f, member)
-        data = np.frombuffer(f.read(n_bytes), dtype=dtype)
-    if data.nbytes != n_bytes:
-        raise WorkloadError(f"`{shown(member.filename)}` is cut off")
-    return data.reshape(shape, order="F" if fortran else "C")
+        data = np.empty(n_bytes, dtype=np.uint8)
+        got = 0
+        while got < n_bytes:
+            stop_if(should_stop)
+            n = f.readinto(memoryview(data)[got : got + ID_BLOCK_BYTES])
+            if not n:
+                raise WorkloadError(f"`{shown(member.filename)}` is cut off")
+            got += n
+    return data.view(dtype).reshape(shape, order="F" if fortran else "C")
 
 
 def read_values(f: BinaryIO, member: zipfile.ZipInfo, dtype: np.dtype, n: int) -> np.ndarray:
@@ -112,3 +118,4 @@ def read_values(f: BinaryIO, member: zipfile.ZipInfo, dtype: np.dtype, n: int) -
 
 
 ID_BLOCK = 1 << 20  # ids read at a time while scanning or skipping: 4 MiB of int32
+ID_BLOCK_BYTES = 4 * ID_BLOCK  # bytes a member read whole inflates between two asks of should_stop

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_model.errors import WorkloadError, one_line
-from moe_model.limits import CLI_MAX_LOOKUPS, CSV_BLOCK_BYTES, MAX_CSV_LINE_BYTES, WORKLOAD_BYTES_PER_LOOKUP, shown
+from moe_model.errors import ReadStoppedError, StopCheck, WorkloadError, one_line
+from moe_model.limits import CLI_MAX_LOOKUPS, WORKLOAD_BYTES_PER_LOOKUP, shown
+from moe_model.readers.csv_lines import scan_csv_lines
 from moe_model.readers.files import open_regular
 from moe_model.readers.recorded_stream import stream_recorded
 from moe_model.readers.token_stream import stream_csv_trace, stream_token_trace
@@ -34,6 +35,7 @@ from moe_model.workload import StreamedTokens, TokenTrace, Workload, WorkloadStr
 
 __all__ = [
     "CLI_REPLAY",
+    "ReadStoppedError",
     "ReplayCap",
     "declared_lookups",
     "load_any",
@@ -74,46 +76,54 @@ CLI_REPLAY = ReplayCap(CLI_MAX_LOOKUPS, "the CLI", "--max-lookups raises it")
 
 
 def open_trace(
-    source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY
+    source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY, should_stop: StopCheck = None
 ) -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
     """load_any, except that a trace is streamed where it can be, read forward and never held whole (an NPZ may
     expand to MAX_STREAMED_NPZ_BYTES instead of MAX_NPZ_BYTES): a recorded trace whose records are in stream
     order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace), a CSV whose rows
     are in (seq, token, layer) order (stream_csv_trace). Its expert ids are held to `cap`: those it declares
-    before anything is read, those a replay looks up once it is open (a recorded trace's records may share ids)."""
-    cap.check(declared_lookups(source, name))
-    opened = _opened(source, name or str(source if isinstance(source, (str, Path)) else ""))
+    before anything is read, those a replay looks up once it is open (a recorded trace's records may share ids).
+    `should_stop` is asked between the blocks of the checks and of a CSV's or a whole read."""
+    cap.check(declared_lookups(source, name, should_stop))
+    opened = _opened(source, name or str(source if isinstance(source, (str, Path)) else ""), should_stop)
     cap.check(replay_lookups(opened))
     return opened
 
 
-def load_trace(source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY) -> TokenTrace | Workload:
-    """load_any, its expert ids held to `cap` as open_trace holds them."""
-    cap.check(declared_lookups(source, name))
-    loaded = load_any(source, name)
+def load_trace(
+    source: str | Path | bytes, name: str = "", cap: ReplayCap = CLI_REPLAY, should_stop: StopCheck = None
+) -> TokenTrace | Workload:
+    """load_any, its expert ids held to `cap` as open_trace holds them, after the cheap checks of declared_lookups;
+    `should_stop` is asked between blocks (ReadStoppedError, a WorkloadError, once it returns True)."""
+    cap.check(declared_lookups(source, name, should_stop))
+    loaded = load_any(source, name, should_stop)
     cap.check(replay_lookups(loaded))
     return loaded
 
 
-def _opened(source: str | Path | bytes, name: str) -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
+def _opened(
+    source: str | Path | bytes, name: str, should_stop: StopCheck
+) -> TokenTrace | StreamedTokens | Workload | WorkloadStream:
     if name.lower().endswith(".csv"):
-        tokens = stream_csv_trace(source, Path(name).name)
-        return tokens if tokens is not None else load_any(source, name)
+        tokens = stream_csv_trace(source, Path(name).name, should_stop)
+        return tokens if tokens is not None else load_any(source, name, should_stop)
     stream = stream_recorded(source)
     if stream is not None:
         return stream
     tokens = stream_token_trace(source, Path(name).name)
     if tokens is not None:
         return tokens
-    return load_any(source, name)
+    return load_any(source, name, should_stop)
 
 
-def declared_lookups(source: str | Path | bytes, name: str = "") -> int:
+def declared_lookups(source: str | Path | bytes, name: str = "", should_stop: StopCheck = None) -> int:
     """The expert ids a trace says it holds, read from the NPZ directory and one .npy header (nothing inflated
-    beyond it) or from a CSV's header and line count; 0 for a file that is no trace (its reader says why)."""
+    beyond it) or from a CSV's header and line count, once every line's length and fields are checked
+    (scan_csv_lines); 0 for a file that is no trace (its reader says why). The cheap checks every read runs first:
+    a hostile CSV is refused in one line in well under a second, before pandas sees it."""
     name = name or str(source if isinstance(source, (str, Path)) else "")
     if name.lower().endswith(".csv"):
-        return _csv_lookups(source)
+        return _csv_lookups(source, should_stop)
     try:
         with open_zip(source) as archive:
             members = {m.filename.removesuffix(".npy"): m for m in npz_members(archive)}
@@ -126,20 +136,16 @@ def declared_lookups(source: str | Path | bytes, name: str = "") -> int:
         raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
 
 
-def _csv_lookups(source: str | Path | bytes) -> int:
-    """Expert id columns times data lines (a blank line counted too): one pass of counting, no parsing."""
+def _csv_lookups(source: str | Path | bytes, should_stop: StopCheck) -> int:
+    """Expert id columns times data lines (a blank line counted too), each line checked, none parsed."""
     with ExitStack() as stack:
         raw = (
             stack.enter_context(open_regular(source, "trace file", WorkloadError))
             if isinstance(source, (str, Path))
             else io.BytesIO(source)
         )
-        header = raw.readline(MAX_CSV_LINE_BYTES).decode("utf-8", "replace").strip().split(",")
-        lines = last = 0
-        while block := raw.read(CSV_BLOCK_BYTES):
-            lines, last = lines + block.count(b"\n"), block[-1]
-        lines += last not in (0, ord("\n"))  # a last line without its newline
-    return len(expert_columns([c.strip() for c in header])) * lines
+        lines = scan_csv_lines(raw, should_stop)
+    return len(expert_columns(lines.names)) * lines.lines
 
 
 def replay_lookups(item: TokenTrace | StreamedTokens | Workload | WorkloadStream) -> int:

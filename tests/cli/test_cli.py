@@ -288,6 +288,23 @@ def test_simulate_exports_a_workload_that_replays_to_the_same_counts(tmp_path):
     assert json.loads(first.stdout)["budgets"][0]["small"] == json.loads(again.stdout)["budgets"][0]["small"]
 
 
+def test_an_export_cut_short_leaves_the_previous_file_as_it_was(tmp_path, monkeypatch):
+    import numpy as np
+
+    path = tmp_path / "w.npz"
+    path.write_bytes(b"the previous export")
+
+    def disk_fills(target, **arrays):
+        target.write(b"PK\x03\x04 half an archive")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", disk_fills)
+    args = ("simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "30", "--budget-mib", "403")
+    out = run_cli(*args, "--export-workload", str(path))
+    assert out.returncode == 1 and out.stderr == f"error: No space left on device: {path}\n"
+    assert path.read_bytes() == b"the previous export" and [p.name for p in tmp_path.iterdir()] == ["w.npz"]
+
+
 # --- hostile input: one-line errors, never a crash or an invalid number ---
 
 

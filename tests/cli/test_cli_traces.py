@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from cli_runs import main_exit, run_cli, run_process
 from conftest import GROUNDTRUTH, GT_HEADER, QWEN30B, SAMPLE
+from hostile_csv import hostile_csvs, run_measured
 
 
 def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_path):
@@ -20,6 +21,25 @@ def test_a_trace_with_expert_id_40000_exits_1_with_one_line_not_a_segfault(tmp_p
     )
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.strip().splitlines() == ["error: expert ids must be in 0..4,095, got 0..40,000"]
+
+
+@pytest.mark.parametrize("kind", ["10^7 columns", "100,003 fields"])
+def test_the_hostile_csvs_of_issue_39_exit_1_with_one_line_before_the_model_is_read(tmp_path_factory, kind):
+    """Before: the 10^7-column header ran out of memory at 4.3-4.7 GiB (`unexpected MemoryError`), the 100,003-field
+    row peaked at 3.6 GiB. The trace is checked before the kernels or the model are touched (the peak is the CLI's
+    imports and the file's first MiB)."""
+    path = hostile_csvs(tmp_path_factory.getbasetemp())[kind]
+    argv = ["simulate", "--model", str(QWEN30B), "--trace", str(path), "--budget-mib", "3000"]
+    body = (
+        "import contextlib, io\nfrom moe_model.cli.main import main\nerr = io.StringIO()\n"
+        f"with contextlib.redirect_stderr(err):\n    code = main({argv!r})\n"
+        "result = {'code': code, 'stderr': err.getvalue()}"
+    )
+    result = run_measured(body)
+    print(f"simulate --trace {kind}: {result['seconds']:.3f} s, peak RSS {result['peak_rss_mib']:.0f} MiB")
+    (line,) = result["stderr"].strip().splitlines()
+    assert result["code"] == 1 and line.startswith("error: ") and "CSV trace" in line
+    assert result["peak_rss_mib"] < 300
 
 
 def test_the_npz_bomb_is_refused_in_under_5_s_naming_the_limit(npz_bomb):

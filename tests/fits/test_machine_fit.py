@@ -355,3 +355,29 @@ def test_calibrates_text_says_which_request_it_fitted_and_the_error_at_each_budg
     args = ["calibrate", *logs, "--model", str(RUN3_HEADER), "--hardware", "h200", "-o", str(tmp_path / "m.json")]
     out = run_cli(*args).stdout
     assert "Fitted on the steady state of each run" in out and "8,376 MiB " in out
+
+
+def test_calibrate_o_on_a_full_disk_leaves_the_previous_machine_file_as_it_was(tmp_path):
+    """A disk that fills while the machine file is written (writes beyond 4,096 bytes fail: RLIMIT_FSIZE, in a
+    subprocess; the file is ~4.2 KB): written in place it was cut at 4,096 bytes, the old file lost."""
+    import resource
+    import subprocess
+    import sys
+
+    machine = tmp_path / "machine.json"
+    old = b'{"previous": "machine file"}\n' * 200
+    machine.write_bytes(old)
+    logs = [str(run3_log(c)) for c in ("off", "b10", "b25", "b50", "full")]
+    args = ["calibrate", *logs, "--model", str(RUN3_HEADER), "--hardware", "h200", "-o", str(machine)]
+
+    def full_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    def run(preexec=None) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "moe_model", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300, preexec_fn=preexec)
+
+    out = run(full_disk)
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1] == f"error: File too large: {machine}"
+    assert machine.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["machine.json"]
+    assert run().returncode == 0 and len(machine.read_bytes()) > 4096  # positive control: it needs more than 4 KiB

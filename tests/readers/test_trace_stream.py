@@ -202,11 +202,13 @@ def test_a_csv_trace_that_cannot_be_read_forward_is_loaded_whole_with_its_answer
 def test_a_long_csv_trace_streams_in_memory_that_does_not_grow_with_its_length(gt_model, tmp_path, monkeypatch):
     import tracemalloc
 
+    import moe_model.readers.csv_lines as csv_lines
     import moe_model.readers.token_stream as token_stream
     from moe_model.llama.simulate import simulate_budgets
     from moe_model.routing.synthetic import Knobs, Shape, generate
 
     monkeypatch.setattr(token_stream, "CSV_BLOCK_BYTES", 1 << 16)  # blocks and chunks far shorter than either trace
+    monkeypatch.setattr(csv_lines, "CSV_BLOCK_BYTES", 1 << 16)  # and the checks' blocks before it
 
     def peaks(n_tokens: int) -> tuple[int, int]:
         """Peak bytes allocated while replaying the CSV streamed, then loaded whole (the same counts)."""
