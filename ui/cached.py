@@ -354,10 +354,11 @@ def session_stopped() -> Callable[[], bool]:
 APP_REPLAY = ReplayCap(APP_MAX_LOOKUPS, "the app", "run the CLI for more (`python -m moe_model simulate --trace`)")
 
 
-def check_upload_peak(data: bytes, name: str) -> int:
-    """An uploaded trace's estimated peak bytes, from its declared sizes, before any array is built; one line
-    refusing it above the app's limits, in expert ids (work) or in bytes (the CLI streams what the app refuses)."""
-    APP_REPLAY.check(declared_lookups(data, name))
+def check_upload_peak(data: bytes, name: str, should_stop: Callable[[], bool] | None = None) -> int:
+    """An uploaded trace's estimated peak bytes, from its cheap facts and declared sizes, before any array is built;
+    one line refusing it above the app's limits, in expert ids (work) or in bytes (the CLI streams what the app
+    refuses). `should_stop`: the asking session's (a CSV's lines are counted a block at a time)."""
+    APP_REPLAY.check(declared_lookups(data, name, should_stop))
     peak = read_peak_bytes(data, name)
     if peak > APP_UPLOAD_PEAK_BYTES:
         raise WorkloadError(
@@ -460,8 +461,9 @@ def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft:
     """An uploaded trace as a workload: its cheap facts and peak checked first (the same one-line refusal for every
     session, in about a second whatever the file), then read in the asking session's own run, never waiting for
     another session's upload, and stopped between blocks when that session ends (session_stopped)."""
-    check_upload_peak(data, name)
-    return _cached_trace(data, name, n_expert, concurrency, draft, accept, _should_stop=session_stopped())
+    stopped = session_stopped()
+    check_upload_peak(data, name, stopped)
+    return _cached_trace(data, name, n_expert, concurrency, draft, accept, _should_stop=stopped)
 
 
 @app_cached("Reading the trace...")

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from conftest import QWEN30B
 from gguf import GGMLQuantizationType as T
+from hostile_csv import hostile_csvs
 
-from moe_model.errors import WorkloadError
+from moe_model.errors import ReadStoppedError, WorkloadError
 from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, APP_MAX_LOOKUPS, APP_UPLOAD_PEAK_BYTES
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
@@ -291,7 +292,7 @@ def test_a_second_sessions_small_upload_is_read_while_a_first_sessions_largest_o
         return real(data, name, cap, should_stop=should_stop)
 
     monkeypatch.setattr(cached, "load_trace", load)
-    monkeypatch.setattr(cached, "check_upload_peak", lambda data, name: APP_UPLOAD_PEAK_BYTES)  # the most allowed
+    monkeypatch.setattr(cached, "check_upload_peak", lambda *args: APP_UPLOAD_PEAK_BYTES)  # the most allowed
     first = threading.Thread(target=cached.cached_trace, args=(big, "big.npz", 16, 1, 0, 0.7))
     first.start()
     assert reading.wait(60)
@@ -408,3 +409,24 @@ def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_t
     assert not idle.step(150, False) and len(store) == 1
     assert idle.step(180, False) and len(store) == 0 and store.nbytes == 0
     assert not idle.step(300, False)  # nothing left to release
+
+
+@pytest.mark.parametrize("kind", ["10^7 columns", "100,003 fields"])
+def test_a_hostile_csv_upload_is_refused_in_one_line_before_the_app_reads_it(tmp_path, kind):
+    data = hostile_csvs(tmp_path)[kind].read_bytes()
+    tracemalloc.start()
+    with pytest.raises(WorkloadError) as refused:
+        cached.cached_trace(data, "t.csv", 128, 1, 0, 0.7)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    message = str(refused.value)
+    assert "\n" not in message and ("column" in message or "field" in message), message
+    assert peak < 300 * 2**20  # the bound (it took 1.2-4.7 GiB); the file itself is held outside
+
+
+def test_a_read_whose_session_stopped_ends_with_one_line(tmp_path):
+    rows = "\n".join(f"0,{t},{layer},1,2" for t in range(200) for layer in range(2))
+    data = f"seq,token,layer,e0,e1\n{rows}\n".encode()
+    with pytest.raises(ReadStoppedError):
+        cached._cached_trace(data, "t.csv", 16, 1, 0, 0.7, _should_stop=lambda: True)
+    assert cached.cached_trace(data, "t.csv", 16, 1, 0, 0.7).n_layer == 2  # nothing stale kept: read again whole
