@@ -263,7 +263,9 @@ class Batching:
     token of each. draft_tokens/accept_rate: speculative decoding, each verification ubatch has
     draft_tokens+1 tokens per sequence and consumes 1 + accepted drafts. prompt_tokens: prompt
     length per sequence (0: none), processed in ubatches of ubatch_size. warmup: llama-server's
-    warm-up decode at start-up (llama/server_warm_up.py).
+    warm-up decode at start-up (llama/server_warm_up.py). last_layer_prunes: the last layer's MoE computes only the
+    output rows of a prompt or warm-up ubatch, not every token (the model's architecture and the build decide it:
+    llama/output_rows.last_layer_prunes).
     """
 
     concurrency: int = 1
@@ -277,6 +279,7 @@ class Batching:
     seed: int = setting(
         0, flags=("--seed",), lo=0, hi=2**32 - 1, help="seed of the synthetic routing and the drafts accepted"
     )
+    last_layer_prunes: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:

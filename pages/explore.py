@@ -5,6 +5,7 @@ points), speed.curve (its budgets) and speed.policy_compare, through the caches 
 
 import streamlit as st
 
+from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
 from moe_model.answers.curve import budget_axis
 from moe_model.answers.explore import (
     Answer,
@@ -43,15 +44,18 @@ from ui.cached import (
     cached_policy_comparison,
     cached_synthetic,
     cached_trace,
+    recommender_trace,
     routing_key,
     workload_npz,
 )
 from ui.cached_recommend import cached_recommend
+from ui.host_run import sidebar_host_run, with_host_run
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,
     policy_caption,
     sidebar_build,
+    sidebar_calibrated,
     sidebar_hardware,
     sidebar_model,
     sidebar_placement,
@@ -61,7 +65,7 @@ from ui.sidebar import (
 from ui.startup import through_app
 from ui.state import SCENARIO, keep, kept, kept_toggle
 from ui.text import chart_literal
-from ui.uploads import keep_upload, session_uploads, uploader_key
+from ui.uploads import trace_upload
 from ui.widgets import (
     budget_slider,
     control,
@@ -79,9 +83,11 @@ st.header("Explore")
 intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
 
 
-def best_setting(model, source: str, model_key: str, hw, time_model, serving: dict, routing, build: int) -> None:
-    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use; one click applies
-    it to every control."""
+def best_setting(
+    model, source: str, model_key: str, hw, time_model, serving: dict, routing, build: int, trace, basis: Basis
+) -> None:
+    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use (the user's trace
+    replayed where Explore replays one); one click applies it to every control."""
     if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
         return
     options = cached_recommend(
@@ -96,6 +102,7 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
         serving["prompt_tokens"],
         serving["depth"],
         sidebar_reading(),
+        None if trace is None else recommender_trace(trace, model.n_expert, serving["concurrency"]),
     )
     best = options[0] if options else None
     if best is None or not best.usable:
@@ -107,8 +114,8 @@ def best_setting(model, source: str, model_key: str, hw, time_model, serving: di
     p = best.prediction
     lo, hi = p.decode_tps_range
     st.success(
-        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
-        f"{request_label(first=False)})"
+        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, {basis.decode}, "
+        f"{request_label(first=False)}; hit rate {basis.hit_rate})"
         f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"the cache {best.verdict}."
@@ -129,7 +136,7 @@ PRESET_ROUTING = "synthetic (fitted preset)"
 
 def workload(model, model_key: str, concurrency: int, draft: int, accept: float, prompt: int, routing):
     """The routing to replay (fitted to the session's logs, the fitted synthetic preset, a bundled real trace or
-    an upload) and its cache key."""
+    an upload), its cache key, and the trace (a bundled path or an upload's (bytes, name)) where it is one."""
     simulate_prompts = kept_toggle(st, "simulate prompts too", "sim_prompts", False)  # a short label: a narrow column
     traces = bundled_traces(model)
     kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, "upload a trace"]
@@ -139,14 +146,15 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
     if kind == LOGS_ROUTING:
         st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
         work = cached_log_workload(model, routing, concurrency, draft, accept)
-        return work, f"logs:{routing_key(routing)}:{concurrency}:{draft}:{accept}"
+        return work, f"logs:{routing_key(routing)}:{concurrency}:{draft}:{accept}", None
     upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
         work = cached_trace(upload.data, upload.name, model.n_expert, concurrency, draft, accept)
-        return work, f"upload:{upload.digest}:{concurrency}:{draft}:{accept}"
+        st.caption(f"Your trace {upload.name}: its routing replayed (no routing spread in the range).")
+        return work, f"upload:{upload.digest}:{concurrency}:{draft}:{accept}", (upload.data, upload.name)
     if kind in traces:
         work = cached_bundled_trace(traces[kind], model.n_expert, concurrency, draft, accept)
-        return work, f"bundled:{kind}:{concurrency}:{draft}:{accept}"
+        return work, f"bundled:{kind}:{concurrency}:{draft}:{accept}", traces[kind]
     sim_prompt = simulated_prompt_tokens(prompt, model) if simulate_prompts else 0
     work = cached_synthetic(model, concurrency, draft, accept, sim_prompt)
     if sim_prompt < prompt and simulate_prompts:
@@ -159,16 +167,7 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
         f"Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
         f"{preset.fitted_to}; ±{preset.spread_points:.1f} hit-rate points."
     )
-    return work, f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}"
-
-
-def trace_upload():
-    """A trace upload, kept for the session (the latest one is replayed)."""
-    new = st.file_uploader("trace (.npz or .csv)", key=uploader_key("trace_upload"))
-    if new is not None:
-        return keep_upload("trace", new.name, new.getvalue())
-    held = session_uploads().of_kind("trace")
-    return held[-1] if held else None
+    return work, f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}", None
 
 
 def first_request_text(pred) -> str:
@@ -182,7 +181,7 @@ def first_request_text(pred) -> str:
     )
 
 
-def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float) -> None:
+def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float, basis: Basis) -> None:
     """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
     at the context depth, its prompt speed and time to first token, and the cache's verdict."""
     budget, pred = answer.point.budget_mib, answer.point.prediction
@@ -192,11 +191,11 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
     elif usable:
         lo, hi = pred.decode_tps_range
         st.markdown(
-            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, a model, "
+            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, {basis.decode}, "
             f"{request_label(first=False)})"
             f"{speed_note(pred.decode_tps, pred.scenario.concurrency)} at "
             f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
-            f"hit rate {100 * (pred.hit_rate or 0):.1f} % "
+            f"hit rate {100 * (pred.hit_rate or 0):.1f} % {basis.hit_rate} "
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
             f"placement without it ({view.without.decode_tps:.1f} t/s"
@@ -269,6 +268,8 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
 with friendly_errors():
     model, source, model_key = sidebar_model()
     hw, time_model, load_mode = sidebar_hardware()
+    host_run = sidebar_host_run()
+    hw = with_host_run(hw, model, host_run)  # the host side calibrated from the user's CPU run, where given
     serving = sidebar_serving(prompt=True)
     n_ctx, concurrency, prompt = serving["n_ctx"], serving["concurrency"], serving["prompt_tokens"]
     placement_name, placement = sidebar_placement(model)
@@ -281,7 +282,7 @@ with friendly_errors():
         if share and not has_cpu_share(build):
             share = 0.0
             st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}): not applied.")
-        work, work_key = workload(model, model_key, concurrency, draft, accept, prompt, routing)
+        work, work_key, trace = workload(model, model_key, concurrency, draft, accept, prompt, routing)
     from_logs = work_key.startswith("logs:")
     base = Scenario(
         placement, 0, concurrency, draft, accept, ((SHARE.name, share),), n_ctx, prompt, load_mode=load_mode,
@@ -298,7 +299,12 @@ with friendly_errors():
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
         show_measured = kept_toggle(st, "show measured points", "measured", True)  # the speed chart's diamonds
     inputs = Inputs(model, work, hw, time_model)
-    spread = (routing if from_logs else preset_for(model)).spreads
+    spread = (0.0, 0.0) if trace is not None else (routing if from_logs else preset_for(model)).spreads
+    basis = prediction_basis(
+        TRACE if trace is not None else LOGS if from_logs else SYNTHETIC, base, hw,
+        machine_calibrated=sidebar_calibrated(), rel_error=time_model.rel_error,
+        prefill_rel_error=time_model.prefill_rel_error,
+    )  # fmt: skip
     view = cached_explore_curve(inputs, base, spread, axis)
     answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
     logged = st.session_state.get("measured_points")
@@ -311,16 +317,24 @@ with friendly_errors():
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
             fits = answer.point.prediction.usable and answer.host.fits
             advice = () if fits else would_fit(model, hw, answer.point.prediction.scenario)
-            headline(answer, view, advice, time_model.prefill_rel_error)
+            headline(answer, view, advice, time_model.prefill_rel_error, basis)
             st.caption(policy_caption(base))
-            best_setting(model, source, model_key, hw, time_model, serving, routing if from_logs else None, build)
+            st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
+            log_fit = routing if from_logs else None
+            best_setting(model, source, model_key, hw, time_model, serving, log_fit, build, trace, basis)
         baselines = fitting_no_cache(model, hw, view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
         )
         st.caption(
             f"Time model parameters: {time_model.source}. Routing: "
-            + (routing.describe() if from_logs else f"the {preset_for(model).name} preset (a model)")
+            + (
+                routing.describe()
+                if from_logs
+                else "your trace, replayed"
+                if trace is not None
+                else f"the {preset_for(model).name} preset (a model)"
+            )
             + ". Residuals: the Reference page."
             + ("" if len(baselines) == len(view.no_cache) else " No-cache lines that do not fit are not drawn.")
         )

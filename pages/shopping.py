@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
 from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note, shopping_verdict
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
@@ -11,12 +12,15 @@ from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
+from ui.cached import bundled_traces, recommender_trace
 from ui.cached_recommend import cached_recommend_cards
+from ui.host_run import sidebar_host_run, with_host_run
 from ui.machine import in_host
 from ui.session_logs import log_routing
 from ui.sidebar import (
     policy_caption,
     sidebar_build,
+    sidebar_calibrated,
     sidebar_hardware,
     sidebar_model,
     sidebar_reading,
@@ -24,6 +28,7 @@ from ui.sidebar import (
 )
 from ui.startup import through_app
 from ui.state import HARDWARE, SCENARIO, keep, kept, kept_setting, kept_toggle
+from ui.uploads import trace_upload
 from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
@@ -57,6 +62,25 @@ def readings_columns(p) -> dict:
     }
 
 
+LOGS_ROUTING, PRESET_ROUTING, UPLOAD = "fitted to your logs", "the synthetic preset", "your trace (upload)"
+
+
+def routing_choice(model, routing):
+    """The routing every card replays: fitted to the session's logs, the synthetic preset, a bundled real trace or
+    the user's trace (a recorded one: replayed exactly); kept across pages. The trace: a path or (bytes, name)."""
+    traces = bundled_traces(model)
+    kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, UPLOAD]
+    kind = st.radio("routing", kinds, kinds.index(kept("shop_routing", kinds[0], choices=kinds)), key="shop_routing")
+    keep(shop_routing=kind)
+    if kind == UPLOAD:
+        upload = trace_upload()
+        if upload is None:
+            st.caption("No trace yet: the synthetic preset meanwhile.")
+            return PRESET_ROUTING, None
+        return kind, (upload.data, upload.name)
+    return kind, traces.get(kind)
+
+
 TOTALS = ("decode t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, and named so
 
 
@@ -65,8 +89,9 @@ def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
     return frame.drop(columns="command").rename(columns={c: speed_label(c, concurrency) for c in TOTALS})
 
 
-def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool) -> dict:
-    """One card's line; `banded`: with the span of ClassLRU's open readings (none where the logs picked one)."""
+def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool, basis: Basis) -> dict:
+    """One card's line; `banded`: with the span of ClassLRU's open readings (none where the logs picked one);
+    `basis`: how its numbers are known."""
     hw, best = answer.hardware, answer.options[0]
     p = best.prediction
     ps = prompt_speed(p, prefill_rel_error)
@@ -90,6 +115,8 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool) 
         "prompt high": round(ps.prefill_tps_range[1]) if best.usable else 0.0,
         "first token s": round(ps.ttft_s, 2) if best.usable else 0.0,
         "first token range s": f"{ps.ttft_s_range[0]:.2f}–{ps.ttft_s_range[1]:.2f}" if best.usable else "",
+        "decode is": basis.decode,
+        "hit rate is": basis.hit_rate,
         "cache verdict": best.verdict if best.usable else "",
         "RAM": best.host.verdict.split(":")[0] if best.host else "",
         "command": best.command if best.usable else "",
@@ -99,10 +126,15 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool) 
 with friendly_errors():
     model, source, model_key = sidebar_model()
     mine, my_tm, _ = sidebar_hardware()
+    host_run = sidebar_host_run()
+    mine = with_host_run(mine, model, host_run)  # its measured host terms go with the host to every card (in_host)
     serving = sidebar_serving(prompt=True)
     ctx, concurrency, prompt, depth = (serving[k] for k in ("n_ctx", "concurrency", "prompt_tokens", "depth"))
     build = sidebar_build()
     routing = log_routing(model, mine, build)
+    kind, trace = routing_choice(model, routing)
+    work = None if trace is None else recommender_trace(trace, model.n_expert, concurrency)
+    routing = routing if kind == LOGS_ROUTING else None
     cards = chosen_cards(mine.name)
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
@@ -125,11 +157,19 @@ with friendly_errors():
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
     reading = sidebar_reading()  # the calibrated machine's ClassLRU reading: every card replays it, no band
-    each = cached_recommend_cards(model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth, reading)
-    answers = []
+    each = cached_recommend_cards(
+        model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth, reading, work
+    )
+    answers, my_basis, routed = [], None, TRACE if work is not None else LOGS if routing else SYNTHETIC
+    shared = Scenario(build=build, policy_reading=reading)
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
-        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error, banded=not reading))
+        basis = prediction_basis(
+            routed, shared, hw, machine_calibrated=is_mine and sidebar_calibrated(), rel_error=tm.rel_error,
+            prefill_rel_error=tm.prefill_rel_error,
+        )  # fmt: skip
+        rows.append(row(answers[-1], is_mine, tm.prefill_rel_error, not reading, basis))
+        my_basis = basis if is_mine else my_basis
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
         so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
     bar.empty()
@@ -150,7 +190,8 @@ with friendly_errors():
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
     st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
-    st.caption(policy_caption(Scenario(build=build, policy_reading=reading)))
+    st.caption(policy_caption(shared))
+    st.caption(f"Your machine: {my_basis.line}" + (f" Host: {host_run.described}." if host_run else ""))
     if reading:
         picked = ", ".join(f"{k} {v}" for k, v in reading)
         st.caption(f"ClassLRU's reading your logs picked ({picked}), replayed alone for every card: no readings band.")

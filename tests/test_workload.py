@@ -108,7 +108,12 @@ def test_an_out_of_memory_sized_trace_is_refused_before_building_in_one_line(mon
 
 @pytest.mark.parametrize(
     "batching",
-    [Batching(), Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16), Batching(warmup=False)],
+    [
+        Batching(),
+        Batching(concurrency=3, draft_tokens=2, prompt_tokens=40, ubatch_size=16),
+        Batching(prompt_tokens=40, ubatch_size=16, last_layer_prunes=False),  # gpt-oss before b11480
+        Batching(warmup=False),
+    ],
 )
 def test_a_token_trace_batched_chunk_by_chunk_equals_the_whole_build(gt_model, batching):
     from moe_model.routing.synthetic import Knobs, Shape, generate

@@ -553,3 +553,13 @@ def _workload_npz(work: Workload, _work_key: str) -> bytes:
     buf = io.BytesIO()
     save_npz(buf, work)
     return buf.getvalue()
+
+
+def recommender_trace(trace: Path | tuple[bytes, str], n_expert: int, concurrency: int) -> Workload:
+    """A bundled (path) or uploaded ((bytes, name)) trace batched as the recommender batches its workload: at
+    `concurrency` streams, without drafting (Scenario's defaults)."""
+    base = Scenario(concurrency=concurrency)
+    if isinstance(trace, Path):
+        return cached_bundled_trace(trace, n_expert, concurrency, base.draft_tokens, base.accept_rate)
+    data, name = trace
+    return cached_trace(data, name, n_expert, concurrency, base.draft_tokens, base.accept_rate)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware, line_gbs
 
 # the host's measured (calibrated) terms kept on Hardware: a card moved into this host takes them with its Host
-HOST_FIELDS = ("cpu_expert_gbs", "token_ms")
+# (a CPU run's rate, the threads it was measured at and what measured it: fits.host_fit)
+HOST_FIELDS = ("cpu_expert_gbs", "token_ms", "cpu_expert_threads", "host_record")
 # the sidebar's edits (URL key: field) that belong to the host (kept when the GPU changes) and to the card
 _KEYS = {name: s.url_key for name, s in MACHINE_SETTINGS.items() if s.url_key}
 _OWN = {"mem_bw_gbs": "cpu_bw_gbs", "threads": "cpu_threads"}  # the machine's effective figure of a host setting

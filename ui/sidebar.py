@@ -275,6 +275,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         )
     else:
         hw, base_id = preset(name), name
+    st.session_state["machine_in_use"] = use_calibrated
     if _switch_base(base_id, use_calibrated) and use_calibrated:
         keep(**{SCENARIO["load_mode"].url_key: calibrated.load_mode})  # the logs' load mode, until the user picks
         if calibrated.build:  # and the logs' build: its policy produced the hit rates the machine was fitted on
@@ -347,6 +348,11 @@ def sidebar_build() -> int:
     """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU): the declared setting's
     widget, kept across pages and in the URL like the other sidebar settings."""
     return int(control(st.sidebar, SCENARIO["build"]))
+
+
+def sidebar_calibrated() -> bool:
+    """Whether the page's machine is the one calibrated from the session's logs (after sidebar_hardware)."""
+    return bool(st.session_state.get("machine_in_use"))
 
 
 def sidebar_reading() -> tuple[tuple[str, str], ...]:

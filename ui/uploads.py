@@ -1,4 +1,4 @@
-"""A session's own files (GGUF headers, logs, traces): kept by content digest across pages until the user
+"""A session's own files (GGUF headers, logs, traces, CPU runs): kept by content digest across pages until the user
 removes them, bounded in bytes (moe_model.limits.MAX_SESSION_UPLOAD_BYTES), named in the sidebar and
 marked in the URL as `upload:<digest>:<name>` (a copied link cannot carry the bytes, so it says so)."""
 
@@ -13,7 +13,7 @@ from moe_model.limits import MAX_SESSION_UPLOAD_BYTES, shown
 from ui.cached import content_key
 from ui.text import literal
 
-KINDS = ("header", "log", "trace")
+KINDS = ("header", "log", "trace", "host")  # host: the user's CPU run (ui.host_run)
 URL_PREFIX = "upload:"
 
 
@@ -120,3 +120,13 @@ def sidebar_uploads() -> None:
         left, right = box.columns([4, 1])
         left.caption(f"{upload.kind}: {literal(upload.name)} ({len(upload.data) / 1024:,.0f} KiB)")
         right.button("✕", key=f"rm_{upload.digest}", on_click=_remove, args=(upload.digest,), help="remove")
+
+
+def trace_upload(box=st) -> Upload | None:
+    """A routing trace uploaded (a recorded `record` trace, .npz or .csv), kept for the session: the latest one is
+    replayed, on Explore and Shopping alike."""
+    new = box.file_uploader("trace (.npz or .csv)", key=uploader_key("trace_upload"))
+    if new is not None:
+        return keep_upload("trace", new.name, new.getvalue())
+    held = session_uploads().of_kind("trace")
+    return held[-1] if held else None

@@ -23,6 +23,7 @@ from moe_model.cli.args import (
 from moe_model.cli.output import to_json
 from moe_model.limits import MAX_RATE_GBS
 from moe_model.llama.batching import stream_from, workload_from
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
@@ -86,16 +87,49 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @lru_cache(maxsize=16)
-    def batched(concurrency: int, draft: int, accept: float, whole: bool) -> Workload | WorkloadStream:
+    def batched(concurrency: int, draft: int, accept: float, build: int, whole: bool) -> Workload | WorkloadStream:
         if not path:
-            return synthetic_workload(model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept))
-        batching = Batching(concurrency, draft, accept)
+            return synthetic_workload(
+                model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, build=build)
+            )
+        batching = Batching(concurrency, draft, accept, last_layer_prunes=last_layer_prunes(model.architecture, build))
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened(), batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.kernel() is None)
+    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.build, sc.kernel() is None)
+
+
+def _host_run(args: argparse.Namespace, model: ModelSpec, hw):
+    """The machine with the user's CPU run applied (--host: a host record or llama-bench output of a CPU-only run
+    of this model), and what was read (None without --host)."""
+    if not getattr(args, "host", None):
+        return hw, None
+    from moe_model.readers.llama_bench import read_host_input, with_header_types
+
+    given = read_host_input(args.host)
+    from moe_model.fits.host_fit import apply_host_record
+
+    return apply_host_record(hw, with_header_types(given.record, model), model), given
+
+
+def _basis(args: argparse.Namespace, sc, hw, rel_error: float, prefill_rel_error: float):
+    """How each number is known (answers.basis), from where the routing and the machine came from."""
+    from moe_model.answers.basis import GIVEN, SYNTHETIC, TRACE, prediction_basis
+
+    routing = GIVEN if getattr(args, "hit_rate", None) is not None else TRACE if args.trace else SYNTHETIC
+    calibrated = bool(getattr(args, "machine", None))
+    return prediction_basis(
+        routing, sc, hw, machine_calibrated=calibrated, rel_error=rel_error, prefill_rel_error=prefill_rel_error
+    )
+
+
+def _host_run_fields(given) -> dict:
+    """The JSON's `host_run`: the CPU run's own speeds (measured) and which file it was; None without --host."""
+    from moe_model.answers.basis import host_run_basis
+
+    return {"host_run": host_run_basis(given.record) | {"kind": given.kind} if given else None}
 
 
 def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
@@ -115,6 +149,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    hw, given = _host_run(args, model, hw)
     time_model = default_time_model()
     spread, routing = _routing(args, model) if args.hit_rate is None else (0.0, f"hit rate {args.hit_rate} given")
     workload_for = _workload_source(args, model) if args.hit_rate is None else None
@@ -132,21 +167,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     cache_verdict = readings_verdict(pred, baseline) if args.budget_mib else "no cache"
     problems = known_problems(model, pred.scenario, pred.layout)
-    out = pred.as_dict() | {
-        "known_problems": problems,
-        "verdict": cache_verdict,
-        "no_cache_decode_tps": baseline.decode_tps,
-        "no_cache_decode_tps_range": list(baseline.decode_tps_range),
-        "hardware": hw.as_dict(),
-        "params": vars(time_model.params),
-        "params_source": time_model.source,
-        "rel_error": rel_error,
-        "routing": routing,
-        "traffic": routing,  # the field's old name, kept for scripts
-        "hit_rate_spread_points": spread,
-        "load_mode": args.load_mode,
-        "load_mode_source": args.load_mode_source,
-    }
+    basis = _basis(args, pred.scenario, hw, rel_error, time_model.prefill_rel_error)
+    out = (
+        pred.as_dict()
+        | {
+            "known_problems": problems,
+            "verdict": cache_verdict,
+            "no_cache_decode_tps": baseline.decode_tps,
+            "no_cache_decode_tps_range": list(baseline.decode_tps_range),
+            "hardware": hw.as_dict(),
+            "params": vars(time_model.params),
+            "params_source": time_model.source,
+            "rel_error": rel_error,
+            "routing": routing,
+            "traffic": routing,  # the field's old name, kept for scripts
+            "hit_rate_spread_points": spread,
+            "load_mode": args.load_mode,
+            "load_mode_source": args.load_mode_source,
+            "basis": basis.as_dict(),
+        }
+        | _host_run_fields(given)
+    )
     if args.json:
         print(to_json(out))
         return 0
@@ -157,6 +198,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     if args.load_mode_source != "default":
         print(f"  load mode {args.load_mode}: {args.load_mode_source}")
+    if given:
+        print(f"  {given.described}")
     for problem in problems:
         print(f"  known problem: {problem}")
     if not pred.starts:
@@ -197,6 +240,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
     print(f"  {sc.hit_rate_wording.line}")
+    print(f"  {basis.line}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
@@ -209,8 +253,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
+    hw, given = _host_run(args, model, hw)
     time_model = default_time_model()
     spread, routing = _routing(args, model)
+    basis = _basis(args, scenario_from_args(args), hw, rel_error, time_model.prefill_rel_error)
     options = recommend(
         model,
         hw,
@@ -232,14 +278,18 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         out |= {"fits": advice.fits, "would_fit": [c.as_dict() for c in advice.would_fit], "summary": advice.summary}
         mode = {"load_mode": args.load_mode, "load_mode_source": args.load_mode_source}
         mode |= scenario_from_args(args).policy_fields()
-        print(to_json(out | {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error} | mode))
+        out |= {"hardware": hw.as_dict(), "routing": routing, "rel_error": rel_error, "basis": basis.as_dict()}
+        print(to_json(out | mode | _host_run_fields(given)))
     else:
         if args.load_mode_source != "default":
             print(f"load mode {args.load_mode} for --fit and --n-cpu-moe: {args.load_mode_source}")
+        if given:
+            print(given.described)
         _print_recommendation(ranked, best, margin, advice)
-        print(f"time model: {time_model.source}; routing: {routing} (a model, not a measurement)")
+        print(f"time model: {time_model.source} (a model); routing: {routing}")
         sc = scenario_from_args(args)
         print(sc.hit_rate_wording.line)
+        print(basis.line)
         print(f"summary: {advice.summary}")
     if not advice.fits:
         print(f"error: {advice.summary}", file=sys.stderr)
@@ -355,6 +405,12 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
     host.add_argument("--ram-kit", help="RAM kit as on the box, e.g. '2x32 GB DDR5-6000' (RAM, channels, speed)")
     host.add_argument("--slot", help="the GPU's slot or link, e.g. 'PCIe 4.0 x4', 'OCuLink', 'Thunderbolt 4'")
     host.add_argument("--drive", help="the drive the model file is on: 'SATA SSD', 'NVMe Gen3/4/5', 'HDD'")
+    host.add_argument(
+        "--host",
+        metavar="HOST.json",
+        help="your CPU run of this model: a host record (record --host-out) or llama-bench -ngl 0's output "
+        "(markdown, -o json or -o jsonl); calibrates the host side",
+    )
     add_settings(parser, SCENARIO, tuple(f for f in SCENARIO_FLAGS if f != "load_mode"))
     add_setting(parser, SCENARIO["load_mode"], default=None, help="default: a machine file's own, else mmap")
     add_settings(parser, PLACEMENT, ("n_gpu_layers", "tensor_split"))

@@ -28,6 +28,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_BUDGET_MIB, MAX_BUDGETS, MAX_SYNTHETIC_TOKENS
 from moe_model.llama.batching import stream_from, workload_from
 from moe_model.llama.builds import check_cache_flags
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.policies.knobs import parse_knobs
 from moe_model.readers.model_spec import ModelSpec, load_model
@@ -64,6 +65,7 @@ def _workload(args: argparse.Namespace, model: ModelSpec, whole: bool) -> Worklo
         args.n_ubatch,
         not args.no_warmup,
         args.seed,
+        last_layer_prunes(model.architecture, args.build),
     )
     if args.trace:
         if whole:

@@ -30,6 +30,7 @@ from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placem
 from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import EXACT_BUILD
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.server_warm_up import warm_up_tokens
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import policy_for_build
@@ -111,7 +112,8 @@ def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_T
 def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
     """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
     prompt = sc.prompt_tokens if prompts else 0
-    batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, prompt, sc.n_ubatch)
+    prunes = last_layer_prunes(model.architecture, sc.build)
+    batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, prompt, sc.n_ubatch, last_layer_prunes=prunes)
     return build_workload(trace, batching, model.n_expert)
 
 

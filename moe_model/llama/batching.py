@@ -1,10 +1,11 @@
 """How llama-server batches a token trace into the (ubatch, layer) records the cache sees.
 
 `build_workload` turns a token trace into the ubatches llama-server would run: c sequences decoding in
-lockstep, speculative verification batches, prompt ubatches (the last layer keeps only the output rows)
-and the start-up warm-up, in execution order; `stream_build` hands the same records out in chunks. The
-ubatches come from one generator (`_ubatches`) either way; a trace read from its file (`StreamedTokens`)
-is read forward, one cursor per decoding sequence, so neither the trace nor the workload is held.
+lockstep, speculative verification batches, prompt ubatches (the last layer keeps only the output rows where the
+model's graph prunes it: Batching.last_layer_prunes) and the start-up warm-up, in execution order; `stream_build`
+hands the same records out in chunks. The ubatches come from one generator (`_ubatches`) either way; a trace read
+from its file (`StreamedTokens`) is read forward, one cursor per decoding sequence, so neither the trace nor the
+workload is held.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from moe_model.limits import (
     available_memory_bytes,
     check_at_most,
 )
-from moe_model.llama.server_warm_up import WARM_UP_LAST_LAYER_TOKENS, WARM_UP_TOKENS
+from moe_model.llama.server_warm_up import WARM_UP_OUTPUTS, WARM_UP_TOKENS
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
@@ -71,8 +72,8 @@ def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.ra
     """Every ubatch in server order: the warm-up, then c streams decoding in lockstep (one verification of up
     to d+1 tokens each; a finished stream takes the next sequence, whose prompt ubatches come first)."""
     drawn = 0
-    if batching.warmup:  # BOS+EOS decoded at start-up; the last layer computes only the output token
-        yield _Ubatch(PHASE_WARMUP, WARM_UP_LAST_LAYER_TOKENS, ((DRAWN, 0, WARM_UP_TOKENS),))
+    if batching.warmup:  # BOS+EOS decoded at start-up; EOS is the output
+        yield _Ubatch(PHASE_WARMUP, _last_layer(batching, WARM_UP_OUTPUTS), ((DRAWN, 0, WARM_UP_TOKENS),))
         drawn = WARM_UP_TOKENS
     if trace.ubatch is not None:
         yield from _given_ubatches(trace.ubatch)
@@ -87,8 +88,8 @@ def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.ra
             streams.append([following, int(starts[following]), int(ends[following])])
             for first in range(0, batching.prompt_tokens, batching.ubatch_size):
                 end = min(first + batching.ubatch_size, batching.prompt_tokens)
-                last = 1 if end == batching.prompt_tokens else 0  # only the last prompt ubatch has an output
-                yield _Ubatch(PHASE_PROMPT, last, ((DRAWN, drawn + first, drawn + end),))
+                outputs = 1 if end == batching.prompt_tokens else 0  # only the last prompt ubatch has an output
+                yield _Ubatch(PHASE_PROMPT, _last_layer(batching, outputs), ((DRAWN, drawn + first, drawn + end),))
             drawn += batching.prompt_tokens
             following = next(waiting, None)
         parts = []
@@ -99,6 +100,11 @@ def _ubatches(trace: TokenTrace | StreamedTokens, batching: Batching, rng: np.ra
         done = tuple(st[0] for st in streams if st[1] >= st[2])
         yield _Ubatch(PHASE_DECODE, -1, tuple(parts), done)
         streams = [st for st in streams if st[1] < st[2]]
+
+
+def _last_layer(batching: Batching, outputs: int) -> int:
+    """The last layer's tokens in a ubatch of `outputs` output rows: those where the graph prunes, else all (-1)."""
+    return outputs if batching.last_layer_prunes else -1
 
 
 def _given_ubatches(ubatch: np.ndarray) -> Iterator[_Ubatch]:

@@ -57,8 +57,10 @@ class Hardware:
     `pcie_gen` / `pcie_lanes` are the card's interface; the link is the slower of it and the host's slot.
     Measured fields (None: derived from the specs): `pinned_gbs` / `pageable_gbs`, host-to-device copy
     rates from pinned and from mmap'd (pageable) memory; `cpu_expert_gbs`, the rate the CPU path reads
-    expert weights at; `sync_us`, the cost per cached layer and ubatch; `token_ms`, the fixed cost per
-    decode ubatch on this host (graph build and launches). `calibrate` fits the last four.
+    expert weights at (q4_K-equivalent bytes, at `cpu_expert_threads` where given: other thread counts scale it
+    as the thread term does); `sync_us`, the cost per cached layer and ubatch; `token_ms`, the fixed cost per
+    decode ubatch on this host (graph build and launches). `calibrate` fits the last four. `host_record` says a
+    host record measured the CPU path (fits.host_fit): the host's CPU and RAM kit are then no source of a range.
     """
 
     name: str
@@ -116,6 +118,8 @@ class Hardware:
         hi=MAX_RATE_GBS,
     )
     cpu_expert_gbs: float | None = None
+    cpu_expert_threads: int | None = None  # the threads cpu_expert_gbs was measured at (None: the host's)
+    host_record: str | None = None  # what measured the host's CPU path (fits.host_fit): the CPU and RAM are known
     sync_us: float | None = None
     token_ms: float | None = None
     source: str = "user"
@@ -129,6 +133,7 @@ class Hardware:
             "pinned_gbs": self.pinned_gbs is None or self.pinned_gbs <= self.line_gbs,
             "pageable_gbs": self.pageable_gbs is None or self.pageable_gbs <= self.line_gbs,
             "cpu_expert_gbs": self.cpu_expert_gbs is None or 0 < self.cpu_expert_gbs <= 2000,
+            "cpu_expert_threads": self.cpu_expert_threads is None or 1 <= self.cpu_expert_threads <= 1024,
             "sync_us": self.sync_us is None or 0 <= self.sync_us <= 100_000,
             "token_ms": self.token_ms is None or 0 <= self.token_ms <= 1000,
         }

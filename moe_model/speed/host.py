@@ -122,6 +122,12 @@ class Host:
         return self.mem_bw_gbs or self.mem_channels * self.mem_mts * 8 / 1000
 
     @property
+    def ram_stated(self) -> bool:
+        """The RAM size is known: the user gave it (--ram-gib, a RAM kit, a host record) or the preset's source
+        states it. Otherwise `ram_gib` is only a figure to edit, and nothing is priced from it (host_memory)."""
+        return "ram_gib" in self.stated
+
+    @property
     def assumed(self) -> tuple[str, ...]:
         """The figures no source states: a page shows them as assumptions to edit."""
         own = ("ram_gib", "mem_channels", "mem_mts", "threads", "ghz", "vnni", "cpu_family", "vm")

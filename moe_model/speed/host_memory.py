@@ -8,6 +8,9 @@ token needs it. The page cache is taken to hold its share of the host experts th
 access: which pages stay depends on popularity, on each prompt reading most experts again and on the kernel's
 lists; sample_data/groundtruth/run8, a 6 GiB memory cgroup holding 0.69 of the experts, missed 0.28 of the host
 reads, uniform access gives 0.31).
+
+A RAM size nobody stated (Host.ram_stated) is never assumed: the setting is priced in RAM (no disk term), and the
+verdict says how much RAM it needs and what happens below it (the drive's fault read rate, or no start when pinned).
 """
 
 from __future__ import annotations
@@ -17,11 +20,17 @@ from dataclasses import dataclass
 from moe_model.llama.slot_plan import CPU, MIB, Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_parts import disk_read_gbs
 
 HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assumption
 # page faults read mmap'd experts in readahead windows, not in one stream: a share of the drive's sequential rate
 # (an assumption made before run8, which measured 0.44 of a cold sequential read at a 128 KiB read-ahead)
 FAULT_READ_SHARE = 0.5
+
+
+def fault_read_gbs(hw: Hardware) -> float:
+    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
+    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,8 @@ class HostMemory:
     reserve_mib: float
     ram_mib: float
     pinned: bool
+    ram_stated: bool = True  # False: the machine's RAM is not known, and the setting is priced as if it fits
+    fault_gbs: float = 0.0  # the rate mmap'd experts beyond the page cache would be read from the drive at
 
     @property
     def used_mib(self) -> float:
@@ -44,7 +55,8 @@ class HostMemory:
 
     @property
     def fits(self) -> bool:
-        return self.free_mib >= 0
+        """It fits the RAM; with the RAM not stated it is taken to (the verdict says what it needs)."""
+        return not self.ram_stated or self.free_mib >= 0
 
     @property
     def page_cache_mib(self) -> float:
@@ -66,6 +78,8 @@ class HostMemory:
     def verdict(self) -> str:
         """One line a page leads with: fits or not, and what would free the memory."""
         need, ram = self.used_mib / 1024, self.ram_mib / 1024
+        if not self.ram_stated:
+            return self.needs
         if self.fits:
             return f"fits in RAM: {need:,.1f} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
         why = (
@@ -79,6 +93,21 @@ class HostMemory:
             "RAM, a smaller quantization, or fewer layers in host memory (a smaller --n-cpu-moe K) where VRAM allows"
         )
 
+    @property
+    def needs(self) -> str:
+        """With the RAM not stated: the RAM the setting needs, and what happens with less."""
+        below = (
+            "pinned experts (--load-mode none) would fail to allocate"
+            if self.pinned
+            else "the mmap'd experts beyond the page cache are read from the drive again whenever a token needs "
+            f"them, at about {self.fault_gbs:,.1f} GB/s (the disk term)"
+        )
+        return (
+            f"RAM not stated: this setting needs {self.used_mib / 1024:,.1f} GiB of host RAM "
+            f"({self.experts_mib / 1024:,.1f} GiB of host experts) and is priced as if the machine has it; with less, "
+            f"{below}. Give the RAM (--ram-gib, a RAM kit or a host record) to price it"
+        )
+
 
 def host_memory(model: ModelSpec, hw: Hardware, placement: Placement, load_mode: str = "mmap") -> HostMemory:
     """Host RAM of a resolved placement (--fit already turned into its layer count) and a load mode (-lm)."""
@@ -89,8 +118,10 @@ def host_memory(model: ModelSpec, hw: Hardware, placement: Placement, load_mode:
         if layer.has_experts and placement.experts_on_host(layer.index)
     )
     cpu_dense = sum(layer.dense_bytes for layer, d in zip(model.layers, devices, strict=True) if d == CPU)
+    other = (model.input_bytes + cpu_dense) / MIB
+    pinned = load_mode != "mmap"
     return HostMemory(
-        experts / MIB, (model.input_bytes + cpu_dense) / MIB, HOST_RESERVE_MIB, hw.ram_gib * 1024, load_mode != "mmap"
+        experts / MIB, other, HOST_RESERVE_MIB, hw.ram_gib * 1024, pinned, hw.host.ram_stated, fault_read_gbs(hw)
     )
 
 

@@ -22,8 +22,7 @@ from moe_model.speed.host import Host
 # llama.cpp's default -t: one thread per physical performance core (common/common.cpp, cpu_get_num_math)
 DEFAULT_DRIVE = "nvme4"  # an assumption: a current desktop's system drive
 DESKTOP_CHANNELS = 2  # desktop boards run two memory channels, whatever the number of DIMMs
-# what an unknown RAM kit allows: common desktop kits (2x16 GB to 4x32 GB, JEDEC DDR4-2666 to DDR5-6400 EXPO/XMP)
-UNKNOWN_RAM_GIB = (32.0, 128.0)
+# what an unknown RAM kit's speed allows: JEDEC DDR4-2666 to DDR5-6400 EXPO/XMP (its size stays unknown: host_memory)
 MEMORY_MTS = {"ddr4": (2666, 3600), "ddr5": (4800, 6400)}
 SLOWEST_DRIVE, FASTEST_DRIVE = "sata", "nvme5"  # an unknown drive: a SATA SSD to a PCIe 5.0 NVMe drive
 
@@ -208,15 +207,16 @@ def _cpu_rate(cpu: Cpu) -> float:
 
 def unknown_parts(hw: Hardware) -> tuple[UnknownPart, ...]:
     """Each undescribed part of the machine's host with the table's slowest and fastest choice for it (the others
-    kept); the slot is no source where the link's rates are measured."""
+    kept); the slot is no source where the link's rates are measured, the CPU and the RAM kit none where a host
+    record measured the CPU path (its rate is the CPU on that memory)."""
     host, card_gen, card_lanes = hw.host, hw.pcie_gen, hw.pcie_lanes
     stated = set(host.stated) | ({"slot_gen"} if hw.pinned_gbs or hw.pageable_gbs else set())
+    stated |= {"mem_bw_gbs", "threads"} if hw.host_record else set()
     out = []
     if not stated & {"mem_mts", "mem_channels", "mem_bw_gbs", "ram_gib"}:
         lo, hi = cpu_named(host.cpu).memory_mts if host.cpu else (MEMORY_MTS["ddr4"][0], MEMORY_MTS["ddr5"][1])
         ram = {"mem_channels": DESKTOP_CHANNELS, "mem_bw_gbs": None}
-        slow = host.with_changes(**ram, mem_mts=lo, ram_gib=UNKNOWN_RAM_GIB[0])
-        fast = host.with_changes(**ram, mem_mts=hi, ram_gib=UNKNOWN_RAM_GIB[1])
+        slow, fast = (host.with_changes(**ram, mem_mts=mts) for mts in (lo, hi))
         out.append(UnknownPart("host: RAM kit", slow, fast, "your RAM kit, e.g. '2x32 GB DDR5-6000' (--ram-kit)"))
     if not host.cpu and not stated & {"threads", "ghz"}:
         slow_cpu, fast_cpu = min(cpus(), key=_cpu_rate), max(cpus(), key=_cpu_rate)

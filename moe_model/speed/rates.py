@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import prior, settings_of
+from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import FAULT_READ_SHARE
-from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.host_memory import fault_read_gbs
 
 MS = 1e3
 GB = 1e9
@@ -165,14 +166,27 @@ def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
     return hw.pageable_gbs or min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
 
 
-def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Rate the CPU path reads expert weights at: bandwidth- or thread-bound, slower over pinned memory."""
+def derived_cpu_gbs(hw: Hardware, params: TimeParams, threads: int) -> float:
+    """The host's CPU path rate from its figures at `threads`: bandwidth- or thread-bound (q4_K-equivalent bytes)."""
     host = hw.host
     per_thread = params.thread_gbs_per_ghz * host.ghz * (1.0 if host.vnni else params.no_vnni_factor)
-    rate = hw.cpu_expert_gbs or min(host.bandwidth_gbs * params.family("cpu_bw_eff", hw), host.threads * per_thread)
-    return rate * (params.pinned_cpu_factor if pinned else 1.0)
+    return min(host.bandwidth_gbs * params.family("cpu_bw_eff", hw), threads * per_thread)
+
+
+def cpu_expert_gbs(hw: Hardware, params: TimeParams, pinned: bool, model: ModelSpec | None = None) -> float:
+    """Rate the CPU path reads expert weights at: measured (at the threads it was measured at, scaled to the host's
+    threads as the thread term scales), else bandwidth- or thread-bound; times the model's expert types' factor
+    (cpu_quant: a byte of IQ3_XXS costs more than one of q4_K), slower over pinned memory. Without a model (K and V,
+    dense weights): the q4_K-equivalent rate."""
+    threads = hw.host.threads
+    rate = derived_cpu_gbs(hw, params, threads)
+    if hw.cpu_expert_gbs:
+        measured_at = hw.cpu_expert_threads or threads
+        rate = hw.cpu_expert_gbs * rate / derived_cpu_gbs(hw, params, measured_at)
+    quant = expert_quant_factor(model, threads) if model is not None else 1.0
+    return rate * quant * (params.pinned_cpu_factor if pinned else 1.0)
 
 
 def disk_gbs(hw: Hardware) -> float:
-    """Rate mmap'd experts that left the page cache are read back at: page faults, a share of the drive's rate."""
-    return disk_read_gbs(hw.host) * FAULT_READ_SHARE
+    """Rate mmap'd experts that left the page cache are read back at (host_memory.fault_read_gbs)."""
+    return fault_read_gbs(hw)

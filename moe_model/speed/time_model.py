@@ -25,8 +25,10 @@ fitted across every measured machine (speed/rates.py: TimeParams and the rate fu
 link's pinned rate (never above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped
 by the link: measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
 memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
-efficiency per CPU family, threads x GHz x rate per GHz), slower over pinned CUDA_Host memory (no
-repacked layouts: pinned_cpu_factor). A machine's own measured rates replace the derived ones. With CPU
+efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent bytes, times the model's expert
+types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower over pinned CUDA_Host memory (no
+repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or a host record: fits/host_fit.py)
+replace the derived ones. With CPU
 share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
 that layer (the two overlap).
 
@@ -199,7 +201,8 @@ def decode_terms(
     """Milliseconds per decode ubatch, term by term."""
     gpu = hw.gpu_bw_gbs * GB * params.gpu_eff
     link = upload_gbs(hw, params, sc.pinned) * GB
-    cpu = cpu_expert_gbs(hw, params, sc.pinned) * GB
+    cpu = cpu_expert_gbs(hw, params, sc.pinned, model) * GB
+    cpu_dense = cpu_expert_gbs(hw, params, sc.pinned) * GB  # dense weights: not priced per type
     disk = disk_gbs(hw) * GB
     host, on_cpu, slot, n_tensors, dense = _layer_arrays(model, layout)
     cached = traffic.cached & ~on_cpu
@@ -220,7 +223,7 @@ def decode_terms(
     return {
         "fixed": params.token_ms_of(hw) + params.layer_us * model.n_layer / 1e3 * params.vm_factor(hw),
         "sampling": params.sample_ns * model.n_vocab * sc.tokens_per_ubatch / 1e6,
-        "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu * MS,
+        "dense": (dense[~on_cpu].sum() + head) / gpu * MS + dense[on_cpu].sum() / cpu_dense * MS,
         "attention": attention_ms(model, hw, params, sc, layout),
         "experts_gpu": float(gpu_reads.sum() * MS) + launches,
         "upload": float(uploads.sum() * MS),
@@ -318,7 +321,7 @@ def _prompt_ubatch_ms(
         "copy_from_cache": (2 * ub.copied_bytes / (hw.gpu_bw_gbs * GB) + ub.d2d_copies * params.d2d_copy_us / 1e6) * MS,
         "upload": (ub.uploaded_bytes / (upload_gbs(hw, params, sc.pinned) * GB) + ub.upload_copies * copy_us / 1e6)
         * MS,
-        "experts_cpu": ub.cpu_bytes / (cpu_expert_gbs(hw, params, sc.pinned) * GB) * MS,
+        "experts_cpu": ub.cpu_bytes / (cpu_expert_gbs(hw, params, sc.pinned, model) * GB) * MS,
         "sync": params.sync_us(hw) * ub.host_layers / 1e3,
         "fixed": params.prompt_ubatch_ms,
         "disk": (ub.uploaded_bytes + ub.cpu_bytes) * _mean_page_miss(model, hw, sc, layout) / disk * MS,
@@ -425,8 +428,11 @@ def _share_of(model: ModelSpec, sc: Scenario) -> float:
     return get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) if share_applies(model) else 0.0
 
 
-def _notes(model: ModelSpec, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
+def _notes(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
+    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    if not memory.ram_stated and memory.experts_mib:
+        notes.append(memory.needs)
     if get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0:
         notes.append(share_note(model))
     if not layout.vram.fits:
@@ -499,7 +505,7 @@ def predict(
         sc,
         layout,
         (low, high),
-        tuple(_notes(model, sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
+        tuple(_notes(model, hw, sc, layout, decode["disk"] / MS * disk_gbs(hw) * GB / sc.decoded_per_ubatch / 2**30)),
         prefill_ms / MS,
         first,
         sources,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from cli_runs import main_exit, run_cli, run_process
-from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, MIXTRAL, QWEN30B, SAMPLE
+from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, MIXTRAL, MODELS, QWEN30B, SAMPLE
 
 from moe_model.cli import build_parser
 from moe_model.cli.output import to_json
@@ -224,6 +224,20 @@ def test_recommend_cli_and_unknown_hardware():
     )
     ambiguous = run_cli("predict", "--model", str(QWEN30B), "--hardware", "rtx 50")
     assert ambiguous.returncode == 1 and "ambiguous: " in ambiguous.stderr and "RTX 5090" in ambiguous.stderr
+
+
+FLASH_NEXT = MODELS / "Qwen3.8-Flash-Next-UD-Q4_K_XL.gguf"
+
+
+def test_predict_without_ram_never_adds_a_disk_term_and_says_the_ram_it_needs():
+    """Flash-Next's ~72 GiB of host experts on an RTX 3090 preset (whose host's 32 GiB nobody stated): priced in RAM
+    with the RAM it needs named; with --ram-gib 32 stated, the disk term is there as before."""
+    args = ("predict", "--model", str(FLASH_NEXT), "--hardware", "rtx 3090", "--placement", "cpu-moe", "--json")
+    unknown = json.loads(run_cli(*args).stdout)
+    assert unknown["breakdown_ms"]["disk"] == 0 and unknown["prefill_breakdown_ms"]["disk"] == 0
+    assert any(n.startswith("RAM not stated: this setting needs ") for n in unknown["notes"])
+    small = json.loads(run_cli(*args, "--ram-gib", "32").stdout)
+    assert small["breakdown_ms"]["disk"] > 0 and not any(n.startswith("RAM not stated") for n in small["notes"])
 
 
 def test_recommend_ends_its_table_with_a_one_line_summary():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from moe_model.llama.slot_plan import Placement
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_memory import HOST_RESERVE_MIB, host_memory
 
 
 def test_cpu_moe_keeps_every_expert_and_the_input_embedding_in_ram(qwen30b):
-    mem = host_memory(qwen30b, preset("RTX 3060 12GB"), Placement(cpu_moe=True))
+    """With the RAM stated (the preset's own 32 GiB is an assumption, never priced: the test below)."""
+    mem = host_memory(qwen30b, preset("RTX 3060 12GB").with_changes(ram_gib=32.0), Placement(cpu_moe=True))
     assert mem.experts_mib == qwen30b.expert_bytes_total / 2**20
     assert mem.used_mib == mem.experts_mib + qwen30b.input_bytes / 2**20 + HOST_RESERVE_MIB
     assert mem.fits and mem.verdict.startswith("fits in RAM")
@@ -45,3 +48,14 @@ def test_the_page_cache_misses_what_it_cannot_hold_of_the_experts_the_pool_does_
     assert page_miss_share(128, 0.0, 64.0) == 0.5
     assert page_miss_share(128, 64.0, 32.0) == 0.5  # the pool's experts are not read from the host
     assert page_miss_share(128, 128.0, 0.0) == 0.0
+
+
+def test_ram_not_stated_is_priced_in_ram_and_says_what_it_needs(qwen30b):
+    plain = preset("RTX 3060 12GB")
+    hw = plain.with_changes(host=replace(plain.host, ram_gib=8.0, stated=()))  # a figure nobody stated
+    mmap = host_memory(qwen30b, hw, Placement(cpu_moe=True), "mmap")
+    pinned = host_memory(qwen30b, hw, Placement(cpu_moe=True), "none")
+    assert not hw.host.ram_stated and mmap.fits and not mmap.streams and pinned.fits
+    need = f"needs {mmap.used_mib / 1024:,.1f} GiB of host RAM"
+    assert mmap.verdict.startswith("RAM not stated") and need in mmap.verdict
+    assert f"{mmap.fault_gbs:,.1f} GB/s" in mmap.verdict and "fail to allocate" in pinned.verdict

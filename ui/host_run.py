@@ -1,0 +1,61 @@
+"""The user's CPU run in the sidebar ("your CPU run": a host record from `record --host-out`, or llama-bench -ngl 0's
+output of their model): uploaded once, kept for the session like logs and headers, and applied to the machine of
+every page that predicts (fits.host_fit.apply_host_record), Shopping's other cards included."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from moe_model.errors import MoeModelError
+from moe_model.fits.host_fit import apply_host_record
+from moe_model.readers.llama_bench import HostInput, read_host_input, with_header_types
+from moe_model.readers.model_spec import ModelSpec
+from moe_model.speed.hardware import Hardware
+from ui.cached import content_key
+from ui.uploads import keep_upload, session_uploads, uploader_key
+
+LABEL = "your CPU run (host record or llama-bench -ngl 0 output)"
+
+
+def sidebar_host_run() -> HostInput | None:
+    """The CPU run this session keeps (the latest uploaded), with an uploader; one that does not read is one line."""
+    held = session_uploads().of_kind("host")
+    title = f"your CPU run: {held[-1].name} (in use)" if held else "your CPU run (calibrates the host)"
+    with st.sidebar.expander(title, expanded=False):
+        st.caption(
+            "`python -m moe_model record ... --host-out host.json`, or `llama-bench -m MODEL.gguf -ngl 0` "
+            "(its table, -o json or -o jsonl) saved to a file: your CPU times your model."
+        )
+        new = st.file_uploader(LABEL, key=uploader_key("host_upload"))
+    if new is not None:
+        data = new.getvalue()
+        if session_uploads().get(content_key(data)) is None:
+            try:
+                read_host_input(data)  # a file that does not read is refused before the session keeps it
+            except MoeModelError as err:
+                st.sidebar.warning(f"Your CPU run: {err}")
+                return _latest()
+            keep_upload("host", new.name, data)
+    return _latest()
+
+
+def _latest() -> HostInput | None:
+    held = session_uploads().of_kind("host")
+    if not held:
+        return None
+    try:
+        return read_host_input(held[-1].data)
+    except MoeModelError as err:
+        st.sidebar.warning(f"Your CPU run ({held[-1].name}): {err}")
+        return None
+
+
+def with_host_run(hw: Hardware, model: ModelSpec, given: HostInput | None) -> Hardware:
+    """`hw` with its host side calibrated from the CPU run (a run of another model: one warning, `hw` unchanged)."""
+    if given is None:
+        return hw
+    try:
+        return apply_host_record(hw, with_header_types(given.record, model), model)
+    except MoeModelError as err:
+        st.sidebar.warning(f"Your CPU run is not used here: {err}")
+        return hw
