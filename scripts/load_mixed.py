@@ -95,7 +95,8 @@ async def act(kind: str, page, url: str, step: int) -> None:
         await slider.focus()
         await slider.press("PageDown" if step % 2 else "PageUp")
     elif kind == "logs":
-        await page.locator("input[type=file]").first.set_input_files(str(LOGS[step % len(LOGS)]))
+        uploader = page.get_by_test_id("stMain").locator("input[type=file]").first  # not the sidebar's CPU run
+        await uploader.set_input_files(str(LOGS[step % len(LOGS)]))
     elif kind == "shopping":
         await page.get_by_test_id("stSidebar").get_by_role("combobox", name="GPU", exact=True).click()
         await page.get_by_role("option", name=GPUS[step % len(GPUS)], exact=True).click()  # as a person switches
