@@ -226,8 +226,9 @@ STORE = ByteBudgetCache(APP_CACHE_BYTES, APP_CACHE_ENTRY_BYTES, APP_CACHE_TTL_S)
 
 
 class IdleRelease:
-    """Once no session has been connected for `idle_s`, the shared results are dropped and the freed memory handed
-    back: they serve visitors asking together, and a server nobody visits kept hundreds of MiB (issue 39)."""
+    """Once no session has been connected for `idle_s`, the shared results and every session's large ones are dropped
+    and the freed memory handed back: they serve visitors asking together (a session that reconnects computes its
+    own again), and a server nobody visits kept hundreds of MiB (issue 39)."""
 
     def __init__(self, store: ByteBudgetCache, idle_s: float = APP_IDLE_RELEASE_S) -> None:
         self.store, self.idle_s, self.since = store, idle_s, None
@@ -238,9 +239,11 @@ class IdleRelease:
             self.since = None
             return False
         self.since = now if self.since is None else self.since
-        if now - self.since < self.idle_s or not len(self.store):
+        if now - self.since < self.idle_s or not (len(self.store) or any(_ALL_SESSION_RESULTS.values())):
             return False
         self.store.clear()  # hands freed memory back (malloc_trim) after the collection below
+        for results in list(_ALL_SESSION_RESULTS.values()):  # closed sessions' too (kept for a reconnect): a cache
+            results.clear()
         gc.collect()
         _release_freed_memory()
         return True
@@ -337,7 +340,21 @@ def _session_results() -> dict | None:
     """This session's own large results (None outside a script run: nothing to keep them in)."""
     if get_script_run_ctx(suppress_warning=True) is None:
         return None
-    return st.session_state.setdefault(SESSION_KEY, {})
+    return st.session_state.setdefault(SESSION_KEY, _new_session_results())
+
+
+class _SessionResults(dict):
+    """A session's large results (a dict that can be weakly referenced: the idle release empties every one)."""
+
+
+_ALL_SESSION_RESULTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> a session's (a closed
+# one's too, until Streamlit drops it): weak, so a session that goes takes its own along
+
+
+def _new_session_results() -> _SessionResults:
+    results = _SessionResults()
+    _ALL_SESSION_RESULTS[id(results)] = results
+    return results
 
 
 def session_stopped() -> Callable[[], bool]:

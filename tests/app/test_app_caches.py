@@ -430,3 +430,11 @@ def test_a_read_whose_session_stopped_ends_with_one_line(tmp_path):
     with pytest.raises(ReadStoppedError):
         cached._cached_trace(data, "t.csv", 16, 1, 0, 0.7, _should_stop=lambda: True)
     assert cached.cached_trace(data, "t.csv", 16, 1, 0, 0.7).n_layer == 2  # nothing stale kept: read again whole
+
+
+def test_the_idle_release_empties_every_sessions_large_results_too():
+    large = cached._new_session_results()
+    large["f"] = (("key",), np.zeros(1000))
+    idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
+    assert not idle.step(0, False) and large
+    assert idle.step(30, False) and not large  # a closed session's, kept by Streamlit for a reconnect: recomputed
