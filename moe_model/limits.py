@@ -123,9 +123,8 @@ MAX_SESSION_LOG_ROUTINGS = 4  # log sets whose fitted routing a session keeps (~
 APP_CACHE_BYTES = 384 * 1024**2  # every cached result together (models, workloads, curves, logs): LRU out beyond
 APP_CACHE_ENTRY_BYTES = 128 * 1024**2  # one result larger is served to its session, never kept for others
 APP_UPLOAD_PEAK_BYTES = 768 * 1024**2  # the estimated peak of reading one upload into arrays: refused above
-APP_UPLOADS_PEAK_BYTES = 768 * 1024**2  # uploads being read at once, together: the next one waits its turn
-APP_UPLOAD_WAIT_S = 120  # the longest an upload waits for others to be read before it is refused
 APP_LOG_BYTES = 32 * 1024**2  # one uploaded log: real -lv 4 logs of long runs are a few MiB
+APP_IDLE_RELEASE_S = 30  # no session connected this long: the shared results go and the memory goes back
 APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first compilation (a slow, busy machine)
 
 # --- hardware flags ---

@@ -64,6 +64,7 @@ from ui.sidebar import (
 )
 from ui.startup import through_app
 from ui.state import SCENARIO, keep, kept, kept_toggle
+from ui.text import chart_literal, literal
 from ui.uploads import trace_upload
 from ui.widgets import (
     budget_slider,
@@ -149,7 +150,7 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
     upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
         work = cached_trace(upload.data, upload.name, model.n_expert, concurrency, draft, accept)
-        st.caption(f"Your trace {upload.name}: its routing replayed (no routing spread in the range).")
+        st.caption(f"Your trace {literal(upload.name)}: its routing replayed (no routing spread in the range).")
         return work, f"upload:{upload.digest}:{concurrency}:{draft}:{accept}", (upload.data, upload.name)
     if kind in traces:
         work = cached_bundled_trace(traces[kind], model.n_expert, concurrency, draft, accept)
@@ -323,7 +324,9 @@ with friendly_errors():
             log_fit = routing if from_logs else None
             best_setting(model, source, model_key, hw, time_model, serving, log_fit, build, trace, basis)
         baselines = fitting_no_cache(model, hw, view)
-        curve_charts(view, answer, measured, budget, placement_name, baselines, routing if from_logs else None)
+        curve_charts(
+            view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
+        )
         st.caption(
             f"Time model parameters: {time_model.source}. Routing: "
             + (

@@ -15,6 +15,7 @@ from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
 from ui.startup import through_app
 from ui.state import keep, kept
 from ui.tables import calibration_table, readable, run_summary
+from ui.text import chart_literal, literal
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
 
@@ -74,30 +75,33 @@ with friendly_errors():
         try:
             runs = cached_log(data)
         except Exception as err:  # noqa: BLE001 - one bad file must not hide the others
-            st.error(f"{name}: {err}")
+            st.error(f"{literal(name)}: {literal(err, None)}")
             continue
         parsed.append((name, runs))
         runs = [r for r in runs if r.program != "unknown"]
         if not runs:  # e.g. a pipeline log that only mentions llama.cpp
-            st.warning(f"{name}: no llama-server or llama-cli run in this file (no start-up lines): nothing to show.")
+            st.warning(
+                f"{literal(name)}: no llama-server or llama-cli run in this file (no start-up lines): nothing to show."
+            )
             continue
         for run in runs:
             all_runs.append(run)
             with st.expander(
-                f"{name}, run {run.index + 1}: {run.program}" + ("" if run.starts else " — did not start"),
+                f"{literal(name)}, run {run.index + 1}: {literal(run.program)}"
+                + ("" if run.starts else " — did not start"),
                 expanded=len(files) == 1,
             ):
                 st.dataframe(run_summary(run), hide_index=True, width="stretch")
                 for note in run.notes():
-                    st.info(note)
+                    st.info(literal(note, None))
                 for w in run.warnings:
-                    st.warning(w)
+                    st.warning(literal(w, None))
                 for e in run.errors:
-                    st.error(e)
+                    st.error(literal(e, None))
                 budget = None
                 if same_model(run, model):
                     budget, lines = crosscheck(run, model, build=build)
-                    st.markdown(f"**Cross-check against {Path(source).name}** (budget {budget} MiB):")
+                    st.markdown(f"**Cross-check against {literal(Path(source).name)}** (budget {budget} MiB):")
                     rows = [
                         {
                             "what": c.what,
@@ -120,17 +124,17 @@ with friendly_errors():
         st.caption("These points are drawn on the Explore page's speed chart for the same model and GPU.")
         st.download_button("points as CSV", frame.to_csv(index=False), file_name="measured-points.csv", key="dl_points")
         if frame["moe_cache_mib"].notna().sum() > 1:
-            st.plotly_chart(measured_curves(frame), width="stretch", key="measured_curve")
+            st.plotly_chart(measured_curves(chart_literal(frame)), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if same_model(r, model)]
     if uploaded_logs(model):
         st.caption(
-            f"Your uploaded logs of {model.name} pin the routing on every page that predicts (their decode hit rates, "
-            "fitted once per log set when a page first needs it, ~20 s)."
+            f"Your uploaded logs of {literal(model.name)} pin the routing on every page that predicts (their decode "
+            "hit rates, fitted once per log set when a page first needs it, ~20 s)."
         )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         machine = log_machine(matching, hw)
         st.caption(
-            f"Calibrating {len(matching)} run(s) of {model.name} on {machine.name} "
+            f"Calibrating {len(matching)} run(s) of {literal(model.name)} on {literal(machine.name)} "
             + (
                 "(the GPU the logs name)."
                 if machine is not hw
@@ -150,7 +154,7 @@ with friendly_errors():
                 "error when left out)."
             )
         else:
-            st.error(f"Calibration refused: {result.reason}. Nothing else uses it.")
+            st.error(f"Calibration refused: {literal(result.reason, None)}. Nothing else uses it.")
         if result.class_lru:
             reading = ", ".join(f"{k} {v}" for k, v in result.class_lru["reading"].items())
             st.caption(

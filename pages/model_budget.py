@@ -24,6 +24,7 @@ from ui.sidebar import (
 )
 from ui.startup import through_app
 from ui.tables import readable
+from ui.text import literal
 from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_path, runnable
 
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
@@ -53,7 +54,7 @@ with friendly_errors():
         c1.metric("starts from", f"{lowest:,} MiB", help="the smallest --moe-cache-mib with which llama-server starts")
         c2.metric("caches all at", f"{full:,} MiB", help="the smallest --moe-cache-mib that caches every expert")
         st.metric(
-            f"largest that fits a {hw.name}",
+            f"largest that fits a {literal(hw.name)}",
             f"{fits:,} MiB" if fits >= lowest else "none",
             help="with dense weights, KV cache and an "
             "estimated compute buffer on the GPU (VRAM accounting is an estimate, see the bar)",
@@ -63,7 +64,7 @@ with friendly_errors():
     sc = base.with_budget(budget)
     layout = resolve(model, hw, sc)
     for problem in known_problems(model, sc, layout):
-        st.warning(f"Known problem: {problem}.")
+        st.warning(f"Known problem: {problem}.")  # the library's words on this setting: no visitor text
     st.caption(policy_caption(sc) + " The slot plan below is the same in every build since b11480.")
     placement = replace(layout.placement, fit=False)  # --fit: the layers it moves to make room for this cache
     report = plan_report(model, budget, placement)
@@ -72,7 +73,7 @@ with friendly_errors():
         fits = report["starts"] and layout.vram.fits and host.fits
         usable = fit_verdicts(layout.vram, host, () if fits else would_fit(model, hw, sc))
         if not report["starts"]:
-            st.error(f"llama-server refuses to start: {report['error']}")
+            st.error(f"llama-server refuses to start: {literal(report['error'], None)}")
         elif usable:
             st.success(
                 f"starts: {sum(g['n_slots'] for g in report['groups']):,} slots, "
@@ -81,7 +82,7 @@ with friendly_errors():
         st.markdown("**What llama-server prints at `-lv 4`** (computed, not a log):")
         st.code("\n".join(report["log_lines"]) or "(cache disabled: --moe-cache-mib 0)", language="text")
         st.plotly_chart(plan_slots(plan_cache(model, budget, placement)), width="stretch", key="plan_chart")
-    st.subheader(f"VRAM on a {hw.name} (estimate)")
+    st.subheader(f"VRAM on a {literal(hw.name)} (estimate)")
     st.plotly_chart(vram_bar(layout.vram), width="stretch", key="vram_chart")
     groups = pd.DataFrame(report["groups"]).round({"percent": 1})
     st.dataframe(readable(groups), hide_index=True, width="stretch")
@@ -93,6 +94,7 @@ with friendly_errors():
         st.caption("No command: this setting does not start or does not fit (see above).")
     st.download_button("plan as JSON", json.dumps(report, indent=1), file_name="moe-cache-plan.json", key="dl_plan")
     st.caption(
-        f"Model: {model.name} ({model.architecture}, {model.file_type_name}), {model.n_layer} layers, "
+        f"Model: {literal(model.name)} ({literal(model.architecture)}, {literal(model.file_type_name)}), "
+        f"{model.n_layer} layers, "
         f"{model.n_expert} experts, {model.n_expert_used} used, {model.expert_bytes_total / 2**30:.2f} GiB of experts."
     )

@@ -6,6 +6,8 @@
     python scripts/load_mixed.py --client browser   # 8 Chromium pages instead (needs Chromium and Playwright)
     python scripts/load_mixed.py --browser-cpu 1    # the clients on CPU 1, the server on the others (as if remote)
     python scripts/load_mixed.py --mix explore,explore,explore   # other sessions (kinds: explore logs shopping learn)
+    python scripts/load_mixed.py --mix 12 --after-close 150   # issue 39's 12 sessions, then RSS once all closed
+    python scripts/load_mixed.py --mix explore --seconds 5 --after-close 150   # a fresh server after one visit
 
 Starts its own server bound to 127.0.0.1 on a free port, with a fresh app (empty caches) and this install's
 numba cache as it is. A wait is the time from an action (opening the page, moving a slider, uploading a log,
@@ -44,6 +46,7 @@ LOGS = sorted((ROOT / "sample_data" / "groundtruth" / "run3" / "logs").glob("ser
 GPUS = ("RTX 3090", "Tesla T4", "RTX 4090")
 KINDS = ("explore", "logs", "shopping", "learn")
 MIX = ("explore", "explore", "explore", "logs", "logs", "shopping", "shopping", "learn")  # the issue's
+MIX_12 = (*MIX, "explore", "logs", "shopping", "learn")  # issue 39's 12 sessions: the 8, one more of each kind
 CLIENTS = ("protocol", "browser")
 
 
@@ -92,7 +95,8 @@ async def act(kind: str, page, url: str, step: int) -> None:
         await slider.focus()
         await slider.press("PageDown" if step % 2 else "PageUp")
     elif kind == "logs":
-        await page.locator("input[type=file]").first.set_input_files(str(LOGS[step % len(LOGS)]))
+        uploader = page.get_by_test_id("stMain").locator("input[type=file]").first  # not the sidebar's CPU run
+        await uploader.set_input_files(str(LOGS[step % len(LOGS)]))
     elif kind == "shopping":
         await page.get_by_test_id("stSidebar").get_by_role("combobox", name="GPU", exact=True).click()
         await page.get_by_role("option", name=GPUS[step % len(GPUS)], exact=True).click()  # as a person switches
@@ -177,6 +181,15 @@ async def sessions(client: str, chromium: str | None):
         await browser.close()
 
 
+async def after_close(pid: int, seconds: float) -> list[tuple[float, float]]:
+    """(seconds since every session closed, server RSS MiB) every 5 s for `seconds`: what the server gives back."""
+    closed, samples = time.monotonic(), []
+    while (since := time.monotonic() - closed) <= seconds:
+        samples.append((since, rss_mib(pid)))
+        await asyncio.sleep(5)
+    return samples
+
+
 async def run(
     url: str,
     pid: int,
@@ -186,6 +199,7 @@ async def run(
     client: str,
     chromium: str | None,
     mix: tuple[str, ...],
+    close_s: float = 0.0,
 ) -> dict:
     out: dict = {}
     rss: list[float] = []
@@ -202,7 +216,21 @@ async def run(
         await asyncio.gather(*(start(i, k, url, stop_at, timeout_s, out) for i, k in enumerate(mix)))
         sampler.cancel()
     out["rss"] = rss
+    out["closed"] = await after_close(pid, close_s) if close_s else []
     return out
+
+
+def targets(out: dict) -> str:
+    """Issue 39's figures: errors, p95 of the actions after each page open, the longest page open."""
+    runs = [v for k, v in out.items() if k not in ("rss", "closed")]
+    later = sorted(w for waits, _ in runs for w in waits[1:])
+    opens = [waits[0] for waits, _ in runs if waits]
+    p95 = later[min(len(later) - 1, int(0.95 * len(later)))] if later else float("nan")
+    errors = sum(len(e or []) for _, e in runs)
+    return (
+        f"errors {errors}; later actions {len(later)}, p95 {p95:.2f} s (target 1.5 s); longest page open "
+        f"{max(opens, default=float('nan')):.1f} s (target 10 s)"
+    )
 
 
 def main() -> int:
@@ -214,9 +242,12 @@ def main() -> int:
         "--browser-cpu", type=int, help="the clients on this CPU, the server on the rest (visitors' own machines)"
     )
     parser.add_argument("--client", choices=CLIENTS, default="protocol", help="Streamlit's protocol or Chromium pages")
-    parser.add_argument("--mix", default=",".join(MIX), help=f"the sessions, comma-separated kinds of {KINDS}")
+    parser.add_argument(
+        "--mix", default=",".join(MIX), help=f"the sessions, comma-separated kinds of {KINDS}; 12: issue 39's twelve"
+    )
+    parser.add_argument("--after-close", type=float, default=0.0, help="seconds to watch RSS once all sessions closed")
     args = parser.parse_args()
-    mix = tuple(args.mix.split(","))
+    mix = MIX_12 if args.mix == "12" else tuple(args.mix.split(","))
     if not set(mix) <= set(KINDS):
         raise SystemExit(f"--mix {args.mix}: kinds are {', '.join(KINDS)}")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -235,6 +266,7 @@ def main() -> int:
                 args.client,
                 chromium,
                 mix,
+                args.after_close,
             )
         )
     finally:
@@ -246,7 +278,7 @@ def main() -> int:
     started_at = f"{args.start_after:g} s after `streamlit run`"
     print(f"{len(mix)} sessions ({args.client} client) from {started_at}, {args.seconds:g} s, {where}; load now {load}")
     worst = 0.0
-    for name in sorted(k for k in out if k != "rss"):
+    for name in sorted(k for k in out if k not in ("rss", "closed")):
         waits, errors = out[name]
         worst = max(worst, max(waits, default=0.0))
         print(
@@ -256,6 +288,9 @@ def main() -> int:
         print("    waits (s):", " ".join(f"{w:.1f}" for w in waits))
     if out["rss"]:
         print(f"server RSS MiB: max {max(out['rss']):.0f}, end {out['rss'][-1]:.0f}")
+    if out["closed"]:
+        print("server RSS MiB after every session closed:", " ".join(f"+{t:.0f}s {m:.0f}" for t, m in out["closed"]))
+    print(targets(out))
     print(f"longest wait of any session: {worst:.1f} s (target: at most 15 s)")
     return 0 if worst <= 15 else 1
 

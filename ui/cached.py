@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import hashlib
 import inspect
 import io
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
 from moe_model.answers.curve import BudgetAxis, CurvePoint
 from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
@@ -38,11 +40,10 @@ from moe_model.limits import (
     APP_CACHE_ENTRY_BYTES,
     APP_CACHE_TTL_S,
     APP_COMPILE_WAIT_S,
+    APP_IDLE_RELEASE_S,
     APP_LOG_BYTES,
     APP_MAX_LOOKUPS,
     APP_UPLOAD_PEAK_BYTES,
-    APP_UPLOAD_WAIT_S,
-    APP_UPLOADS_PEAK_BYTES,
 )
 from moe_model.llama.batching import workload_from
 from moe_model.readers.logs import LogRun, parse_log
@@ -222,6 +223,52 @@ class ByteBudgetCache:
 
 
 STORE = ByteBudgetCache(APP_CACHE_BYTES, APP_CACHE_ENTRY_BYTES, APP_CACHE_TTL_S)
+
+
+class IdleRelease:
+    """Once no session has been connected for `idle_s`, the shared results and every session's large ones are dropped
+    and the freed memory handed back: they serve visitors asking together (a session that reconnects computes its
+    own again), and a server nobody visits kept hundreds of MiB (issue 39)."""
+
+    def __init__(self, store: ByteBudgetCache, idle_s: float = APP_IDLE_RELEASE_S) -> None:
+        self.store, self.idle_s, self.since = store, idle_s, None
+
+    def step(self, now: float, connected: bool) -> bool:
+        """One look at the server (monotonic seconds, whether any session is connected); True when it released."""
+        if connected:
+            self.since = None
+            return False
+        self.since = now if self.since is None else self.since
+        if now - self.since < self.idle_s or not (len(self.store) or any(_ALL_SESSION_RESULTS.values())):
+            return False
+        self.store.clear()  # hands freed memory back (malloc_trim) after the collection below
+        for results in list(_ALL_SESSION_RESULTS.values()):  # closed sessions' too (kept for a reconnect): a cache
+            results.clear()
+        gc.collect()
+        _release_freed_memory()
+        return True
+
+
+def _any_session_connected() -> bool:
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.runtime import RuntimeState
+
+    return Runtime.exists() and Runtime.instance().state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED
+
+
+def watch_idle(idle: IdleRelease, look_s: float) -> None:
+    """A daemon thread's loop: look every `look_s` whether the server has been left alone (IdleRelease)."""
+    while True:
+        time.sleep(look_s)
+        idle.step(time.monotonic(), _any_session_connected())
+
+
+def release_when_idle() -> None:
+    """Start the idle watch once per process (ui.startup.prepare_process)."""
+    idle = IdleRelease(STORE)
+    threading.Thread(target=watch_idle, args=(idle, idle.idle_s / 3), daemon=True, name="idle-release").start()
+
+
 SESSION_KEY = "_large_results"  # per session: the last result of each function too large for the shared store
 
 
@@ -293,41 +340,42 @@ def _session_results() -> dict | None:
     """This session's own large results (None outside a script run: nothing to keep them in)."""
     if get_script_run_ctx(suppress_warning=True) is None:
         return None
-    return st.session_state.setdefault(SESSION_KEY, {})
+    return st.session_state.setdefault(SESSION_KEY, _new_session_results())
 
 
-class _UploadsReading:
-    """The bytes uploads being read take at most together; a reader waits its turn, bounded in time."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.used = limit, 0
-        self._turn = threading.Condition()
-
-    @contextmanager
-    def reserve(self, peak: int) -> Iterator[None]:
-        with self._turn:
-            if not self._turn.wait_for(lambda: self.used + peak <= self.limit, timeout=APP_UPLOAD_WAIT_S):
-                raise WorkloadError("the server is reading other uploads: try again in a minute")
-            self.used += peak
-        try:
-            yield
-        finally:
-            with self._turn:
-                self.used -= peak
-                self._turn.notify_all()
-            _release_freed_memory()
+class _SessionResults(dict):
+    """A session's large results (a dict that can be weakly referenced: the idle release empties every one)."""
 
 
-UPLOADS_READING = _UploadsReading(APP_UPLOADS_PEAK_BYTES)
+_ALL_SESSION_RESULTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> a session's (a closed
+# one's too, until Streamlit drops it): weak, so a session that goes takes its own along
+
+
+def _new_session_results() -> _SessionResults:
+    results = _SessionResults()
+    _ALL_SESSION_RESULTS[id(results)] = results
+    return results
+
+
+def session_stopped() -> Callable[[], bool]:
+    """Whether the session asking has stopped (its tab closed, or its run stopped): a reader polls it between blocks
+    and ends there. A rerun does not stop it: the run after it wants the same upload, found kept. Outside a script
+    run nothing stops it."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    requests = getattr(ctx, "script_requests", None)
+    if requests is None:
+        return lambda: False
+    return lambda: getattr(requests, "_state", None) is ScriptRequestType.STOP  # Streamlit has no public getter
 
 
 APP_REPLAY = ReplayCap(APP_MAX_LOOKUPS, "the app", "run the CLI for more (`python -m moe_model simulate --trace`)")
 
 
-def check_upload_peak(data: bytes, name: str) -> int:
-    """An uploaded trace's estimated peak bytes, from its declared sizes, before any array is built; one line
-    refusing it above the app's limits, in expert ids (work) or in bytes (the CLI streams what the app refuses)."""
-    APP_REPLAY.check(declared_lookups(data, name))
+def check_upload_peak(data: bytes, name: str, should_stop: Callable[[], bool] | None = None) -> int:
+    """An uploaded trace's estimated peak bytes, from its cheap facts and declared sizes, before any array is built;
+    one line refusing it above the app's limits, in expert ids (work) or in bytes (the CLI streams what the app
+    refuses). `should_stop`: the asking session's (a CSV's lines are counted a block at a time)."""
+    APP_REPLAY.check(declared_lookups(data, name, should_stop))
     peak = read_peak_bytes(data, name)
     if peak > APP_UPLOAD_PEAK_BYTES:
         raise WorkloadError(
@@ -427,18 +475,23 @@ def _cached_log(data: bytes) -> list[LogRun]:
 
 
 def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    """An uploaded trace as a workload: its peak checked from declared sizes first (the same refusal for every
-    session), then read while the uploads being read together stay within their byte budget."""
-    peak = check_upload_peak(data, name)
-    return _cached_trace(data, name, n_expert, concurrency, draft, accept, peak)
+    """An uploaded trace as a workload: its cheap facts and peak checked first (the same one-line refusal for every
+    session, in about a second whatever the file), then read in the asking session's own run, never waiting for
+    another session's upload, and stopped between blocks when that session ends (session_stopped)."""
+    stopped = session_stopped()
+    check_upload_peak(data, name, stopped)
+    return _cached_trace(data, name, n_expert, concurrency, draft, accept, _should_stop=stopped)
 
 
 @app_cached("Reading the trace...")
 def _cached_trace(
-    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _peak: int
+    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _should_stop: Callable
 ) -> Workload:
-    with UPLOADS_READING.reserve(_peak):
-        return workload_from(load_trace(data, name, APP_REPLAY), Batching(concurrency, draft, accept), n_expert)
+    try:
+        trace = load_trace(data, name, APP_REPLAY, should_stop=_should_stop)
+        return workload_from(trace, Batching(concurrency, draft, accept), n_expert)
+    finally:
+        _release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)

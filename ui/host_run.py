@@ -13,6 +13,7 @@ from moe_model.readers.llama_bench import HostInput, read_host_input, with_heade
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from ui.cached import content_key
+from ui.text import literal
 from ui.uploads import keep_upload, session_uploads, uploader_key
 
 LABEL = "your CPU run (host record or llama-bench -ngl 0 output)"
@@ -21,7 +22,7 @@ LABEL = "your CPU run (host record or llama-bench -ngl 0 output)"
 def sidebar_host_run() -> HostInput | None:
     """The CPU run this session keeps (the latest uploaded), with an uploader; one that does not read is one line."""
     held = session_uploads().of_kind("host")
-    title = f"your CPU run: {held[-1].name} (in use)" if held else "your CPU run (calibrates the host)"
+    title = f"your CPU run: {literal(held[-1].name)} (in use)" if held else "your CPU run (calibrates the host)"
     with st.sidebar.expander(title, expanded=False):
         st.caption(
             "`python -m moe_model record ... --host-out host.json`, or `llama-bench -m MODEL.gguf -ngl 0` "
@@ -34,7 +35,7 @@ def sidebar_host_run() -> HostInput | None:
             try:
                 read_host_input(data)  # a file that does not read is refused before the session keeps it
             except MoeModelError as err:
-                st.sidebar.warning(f"Your CPU run: {err}")
+                st.sidebar.warning(f"Your CPU run: {literal(err, None)}")
                 return _latest()
             keep_upload("host", new.name, data)
     return _latest()
@@ -47,7 +48,7 @@ def _latest() -> HostInput | None:
     try:
         return read_host_input(held[-1].data)
     except MoeModelError as err:
-        st.sidebar.warning(f"Your CPU run ({held[-1].name}): {err}")
+        st.sidebar.warning(f"Your CPU run ({literal(held[-1].name)}): {literal(err, None)}")
         return None
 
 
@@ -58,7 +59,7 @@ def with_host_run(hw: Hardware, model: ModelSpec, given: HostInput | None) -> Ha
     try:
         return apply_host_record(hw, with_header_types(given.record, model), model)
     except MoeModelError as err:
-        st.sidebar.warning(f"Your CPU run is not used here: {err}")
+        st.sidebar.warning(f"Your CPU run is not used here: {literal(err, None)}")
         return hw
 
 

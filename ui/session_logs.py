@@ -15,6 +15,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LogRouting
 from moe_model.speed.hardware import Hardware, preset
 from ui.cached import cached_log, fingerprint
+from ui.text import literal
 from ui.uploads import session_uploads
 
 
@@ -67,7 +68,7 @@ def log_routing(model: ModelSpec, hw: Hardware, build: int | None = None) -> Log
                 model, logs, machine, build, progress=lambda f: bar.progress(min(f, 1.0), f"{words}: {100 * f:.0f} %")
             )
         except MoeModelError as err:  # the page goes on with the model's preset, and says why
-            st.warning(f"Your logs could not pin the routing ({err}): using the model's routing preset.")
+            st.warning(f"Your logs could not pin the routing ({literal(err, None)}): using the model's routing preset.")
             routing = None
         bar.empty()
         while len(fitted) >= MAX_SESSION_LOG_ROUTINGS:

@@ -10,6 +10,7 @@ import streamlit as st
 from moe_model.errors import MoeModelError, UnknownGpuError
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
+from moe_model.limits import shown
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
@@ -27,6 +28,7 @@ from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
 from ui.state import HARDWARE, SCENARIO, forget, keep, kept, kept_setting, kept_toggle
+from ui.text import literal
 from ui.uploads import (
     URL_PREFIX,
     Upload,
@@ -82,7 +84,7 @@ def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     held = next((label for label, u in headers.items() if u.digest == linked[0]), None)
     if held is not None:
         return held
-    st.sidebar.warning(f"This view used an uploaded header ({linked[1]}): upload it again to see it.")
+    st.sidebar.warning(f"This view used an uploaded header ({literal(linked[1])}): upload it again to see it.")
     return UPLOAD_HEADER
 
 
@@ -98,7 +100,10 @@ def _reads(raw: str) -> bool:
     try:
         cached_model(resolve_source(raw, policy), policy)
     except MoeModelError as err:
-        st.sidebar.warning(f"This view's model ({raw}) cannot be read here: {err}. Showing the {DEFAULT_MODEL}.")
+        st.sidebar.warning(
+            f"This view's model ({literal(raw)}) cannot be read here: {literal(err, None)}. Showing the "
+            f"{literal(DEFAULT_MODEL)}."
+        )
         forget("model")
         return False
     return True
@@ -110,15 +115,24 @@ def _kept_path(models: list[str]) -> str:
     return raw if _is_path(raw, models) else ""
 
 
+def _default_model() -> tuple[ModelSpec, str, str]:
+    return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+
+
 def _path_model(models: list[str]) -> tuple[ModelSpec, str, str]:
     """A model read from a URL or a path: kept for every page and in the URL once it reads, like an upload; one
-    that no longer reads here (another deployment's path, a link) says why in one line (friendly_errors)."""
+    that does not read here (refused, missing, another deployment's path) says why in one line, and the rest of
+    the sidebar and the page go on with the default model."""
     label = "https://.../model.gguf or /path/model.gguf"
     text = st.sidebar.text_input(label, _kept_path(models), key="model_path").strip()
     if not text:
-        return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+        return _default_model()
     policy = source_policy()
-    model = cached_model(resolve_source(text, policy), policy)
+    try:
+        model = cached_model(resolve_source(text, policy), policy)
+    except MoeModelError as err:
+        st.sidebar.error(f"{literal(err, None)}. Showing the {literal(DEFAULT_MODEL)} meanwhile.")  # no echo: no oracle
+        return _default_model()
     keep(model=text)
     return model, text, text
 
@@ -143,12 +157,16 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
         upload = st.sidebar.file_uploader("GGUF header prefix", type=None, key=uploader_key("model_upload"))
         if upload is None:
             st.sidebar.info("No file yet: showing the bundled sample.")
-            return cached_model(str(MODELS / DEFAULT_MODEL)), DEFAULT_MODEL, DEFAULT_MODEL
+            return _default_model()
         data = upload.getvalue()
         held = session_uploads().get(content_key(data))
         if held is not None:
             return _uploaded_model(held)
-        cached_model(data)  # a header that does not parse is refused before the session keeps it
+        try:  # a header that does not parse is refused before the session keeps it; the sidebar goes on
+            cached_model(data)
+        except MoeModelError as err:
+            st.sidebar.error(f"{literal(upload.name)}: {literal(err, None)}. Showing the {literal(DEFAULT_MODEL)}.")
+            return _default_model()
         if keep_upload("header", upload.name, data) is not None:
             st.rerun()  # the sidebar's list of uploads, drawn above, names it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
@@ -222,11 +240,12 @@ def _linked_gpu() -> None:
     typed = st.query_params.get("gpu")
     if typed is None or typed in PRESETS or "gpu" in st.session_state.get("kept", {}):
         return
+    typed = shown(typed)  # a name past the echo limit is no card's: matched and named cut
     try:
         keep(gpu=preset_match(typed).hardware.name)
     except MoeModelError as err:
         why = unknown_gpu(typed, app=True) if isinstance(err, UnknownGpuError) else str(err)
-        st.sidebar.warning(f"The link's gpu: {why}. Showing the {DEFAULT_GPU} meanwhile.")
+        st.sidebar.warning(f"The link's gpu: {literal(why, None)}. Showing the {DEFAULT_GPU} meanwhile.")
         forget("gpu")
 
 
@@ -243,7 +262,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     time_model = default_time_model()
     calibrated = _calibrated()  # a MachineFit from the Logs page
     use_calibrated = calibrated is not None and kept_toggle(
-        st.sidebar, f"use my calibrated machine ({calibrated.hardware.name})", "calibrated", True
+        st.sidebar, f"use my calibrated machine ({literal(calibrated.hardware.name)})", "calibrated", True
     )
     if use_calibrated:
         hw = calibrated.hardware
@@ -289,7 +308,8 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
-        f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. Source: {hw.source}"
+        f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. "
+        f"Source: {literal(hw.source, None)}"
     )
     return hw, time_model, load_mode
 
@@ -312,7 +332,7 @@ def _host_parts(hw: Hardware) -> Hardware:
         try:
             hw = described(hw, **{key: text})
         except MoeModelError as err:
-            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {err}")
+            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {literal(err, None)}")
     return hw
 
 

@@ -12,7 +12,7 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from moe_model.charts import use_template_by_default
 from moe_model.warmup import is_compiled, warm_up
-from ui.cached import warm_kernels_in_background
+from ui.cached import release_when_idle, warm_kernels_in_background
 
 PAGE_MODULES = (  # the heavy imports of the pages beyond app.py's own
     "pandas",
@@ -47,6 +47,7 @@ def prepare_process() -> None:
         if is_compiled():
             warm_up()  # every kernel loaded from numba's cache now, not in a session waiting on numba's lock
         gc.freeze()
+        release_when_idle()
         _PREPARED.set()
 
 

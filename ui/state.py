@@ -11,6 +11,7 @@ from moe_model.policies.knobs import FLAG_KNOBS
 from moe_model.settings import Setting, settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS
 from moe_model.speed.scenario import Scenario
+from ui.text import literal
 
 
 def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):
@@ -33,7 +34,7 @@ def url_value(key: str, default, cast: Callable = str, lo=None, hi=None, choices
 
 
 def _stale(key: str, raw: str, used):
-    st.warning(f"The link's `{key}={raw}` is unknown or out of range here: using {used}.")
+    st.warning(f"The link's {literal(key)}={literal(raw)} is unknown or out of range here: using {literal(used)}.")
     return used
 
 

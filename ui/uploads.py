@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import MAX_SESSION_UPLOAD_BYTES
+from moe_model.limits import MAX_SESSION_UPLOAD_BYTES, shown
 from ui.cached import content_key
+from ui.text import literal
 
 KINDS = ("header", "log", "trace", "host")  # host: the user's CPU run (ui.host_run)
 URL_PREFIX = "upload:"
@@ -57,7 +58,7 @@ class UploadStore:
             return self.items[upload.digest]
         if self.used_bytes + len(data) > self.budget_bytes:
             raise UploadError(
-                f"{name} ({len(data) / 2**20:.1f} MiB) would take this session's uploads past "
+                f"{shown(name)} ({len(data) / 2**20:.1f} MiB) would take this session's uploads past "
                 f"{self.budget_bytes / 2**20:.0f} MiB: remove one in the sidebar first"
             )
         self.items[upload.digest] = upload
@@ -91,7 +92,7 @@ def keep_upload(kind: str, name: str, data: bytes) -> Upload | None:
     try:
         return session_uploads().add(kind, name, data)
     except UploadError as err:
-        st.error(str(err))
+        st.error(literal(err, None))
         return None
 
 
@@ -117,7 +118,7 @@ def sidebar_uploads() -> None:
     box = st.sidebar.expander(f"your uploads ({store.used_bytes / 2**20:.1f} MiB, kept until removed)", True)
     for upload in store.items.values():
         left, right = box.columns([4, 1])
-        left.caption(f"{upload.kind}: {upload.name} ({len(upload.data) / 1024:,.0f} KiB)")
+        left.caption(f"{upload.kind}: {literal(upload.name)} ({len(upload.data) / 1024:,.0f} KiB)")
         right.button("✕", key=f"rm_{upload.digest}", on_click=_remove, args=(upload.digest,), help="remove")
 
 

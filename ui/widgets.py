@@ -18,6 +18,7 @@ from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 from ui.state import SCENARIO, keep, kept_setting
+from ui.text import literal
 
 
 @contextmanager
@@ -26,9 +27,9 @@ def friendly_errors():
     try:
         yield
     except MoeModelError as err:
-        st.error(str(err))
+        st.error(literal(err, None))
     except Exception as err:  # noqa: BLE001 - the page must never show a traceback
-        st.error(f"Something went wrong: {type(err).__name__}: {err}")
+        st.error(f"Something went wrong: {type(err).__name__}: {literal(err)}")
         print(traceback.format_exc())
 
 

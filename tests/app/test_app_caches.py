@@ -11,13 +11,15 @@ import time
 import tracemalloc
 import zipfile
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from conftest import QWEN30B
 from gguf import GGMLQuantizationType as T
+from hostile_csv import hostile_csvs
 
-from moe_model.errors import WorkloadError
+from moe_model.errors import ReadStoppedError, WorkloadError
 from moe_model.limits import APP_CACHE_BYTES, APP_CACHE_TTL_S, APP_LOG_BYTES, APP_MAX_LOOKUPS, APP_UPLOAD_PEAK_BYTES
 from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
@@ -268,7 +270,53 @@ def test_an_upload_within_the_limit_is_read_and_shared(tmp_path):
     save_npz(buf, trace)
     first = cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7)
     assert cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7) is first  # shared, not a copy
-    assert cached.UPLOADS_READING.used == 0  # its reservation released
+
+
+def _trace_npz(seed: int) -> bytes:
+    buf = io.BytesIO()
+    save_npz(buf, make_token_trace(np.random.default_rng(seed).integers(0, 8, (300, 2, 2)) + [0, 8]))
+    return buf.getvalue()
+
+
+def test_a_second_sessions_small_upload_is_read_while_a_first_sessions_largest_one_is_being_read(monkeypatch):
+    """No server-wide turn to wait for: the first session's read, as large as an upload may be, holds nothing the
+    second needs (it waited up to two minutes, then "the server is reading other uploads")."""
+    big, small = _trace_npz(1), _trace_npz(2)
+    reading, second_done = threading.Event(), threading.Event()
+    real = cached.load_trace
+
+    def load(data, name, cap, should_stop=None):
+        if name == "big.npz":
+            reading.set()
+            second_done.wait(120)  # held until the second session has its answer (a guard, not a timing)
+        return real(data, name, cap, should_stop=should_stop)
+
+    monkeypatch.setattr(cached, "load_trace", load)
+    monkeypatch.setattr(cached, "check_upload_peak", lambda *args: APP_UPLOAD_PEAK_BYTES)  # the most allowed
+    first = threading.Thread(target=cached.cached_trace, args=(big, "big.npz", 16, 1, 0, 0.7))
+    first.start()
+    assert reading.wait(60)
+    work = cached.cached_trace(small, "small.npz", 16, 1, 0, 0.7)
+    still_reading = first.is_alive()
+    second_done.set()
+    first.join()
+    assert still_reading and work.n_layer == 2
+
+
+def test_a_read_stops_when_its_session_stops_and_goes_on_through_a_rerun(monkeypatch):
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    requests = ScriptRequests()
+    session = SimpleNamespace(script_requests=requests)
+    monkeypatch.setattr(cached, "get_script_run_ctx", lambda suppress_warning=False: session)
+    stopped = cached.session_stopped()
+    assert not stopped()
+    requests.request_rerun(RerunData())  # a widget moved: the next run wants the same upload
+    assert not stopped()
+    requests.request_stop()  # the tab closed
+    assert stopped()
+    monkeypatch.setattr(cached, "get_script_run_ctx", lambda suppress_warning=False: None)
+    assert not cached.session_stopped()()  # outside a script run (the CLI, a test): nothing stops it
 
 
 def test_a_log_above_the_app_limit_is_refused_before_parsing():
@@ -348,3 +396,45 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
     memo = cached_recommend.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only: recommend
     assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records
+
+
+def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_time():
+    store = ByteBudgetCache(2**20, 2**20, 3600)
+    store.get_or_compute(("k",), lambda: np.zeros(1000))
+    idle = cached.IdleRelease(store, idle_s=30)
+    assert not idle.step(0, True)
+    assert not idle.step(100, False)  # the last session just left
+    assert not idle.step(129, False) and len(store) == 1
+    assert not idle.step(140, True)  # one came back: the wait starts again when it leaves
+    assert not idle.step(150, False) and len(store) == 1
+    assert idle.step(180, False) and len(store) == 0 and store.nbytes == 0
+    assert not idle.step(300, False)  # nothing left to release
+
+
+@pytest.mark.parametrize("kind", ["10^7 columns", "100,003 fields"])
+def test_a_hostile_csv_upload_is_refused_in_one_line_before_the_app_reads_it(tmp_path, kind):
+    data = hostile_csvs(tmp_path)[kind].read_bytes()
+    tracemalloc.start()
+    with pytest.raises(WorkloadError) as refused:
+        cached.cached_trace(data, "t.csv", 128, 1, 0, 0.7)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    message = str(refused.value)
+    assert "\n" not in message and ("column" in message or "field" in message), message
+    assert peak < 300 * 2**20  # the issue's bound (it took 1.2-4.7 GiB); the file itself is held outside
+
+
+def test_a_read_whose_session_stopped_ends_with_one_line(tmp_path):
+    rows = "\n".join(f"0,{t},{layer},1,2" for t in range(200) for layer in range(2))
+    data = f"seq,token,layer,e0,e1\n{rows}\n".encode()
+    with pytest.raises(ReadStoppedError):
+        cached._cached_trace(data, "t.csv", 16, 1, 0, 0.7, _should_stop=lambda: True)
+    assert cached.cached_trace(data, "t.csv", 16, 1, 0, 0.7).n_layer == 2  # nothing stale kept: read again whole
+
+
+def test_the_idle_release_empties_every_sessions_large_results_too():
+    large = cached._new_session_results()
+    large["f"] = (("key",), np.zeros(1000))
+    idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
+    assert not idle.step(0, False) and large
+    assert idle.step(30, False) and not large  # a closed session's, kept by Streamlit for a reconnect: recomputed
