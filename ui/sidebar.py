@@ -293,6 +293,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         edits = {"ram_gib": ram, "vram_gib": vram, "gpu_bw_gbs": gpu_bw, "pcie_gen": gen, "pcie_lanes": lanes}
         edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
         changed = {name: value for name, value in edits.items() if value != shown[name]}  # only these are stated
+        changed["ram_gib"] = ram  # but the RAM box always shows a figure the user reads and edits: it is stated
         hw = with_edits(hw, link, **changed)
         if not use_calibrated:
             st.button(

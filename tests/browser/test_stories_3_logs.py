@@ -56,7 +56,7 @@ def test_logs_calibration_over_several_runs_reports_each_runs_error(browser, ser
     page = open_app(browser, server)
     go_to(page, "Logs")
     sidebar_select(page, "Model", "upload a header prefix")
-    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(GT_HEADER))
+    page.get_by_test_id("stSidebar").locator("input[type=file]").first.set_input_files(str(GT_HEADER))
     wait_idle(page)
     examples = page.get_by_role("combobox", name=re.compile("bundled examples"))
     examples.click()

@@ -29,7 +29,7 @@ def test_story_4_my_own_header_and_logs_on_every_page(browser, server, timings):
     reproduces the logs within the calibration's error, and Shopping's row for the machine is Explore's best."""
     page = open_app(browser, server)
     sidebar_select(page, "Model", "upload a header prefix")
-    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(RUN3 / "model-header.gguf"))
+    page.get_by_test_id("stSidebar").locator("input[type=file]").first.set_input_files(str(RUN3 / "model-header.gguf"))
     wait_idle(page)
     uploaded = "model-header.gguf (uploaded)"
     ctx = page.get_by_test_id("stSidebar").get_by_label("context (-c)")

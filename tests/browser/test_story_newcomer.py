@@ -49,7 +49,7 @@ def test_uploaded_logs_replace_the_bundled_t4_example_in_the_chips_points_and_ch
     examples = page.get_by_test_id("stMultiSelect").filter(has_text="bundled examples")
     assert "t4-cpumoe-10000.log" in examples.inner_text()  # the example shown before any upload
     sidebar_select(page, "Model", "upload a header prefix")
-    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(str(RUN3_HEADER))
+    page.get_by_test_id("stSidebar").locator("input[type=file]").first.set_input_files(str(RUN3_HEADER))
     wait_idle(page)
     page.get_by_test_id("stMain").locator("input[type=file]").set_input_files([str(p) for p in RUN5_LOGS])
     wait_idle(page)
