@@ -213,7 +213,7 @@ def unknown_parts(hw: Hardware) -> tuple[UnknownPart, ...]:
     stated = set(host.stated) | ({"slot_gen"} if hw.pinned_gbs or hw.pageable_gbs else set())
     stated |= {"mem_bw_gbs", "threads"} if hw.host_record else set()
     out = []
-    if not stated & {"mem_mts", "mem_channels", "mem_bw_gbs", "ram_gib"}:
+    if not stated & {"mem_mts", "mem_channels", "mem_bw_gbs"}:  # a RAM size is not a kit: its speed stays unknown
         lo, hi = cpu_named(host.cpu).memory_mts if host.cpu else (MEMORY_MTS["ddr4"][0], MEMORY_MTS["ddr5"][1])
         ram = {"mem_channels": DESKTOP_CHANNELS, "mem_bw_gbs": None}
         slow, fast = (host.with_changes(**ram, mem_mts=mts) for mts in (lo, hi))
