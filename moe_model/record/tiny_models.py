@@ -84,6 +84,14 @@ class _Weights:
         self.ones("output_norm.weight", s.n_embd)
         self.dense("output.weight", N_VOCAB, s.n_embd)
 
+    def attention(self, p: str, s: TinyShape) -> None:
+        """Grouped-query attention's four projections (qwen3moe and gpt-oss lay them out alike)."""
+        q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+        self.dense(p + "attn_q.weight", q, s.n_embd)
+        self.dense(p + "attn_k.weight", kv, s.n_embd)
+        self.dense(p + "attn_v.weight", kv, s.n_embd)
+        self.dense(p + "attn_output.weight", s.n_embd, q)
+
     def experts(self, il: int, s: TinyShape) -> None:
         p = f"blk.{il}."
         self.router(p + "ffn_gate_inp.weight", s.n_expert, s.n_embd)
@@ -117,14 +125,10 @@ def qwen3moe(s: TinyShape, seed: int) -> tuple[dict[str, object], dict[str, np.n
     """src/models/qwen3moe.cpp: q/k norms, no biases, softmax routing."""
     w = _Weights(seed)
     w.outer(s)
-    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     for il in range(s.n_layer):
         p = f"blk.{il}."
         w.ones(p + "attn_norm.weight", s.n_embd)
-        w.dense(p + "attn_q.weight", q, s.n_embd)
-        w.dense(p + "attn_k.weight", kv, s.n_embd)
-        w.dense(p + "attn_v.weight", kv, s.n_embd)
-        w.dense(p + "attn_output.weight", s.n_embd, q)
+        w.attention(p, s)
         w.ones(p + "attn_q_norm.weight", s.head_dim)
         w.ones(p + "attn_k_norm.weight", s.head_dim)
         w.ones(p + "ffn_norm.weight", s.n_embd)
@@ -136,15 +140,11 @@ def gpt_oss(s: TinyShape, seed: int) -> tuple[dict[str, object], dict[str, np.nd
     """src/models/openai-moe.cpp: attention sinks, biases on the router and experts, sliding-window layers."""
     w = _Weights(seed)
     w.outer(s)
-    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     for il in range(s.n_layer):
         p = f"blk.{il}."
         w.ones(p + "attn_norm.weight", s.n_embd)
         w.ones(p + "post_attention_norm.weight", s.n_embd)
-        w.dense(p + "attn_q.weight", q, s.n_embd)
-        w.dense(p + "attn_k.weight", kv, s.n_embd)
-        w.dense(p + "attn_v.weight", kv, s.n_embd)
-        w.dense(p + "attn_output.weight", s.n_embd, q)
+        w.attention(p, s)
         w.zeros(p + "attn_output.bias", s.n_embd)
         w.zeros(p + "attn_sinks.weight", s.n_head)
         w.experts(il, s)
