@@ -7,7 +7,6 @@ hold several runs. The parser streams the file and keeps only the facts it extra
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,23 +18,12 @@ from gguf import Keys
 from moe_model.errors import LogError
 from moe_model.limits import (
     MAX_ALERT_CHARS,
-    MAX_CONCURRENCY,
-    MAX_CTX,
-    MAX_EMBEDDING,
-    MAX_EXPERTS,
-    MAX_EXPERTS_USED,
-    MAX_FEED_FORWARD,
-    MAX_LAYERS,
     MAX_LOG_ALERTS,
-    MAX_LOG_AMOUNT,
-    MAX_LOG_COUNT,
     MAX_LOG_RUNS,
-    MAX_UBATCH,
-    MAX_VRAM_GIB,
-    check_at_most,
     shown,
 )
 from moe_model.readers.cache_lines import OtherCacheLines
+from moe_model.readers.log_numbers import log_float, log_int
 from moe_model.readers.log_source import log_lines
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -113,24 +101,6 @@ _KV_NAMES = {  # GGUF keys (with their {arch} placeholder) the loader logs, and 
     Keys.LLM.EMBEDDING_LENGTH: "n_embd",
     Keys.General.ARCHITECTURE: "architecture",
     Keys.General.NAME: "name",
-}
-# each integer a log gives, bounded like the flag or header field it mirrors (MAX_LOG_COUNT for the others)
-_INT_LIMITS = {
-    "n_layer": MAX_LAYERS,
-    "n_expert": MAX_EXPERTS,
-    "n_expert_used": MAX_EXPERTS_USED,
-    "n_ff_exp": MAX_FEED_FORWARD,
-    "n_embd": MAX_EMBEDDING,
-    "offloaded_layers": MAX_LAYERS + 1,  # the output layer counts as one
-    "total_layers": MAX_LAYERS + 1,
-    "n_seq_max": MAX_CONCURRENCY,
-    "n_ctx": MAX_CTX,
-    "n_batch": MAX_CTX,
-    "n_ubatch": MAX_UBATCH,
-    "gpu_vram_mib": MAX_VRAM_GIB * 1024,
-    "cache group layers": MAX_LAYERS,
-    "cache group slots": MAX_LAYERS * MAX_EXPERTS,
-    "slot id": MAX_CONCURRENCY,
 }
 _INFO_NAMES = {
     "n_layer": "n_layer",
@@ -339,32 +309,6 @@ def _clean(raw: str) -> tuple[str, str | None, float | None]:
     return line[match.end() :], match.group(5), int(minutes) * 60 + int(seconds) + int(ms) / 1e3 + int(us) / 1e6
 
 
-def _int(text: str, name: str) -> int:
-    """An integer the log gives, refused in one line beyond the bound of what it names (its digits counted
-    first: int() of thousands of digits is slow, and refused by Python beyond 4,300)."""
-    most = _INT_LIMITS.get(name, MAX_LOG_COUNT)
-    digits = len(text.lstrip("-"))
-    if digits > len(str(MAX_LOG_COUNT)):
-        raise LogError(f"the log's {name} has {digits:,} digits, above this tool's limit of {most:,}")
-    check_at_most(abs(int(text)), most, f"the log's {name}", LogError)
-    return int(text)
-
-
-def _float(text: str, name: str) -> float:
-    """A decimal the log gives (MiB, ms, a share), refused in one line when it is no number (`[\\d.]+` matches
-    1.2.3) or beyond MAX_LOG_AMOUNT (401 digits were read as inf and shown as `uploaded inf MiB`)."""
-    try:
-        value = float(text) if len(text) <= _FLOAT_CHARS else math.inf
-    except ValueError:
-        raise LogError(f"the log's {name} is {shown(text, 40)}: not a number") from None
-    if value > MAX_LOG_AMOUNT:
-        raise LogError(f"the log's {name} is {shown(text, 40)}, above this tool's limit of {MAX_LOG_AMOUNT:,.0f}")
-    return value
-
-
-_FLOAT_CHARS = 32  # a decimal of more characters is above MAX_LOG_AMOUNT whatever it holds (parsed no further)
-
-
 def _start_rank(msg: str) -> int | None:
     return next((i for i, marker in enumerate(_RUN_STARTS) if marker.search(msg)), None)
 
@@ -460,37 +404,37 @@ class _RunParser:
         p = self.run.placement
         if (m := _OFFLOADED.search(msg)) is not None:
             p["offloaded_layers"], p["total_layers"] = (
-                _int(m.group(1), "offloaded_layers"),
-                _int(m.group(2), "total_layers"),
+                log_int(m.group(1), "offloaded_layers"),
+                log_int(m.group(2), "total_layers"),
             )
         elif (m := _MODEL_BUF.search(msg)) is not None:
-            p.setdefault("model_buffers_mib", {})[m.group(1)] = _float(m.group(2), "model buffer MiB")
+            p.setdefault("model_buffers_mib", {})[m.group(1)] = log_float(m.group(2), "model buffer MiB")
         elif (m := _KV_BUF.search(msg)) is not None:
-            p.setdefault("kv_buffers_mib", {})[m.group(1)] = _float(m.group(2), "KV buffer MiB")
+            p.setdefault("kv_buffers_mib", {})[m.group(1)] = log_float(m.group(2), "KV buffer MiB")
         elif (m := _COMPUTE_BUF.search(msg)) is not None:
-            p.setdefault("compute_buffers_mib", {})[m.group(1)] = _float(m.group(2), "compute buffer MiB")
+            p.setdefault("compute_buffers_mib", {})[m.group(1)] = log_float(m.group(2), "compute buffer MiB")
         elif (m := _CTX.search(msg)) is not None:
-            p[m.group(1)] = _int(m.group(2), m.group(1))
+            p[m.group(1)] = log_int(m.group(2), m.group(1))
         elif (m := _FLASH_ATTN.search(msg)) is not None:
             p["flash_attn"] = "off" if m.group(1) == "disabled" else "on"
         elif "CUDA" in msg and (m := _GPU.search(msg)):
             p.setdefault("gpu", shown((m.group(2) or m.group(4)).strip()))
             if m.group(5):
-                p.setdefault("gpu_vram_mib", _int(m.group(5), "gpu_vram_mib"))
+                p.setdefault("gpu_vram_mib", log_int(m.group(5), "gpu_vram_mib"))
         elif "tensor overrides to CPU are used with mmap" in msg:
             p["experts_mmap"] = True
         elif "verbosity = " in msg and (v := re.search(r"verbosity = (\d+)", msg)):
-            self.run.verbosity = _int(v.group(1), "verbosity")
+            self.run.verbosity = log_int(v.group(1), "verbosity")
 
     def _fork(self, msg: str) -> bool:
         """The qvac-fabric fork's cache lines: recorded apart, never read as mainline's."""
         if (m := _FORK_AUTO.search(msg)) is not None:
-            self.run.fork_cache |= {"auto_mib": _float(m.group(1), "cache MiB"), "percent": int(m.group(2))}
-            self.run.fork_cache["expert_mib"] = _float(m.group(3), "expert MiB")
+            self.run.fork_cache |= {"auto_mib": log_float(m.group(1), "cache MiB"), "percent": int(m.group(2))}
+            self.run.fork_cache["expert_mib"] = log_float(m.group(3), "expert MiB")
         elif (m := _FORK_CACHE.search(msg)) is not None:
             self.run.fork_cache |= {
                 "buffer": m.group(1),
-                "cache_mib": _float(m.group(2), "cache MiB"),
+                "cache_mib": log_float(m.group(2), "cache MiB"),
                 "slots": int(m.group(3)),
             }
         else:
@@ -506,32 +450,34 @@ class _RunParser:
             if (m := _DEVICE.search(msg)) is not None:
                 mib_only = not msg[m.end() :].strip()
                 run.devices.append(
-                    DeviceCache(m.group(1), _float(m.group(2), "cache MiB"), _float(m.group(3), "expert MiB"), mib_only)
+                    DeviceCache(
+                        m.group(1), log_float(m.group(2), "cache MiB"), log_float(m.group(3), "expert MiB"), mib_only
+                    )
                 )
             elif (m := _GROUP.search(msg)) is not None:
-                n_layers, n_slots = _int(m.group(1), "cache group layers"), _int(m.group(3), "cache group slots")
+                n_layers, n_slots = log_int(m.group(1), "cache group layers"), log_int(m.group(3), "cache group slots")
                 run.groups.append(
-                    GroupLine(n_layers, shown(m.group(2)), n_slots, _float(m.group(4), "cache group share"))
+                    GroupLine(n_layers, shown(m.group(2)), n_slots, log_float(m.group(4), "cache group share"))
                 )
             elif _WARN_NOT_CACHED in msg or _WARN_NO_HOST in msg:
                 self._alert(run.warnings, msg.split("impl:", 1)[1].strip())  # two processes' writes may cut a space
         elif "llama_moe_cache:" in msg:
             if (m := _STATS.search(msg)) is not None:
-                hits, misses = _int(m.group(2), "hits"), _int(m.group(3), "misses")
+                hits, misses = log_int(m.group(2), "hits"), log_int(m.group(3), "misses")
                 rate = hits / (hits + misses) if hits + misses else None  # a cache that was never looked up
-                stats = LoggedStats(hits, misses, rate, _float(m.group(5), "uploaded MiB"))
+                stats = LoggedStats(hits, misses, rate, log_float(m.group(5), "uploaded MiB"))
                 if m.group(1) == "ubatch <= 8":
                     run.small = stats
                 else:
                     run.large = stats
             elif (m := _COPIED.search(msg)) is not None:
                 run.copied_experts, run.copied_mib = (
-                    _int(m.group(1), "copied experts"),
-                    _float(m.group(2), "copied MiB"),
+                    log_int(m.group(1), "copied experts"),
+                    log_float(m.group(2), "copied MiB"),
                 )
             else:
                 self.run.other_cache = self.run.other_cache or OtherCacheLines()
-                self.run.other_cache.read(msg.split("llama_moe_cache:", 1)[1].strip(), _int, _float)
+                self.run.other_cache.read(msg.split("llama_moe_cache:", 1)[1].strip(), log_int, log_float)
         elif _INIT_FAILED in msg:
             self.init_error = msg.split(_INIT_FAILED, 1)[1].strip()
         elif "failed to create context" in msg or "failed to init" in msg:
@@ -549,17 +495,17 @@ class _RunParser:
 
     def _timings(self, msg: str) -> None:
         if "print_timing" in msg and (m := _TIMING.search(msg)):
-            key = (_int(m.group(1), "slot id"), _int(m.group(2), "task id"))
+            key = (log_int(m.group(1), "slot id"), log_int(m.group(2), "task id"))
             entry = self.pending_timing.setdefault(key, {})
             kind = "prompt" if m.group(3) == "prompt eval" else "decode"
-            entry[kind] = (_float(m.group(4), "time ms"), _int(m.group(5), "tokens"))
+            entry[kind] = (log_float(m.group(4), "time ms"), log_int(m.group(5), "tokens"))
             if kind == "decode":
                 self._add_timing(key, entry)
         elif "llama_perf_context_print" in msg and (m := _PERF.search(msg)):
             self.run.program = "libllama program" if self.run.program == "unknown" else self.run.program
             entry = self.pending_timing.setdefault((0, -1), {})
             kind = "prompt" if m.group(1) == "prompt eval" else "decode"
-            entry[kind] = (_float(m.group(2), "time ms"), _int(m.group(3), "tokens"))
+            entry[kind] = (log_float(m.group(2), "time ms"), log_int(m.group(3), "tokens"))
             if kind == "decode":
                 self._add_timing((0, -1), entry)
 
@@ -577,7 +523,7 @@ class _RunParser:
 
 def _value(text: str, name: str) -> int | str:
     """A logged model fact: an integer in its bound, or text as quoted back (cut)."""
-    return _int(text, name) if text.isdigit() else shown(text)
+    return log_int(text, name) if text.isdigit() else shown(text)
 
 
 def parse_lines(lines: Iterable[str]) -> list[LogRun]:
