@@ -80,7 +80,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
     A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
-    from moe_model.fits.points import synthetic_workload
+    from moe_model.pricing.workloads import synthetic_workload
     from moe_model.speed.scenario import Scenario
 
     path = getattr(args, "trace", None)
@@ -144,10 +144,11 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from moe_model.answers.curve import curve
     from moe_model.answers.known_problems import known_problems
     from moe_model.answers.recommend import readings_verdict
     from moe_model.fits.calibration import default_time_model
+    from moe_model.pricing.curve import curve
+    from moe_model.speed.range_inputs import RangeInputs
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     hw, rel_error, given = _host_run(args, model, hw, rel_error)
@@ -161,9 +162,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         scenario_from_args(args),
         sorted({args.budget_mib, 0}),
         workload_for,
+        RangeInputs(rel_error, spread),
         hit_rate=args.hit_rate,
-        rel_error=rel_error,
-        spread_points=spread,
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     cache_verdict = readings_verdict(pred, baseline) if args.budget_mib else "no cache"
@@ -252,6 +252,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.answers.fit_advice import recommend_advice
     from moe_model.answers.recommend import recommend
     from moe_model.fits.calibration import default_time_model
+    from moe_model.speed.range_inputs import RangeInputs
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     hw, rel_error, given = _host_run(args, model, hw, rel_error)
@@ -265,8 +266,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         scenario_from_args(args),
         _workload_source(args, model),
         args.model,
-        rel_error=rel_error,
-        spread_points=spread,
+        RangeInputs(rel_error, spread),
     )
     ranked = [o.as_dict() for o in options]
     best = ranked[0] if ranked and ranked[0]["usable"] else None
