@@ -80,12 +80,13 @@ st.header("Explore")
 intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
 
 
-def best_setting(model, source: str, model_key: str, hw, time_model, base, routing, trace_work, basis: Basis) -> None:
+def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, replays_trace: bool, basis: Basis) -> None:
     """The recommender's pick for this machine at the page's request `base` (its drafting too), with the inputs
     Shopping and `recommend` use (the user's trace replayed where Explore replays one); one click applies it."""
     if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
         return
-    options = cached_recommend(model, model_flag_path(source, model_key), hw, time_model, base, routing, trace_work)
+    model, hw, time_model, path = inputs.model, inputs.hw, inputs.tm, model_flag_path(source, model_key)
+    options = cached_recommend(model, path, hw, time_model, base, routing, inputs.work if replays_trace else None)
     best = options[0] if options else None
     if best is None or not best.usable:
         advice = recommend_advice(model, hw, options)
@@ -303,8 +304,7 @@ with friendly_errors():
             headline(answer, view, advice, time_model.prefill_rel_error, basis)
             st.caption(policy_caption(base))
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
-            log_fit, trace_work = (routing if from_logs else None), (work if trace is not None else None)
-            best_setting(model, source, model_key, hw, time_model, base, log_fit, trace_work, basis)
+            best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
         baselines = fitting_no_cache(model, hw, view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None

@@ -8,6 +8,7 @@ from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
+from moe_model.policies.knobs import SHARE
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.streams import per_stream_tps, speed_label
@@ -131,7 +132,7 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool, 
 
 with friendly_errors():
     model, source, model_key = sidebar_model()
-    mine, my_tm, load_mode = sidebar_hardware()
+    mine, my_tm, _ = sidebar_hardware()
     host_run = sidebar_host_run()
     mine = with_host_run(mine, model, host_run)  # its measured host terms go with the host to every card (in_host)
     my_tm = time_model_with(my_tm, host_run, sidebar_calibrated())
@@ -140,7 +141,7 @@ with friendly_errors():
     build = sidebar_build()
     routing = log_routing(model, mine, build)
     kind, trace = routing_choice(model, routing)
-    request = app_scenario(serving, build, load_mode=load_mode, **kept_page_controls(build))
+    request = app_scenario(serving, build, **kept_page_controls(build))
     work = None if trace is None else trace_workload(trace, model.n_expert, request)
     routing = routing if kind == LOGS_ROUTING else None
     cards = chosen_cards(mine.name)
@@ -170,7 +171,7 @@ with friendly_errors():
     reading = request.policy_reading  # the calibrated machine's ClassLRU reading: every card replays it, no band
     each = cached_recommend_cards(model, path, hardware, tms, request, routing, work)
     answers, my_basis, routed = [], None, TRACE if work is not None else LOGS if routing else SYNTHETIC
-    shared = request
+    shared = request.with_knobs({SHARE.name: 0.0})  # the build's own policy: a CPU share is each pick's own
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
         basis = prediction_basis(

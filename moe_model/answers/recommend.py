@@ -31,6 +31,7 @@ from moe_model.workload import Workload
 CPU_SHARES = (0.5, 0.95)
 TOO_CLOSE_ON_READINGS = "too close to call on current builds"  # ClassLRU's open readings straddle no cache
 N_BUDGETS = 6
+DEFAULT_LOAD_MODE = Scenario().load_mode  # the --fit and --n-cpu-moe candidates' without --load-mode
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,9 +95,10 @@ def command_line(model_path: str, sc: Scenario, placement: Placement) -> str:
 
 def request_of(sc: Scenario) -> Scenario:
     """What the recommender reads of a page's scenario: the request, the memory flags, the build and reading, the
-    CPU share, the load mode of --fit and --n-cpu-moe and the devices (-ngl, GPUs, split); not the placement and
-    budget it chooses itself (one answer for every placement a page shows)."""
-    return replace(sc, placement=_placement(sc), budget_mib=0)
+    CPU share and the devices (-ngl, GPUs, split); not the placement, budget and load mode it chooses itself (one
+    answer for every setting a page shows, so that applying the pick leaves the pick as it was: its --fit and
+    --n-cpu-moe candidates at `recommend`'s default load mode)."""
+    return replace(sc, placement=_placement(sc), budget_mib=0, load_mode=DEFAULT_LOAD_MODE)
 
 
 def _placement(base: Scenario, **fields) -> Placement:

@@ -80,25 +80,24 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
     A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
-    from moe_model.pricing.workloads import synthetic_workload
-    from moe_model.speed.scenario import Scenario
+    from moe_model.pricing.workloads import synthetic_workload, workload_scenario
 
     path = getattr(args, "trace", None)
     opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @lru_cache(maxsize=16)
-    def batched(concurrency: int, draft: int, accept: float, build: int, whole: bool) -> Workload | WorkloadStream:
+    def batched(sc, whole: bool) -> Workload | WorkloadStream:
+        """`sc`: workload_scenario's (the key the app's workloads share)."""
         if not path:
-            return synthetic_workload(
-                model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, build=build)
-            )
-        batching = Batching(concurrency, draft, accept, last_layer_prunes=last_layer_prunes(model.architecture, build))
+            return synthetic_workload(model, sc)
+        prunes = last_layer_prunes(model.architecture, sc.build)
+        batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, last_layer_prunes=prunes)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened(), batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.build, sc.kernel() is None)
+    return lambda sc: batched(workload_scenario(sc), sc.kernel() is None)
 
 
 def _host_run(args: argparse.Namespace, model: ModelSpec, hw, rel_error: float):

@@ -116,7 +116,7 @@ def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float
         control = by_name.get(p.control or "")
         if not (control and p.decode_tps and control.decode_tps):
             continue
-        with_cache, without = (_measured_range(q, params, rel_error) for q in (p, control))
+        with_cache, without = (_measured_range(q, params, RangeInputs(rel_error)) for q in (p, control))
         rows.append(
             {
                 "point": p.name,
@@ -131,11 +131,9 @@ def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float
     return rows
 
 
-def _measured_range(
-    p: Point, params: TimeParams, rel_error: float, spread_points: float = 0.0
-) -> tuple[float, tuple[float, float]]:
+def _measured_range(p: Point, params: TimeParams, ranges: RangeInputs) -> tuple[float, tuple[float, float]]:
     """The speed of the requests the point timed, and its range (moved with a first request's speed)."""
-    pred = _predicted(p, params, ranges=RangeInputs(rel_error, spread_points))
+    pred = _predicted(p, params, ranges=ranges)
     tps = measured_kind_tps(p, pred)[0]
     scale = tps / pred.decode_tps
     return tps, (pred.decode_tps_range[0] * scale, pred.decode_tps_range[1] * scale)
@@ -174,7 +172,8 @@ def _left_out_ranges(
     routing's spread and the host parts its machine leaves undescribed), moved with a first request's speed."""
     by_machine = {r.machine: r.params for r in reports}
     decoded = [p for p in points if p.decode_tps and p.machine in by_machine]
-    return [(p, *_measured_range(p, by_machine[p.machine], rel_error, spread_of(p))[1]) for p in decoded]
+    ranges = [RangeInputs(rel_error, spread_of(p)) for p in decoded]
+    return [(p, *_measured_range(p, by_machine[p.machine], r)[1]) for p, r in zip(decoded, ranges, strict=True)]
 
 
 def range_coverage(

@@ -30,11 +30,11 @@ def test_explores_best_setting_is_shoppings_pick_and_recommends_at_the_pages_dra
     cli = run_cli("recommend", "--model", str(QWEN30B), "--hardware", "t4", "--draft", str(draft), "--json")
     best = json.loads(cli.stdout)["best"]
     _cleared()
-    placement = Placement(cpu_moe=False, n_cpu_moe=24)  # the page's own placement: the recommender picks its own
-    explore = app_scenario(SERVING, build, placement, "mmap", 0.0, draft_tokens=draft, **DRAFT)
+    placement = Placement(cpu_moe=False, n_cpu_moe=24)  # the page's own setting: the recommender picks its own
+    explore = app_scenario(SERVING, build, placement, "none", 0.0, draft_tokens=draft, **DRAFT)
     explored = cached_recommend.cached_recommend(qwen30b, str(QWEN30B), hw, tm, explore)[0]
     _cleared()
-    shopping = app_scenario(SERVING, build, load_mode="mmap", cpu_share=0.0, draft_tokens=draft, **DRAFT)
+    shopping = app_scenario(SERVING, build, cpu_share=0.0, draft_tokens=draft, **DRAFT)
     picked = next(cached_recommend.cached_recommend_cards(qwen30b, str(QWEN30B), [hw], [tm], shopping))[0]
     assert explored.label == picked.label == best["label"]
     assert explored.prediction.decode_tps == picked.prediction.decode_tps == pytest.approx(best["decode_tps"])
