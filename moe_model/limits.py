@@ -80,6 +80,7 @@ MAX_COOLDOWN_MS = 1e9  # lazy-unload's cooldown: ~12 days idle, beyond any serve
 DEFAULT_CTX = 4096  # -c: llama-server's default context
 DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
 DEFAULT_PROMPT_TOKENS = 512  # a request's prompt when none is given (and the app's first context depth)
+MAX_COMMAND_CHARS = 64 * 1024  # a llama-server command read back (speed/server_command.py): real ones are < 1,000
 DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
 
 # --- record (the user's model run on their CPU through llama-cpp-python) ---
