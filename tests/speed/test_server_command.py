@@ -30,7 +30,7 @@ def test_the_command_carries_only_what_differs_from_llama_cpps_defaults():
         ({"draft_tokens": 3}, "--spec-draft-n-max 3 -md DRAFT.gguf"),  # --draft-max is gone at b11549
         ({"load_mode": "none"}, "--load-mode none"),
         ({"fit_target_mib": 2048.0}, "--fit-target 2048"),
-        ({"budget_mib": 900, "knobs": ((SHARE.name, 0.8),), "build": 12191}, "--moe-cache-mib 900 --moe-cache-cpu-share 0.8"),
+        ({"budget_mib": 900, "knobs": ((SHARE.name, 0.8),), "build": 12191}, "--moe-cache-cpu-share 0.8"),
     ],
 )
 def test_each_setting_off_llama_cpps_default_is_on_the_command_and_reads_back(changes, flags):
@@ -103,7 +103,7 @@ def test_a_command_this_tool_cannot_read_is_one_line(line, message):
 
 
 def test_every_server_setting_declares_a_flag_or_variable_and_a_default_of_its_own_type():
-    assert {"budget_mib", "concurrency", "draft_tokens", "n_ctx", "n_ubatch", "flash_attn", "no_kv_offload"} <= set(SERVER)
+    assert {"budget_mib", "concurrency", "draft_tokens", "n_ctx", "n_ubatch", "no_kv_offload"} <= set(SERVER)
     for s in SERVER.values():
         assert s.llama_default is not None and type(s.llama_default) is type(s.default), s.name
     request_only = {"accept_rate", "prompt_tokens", "depth", "n_predict", "policy", "build"}
