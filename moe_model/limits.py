@@ -26,6 +26,7 @@ MAX_VOCAB = 16_777_216  # tokens: real vocabularies have <= 262,144 (Gemma 3)
 MAX_FILE_TYPE = 1024  # general.file_type: llama.cpp's LlamaFileType values are < 64
 MAX_ARCH_CHARS = 64  # general.architecture: llama.cpp's architecture names have <= 20 characters
 MAX_ECHO_CHARS = 120  # text from a file or URL quoted in a message or a table is cut beyond this
+MAX_ARG_ERROR_CHARS = 1000  # a command-line refusal (argparse's) with the value it quotes: cut beyond this
 # the header prefix the advice tells users to make: 4x the largest bundled header (gpt-oss-20b's 3,737,954 bytes,
 # a 200k-token vocabulary; tests/readers/test_gguf_header.py measures them); a prefix cut short says how much more
 # it needs

@@ -335,7 +335,7 @@ def test_an_export_cut_short_leaves_the_previous_file_as_it_was(tmp_path, monkey
 )
 def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, flag, value, message):
     code, _, err = main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
 
 
 def test_a_gpu_name_that_is_not_exact_says_on_stderr_which_card_it_became(capsys):
@@ -399,7 +399,7 @@ def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellin
         "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
     ]
     code, _, err = main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "9", "--placement", "gpu", "--cpu-moe")
-    assert code == 2 and "not allowed with argument --placement" in err
+    assert code == 1 and err.count("\n") == 1 and "not allowed with argument --placement" in err
 
 
 @pytest.mark.parametrize(
@@ -425,7 +425,7 @@ def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellin
 )
 def test_fractional_budgets_are_refused_in_one_line_not_cut_to_whole_mib(capsys, argv, message):
     code, _, err = main_exit(capsys, *argv)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
     whole = build_parser().parse_args(["simulate", "--model", "m", "--synthetic", "--budgets-mib", "403,15"])
     assert whole.budgets_mib == (403, 15)  # positive control: whole budgets pass as they are
 
@@ -462,7 +462,7 @@ def _header_file(tmp_path, name: str, extra_meta: dict | None = None, expert_sha
 def test_a_tensor_split_that_is_not_finite_and_bounded_is_a_usage_error(capsys, value, message):
     assert main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", "1,1")[0] == 0
     code, _, err = main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", value)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
 
 
 @pytest.mark.parametrize("shape", [(256, 0, 12), (256, 1024, 0)])
@@ -591,4 +591,19 @@ def test_synthetic_tokens_above_what_simulate_answers_are_refused_in_one_line(ca
         capsys, "simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "2000000", "--budget-mib", "403"
     )
     said = f"argument --tokens: must be in 1..{MAX_SYNTHETIC_TOKENS:,}, got 2000000"
-    assert code == 2 and out == "" and err.strip().splitlines()[-1].endswith(said)
+    assert code == 1 and out == "" and err.strip().splitlines() == [err.strip()] and err.strip().endswith(said)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["plan", str(GT_HEADER), "--budget-mib", "-5"], "argument --budget-mib: must be in 0..16,777,216, got -5"),
+        (["plan"], "plan: the following arguments are required: source, --budget-mib"),
+        (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+        (["plan", str(GT_HEADER), "--budget-mib", "1\n2"], "argument --budget-mib: expected a number, got '1\\n2'"),
+    ],
+)
+def test_argparse_refusals_are_one_line_and_exit_1_as_the_readme_says(capsys, argv, said):
+    code, out, err = main_exit(capsys, *argv)
+    assert code == 1 and out == "" and err.count("\n") == 1 and err.startswith("error: python -m moe_model")
+    assert said in err
