@@ -72,6 +72,10 @@ MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any
 # peak RSS on a shared 2-core machine (2026-12-06, load ~2-10); 2,000,000 (as long as the longest trace) grew
 # linearly to ~8 minutes and ~14 GiB (200,000: 36 s, 1.4 GiB) and gave no answer in 400 s in issue 39
 MAX_SYNTHETIC_TOKENS = 500_000
+# scores a synthetic draw computes, tokens x layers x experts (each token scores every expert of every layer): the
+# measurement above, Qwen3-30B-A3B's 500,000 x 48 x 128, so a deeper or wider header gets proportionally fewer tokens
+# (its time and its arrays, (sequence x layer x expert) scores per 512 tokens, stay those of that run)
+MAX_SYNTHETIC_DRAWS = MAX_SYNTHETIC_TOKENS * 48 * 128
 
 # --- policy knobs (--knob) ---
 MAX_IDLE_ROUNDS = 10**9  # lazy-unload's idle rounds: more ubatches than any replay (MAX_TRACE_RECORDS records)

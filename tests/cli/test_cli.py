@@ -607,3 +607,38 @@ def test_argparse_refusals_are_one_line_and_exit_1_as_the_readme_says(capsys, ar
     code, out, err = main_exit(capsys, *argv)
     assert code == 1 and out == "" and err.count("\n") == 1 and err.startswith("error: python -m moe_model")
     assert said in err
+
+
+def _deep_header(tmp_path, n_layer: int) -> str:
+    """A qwen3moe header of `n_layer` layers of 8 small experts (2 used)."""
+    from gguf import GGMLQuantizationType as T
+
+    from moe_model.readers.gguf_writer import header_bytes
+
+    meta = {"general.architecture": "qwen3moe", "general.name": "deep", "qwen3moe.block_count": n_layer}
+    meta |= {"qwen3moe.expert_count": 8, "qwen3moe.expert_used_count": 2, "qwen3moe.embedding_length": 256}
+    kinds = {"ffn_gate_exps": [256, 64, 8], "ffn_up_exps": [256, 64, 8], "ffn_down_exps": [256, 256, 8]}
+    tensors = [(f"blk.{il}.{kind}.weight", T.Q4_K, shape) for il in range(n_layer) for kind, shape in kinds.items()]
+    path = tmp_path / f"deep{n_layer}.gguf"
+    path.write_bytes(header_bytes(meta, tensors))
+    return str(path)
+
+
+def test_plan_simulate_and_predict_take_the_same_headers_a_600_layer_one_and_refuse_the_same(tmp_path, capsys):
+    """Issue 37: a 600-layer header planned but simulate and predict refused it as "an impossible routing shape" (a
+    bound of 512 layers of their own); all three read a header with limits.MAX_LAYERS now."""
+    from moe_model.limits import MAX_LAYERS
+
+    deep = _deep_header(tmp_path, 600)
+    runs = {
+        "plan": ["plan", deep, "--budget-mib", "50"],
+        "simulate": ["simulate", "--model", deep, "--synthetic", "--tokens", "300", "--budget-mib", "50"],
+        "predict": ["predict", "--model", deep, "--hardware", "t4", "--budget-mib", "50"],
+    }
+    for name, argv in runs.items():
+        code, out, err = main_exit(capsys, *argv)
+        assert code == 0 and out, (name, err)
+    too_deep = _deep_header(tmp_path, MAX_LAYERS + 1)
+    for name, argv in runs.items():
+        code, _, err = main_exit(capsys, *[too_deep if a == deep else a for a in argv])
+        assert code == 1 and err.count("\n") == 1 and f"limit of {MAX_LAYERS:,}" in err, (name, err)
