@@ -62,9 +62,11 @@ def _hardware(args: argparse.Namespace):
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
     if (args.mem_channels or args.mem_mts) and args.mem_bw_gbs is None:
         changes["mem_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
-    if args.link_gbs is not None:
-        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
-    return (hw.with_changes(**changes) if changes else hw), rel_error
+    hw = hw.with_changes(**changes) if changes else hw
+    if args.link_gbs is not None:  # the app's rule (Hardware.with_link_gbs); --pinned-gbs / --pageable-gbs win
+        measured = {name: changes[name] for name in ("pinned_gbs", "pageable_gbs") if name in changes}
+        hw = hw.with_link_gbs(args.link_gbs).with_changes(**measured)
+    return hw, rel_error
 
 
 def _described(hw, args: argparse.Namespace):

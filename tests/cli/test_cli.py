@@ -642,3 +642,15 @@ def test_plan_simulate_and_predict_take_the_same_headers_a_600_layer_one_and_ref
     for name, argv in runs.items():
         code, _, err = main_exit(capsys, *[too_deep if a == deep else a for a in argv])
         assert code == 1 and err.count("\n") == 1 and f"limit of {MAX_LAYERS:,}" in err, (name, err)
+
+
+def test_a_link_rate_above_the_line_rate_is_refused_in_one_line_by_the_apps_rule(capsys):
+    """Issue 37: the CLI refused it and the app cut it to the line; both refuse it now (Hardware.with_link_gbs)."""
+    argv = ["predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "3000", "--link-gbs"]
+    code, _, err = main_exit(capsys, *argv, "20")
+    assert code == 1 and err == (
+        "error: a measured host-to-device rate of 20 GB/s is above the PCIe 3.0 x16 line rate of 15.8 GB/s: no copy "
+        "exceeds it (measured on another link?)\n"
+    )
+    code, out, _ = main_exit(capsys, *argv, "12", "--json")
+    assert code == 0 and json.loads(out)["hardware"]["pinned_gbs"] == 12.0
