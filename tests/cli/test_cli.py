@@ -654,3 +654,20 @@ def test_a_link_rate_above_the_line_rate_is_refused_in_one_line_by_the_apps_rule
     )
     code, out, _ = main_exit(capsys, *argv, "12", "--json")
     assert code == 0 and json.loads(out)["hardware"]["pinned_gbs"] == 12.0
+
+
+def test_predict_prices_a_server_command_as_the_flags_it_says_and_prints_the_command_back(capsys):
+    model = ["predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--prompt-tokens", "300", "--json"]
+    flags = ["--budget-mib", "3000", "--ctx", "8192", "-ub", "1024", "-fa", "off", "--no-kv-offload", "--pinned"]
+    command = "llama-server -m x.gguf --cpu-moe --moe-cache-mib 3000 -c 8192 -ub 1024 -fa off -nkvo -lm none -np 1"
+    code, out, err = main_exit(capsys, *model, *flags)
+    by_flags = json.loads(out)
+    code_2, out_2, err_2 = main_exit(capsys, *model, "--server-command", command)
+    by_command = json.loads(out_2)
+    assert code == code_2 == 0, err + err_2
+    assert by_command["decode_tps"] == by_flags["decode_tps"] and by_command["scenario"] == by_flags["scenario"]
+    assert by_command["scenario"]["prompt_tokens"] == 300  # the request stays the flags'
+    assert by_command["command"] == by_flags["command"]  # the model named is --model's
+    assert by_flags["command"].endswith(
+        "--moe-cache-mib 3000 -np 1 -c 8192 -ub 1024 --load-mode none -fa off --no-kv-offload -lv 4"
+    )
