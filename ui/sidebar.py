@@ -297,7 +297,7 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         try:
             hw = with_edits(hw, link, **changed)
         except LinkRateError as err:  # the CLI's rule: refused; here said, and the rates derived from the link
-            st.warning(f"{err}. Priced with the rates derived from the link until the box is set again.")
+            st.warning(f"{literal(err, None)}. Priced with the rates derived from the link until the box is set again.")
             hw = with_edits(hw, 0.0, **changed)
         if not use_calibrated:
             st.button(
