@@ -26,7 +26,8 @@ DRAFT_MODEL = ("-md", "DRAFT.gguf")  # the user's draft model: nothing is drafte
 DRAFT_N_MAX = 3  # --spec-draft-n-max when a draft model is given without it (b11549 common.h, draft.n_max)
 SERVER = {name: s for name, s in settings_of(Scenario).items() if s.on_server}
 PLACEMENT = settings_of(Placement)
-MODEL_FLAGS = {"-m": "path", "--model": "path", "-mu": "url", "--model-url": "url"}
+MODEL_FLAGS = ("-m", "--model", "-mu", "--model-url")
+DRAFT_MODEL_FLAGS = ("-md", "--spec-draft-model", "--model-draft")
 BATCH_FLAGS = ("-b", "--batch-size")  # -ub above -b is cut to -b (b11549 src/llama-context.cpp, llama_context)
 # the placement's own spellings (b11549 arg.cpp; --fit takes on | off), as Placement.flags() prints the first
 PLACEMENT_WORDS = {"--fit": "fit", "-fit": "fit", "--cpu-moe": "cpu_moe", "-cmoe": "cpu_moe"}
@@ -34,7 +35,7 @@ PLACEMENT_WORDS |= {"--n-cpu-moe": "n_cpu_moe", "-ncmoe": "n_cpu_moe"}
 # flags that change nothing this tool prices, read past with their value (True) or alone (False)
 IGNORED = {"-lv": True, "--verbosity": True, "--log-verbosity": True, "--host": True, "--port": True}
 IGNORED |= {"-t": True, "--threads": True, "-tb": True, "--threads-batch": True, "-a": True, "--alias": True}
-IGNORED |= {flag: True for flag in ("-md", "--spec-draft-model", "--model-draft")} | {"--jinja": False}
+IGNORED |= {flag: True for flag in DRAFT_MODEL_FLAGS} | {"--jinja": False}
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _given(words: list[str]) -> tuple[dict[str, str], list[str]]:
         if word.startswith("--") and "=" in word:
             word, value = word.split("=", 1)
         if word in IGNORED:
-            drafts += [word] if word in ("-md", "--spec-draft-model", "--model-draft") else []
+            drafts += [word] if word in DRAFT_MODEL_FLAGS else []
             i += 1 + (IGNORED[word] and value is None)
             continue
         name = spellings.get(word)
