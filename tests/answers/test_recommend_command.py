@@ -27,7 +27,9 @@ def test_every_recommended_command_read_back_prices_as_recommended(qwen30b, gpu)
         pred = option.prediction
         read = read_command(option.command, request)
         assert read.model_path == "m.gguf" and read.scenario == pred.scenario, option.command
-        assert resolve(qwen30b, hw, read.scenario) == pred.layout
+        layout, recommended = resolve(qwen30b, hw, read.scenario), pred.layout
+        for part in ("placement", "plan", "vram", "host_layers", "cpu_layers"):
+            assert getattr(layout, part) == getattr(recommended, part), (part, option.command)
         priced = curve(qwen30b, hw, tm.params, read.scenario, [read.scenario.budget_mib], lambda sc: work)
         again = priced.points[0].prediction
         assert again.decode_tps == pytest.approx(pred.decode_tps, rel=1e-9), option.command
