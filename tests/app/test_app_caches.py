@@ -391,6 +391,7 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
 
     model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate
     monkeypatch.setattr(workloads, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    monkeypatch.setattr(cached, "_any_session_connected", lambda: True)  # an AppTest's idle release keeps off
     for cache in (cached.synthetic_tokens, cached._cached_synthetic, cached_recommend.recommend_memo):
         cache.clear()
     explore = cached.cached_synthetic(model, Scenario(), 64)  # with prompts, as Explore asks
