@@ -323,7 +323,7 @@ with friendly_errors():
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
             log_fit = routing if from_logs else None
             best_setting(model, source, model_key, hw, time_model, serving, log_fit, build, trace, basis)
-        baselines = fitting_no_cache(model, hw, view)
+        baselines = fitting_no_cache(view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
         )

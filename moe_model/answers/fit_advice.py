@@ -18,7 +18,7 @@ from moe_model.llama.slot_plan import Placement, min_budget_mib
 from moe_model.policies.cpu_share import share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
 from moe_model.speed.time_model import range_verdict
@@ -48,7 +48,7 @@ class FitCheck:
 
 def check_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> FitCheck:
     layout = resolve(model, hw, sc)
-    return FitCheck(layout, host_memory(model, hw, layout.placement, sc.load_mode))
+    return FitCheck(layout, layout.ram)
 
 
 def ram_needed_gib(host: HostMemory) -> int:

@@ -19,7 +19,7 @@ from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import FLAG_KNOBS, SHARE, flag_value
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
@@ -174,7 +174,7 @@ def recommend(
                 p,
                 command_line(model_path, p.scenario, p.layout.placement),
                 v,
-                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
+                p.layout.ram,
             )
         )
     return rank(options, rel_error)
