@@ -130,7 +130,8 @@ def _smaller_budget(model, hw, sc: Scenario) -> FitChange | None:
 def _n_cpu_moe(model, hw, sc: Scenario, layout: Layout) -> FitChange | None:
     """The --n-cpu-moe K nearest the current host layers whose setting fits the GPU and the RAM: more layers in
     RAM free VRAM, fewer free RAM."""
-    current = max(layout.host_layers, default=-1) + 1
+    resolved = layout.placement  # --fit turned into its K
+    current = model.n_layer if resolved.cpu_moe else resolved.n_cpu_moe
     p = sc.placement
     for k in sorted(range(model.n_layer + 1), key=lambda k: (abs(k - current), -k)):
         if k == current:

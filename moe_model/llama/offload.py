@@ -57,6 +57,10 @@ class LayerMap:
     layers: tuple[LayerPlace, ...]
     output: int
 
+    def on(self, device: int, what: str) -> tuple[int, ...]:
+        """Indices of the layers whose `what` ("dense", "experts" or "kv") is on `device` (a GPU, or CPU)."""
+        return tuple(p.index for p in self.layers if getattr(p, what) == device)
+
     def on_gpu(self, what: str) -> tuple[int, ...]:
         """Indices of the layers whose `what` ("dense", "experts" or "kv") is on a GPU."""
         return tuple(p.index for p in self.layers if getattr(p, what) not in (CPU, None))

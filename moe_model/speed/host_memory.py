@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moe_model.llama.slot_plan import MIB, Placement, layer_map
+from moe_model.llama.slot_plan import CPU, MIB, Placement, layer_map
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_parts import disk_read_gbs
@@ -139,7 +139,7 @@ def host_memory(
 ) -> HostMemory:
     """Host RAM of a resolved placement (--fit already turned into its layer count), its memory flags (the KV cache
     of the layers it keeps on the host) and a load mode (-lm): the layer map's host side and the input embedding."""
-    host = weights_on(model, layer_map(model, placement, flags.kv_offload), flags.n_ctx, flags.kv_types, gpu=False)
+    host = weights_on(model, layer_map(model, placement, flags.kv_offload), flags.n_ctx, flags.kv_types, CPU)
     return HostMemory(
         host.experts_mib,
         model.input_bytes / MIB + host.dense_mib,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.offload import CPU, LayerMap
+from moe_model.llama.offload import LayerMap
 from moe_model.llama.pool_rule import copies_from_pool
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, layer_map, plan_cache
 from moe_model.readers.model_spec import ModelSpec
@@ -33,7 +33,8 @@ CUDA_RESERVE_MIB = 300  # driver/context memory CUDA keeps: an assumption
 
 @dataclass(frozen=True)
 class VramBreakdown:
-    """MiB of GPU memory per item for one configuration."""
+    """MiB of GPU memory per item for one configuration: the totals over its GPUs, and each GPU's own use (the
+    layers -ts gives it, its cache share, a compute buffer and a reserve each), which must fit its own card."""
 
     dense_mib: float
     experts_mib: float
@@ -43,6 +44,7 @@ class VramBreakdown:
     reserve_mib: float
     vram_mib: float
     margin_mib: float = FIT_MARGIN_MIB  # what llama.cpp keeps free (--fit's target): less is too close to call
+    gpu_used_mib: tuple[float, ...] = ()  # each GPU's share of used_mib (empty: one account for all)
 
     @property
     def used_mib(self) -> float:
@@ -53,14 +55,26 @@ class VramBreakdown:
         return self.vram_mib - self.used_mib
 
     @property
+    def gpu_free_mib(self) -> tuple[float, ...]:
+        """MiB each GPU has left (the cards are alike: each has its share of vram_mib)."""
+        if not self.gpu_used_mib:
+            return (self.free_mib,)
+        return tuple(self.vram_mib / len(self.gpu_used_mib) - used for used in self.gpu_used_mib)
+
+    @property
+    def over_mib(self) -> float:
+        """MiB the fullest GPU lacks (negative: what it has left)."""
+        return -min(self.gpu_free_mib)
+
+    @property
     def fits(self) -> bool:
-        """Fits with llama.cpp's margin left free."""
-        return self.free_mib >= self.margin_mib
+        """Every GPU fits with llama.cpp's margin left free."""
+        return -self.over_mib >= self.margin_mib / len(self.gpu_free_mib)
 
     @property
     def tight(self) -> bool:
-        """Fits by this estimate, but with less free than llama.cpp's margin: too close to call."""
-        return 0 <= self.free_mib < self.margin_mib
+        """Fits by this estimate, but with less free than llama.cpp's margin on some GPU: too close to call."""
+        return not self.fits and self.over_mib <= 0
 
     @property
     def verdict(self) -> str:
@@ -73,8 +87,12 @@ class VramBreakdown:
                 "llama.cpp's --fit keeps free (-fitt): it shrinks the context, or the load may run out of memory. "
                 "A smaller context (-c) or --moe-cache-mib leaves room"
             )
+        n_gpus = len(self.gpu_free_mib)
+        where = f"the GPU's {self.vram_mib:,.0f} MiB"
+        if n_gpus > 1:
+            where = f"the fullest GPU's {self.vram_mib / n_gpus:,.0f} MiB (-ts decides each GPU's layers)"
         return (
-            f"does not fit in VRAM: {-self.free_mib:,.0f} MiB over the GPU's {self.vram_mib:,.0f} MiB. Free it with a "
+            f"does not fit in VRAM: {self.over_mib:,.0f} MiB over {where}. Free it with a "
             "smaller context (-c), more layers in host memory (--n-cpu-moe K) or a smaller "
             "--moe-cache-mib (fewer slots)"
         )
@@ -150,14 +168,13 @@ class Weights:
     kv_mib: float
 
 
-def weights_on(model: ModelSpec, layers: LayerMap, n_ctx: int, kv_types: tuple[str, str], gpu: bool) -> Weights:
-    """The dense weights, routed experts and KV cells of `n_ctx` the layer map puts on the GPUs (`gpu`) or in host
-    memory; the input embedding, which is no layer's and stays on the host, is not counted."""
-    here = layers.on_gpu if gpu else layers.on_host
-    dense = sum(model.layers[il].dense_bytes for il in here("dense"))
-    dense += head_bytes(model) if (layers.output != CPU) == gpu else 0
-    experts = sum(model.layers[il].expert_bytes_total for il in here("experts"))
-    kv_cells = len(here("kv")) * n_ctx
+def weights_on(model: ModelSpec, layers: LayerMap, n_ctx: int, kv_types: tuple[str, str], device: int) -> Weights:
+    """The dense weights, routed experts and KV cells of `n_ctx` the layer map puts on `device` (a GPU, or CPU: host
+    memory); the input embedding, which is no layer's and stays on the host, is not counted."""
+    dense = sum(model.layers[il].dense_bytes for il in layers.on(device, "dense"))
+    dense += head_bytes(model) if layers.output == device else 0
+    experts = sum(model.layers[il].expert_bytes_total for il in layers.on(device, "experts"))
+    kv_cells = len(layers.on(device, "kv")) * n_ctx
     return Weights(dense / MIB, experts / MIB, kv_cells * kv_bytes_per_cell(model, *kv_types) / MIB)
 
 
@@ -194,16 +211,21 @@ def breakdown(
         compute_buffer_mib(model, flags.n_ubatch, flags.n_ctx, flags.flash_attn),
         offload_copy_mib(model, layers, flags.n_ubatch, flags.offload_min_batch),
     )
-    gpu = weights_on(model, layers, flags.n_ctx, flags.kv_types, gpu=True)
+    gpus = [weights_on(model, layers, flags.n_ctx, flags.kv_types, d) for d in range(placement.n_gpus)]
+    cache = {d.device: d.buffer_bytes / MIB for d in plan.devices} if plan.starts else {}
     return VramBreakdown(
-        gpu.dense_mib,
-        gpu.experts_mib,
-        gpu.kv_mib,
+        sum(g.dense_mib for g in gpus),
+        sum(g.experts_mib for g in gpus),
+        sum(g.kv_mib for g in gpus),
         compute * placement.n_gpus,
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
         hw.vram_mib * placement.n_gpus,
         flags.margin_mib * placement.n_gpus,
+        tuple(
+            g.dense_mib + g.experts_mib + g.kv_mib + compute + cache.get(d, 0.0) + CUDA_RESERVE_MIB
+            for d, g in enumerate(gpus)
+        ),
     )
 
 
