@@ -35,7 +35,10 @@ class FitCheck:
     """Whether a setting fits the GPU's memory and the host's RAM, with both accounts."""
 
     layout: Layout
-    host: HostMemory
+
+    @property
+    def host(self) -> HostMemory:
+        return self.layout.ram
 
     @property
     def starts(self) -> bool:
@@ -47,8 +50,7 @@ class FitCheck:
 
 
 def check_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> FitCheck:
-    layout = resolve(model, hw, sc)
-    return FitCheck(layout, layout.ram)
+    return FitCheck(resolve(model, hw, sc))
 
 
 def ram_needed_gib(host: HostMemory) -> int:
@@ -272,10 +274,9 @@ class CardAnswer:
     @property
     def streaming_note(self) -> str | None:
         """'streams its experts from disk (N GiB of RAM would end it)' where the best setting does, else None."""
-        host = self.best.host if self.best else None
-        if host is None or not host.streams:
+        if self.best is None or not self.best.host.streams:
             return None
-        return f"streams its experts from disk ({ram_needed_gib(host)} GiB of RAM would end it)"
+        return f"streams its experts from disk ({ram_needed_gib(self.best.host)} GiB of RAM would end it)"
 
 
 def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:
