@@ -108,10 +108,12 @@ class HostMemory:
         if self.fits:
             return f"fits in RAM: {need:,.1f} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
         why = (
-            "pinned memory (--load-mode none) cannot page out, so llama-server would fail to allocate it"
-            if self.pinned
-            else f"mmap'd experts page from disk: {self.page_cache_mib / 1024:,.1f} GiB of them stay in the page "
+            f"mmap'd experts page from disk: {self.page_cache_mib / 1024:,.1f} GiB of them stay in the page "
             "cache, the rest is read from the drive whenever a token needs it (modelled: see the disk term)"
+            if self.streams
+            else "pinned memory (--load-mode none) cannot page out, so llama-server would fail to allocate it"
+            if self.pinned
+            else "the other host weights, the KV cache and the reserve leave no RAM for the page cache"
         )
         return (
             f"does not fit in RAM: needs {need:,.1f} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "

@@ -62,3 +62,12 @@ def test_ram_not_stated_is_priced_in_ram_and_says_what_it_needs(qwen30b):
     need = f"needs {mmap.used_mib / 1024:,.1f} GiB of host RAM"
     assert mmap.verdict.startswith("RAM not stated") and need in mmap.verdict
     assert f"{mmap.fault_gbs:,.1f} GB/s" in mmap.verdict and "fail to allocate" in pinned.verdict
+
+
+def test_mmapd_experts_with_no_room_left_for_the_page_cache_are_refused_and_say_why(qwen30b):
+    """--no-kv-offload at a long context fills a small RAM with K and V: nothing is left to page the experts through."""
+    hw = preset("RTX 4090").with_changes(ram_gib=4.0)
+    flags = Scenario(n_ctx=65536, no_kv_offload=True).memory_flags
+    mem = host_memory(qwen30b, hw, Placement(cpu_moe=True), flags, "mmap")
+    assert mem.kv_mib == 6144 and mem.page_cache_mib == 0  # 96 KiB per cell (48 layers, f16) x 65,536 cells
+    assert mem.state == REFUSED and not mem.runs and "leave no RAM for the page cache" in mem.verdict
