@@ -307,7 +307,7 @@ with friendly_errors():
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
     view = cached_explore_curve(inputs, base, spread, axis)
-    answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
+    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
     logged = st.session_state.get("measured_points")
     measured = (
         measured_points(load_reference(), logged, hw, model, concurrency, placement_name.split()[0])

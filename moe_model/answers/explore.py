@@ -132,7 +132,11 @@ class Answer:
 
     point: CurvePoint
     verdict: str  # the cache against the same placement without it; "no cache" at budget 0
-    host: HostMemory
+
+    @property
+    def host(self) -> HostMemory:
+        """The RAM account of the point's layout."""
+        return self.point.layout.ram
 
     @property
     def runs(self) -> bool:
@@ -140,10 +144,9 @@ class Answer:
         return self.point.layout.runs
 
 
-def answer_at(model: ModelSpec, hw: Hardware, view: ExploreCurve, point: CurvePoint) -> Answer:
-    pred = point.prediction
-    cache_verdict = verdict(pred, view.without) if point.budget_mib else "no cache"
-    return Answer(point, cache_verdict, point.layout.ram)
+def answer_at(view: ExploreCurve, point: CurvePoint) -> Answer:
+    cache_verdict = verdict(point.prediction, view.without) if point.budget_mib else "no cache"
+    return Answer(point, cache_verdict)
 
 
 def measured_points(

@@ -60,14 +60,14 @@ def test_a_budget_typed_between_the_stops_is_answered_as_the_curve_answers_it(se
 def test_the_headline_judges_the_cache_against_the_same_placement_without_one(setting, view):
     model, hw, tm, base, work = setting
     point = view.curve.points[-1]
-    answer = answer_at(model, hw, view, point)
+    answer = answer_at(view, point)
     assert answer.verdict == verdict(point.prediction, view.without) and answer.host.fits
     assert (
         view.without.decode_tps
         == curve(model, hw, tm.params, base, [0], lambda sc: work).points[0].prediction.decode_tps
     )
     zero = explore_point(model, hw, tm.params, base, work, 0)
-    assert answer_at(model, hw, view, zero).verdict == "no cache" and zero.simulated is not None
+    assert answer_at(view, zero).verdict == "no cache" and zero.simulated is not None
     assert set(view.no_cache) == {"--fit", "--cpu-moe"}
     assert view.no_cache["--cpu-moe"].decode_tps == view.without.decode_tps  # the base is --cpu-moe
 
@@ -77,7 +77,7 @@ def test_the_headline_and_the_chart_agree_where_the_experts_stream_from_disk(set
     asked whether the RAM fits, the headline whether it runs). One rule now: Layout.runs."""
     model, hw, tm, base, work = setting
     view = explore_curve(model, hw.with_changes(ram_gib=16.0), tm.params, base, work)
-    answers = [answer_at(model, hw, view, point) for point in view.curve.points]
+    answers = [answer_at(view, point) for point in view.curve.points]
     assert any(a.host.state == STREAMS and a.runs for a in answers)  # the setting the issue met
     for answer, drawn in zip(answers, view.speeds, strict=True):
         assert answer.runs == (drawn is not None)
@@ -91,7 +91,7 @@ def test_no_speed_is_drawn_where_pinned_experts_cannot_fit_the_ram(setting):
     pinned = replace(base, load_mode="none")
     view = explore_curve(model, hw.with_changes(ram_gib=16.0), tm.params, pinned, work)
     assert all(p.layout.ram.state == REFUSED for p in view.curve.points) and all(s is None for s in view.speeds)
-    assert not any(answer_at(model, hw, view, p).runs for p in view.curve.points)
+    assert not any(answer_at(view, p).runs for p in view.curve.points)
     assert any(p.usable for p in view.curve.predictions)  # the time model still priced them
 
 
