@@ -247,7 +247,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     ram = pred.layout.ram
     print(
         f"  RAM MiB: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
-        f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} ({ram.state})"
+        f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} "
+        f"({ram.state if ram.ram_stated else 'RAM not stated: priced as if it fits'})"
     )
     print(f"  {sc.hit_rate_wording.line}")
     print(f"  {basis.line}")
