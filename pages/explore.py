@@ -290,7 +290,7 @@ with friendly_errors():
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
     view = cached_explore_curve(inputs, base, ranges, axis)
-    answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, ranges, budget))
+    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, ranges, budget))
     logged = st.session_state.get("measured_points")
     measured = (
         measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
@@ -305,7 +305,7 @@ with friendly_errors():
             st.caption(policy_caption(base))
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
-        baselines = fitting_no_cache(model, hw, view)
+        baselines = fitting_no_cache(view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
         )

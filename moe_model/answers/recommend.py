@@ -19,7 +19,7 @@ from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
@@ -41,13 +41,17 @@ class Option:
     prediction: Prediction
     command: str
     verdict: str  # against the same placement without a cache
-    host: HostMemory | None = None
+
+    @property
+    def host(self) -> HostMemory:
+        """The RAM account of the option's layout."""
+        return self.prediction.layout.ram
 
     @property
     def usable(self) -> bool:
-        """Starts, fits VRAM (with llama.cpp's margin) and runs in RAM (fits, or mmap'd experts stream from disk at
-        the speed the disk term prices): only then is it picked or shown with a speed."""
-        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.runs)
+        """Runs (Layout.runs: starts, and fits RAM or its mmap'd experts stream from disk at the speed the disk term
+        prices) and fits VRAM with llama.cpp's margin (never a too-close one): only then is it picked."""
+        return self.prediction.layout.runs and self.prediction.vram.fits
 
     def as_dict(self) -> dict:
         p = self.prediction
@@ -65,9 +69,9 @@ class Option:
             "starts": p.starts,
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
-            "fits_ram": self.host is None or self.host.fits,
-            "streams_from_disk": self.host is not None and self.host.streams,
-            "ram_needed_mib": self.host.used_mib if self.host else None,
+            "fits_ram": self.host.fits,
+            "streams_from_disk": self.host.streams,
+            "ram_needed_mib": self.host.used_mib,
             "verdict": self.verdict,
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
@@ -164,7 +168,6 @@ def recommend(
                 p,
                 command_line(model_path, p.scenario, p.layout.placement),
                 v,
-                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
             )
         )
     return rank(options, ranges.rel_error)

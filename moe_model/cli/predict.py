@@ -210,7 +210,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  does not start: {pred.error}")
         return 0
     if not pred.usable:
-        print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
+        print(f"  does not fit: {pred.vram.over_mib:.0f} MiB over the GPU's memory (no speed shown)")
         return 0
     if pred.vram.tight:
         print(f"  {pred.vram.verdict}")
@@ -243,6 +243,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         )
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    ram = pred.layout.ram
+    print(
+        f"  RAM MiB: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
+        f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} "
+        f"({ram.state if ram.ram_stated else 'RAM not stated: priced as if it fits'})"
+    )
     print(f"  {sc.hit_rate_wording.line}")
     print(f"  {basis.line}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")

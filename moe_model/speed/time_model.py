@@ -22,13 +22,13 @@ pool, so every slot it fills is a miss on top (`first_request`).
 
 Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
 fitted across every measured machine (speed/rates.py: TimeParams and the rate functions): pinned uploads run at the
-link's pinned rate (never above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped
-by the link: measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
-memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
-efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent bytes, times the model's expert
-types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower over pinned CUDA_Host memory (no
-repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or a host record: fits/host_fit.py)
-replace the derived ones. With CPU
+link's pinned rate (never above its line rate); mmap'd (pageable) uploads as one core's measured copy into the
+staging buffer and then the DMA, in series (`Host.copy_gbs`, a host record's: run12), else at a fitted staging rate
+per CPU family (slower in a VM, never above a share of the host's memory bandwidth), capped by the link; the CPU
+reads experts at min(host bandwidth x an efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent
+bytes, times the model's expert types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower
+over pinned CUDA_Host memory (no repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or
+a host record: fits/host_fit.py) replace the derived ones. With CPU
 share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
 that layer (the two overlap).
 
@@ -57,7 +57,7 @@ from moe_model.policies.cpu_share import share_applies, share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import host_memory, page_miss_share
+from moe_model.speed.host_memory import page_miss_share
 from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step, routing_shifts
 from moe_model.speed.rates import (
@@ -154,6 +154,9 @@ class Prediction:
             "prefill_breakdown_ms": self.prefill_breakdown_ms,
             "vram": self.vram.as_dict(),
             "fits_vram": self.vram.fits,
+            "ram": self.layout.ram.as_dict(),
+            "fits_ram": self.layout.ram.fits,
+            "ram_state": self.layout.ram.state,
             "scenario": sc,
             "flags": self.layout.placement.flags(),
             "host_layers": len(self.layout.host_layers),
@@ -181,9 +184,7 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
 @lru_cache(maxsize=256)  # read by every decode and prompt term of every fit trial
 def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
     """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
-    on_cpu = set(layout.cpu_layers)
-    gpu = sum(1 for layer in model.layers if layer.has_kv and sc.kv_offload and layer.index not in on_cpu)
-    return gpu, model.kv_layers - gpu
+    return len(layout.layers.on_gpu("kv")), len(layout.layers.on_host("kv"))
 
 
 def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
@@ -240,7 +241,7 @@ def decode_terms(
 def _page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> np.ndarray:
     """Per layer, the share of its host reads the page cache misses (0 where the mmap'd experts fit in RAM)."""
     miss = np.zeros(model.n_layer)
-    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    memory = layout.ram
     if not memory.streams or not layout.host_layers:
         return miss
     cache_items = memory.page_cache_mib / memory.experts_mib * model.n_expert
@@ -431,7 +432,7 @@ def _share_of(model: ModelSpec, sc: Scenario) -> float:
 
 def _notes(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
-    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    memory = layout.ram
     if not memory.ram_stated and memory.experts_mib:
         notes.append(memory.needs)
     if get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0:
