@@ -15,6 +15,7 @@ verdict says how much RAM it needs and what happens below it (the drive's fault 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from moe_model.llama.slot_plan import CPU, MIB, Placement
@@ -26,6 +27,11 @@ HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assump
 # page faults read mmap'd experts in readahead windows, not in one stream: a share of the drive's sequential rate
 # (an assumption made before run8, which measured 0.44 of a cold sequential read at a 128 KiB read-ahead)
 FAULT_READ_SHARE = 0.5
+
+
+def whole_gib(mib: float) -> int:
+    """A RAM figure as every page and command shows it: whole GiB rounded up (rounded down, it would not hold it)."""
+    return math.ceil(mib / 1024)
 
 
 def fault_read_gbs(hw: Hardware) -> float:
@@ -48,6 +54,11 @@ class HostMemory:
     @property
     def used_mib(self) -> float:
         return self.experts_mib + self.other_mib + self.reserve_mib
+
+    @property
+    def needed_gib(self) -> int:
+        """The RAM the setting needs, as shown everywhere (whole_gib)."""
+        return whole_gib(self.used_mib)
 
     @property
     def free_mib(self) -> float:
@@ -77,11 +88,11 @@ class HostMemory:
     @property
     def verdict(self) -> str:
         """One line a page leads with: fits or not, and what would free the memory."""
-        need, ram = self.used_mib / 1024, self.ram_mib / 1024
+        need, ram = self.needed_gib, self.ram_mib / 1024
         if not self.ram_stated:
             return self.needs
         if self.fits:
-            return f"fits in RAM: {need:,.1f} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
+            return f"fits in RAM: {need:,} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
         why = (
             "pinned memory (--load-mode none) cannot page out, so llama-server would fail to allocate it"
             if self.pinned
@@ -89,7 +100,7 @@ class HostMemory:
             "cache, the rest is read from the drive whenever a token needs it (modelled: see the disk term)"
         )
         return (
-            f"does not fit in RAM: needs {need:,.1f} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "
+            f"does not fit in RAM: needs {need:,} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "
             "RAM, a smaller quantization, or fewer layers in host memory (a smaller --n-cpu-moe K) where VRAM allows"
         )
 
@@ -103,7 +114,7 @@ class HostMemory:
             f"them, at about {self.fault_gbs:,.1f} GB/s (the disk term)"
         )
         return (
-            f"RAM not stated: this setting needs {self.used_mib / 1024:,.1f} GiB of host RAM "
+            f"RAM not stated: this setting needs {self.needed_gib:,} GiB of host RAM "
             f"({self.experts_mib / 1024:,.1f} GiB of host experts) and is priced as if the machine has it; with less, "
             f"{below}. Give the RAM (--ram-gib, a RAM kit or a host record) to price it"
         )

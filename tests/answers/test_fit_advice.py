@@ -156,12 +156,12 @@ def test_when_neither_card_runs_the_verdict_names_the_least_ram_that_lets_one_ru
 
 
 def test_where_the_best_setting_streams_from_disk_the_verdict_says_so_and_the_ram_that_ends_it(qwen235b):
-    from moe_model.answers.fit_advice import ram_needed_gib, shopping_verdict
+    from moe_model.answers.fit_advice import shopping_verdict
 
     answers = _answers(qwen235b, 64.0, "RTX 4080 16GB", "RTX 4090")
     assert all(a.best and a.best.host.streams for a in answers)
     fastest = max(answers, key=lambda a: a.best.prediction.decode_tps)
-    needed = ram_needed_gib(fastest.best.host)
+    needed = fastest.best.host.needed_gib
     said = shopping_verdict(answers)
     assert "faster than the" in said and f"the {fastest.hardware.name} streams its experts from disk" in said
     assert f"({needed} GiB of RAM would end it)" in said and needed > 64

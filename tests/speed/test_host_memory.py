@@ -56,6 +56,6 @@ def test_ram_not_stated_is_priced_in_ram_and_says_what_it_needs(qwen30b):
     mmap = host_memory(qwen30b, hw, Placement(cpu_moe=True), "mmap")
     pinned = host_memory(qwen30b, hw, Placement(cpu_moe=True), "none")
     assert not hw.host.ram_stated and mmap.fits and not mmap.streams and pinned.fits
-    need = f"needs {mmap.used_mib / 1024:,.1f} GiB of host RAM"
+    need = f"needs {mmap.needed_gib} GiB of host RAM"
     assert mmap.verdict.startswith("RAM not stated") and need in mmap.verdict
     assert f"{mmap.fault_gbs:,.1f} GB/s" in mmap.verdict and "fail to allocate" in pinned.verdict
