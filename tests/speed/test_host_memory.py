@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from moe_model.llama.slot_plan import Placement
 from moe_model.speed.hardware import preset
-from moe_model.speed.host_memory import HOST_RESERVE_MIB, host_memory
+from moe_model.speed.host_memory import HOST_RESERVE_MIB, host_memory, whole_gib
 
 
 def test_cpu_moe_keeps_every_expert_and_the_input_embedding_in_ram(qwen30b):
@@ -59,3 +59,12 @@ def test_ram_not_stated_is_priced_in_ram_and_says_what_it_needs(qwen30b):
     need = f"needs {mmap.needed_gib} GiB of host RAM"
     assert mmap.verdict.startswith("RAM not stated") and need in mmap.verdict
     assert f"{mmap.fault_gbs:,.1f} GB/s" in mmap.verdict and "fail to allocate" in pinned.verdict
+
+
+def test_a_ram_figure_is_whole_gib_rounded_up_everywhere(qwen30b):
+    """Issue 37: recommend said '130 GiB of RAM would end it' where the app said '131 GiB' and 'needs 130.2 GiB'."""
+    assert whole_gib(130.2 * 1024) == 131 and whole_gib(130 * 1024) == 130 and whole_gib(1) == 1
+    hw = preset("3060").with_changes(ram_gib=8.0)
+    short = host_memory(qwen30b, hw, Placement(cpu_moe=True), "none")
+    assert short.needed_gib == whole_gib(short.used_mib) and short.used_mib / 1024 % 1  # not whole: rounded up
+    assert f"needs {short.needed_gib} GiB, the machine has 8 GiB" in short.verdict
