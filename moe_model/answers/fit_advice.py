@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from moe_model.answers.recommend import Option
+from moe_model.answers.verdict import TOO_CLOSE
 from moe_model.limits import MIN_ADVICE_CTX
 from moe_model.llama.builds import has_cpu_share
 from moe_model.llama.slot_plan import Placement, min_budget_mib
@@ -322,12 +323,20 @@ def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
         return f"{lead} at {ram}: {first.decode_tps:.1f} t/s{note}{streaming}"
     second = running[1].best.prediction
     faster = round(100 * (first.decode_tps / second.decode_tps - 1))
-    apart = range_verdict(first.decode_tps_range, second.decode_tps_range) != "too close to call"
-    call = "the predictions' ranges are apart" if apart else "too close to call"
     than = running[1].hardware.name
+    call = _ranges_call(first.decode_tps_range, second.decode_tps_range)
     if faster == 0:
         return f"the {name} and the {than} are as fast at {ram}: {call}{streaming}"
     return f"the {name} is {faster} % faster than the {than} at {ram}: {call}{streaming}"
+
+
+def _ranges_call(first: tuple[float, float], second: tuple[float, float]) -> str:
+    """Whether two predictions can be told apart, by the verdicts' rule (overlapping ranges: too close to call),
+    with both ranges."""
+    both = f"{first[0]:.1f}-{first[1]:.1f} against {second[0]:.1f}-{second[1]:.1f} t/s"
+    if range_verdict(first, second) == TOO_CLOSE:
+        return f"too close to call, the ranges overlap ({both})"
+    return f"the predictions' ranges are apart ({both})"
 
 
 def shopping_share_note(model: ModelSpec, answers: Sequence[CardAnswer], cpu_share: float, build: int) -> str | None:

@@ -134,8 +134,11 @@ def test_shoppings_verdict_names_the_faster_card_by_how_much_and_whether_the_ran
     answers = _answers(qwen30b, 128.0, "RTX 4080 16GB", "RTX 4090")
     fast, slow = sorted(answers, key=lambda a: -a.best.prediction.decode_tps)
     pct = round(100 * (fast.best.prediction.decode_tps / slow.best.prediction.decode_tps - 1))
-    close = range_verdict(fast.best.prediction.decode_tps_range, slow.best.prediction.decode_tps_range)
-    call = "too close to call" if close == "too close to call" else "the predictions' ranges are apart"
+    (a, b), (c, d) = fast.best.prediction.decode_tps_range, slow.best.prediction.decode_tps_range
+    close = range_verdict((a, b), (c, d)) == "too close to call"
+    assert close == (a <= d)  # the faster card's range reaches into the slower one's
+    both = f"({a:.1f}-{b:.1f} against {c:.1f}-{d:.1f} t/s)"
+    call = f"too close to call, the ranges overlap {both}" if close else f"the predictions' ranges are apart {both}"
     said = shopping_verdict(answers)
     assert said == f"the {fast.hardware.name} is {pct} % faster than the {slow.hardware.name} at 128 GiB of RAM: {call}"
     assert all(a.fit_line is None for a in answers)  # both run: nothing to add
