@@ -98,8 +98,9 @@ def decode_sources(
         found.append(RangeSource(TIME_MODEL_SOURCE, low, high, why, settled=hw.calibrated))
     for part in unknown_parts(hw):
         speeds = [decode_at(hw.with_changes(host=h), 0.0) for h in (part.slow, part.fast)]
-        found.append(RangeSource(part.part, min(speeds + [tps]), max(speeds + [tps]), part.narrowed_by))
-    found = [s for s in found if s.high_tps - s.low_tps > 1e-3 * tps]  # what changes nothing here is no source
+        if max(speeds) - min(speeds) > 1e-3 * tps:  # a part whose choices change nothing here is not a source
+            found.append(RangeSource(part.part, min(speeds + [tps]), max(speeds + [tps]), part.narrowed_by))
+    found = [s for s in found if s.high_tps - s.low_tps > 1e-3 * tps]  # nor a routing spread that moves nothing
     found = sorted(found, key=lambda s: _width(tps, s), reverse=True)
     return tuple(_with_without(tps, s, found) for s in found)
 
