@@ -39,6 +39,12 @@ def test_helps_and_hurts_say_the_ranges_are_apart_and_show_both():
     assert hurts.startswith("the cache hurts: 5.0 t/s (range 4.0-6.0), total over 4 streams (per stream 1.2 t/s)")
 
 
+def test_where_one_side_does_not_run_the_sentence_says_which():
+    alone = CacheVerdict("helps", (30.0, 20.0, 40.0), None).sentence
+    assert alone == "the cache helps: 30.0 t/s (range 20.0-40.0), and the same placement without it does not run"
+    assert CacheVerdict("does not fit", (0.0, 0.0, 0.0), None).sentence.startswith("the cache does not fit: ")
+
+
 def _pair(qwen30b, hit_rate: float, rel_error: float):
     hw, params = preset("3060"), default_time_model().params
     cached, bare = Scenario(Placement(cpu_moe=True), 9470), Scenario(Placement(cpu_moe=True), 0)
