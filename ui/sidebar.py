@@ -7,7 +7,7 @@ import os
 
 import streamlit as st
 
-from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.limits import shown
@@ -292,7 +292,12 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         shown |= {"mem_bw_gbs": float(hw.cpu_bw_gbs), "threads": int(hw.cpu_threads)}
         edits = {"ram_gib": ram, "vram_gib": vram, "gpu_bw_gbs": gpu_bw, "pcie_gen": gen, "pcie_lanes": lanes}
         edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
-        hw = with_edits(hw, link, **form_statements(shown, edits))  # what counts as stated: one library rule
+        stated = form_statements(shown, edits)  # what counts as stated: one library rule with the CLI's flags
+        try:
+            hw = with_edits(hw, link, **stated)
+        except LinkRateError as err:  # the CLI's rule: refused; here said, and the rates derived from the link
+            st.warning(f"{literal(err, None)}. Priced with the rates derived from the link until the box is set again.")
+            hw = with_edits(hw, 0.0, **stated)
         if not use_calibrated:
             st.button(
                 f"use the {name} preset's host",

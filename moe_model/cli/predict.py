@@ -28,6 +28,7 @@ from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
 from moe_model.speed.host_memory import host_memory, whole_gib
+from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.workload import Batching, Workload, WorkloadStream
 
@@ -63,9 +64,11 @@ def _hardware(args: argparse.Namespace):
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
     if (args.mem_channels or args.mem_mts) and args.mem_bw_gbs is None:
         changes["mem_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
-    if args.link_gbs is not None:
-        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
-    return (hw.with_changes(**changes) if changes else hw), rel_error
+    hw = hw.with_changes(**changes) if changes else hw
+    if args.link_gbs is not None:  # the app's rule (Hardware.with_link_gbs); --pinned-gbs / --pageable-gbs win
+        measured = {name: changes[name] for name in ("pinned_gbs", "pageable_gbs") if name in changes}
+        hw = hw.with_link_gbs(args.link_gbs).with_changes(**measured)
+    return hw, rel_error
 
 
 def _described(hw, args: argparse.Namespace):
@@ -160,7 +163,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         model,
         hw,
         time_model.params,
-        scenario_from_args(args),
+        _scenario(args),
         sorted({args.budget_mib, 0}),
         workload_for,
         hit_rate=args.hit_rate,
@@ -190,6 +193,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "load_mode": args.load_mode,
             "load_mode_source": args.load_mode_source,
             "basis": basis.as_dict(),
+            "command": command_line(args.model, pred.scenario, pred.layout.placement),
         }
         | _host_run_fields(given)
     )
@@ -243,7 +247,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
+    print(f"  llama-server command: {out['command']}")
     return 0
+
+
+def _scenario(args: argparse.Namespace):
+    """The flags' Scenario; with --server-command, that command's (speed/server_command.py): its server flags win,
+    the flags here give the request (prompt, depth, tokens generated, acceptance, build, policy)."""
+    sc = scenario_from_args(args)
+    if getattr(args, "server_command", None):
+        sc = read_command(args.server_command, sc).scenario
+        args.budget_mib, args.load_mode, args.load_mode_source = sc.budget_mib, sc.load_mode, "the server command"
+    return sc
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -429,6 +444,12 @@ def add_parsers(sub) -> None:
     )
     source.add_argument("--trace", help="routing trace to simulate")
     source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    pred.add_argument(
+        "--server-command",
+        metavar="'llama-server ...'",
+        help="price this llama-server command (recommend's, or yours): its placement, cache, context, batch, KV and "
+        "attention flags win over the flags here, which give the request (prompt, depth, tokens, build)",
+    )
     add_max_lookups(pred)
     pred.set_defaults(func=cmd_predict)
     rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")

@@ -52,6 +52,8 @@ class Placement:
         lo=-1,
         hi=MAX_LAYERS,
         metavar="N",
+        llama_flags=("-ngl", "--gpu-layers", "--n-gpu-layers"),
+        llama_default=-1,  # b11549 common.h: -1 auto (--fit decides), what flags() leaves out
     )
     n_gpus: int = 1
     tensor_split: tuple[float, ...] = setting(
@@ -61,6 +63,8 @@ class Placement:
         lo=0,
         hi=MAX_SPLIT_SHARE,
         metavar="A,B,...",
+        llama_flags=("-ts", "--tensor-split"),
+        llama_default=(),
     )
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None

@@ -99,6 +99,8 @@ class Scenario:
         0,
         help="--moe-cache-mib value (whole MiB)",
         flags=("--budget-mib",),
+        llama_flags=("--moe-cache-mib",),
+        llama_default=0,  # off (b11549 arg.cpp; include/llama.h moe_cache_size)
         lo=0,
         hi=MAX_BUDGET_MIB,
         url_key="budget",
@@ -108,6 +110,8 @@ class Scenario:
         1,
         help="sequences decoding at once (-np)",
         flags=("--concurrency",),
+        llama_flags=("-np", "--parallel"),
+        llama_default=-1,  # llama-server's auto: 4 slots, unified KV (b11549 arg.cpp, tools/server/server.cpp)
         lo=1,
         hi=MAX_CONCURRENCY,
         url_key="np",
@@ -115,8 +119,12 @@ class Scenario:
     )
     draft_tokens: int = setting(
         0,
-        help="speculative draft tokens per verification (--draft-max)",
+        help="speculative draft tokens per verification (--spec-draft-n-max)",
         flags=("--draft",),
+        # b11549 removed --draft-max (arg.cpp: "use --spec-draft-n-max"): read, never printed; nothing is drafted
+        # without a draft model, so 0 is the server's default here (n_max's own 3 applies once -md is given)
+        llama_flags=("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"),
+        llama_default=0,
         lo=0,
         hi=MAX_DRAFT_TOKENS,
         url_key="draft",
@@ -137,6 +145,8 @@ class Scenario:
         DEFAULT_CTX,
         help="context size (-c)",
         flags=("--ctx",),
+        llama_flags=("-c", "--ctx-size"),
+        llama_default=0,  # the model's trained context (b11549 common.h): never this tool's, so always printed
         lo=1,
         hi=MAX_CTX,
         url_key="ctx",
@@ -152,7 +162,13 @@ class Scenario:
         widget=Widget("prompt tokens per request", "number", lo=1, hi=131_072, step=64),
     )
     n_ubatch: int = setting(
-        DEFAULT_UBATCH, help="ubatch size (-ub)", flags=("--ubatch-size", "-ub"), lo=1, hi=MAX_UBATCH
+        DEFAULT_UBATCH,
+        help="ubatch size (-ub)",
+        flags=("--ubatch-size", "-ub"),
+        lo=1,
+        hi=MAX_UBATCH,
+        llama_flags=("-ub", "--ubatch-size"),
+        llama_default=DEFAULT_UBATCH,
     )
     load_mode: str = setting(
         "mmap",
@@ -162,12 +178,24 @@ class Scenario:
         url_key="lm",
         widget=Widget("host experts (--load-mode)", "selectbox", options=LOAD_MODES),
         aliases=(Alias("--pinned", "none", "same as --load-mode none (pinned host experts)"),),
+        llama_flags=("--load-mode", "-lm"),
+        llama_default="mmap",  # b11549's -lm auto: "mmap, unless a device does not support it" (CUDA does)
     )
     cache_type_k: str = setting(
-        DEFAULT_KV_TYPE, help="K cache type (-ctk)", flags=("--cache-type-k", "-ctk"), choices=KV_TYPES
+        DEFAULT_KV_TYPE,
+        help="K cache type (-ctk)",
+        flags=("--cache-type-k", "-ctk"),
+        choices=KV_TYPES,
+        llama_flags=("-ctk", "--cache-type-k"),
+        llama_default=DEFAULT_KV_TYPE,
     )
     cache_type_v: str = setting(
-        DEFAULT_KV_TYPE, help="V cache type (-ctv)", flags=("--cache-type-v", "-ctv"), choices=KV_TYPES
+        DEFAULT_KV_TYPE,
+        help="V cache type (-ctv)",
+        flags=("--cache-type-v", "-ctv"),
+        choices=KV_TYPES,
+        llama_flags=("-ctv", "--cache-type-v"),
+        llama_default=DEFAULT_KV_TYPE,
     )
     fit_target_mib: float = setting(
         float(FIT_MARGIN_MIB),
@@ -175,6 +203,8 @@ class Scenario:
         flags=("--fit-target-mib",),
         lo=0.0,
         hi=MAX_VRAM_GIB * 1024.0,
+        llama_flags=("--fit-target", "-fitt"),
+        llama_default=float(FIT_MARGIN_MIB),
     )
     offload_min_batch: int = setting(
         OFFLOAD_MIN_BATCH,
@@ -182,6 +212,8 @@ class Scenario:
         flags=("--offload-min-batch",),
         lo=1,
         hi=MAX_UBATCH,
+        llama_env="GGML_OP_OFFLOAD_MIN_BATCH",
+        llama_default=OFFLOAD_MIN_BATCH,
     )
     policy: str = setting(
         "",
@@ -208,11 +240,21 @@ class Scenario:
         ),
     )
     flash_attn: str = setting(
-        "auto", help="flash attention (llama.cpp -fa; auto: on)", flags=("--flash-attn", "-fa"), choices=FLASH_ATTN
+        "auto",
+        help="flash attention (llama.cpp -fa; auto: on)",
+        flags=("--flash-attn", "-fa"),
+        choices=FLASH_ATTN,
+        llama_flags=("-fa", "--flash-attn"),
+        llama_default="auto",
     )
     no_kv_offload: bool = setting(
-        False, help="K and V kept and attended in host memory (llama.cpp --no-kv-offload)", flags=("--no-kv-offload",)
+        False,
+        help="K and V kept and attended in host memory (llama.cpp --no-kv-offload)",
+        flags=("--no-kv-offload",),
+        llama_flags=("--no-kv-offload", "-nkvo"),
+        llama_default=False,
     )
+    # a request's (its n_predict): the server's -n would cap every reply, so the printed command carries none
     n_predict: int = setting(
         DEFAULT_N_PREDICT,
         help="tokens a request generates (llama-server -n), for the first request's cost",
