@@ -18,7 +18,7 @@ from moe_model.llama.slot_plan import Placement, min_budget_mib
 from moe_model.policies.cpu_share import share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
 from moe_model.speed.time_model import Prediction, range_verdict
@@ -35,7 +35,10 @@ class FitCheck:
     """Whether a setting fits the GPU's memory and the host's RAM, with both accounts."""
 
     layout: Layout
-    host: HostMemory
+
+    @property
+    def host(self) -> HostMemory:
+        return self.layout.ram
 
     @property
     def starts(self) -> bool:
@@ -47,8 +50,7 @@ class FitCheck:
 
 
 def check_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> FitCheck:
-    layout = resolve(model, hw, sc)
-    return FitCheck(layout, host_memory(model, hw, layout.placement, sc.load_mode))
+    return FitCheck(resolve(model, hw, sc))
 
 
 def run_state(pred: Prediction, host: HostMemory | None) -> str:
@@ -58,7 +60,7 @@ def run_state(pred: Prediction, host: HostMemory | None) -> str:
     if not pred.starts:
         return f"does not start: {pred.error}"
     if not (vram.fits or vram.tight):
-        return f"does not fit: {-vram.free_mib:,.0f} MiB over the GPU's memory (no speed shown)"
+        return f"does not fit: {vram.over_mib:,.0f} MiB over the GPU's memory (no speed shown)"
     if host is not None and not host.runs:
         return host.verdict
     if host is not None and host.streams:
@@ -149,7 +151,8 @@ def _smaller_budget(model, hw, sc: Scenario) -> FitChange | None:
 def _n_cpu_moe(model, hw, sc: Scenario, layout: Layout) -> FitChange | None:
     """The --n-cpu-moe K nearest the current host layers whose setting fits the GPU and the RAM: more layers in
     RAM free VRAM, fewer free RAM."""
-    current = max(layout.host_layers, default=-1) + 1
+    resolved = layout.placement  # --fit turned into its K
+    current = model.n_layer if resolved.cpu_moe else resolved.n_cpu_moe
     p = sc.placement
     for k in sorted(range(model.n_layer + 1), key=lambda k: (abs(k - current), -k)):
         if k == current:
@@ -291,10 +294,9 @@ class CardAnswer:
     @property
     def streaming_note(self) -> str | None:
         """'streams its experts from disk (N GiB of RAM would end it)' where the best setting does, else None."""
-        host = self.best.host if self.best else None
-        if host is None or not host.streams:
+        if self.best is None or not self.best.host.streams:
             return None
-        return f"streams its experts from disk ({host.needed_gib} GiB of RAM would end it)"
+        return f"streams its experts from disk ({self.best.host.needed_gib} GiB of RAM would end it)"
 
 
 def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:

@@ -20,7 +20,7 @@ from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.server_command import command_line
@@ -38,7 +38,11 @@ class Option:
     prediction: Prediction
     command: str
     cache: CacheVerdict  # against the same placement without a cache
-    host: HostMemory | None = None
+
+    @property
+    def host(self) -> HostMemory:
+        """The RAM account of the option's layout."""
+        return self.prediction.layout.ram
 
     @property
     def verdict(self) -> str:
@@ -47,9 +51,9 @@ class Option:
 
     @property
     def usable(self) -> bool:
-        """Starts, fits VRAM (with llama.cpp's margin) and runs in RAM (fits, or mmap'd experts stream from disk at
-        the speed the disk term prices): only then is it picked or shown with a speed."""
-        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.runs)
+        """Runs (Layout.runs: starts, and fits RAM or its mmap'd experts stream from disk at the speed the disk term
+        prices) and fits VRAM with llama.cpp's margin (never a too-close one): only then is it picked."""
+        return self.prediction.layout.runs and self.prediction.vram.fits
 
     def as_dict(self) -> dict:
         p = self.prediction
@@ -67,9 +71,9 @@ class Option:
             "starts": p.starts,
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
-            "fits_ram": self.host is None or self.host.fits,
-            "streams_from_disk": self.host is not None and self.host.streams,
-            "ram_needed_mib": self.host.used_mib if self.host else None,
+            "fits_ram": self.host.fits,
+            "streams_from_disk": self.host.streams,
+            "ram_needed_mib": self.host.used_mib,
             **self.cache.as_dict(),
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
@@ -158,7 +162,6 @@ def recommend(
                 p,
                 command_line(model_path, p.scenario, p.layout.placement),
                 cache_verdict(p, base_pred),
-                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
             )
         )
     return rank(options, rel_error)

@@ -27,7 +27,7 @@ from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
-from moe_model.speed.host_memory import host_memory, whole_gib
+from moe_model.speed.host_memory import whole_gib
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.workload import Batching, Workload, WorkloadStream
@@ -172,7 +172,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     said = cache_verdict(pred, baseline)
-    host = host_memory(model, hw, pred.layout.placement, pred.scenario.load_mode)
+    host = pred.layout.ram
     problems = known_problems(model, pred.scenario, pred.layout)
     basis = _basis(args, pred.scenario, hw, rel_error, time_model.prefill_rel_error)
     out = (
@@ -242,6 +242,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {said.sentence}")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    ram = pred.layout.ram
+    print(
+        f"  RAM MiB: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
+        f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} "
+        f"({ram.state if ram.ram_stated else 'RAM not stated: priced as if it fits'})"
+    )
     print(f"  {sc.hit_rate_wording.line}")
     print(f"  {basis.line}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")

@@ -36,12 +36,14 @@ from moe_model.llama.builds import (
     check_cache_flags,
     parse_build,
 )
+from moe_model.llama.offload import LayerMap
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
-from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
+from moe_model.llama.slot_plan import CachePlan, Placement, layer_map, plan_cache
 from moe_model.policies.knobs import SHARE, KnobPairs, flag_value, knob_pairs
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import Alias, Widget, setting
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.vram import (
     DEFAULT_KV_TYPE,
     FIT_MARGIN_MIB,
@@ -433,17 +435,35 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a scenario lands on a machine: the resolved placement, the cache plan, VRAM, layer devices."""
+    """How a scenario lands on a machine, decided once (`resolve`): the resolved placement, where each layer's dense
+    weights, experts and KV cache live, the cache plan, and the VRAM and host RAM accounts, both sums over `layers`.
+    Every consumer (slot plan, VRAM, RAM, the time model, the answers) reads it instead of deciding again."""
 
     placement: Placement
     plan: CachePlan
     vram: VramBreakdown
-    host_layers: tuple[int, ...]  # layers whose experts are in host memory
-    cpu_layers: tuple[int, ...]  # layers -ngl leaves entirely on the CPU
+    layers: LayerMap
+    ram: HostMemory
+
+    @property
+    def host_layers(self) -> tuple[int, ...]:
+        """Layers whose routed experts are in host memory (an override, or -ngl leaving the layer on the CPU)."""
+        return self.layers.on_host("experts")
+
+    @property
+    def cpu_layers(self) -> tuple[int, ...]:
+        """Layers -ngl leaves entirely on the CPU."""
+        return self.layers.on_host("dense")
 
     @property
     def fits(self) -> bool:
         return self.vram.fits
+
+    @property
+    def runs(self) -> bool:
+        """The server starts and a speed is shown: the plan starts, VRAM fits or is too close to call, and the RAM
+        holds it or its mmap'd experts stream from disk (HostMemory.state)."""
+        return self.plan.starts and (self.vram.fits or self.vram.tight) and self.ram.runs
 
     def cached_mask(self, model: ModelSpec, tokens_per_ubatch: int) -> np.ndarray:
         """Layers whose decode ubatches use the pool: a cached group with enough slots (get_slot_map)."""
@@ -481,15 +501,13 @@ def fit_layers(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placemen
 
 
 def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
-    """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
+    """Turn a scenario into llama.cpp's placement (--fit resolved), its layer map, cache plan, VRAM and RAM."""
     placement = sc.placement
     if placement.fit_runs:
         placement = replace(placement, n_cpu_moe=fit_layers(model, hw, sc, placement, sc.budget_mib))
     elif placement.fit:  # -ngl given: llama.cpp aborts the fit and loads what -ngl says
         placement = replace(placement, fit=False)
-    devices = placement.layer_device(model.n_layer)
-    host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
-    cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
     vram = breakdown(model, hw, placement, sc.budget_mib, sc.memory_flags, plan=plan)
-    return Layout(placement, plan, vram, host, cpu_layers)
+    ram = host_memory(model, hw, placement, sc.memory_flags, sc.load_mode)
+    return Layout(placement, plan, vram, layer_map(model, placement, sc.kv_offload), ram)

@@ -187,14 +187,13 @@ def test_the_summary_says_the_state_first_streaming_from_disk_before_the_speed(q
 
 def test_the_state_of_a_setting_is_said_the_same_way_for_each_outcome(qwen30b):
     """run_state: what predict's first line and recommend's summary lead with."""
-    from moe_model.speed.host_memory import host_memory
     from moe_model.speed.time_model import predict
 
     params = default_time_model().params
 
     def state(hw, sc):
         pred = predict(qwen30b, hw, params, sc, hit_rate=0.5)
-        return run_state(pred, host_memory(qwen30b, hw, pred.layout.placement, sc.load_mode))
+        return run_state(pred, pred.layout.ram)
 
     cpu_moe = Scenario(Placement(cpu_moe=True), 2000)
     assert state(RTX3060.with_changes(ram_gib=32.0), cpu_moe).startswith("fits: ")

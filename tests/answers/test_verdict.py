@@ -103,7 +103,7 @@ def _explore(qwen30b, ram_gib: float | None):
     work, spread = synthetic_workload(qwen30b, base), preset_for(qwen30b).spread_points
     kw = {"rel_error": tm.rel_error, "spread_points": spread}
     view = explore_curve(qwen30b, hw, tm.params, base, work, **kw)
-    return answer_at(qwen30b, hw, view, explore_point(qwen30b, hw, tm.params, base, work, 9470, **kw))
+    return answer_at(view, explore_point(qwen30b, hw, tm.params, base, work, 9470, **kw))
 
 
 def test_the_same_setting_gets_the_same_range_and_verdict_in_predict_recommend_and_explore(qwen30b):

@@ -384,6 +384,18 @@ def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
     assert (code, text) == main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
 
 
+def test_predict_at_ngl_0_keeps_every_layer_in_ram_and_the_gpu_holds_only_its_buffers(capsys):
+    """Issue 37: `--placement gpu -ngl 0` said "does not fit: 6249 MiB over the GPU's memory" and counted no
+    expert in RAM (the VRAM and RAM accounts ignored -ngl)."""
+    args = ("predict", "--model", str(QWEN30B), "--hardware", "3060", "--placement", "gpu", "-ngl", "0")
+    code, out, err = main_exit(capsys, *args, "--ram-gib", "32", "--json")
+    pred = json.loads(out)
+    assert code == 0 and pred["fits_vram"] and pred["vram"]["dense"] == pred["vram"]["experts_on_gpu"] == 0
+    assert pred["ram"]["experts"] > 16_000 and pred["ram_state"] == "fits" and pred["host_layers"] == 48
+    code, text, _ = main_exit(capsys, *args)
+    assert code == 0 and "does not fit" not in text and "RAM MiB: experts 16740" in text
+
+
 @pytest.mark.parametrize("ubatch", ["512", "4096", "8192"])
 def test_predict_fit_moves_the_layers_each_ubatch_needs_and_the_layout_fits(capsys, ubatch):
     """RTX 3060, -c 32768: --fit sizes its layers with this -ub's compute buffer, so it never reports its own
