@@ -181,6 +181,8 @@ def test_the_summary_says_the_state_first_streaming_from_disk_before_the_speed(q
     assert summary.index("streams from disk") < summary.index(f"{best.prediction.decode_tps:.1f} t/s predicted")
     running = [o for o in answer.options if o.usable]
     assert all(o.host.streams for o in running)
+    pinned = [o for o in answer.options if o.prediction.scenario.pinned]  # pinned memory cannot page: refused
+    assert pinned and not any(o.usable for o in pinned) and all(o.host.pinned for o in pinned)
     n, m = len(running), len(answer.options)
     assert summary.endswith(f"{n} of {m} settings run on RTX 4080 16GB, {n} of them streaming from disk")
 
