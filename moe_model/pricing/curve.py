@@ -23,6 +23,7 @@ from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import host_memory
 from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Layout, Scenario, cache_room_mib, resolve
@@ -266,6 +267,11 @@ def _policy_band(r: Replayed) -> PolicyBand | None:
     return r.simulated.band
 
 
+def _in_load_mode(model: ModelSpec, hw: Hardware, layout: Layout, sc: Scenario) -> Layout:
+    """The layout with the RAM account of the scenario's load mode (a replay resolves it at mmap)."""
+    return replace(layout, ram=host_memory(model, hw, layout.placement, sc.memory_flags, sc.load_mode))
+
+
 def price(
     model: ModelSpec,
     hw: Hardware,
@@ -278,11 +284,13 @@ def price(
 ) -> Curve:
     """Each replayed budget priced by the time model (a model, not a measurement) with the range `ranges` gives;
     where nothing was replayed, at `hit_rate` (none given: no hits). `load_mode` prices the same counts for
-    another -lm: neither the layout nor the counts depend on it."""
+    another -lm: the counts and the placement do not depend on it, the RAM account does (pinned memory cannot
+    page)."""
     points = []
     for r in replayed:
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
-        pred = predict(model, hw, params, sc, r.traffic, hit_rate, r.layout, ranges, _policy_band(r))
+        layout = r.layout if load_mode is None else _in_load_mode(model, hw, r.layout, sc)
+        pred = predict(model, hw, params, sc, r.traffic, hit_rate, layout, ranges, _policy_band(r))
         points.append(CurvePoint(r, pred))
     return Curve(tuple(points))
 

@@ -212,7 +212,7 @@ def test_recommend_cli_and_unknown_hardware():
         run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200", "--build", "11549", "--json").stdout
     )
     assert old["policy_exact"] and all(o["policy"] == "lru-b11549" for o in old["options"])  # no CPU share yet
-    assert result["fits"] is True and result["would_fit"] == [] and result["summary"].startswith("best: ")
+    assert result["fits"] is True and result["would_fit"] == [] and result["summary"].startswith("fits: ")
     assert result["hardware"]["name"] == "H200"
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
@@ -242,7 +242,9 @@ def test_predict_without_ram_never_adds_a_disk_term_and_says_the_ram_it_needs():
 
 def test_recommend_ends_its_table_with_a_one_line_summary():
     text = run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200")
-    assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("summary: best: ")
+    """The state first (streams from disk, does not fit, fits), then the best setting (issue 37)."""
+    assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("summary: fits: ")
+    assert "; best: " in text.stdout.splitlines()[-1]
 
 
 def test_recommend_when_nothing_fits_the_ram_says_what_would_fit_and_exits_1():
