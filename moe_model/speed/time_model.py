@@ -121,7 +121,7 @@ class FirstRequest:
         """Its decode speed in words: the tokens it is priced for, the range and what it leaves out."""
         low, high = self.decode_tps_range
         return (
-            f"a first request of {self.n_predict:,} tokens after start decodes at {self.decode_tps:.1f} t/s (range "
+            f"A first request of {self.n_predict:,} tokens after start decodes at {self.decode_tps:.1f} t/s (range "
             f"{low:.1f}-{high:.1f}; {self.cold_fills:,.0f} experts uploaded into empty slots, a model; shorter "
             f"requests are slower, the fills being the same); not counted: {self.excludes}"
         )
