@@ -95,7 +95,7 @@ def _attention_bytes(model: ModelSpec, sc: Scenario, depth: float, tokens: int) 
 
 FIRST_REQUEST_EXCLUDES = (
     "the server's load (llama.cpp reads the mmap'd experts into the page cache at start: first touches after it "
-    "cost run5 and run8's servers without a cache 3-4 %, inside the range)"
+    "cost run5 and run8's servers without a cache 2-4 %, inside the range)"
 )
 
 
