@@ -22,13 +22,13 @@ pool, so every slot it fills is a miss on top (`first_request`).
 
 Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
 fitted across every measured machine (speed/rates.py: TimeParams and the rate functions): pinned uploads run at the
-link's pinned rate (never above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped
-by the link: measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
-memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
-efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent bytes, times the model's expert
-types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower over pinned CUDA_Host memory (no
-repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or a host record: fits/host_fit.py)
-replace the derived ones. With CPU
+link's pinned rate (never above its line rate); mmap'd (pageable) uploads as one core's measured copy into the
+staging buffer and then the DMA, in series (`Host.copy_gbs`, a host record's: run12), else at a fitted staging rate
+per CPU family (slower in a VM, never above a share of the host's memory bandwidth), capped by the link; the CPU
+reads experts at min(host bandwidth x an efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent
+bytes, times the model's expert types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower
+over pinned CUDA_Host memory (no repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or
+a host record: fits/host_fit.py) replace the derived ones. With CPU
 share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
 that layer (the two overlap).
 

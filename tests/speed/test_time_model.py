@@ -12,6 +12,7 @@ from moe_model.fits.calibration import default_time_model
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
+from moe_model.resources import data_path
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import preset
@@ -59,6 +60,28 @@ def test_pinned_uploads_run_at_the_link_rate_and_pageable_ones_at_the_hosts_copy
     assert upload_gbs(hw.with_changes(pageable_gbs=6.7), params, pinned=False) == 6.7  # measured replaces derived
     in_vm = hw.with_changes(vm=True)
     assert host_copy_gbs(in_vm, params) == pytest.approx(host_copy_gbs(hw, params) * params.vm_copy_factor)
+
+
+def test_a_measured_one_core_copy_and_the_links_dma_run_in_series():
+    hw, params = preset("h200"), TimeParams()
+    measured = hw.with_changes(copy_gbs=9.5)
+    link = upload_gbs(hw, params, pinned=True)
+    assert 1 / upload_gbs(measured, params, pinned=False) == pytest.approx(1 / 9.5 + 1 / link)
+    assert upload_gbs(measured.with_changes(pageable_gbs=6.7), params, pinned=False) == 6.7
+
+
+@pytest.mark.parametrize("run", ["run12", "run12/run12b"])
+def test_run12s_pageable_slice_uploads_take_the_memcpy_and_the_pinned_dma_in_series(run):
+    """run12's two hosts (sample_data/groundtruth/run12, upload12.txt): CUDA's pageable upload of a 953,600-byte
+    mmap'd slice took one core's memcpy of it plus its pinned DMA (not the slower of the two), and 4-40 us more."""
+    us = {}
+    for line in data_path("groundtruth", run, "upload12.txt").read_text().splitlines():
+        name, *pairs = line.split()
+        fields = dict(p.split("=") for p in pairs)
+        if fields.get("rep", "1") == "1" and fields.get("per_sync", "15") == "15" and "us_per_copy" in fields:
+            us[name] = float(fields["us_per_copy"])
+    extra = us["upload_mmap"] - (us["memcpy_mmap"] + us["upload_pinned"])
+    assert 4 < extra < 40
 
 
 def test_a_host_with_twice_the_copy_bandwidth_uploads_mmapd_experts_faster_and_nothing_else_changes(qwen30b):
