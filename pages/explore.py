@@ -161,10 +161,7 @@ def first_request_text(pred) -> str:
     first = pred.first_request
     if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
         return ""
-    return (
-        f" {request_label(first=True).capitalize()} after start: {first.decode_tps:.1f} t/s decode "
-        f"({first.cold_fills:,.0f} experts uploaded into empty slots, a model)."
-    )
+    return f" {first.decode_words()}."
 
 
 def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float, basis: Basis) -> None:

@@ -231,11 +231,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     first = pred.first_request
     if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
+        low, high = first.decode_tps_range
         print(
-            f"  first request after start: decode {first.decode_tps:.1f} t/s"
+            f"  first request after start: decode {first.decode_tps:.1f} t/s (range {low:.1f}-{high:.1f})"
             f"{speed_note(first.decode_tps, sc.concurrency)} over {sc.n_predict} tokens "
             f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
-            f"first token after {first.ttft_s:.2f} s"
+            f"first token after {first.ttft_s:.2f} s; not counted: {first.excludes}"
         )
     if args.budget_mib:
         print(f"  {said.sentence}")

@@ -188,7 +188,9 @@ def test_predict_takes_the_request_and_the_host_and_reports_prompt_time_first_to
     long = predict("--prompt-tokens", "4000", "--depth", "16000", "-fa", "off", "--n-predict", "128")
     assert long["depth"] == 16000 and long["scenario"]["flash_attn"] == "off"
     assert long["ttft_s"] == pytest.approx(4000 / long["prefill_tps"])
-    assert set(long["first_request"]) == {"decode_tps", "prefill_tps", "ttft_s", "cold_fills"}
+    assert set(long["first_request"]) >= {"decode_tps", "prefill_tps", "ttft_s", "cold_fills", "decode_tps_range"}
+    low, high = long["first_request"]["decode_tps_range"]
+    assert long["first_request"]["n_predict"] == 128 and low <= long["first_request"]["decode_tps"] <= high
     assert long["first_request"]["decode_tps"] < long["decode_tps"]
     assert predict("--depth", "0")["decode_tps"] > predict("--depth", "16000")["decode_tps"]
     host_kv = predict("--depth", "16000", "--no-kv-offload")

@@ -19,7 +19,7 @@ from moe_model.speed.hardware import preset
 from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import decode_terms, predict, prefill_terms, verdict
+from moe_model.speed.time_model import cold_fills, decode_terms, predict, prefill_terms, verdict
 from moe_model.speed.traffic import from_hit_rate, independent_distinct
 
 CPU_MOE = Placement.parse("cpu-moe")
@@ -176,6 +176,22 @@ def test_the_first_request_pays_for_filling_the_empty_pool_and_its_prompt_finds_
     none = predict(qwen30b, hw, params, Scenario(CPU_MOE, 0, prompt_tokens=2048))
     assert none.first_request.cold_fills == 0 and none.first_request.decode_tps == pytest.approx(none.decode_tps)
     assert none.first_request.ttft_s == pytest.approx(none.ttft_s + params.first_prompt_ms / 1e3)
+
+
+def test_the_first_requests_range_holds_it_and_a_shorter_first_request_is_slower(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams(fill_factor=0.9)
+    first = {
+        n: predict(qwen30b, hw, params, Scenario(CPU_MOE, 16746, n_predict=n), hit_rate=1.0).first_request
+        for n in (64, 256)
+    }
+    assert first[64].n_predict == 64 and first[64].decode_tps < first[256].decode_tps  # the same fills, fewer tokens
+    for one in first.values():
+        low, high = one.decode_tps_range
+        assert low < one.decode_tps < high and "64" in first[64].decode_words()
+    # locality's fewer fills (window_distinct) bound the fast end; independent tokens' the slow one
+    sc = Scenario(CPU_MOE, 16746, n_predict=64)
+    layout = predict(qwen30b, hw, params, sc, hit_rate=1.0).layout
+    assert cold_fills(qwen30b, sc, layout, locality=True) < cold_fills(qwen30b, sc, layout)
 
 
 def test_a_fixed_cost_per_layer_does_not_cap_small_models():
