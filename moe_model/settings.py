@@ -12,10 +12,14 @@ generated from these declarations: `settings_of(cls)` lists them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
+from numbers import Real
 from typing import Any
+
+from moe_model.errors import MoeModelError
 
 _KEY = "moe_model.setting"
 DEFAULT_CPU_SHARE = 0.5  # --moe-cache-cpu-share where the CPU-share policy is named without one (run and priced)
@@ -77,6 +81,25 @@ class Setting:
         """Whether llama-server is started with it (a flag or an environment variable), not a request's."""
         return bool(self.llama_flags or self.llama_env)
 
+    @property
+    def label(self) -> str:
+        """How a refusal names it: its flags, and llama-server's spelling where that is another."""
+        own = "/".join(self.flags) or self.name
+        if self.llama_env or (self.llama_flags and self.llama_flags[0] not in self.flags):
+            return f"{own} ({f'llama-server {self.llama_flags[0]}' if self.llama_flags else self.llama_env})"
+        return own
+
+    def refusal(self, value: Any) -> str:
+        """Why `value` is outside the declared choices or range (the CLI's wording), or "" where it is inside."""
+        if self.choices and value not in self.choices:
+            return f"must be one of {', '.join(map(str, self.choices))}, got {value!r:.40}"
+        if self.lo is None and self.hi is None:
+            return ""
+        if isinstance(value, bool) or not isinstance(value, Real):
+            return f"takes a number, got {value!r:.40}"
+        lo, hi = self.lo if self.lo is not None else -math.inf, self.hi if self.hi is not None else math.inf
+        return "" if lo <= value <= hi else f"must be in {_bound(self.lo)}..{_bound(self.hi)}, got {value:,}"
+
 
 @dataclass(frozen=True)
 class Prior:
@@ -113,3 +136,17 @@ def settings_of(cls: type) -> dict[str, Any]:
             default = None if default is MISSING else default  # a required field: no default
             out[f.name] = replace(spec, name=f.name, default=default)
     return out
+
+
+def _bound(value: float | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def check_declared(obj: Any, error: type[MoeModelError] = MoeModelError) -> None:
+    """Refuse a dataclass whose declared field (each value of a tuple field) is outside its setting's range or
+    choices, in one line naming the flag; None is a setting not given. Cross-field rules stay with the class."""
+    for name, s in settings_of(type(obj)).items():
+        value = getattr(obj, name) if isinstance(s, Setting) else None  # a Prior's bounds are the fit's
+        for one in value if isinstance(value, tuple) else () if value is None else (value,):
+            if problem := s.refusal(one):
+                raise error(f"{s.label} {problem}")

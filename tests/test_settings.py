@@ -12,6 +12,7 @@ from conftest import ROOT
 
 from moe_model.cli.main import build_parser
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_CONCURRENCY
 from moe_model.llama.slot_plan import Placement
 from moe_model.settings import settings_of
 from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware, preset
@@ -135,15 +136,55 @@ def _beyond(value, step: float):
     return type(value)(value + step)
 
 
-@pytest.mark.parametrize("name", [n for n, s in settings_of(Scenario).items() if s.hi is not None])
-def test_a_scenario_accepts_exactly_the_range_its_flag_accepts(name):
-    s = settings_of(Scenario)[name]
-    step = 1 if isinstance(s.default, int) else 0.01
+def _given(cls: type, name: str, value) -> dict:
+    """The keyword arguments that set one field: a per-GPU share as one of two GPUs' (the other at 1)."""
+    return {name: (value, 1.0), "n_gpus": 2} if settings_of(cls)[name].default == () else {name: value}
+
+
+RANGED = [(cls, n) for cls in (Scenario, Placement) for n, s in settings_of(cls).items() if s.hi is not None]
+
+
+@pytest.mark.parametrize(("cls", "name"), RANGED, ids=[n for _, n in RANGED])
+def test_a_scenario_and_a_placement_accept_exactly_the_range_their_flags_declare(cls, name):
+    s = settings_of(cls)[name]
+    kind = float if s.default == () else type(s.default)
+    step = 1 if kind is int else 0.01
     for edge in (s.lo, s.hi):
-        Scenario(**{name: type(s.default)(edge)})  # positive control: both ends are accepted
-    for outside in (_beyond(s.lo, -step), _beyond(s.hi, step)):
+        cls(**_given(cls, name, kind(edge)))  # positive control: both ends are accepted
+    for outside in (_beyond(kind(s.lo), -step), _beyond(kind(s.hi), step), math.nan):
         with pytest.raises(MoeModelError):
+            cls(**_given(cls, name, outside))
+
+
+CHOSEN = [n for n, s in settings_of(Scenario).items() if s.choices]
+
+
+@pytest.mark.parametrize("name", CHOSEN)
+def test_a_scenario_accepts_exactly_the_choices_its_flag_declares(name):
+    s = settings_of(Scenario)[name]
+    for choice in s.choices:
+        Scenario(**{name: choice})  # positive control
+    for outside in ("maybe", s.choices[0].upper(), 1):
+        with pytest.raises(MoeModelError, match=f"^{re.escape(s.label)} must be one of .*, got {outside!r}$"):
             Scenario(**{name: outside})
+
+
+def test_check_declared_names_the_flag_in_one_line_for_a_range_a_choice_and_each_share():
+    assert settings_of(Scenario)["budget_mib"].label == "--budget-mib (llama-server --moe-cache-mib)"
+    assert settings_of(Scenario)["offload_min_batch"].label == "--offload-min-batch (GGML_OP_OFFLOAD_MIN_BATCH)"
+    assert settings_of(Scenario)["flash_attn"].label == "--flash-attn/-fa"  # llama-server's -fa is one of its own
+    cases = [
+        (Scenario, {"concurrency": 0}, f"--concurrency (llama-server -np) must be in 1..{MAX_CONCURRENCY}, got 0"),
+        (Scenario, {"n_ubatch": "many"}, "--ubatch-size/-ub takes a number, got 'many'"),
+        (Scenario, {"accept_rate": 1.5}, "--accept must be in 0.0..1.0, got 1.5"),
+        (Placement, {"n_gpu_layers": -2}, "--n-gpu-layers/-ngl must be in -1..1,024, got -2"),
+        (Placement, {"n_gpus": 2, "tensor_split": (1.0, 2e6)}, "--tensor-split/-ts must be in 0..1,000,000, got"),
+    ]
+    for cls, kwargs, message in cases:
+        with pytest.raises(MoeModelError, match=f"^{re.escape(message)}") as err:
+            cls(**kwargs)
+        assert "\n" not in str(err.value)
+    assert Scenario(depth=None).depth is None  # a setting not given is not checked against a range
 
 
 @pytest.mark.parametrize("name", ["vram_gib", "gpu_bw_gbs", "mem_bw_gbs", "threads", "ram_gib", "pcie_lanes"])

@@ -18,7 +18,7 @@ from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_LAYERS, MAX_SPLIT_SHARE
 from moe_model.llama.offload import CPU, LayerMap, LayerPlace, offloaded_devices
 from moe_model.readers.model_spec import LayerSpec, ModelSpec
-from moe_model.settings import setting
+from moe_model.settings import check_declared, setting
 
 MIB = 1024 * 1024
 CUDA_ALIGNMENT = 128  # ggml_backend_cuda_buffer_type_get_alignment
@@ -77,6 +77,7 @@ class Placement:
         for name, values in (("tensor split", self.tensor_split), ("free memory", self.free_mib)):
             if values and (len(values) != self.n_gpus or not all(0 <= v < math.inf for v in values)):
                 raise MoeModelError(f"{name} needs {self.n_gpus} finite non-negative values, got {list(values)}")
+        check_declared(self)  # -ngl and each -ts share within their settings' ranges
 
     def split_weights(self) -> tuple[float, ...]:
         """Per GPU weight of the layer and budget split: -ts, else free memory, else equal."""

@@ -42,7 +42,7 @@ from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
 from moe_model.llama.slot_plan import CachePlan, Placement, layer_map, plan_cache
 from moe_model.policies.knobs import SHARE, KnobPairs, flag_value, knob_pairs
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.settings import Alias, Widget, setting
+from moe_model.settings import Alias, Widget, check_declared, setting
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.vram import (
@@ -53,7 +53,6 @@ from moe_model.speed.vram import (
     VramBreakdown,
     breakdown,
     fit_host_layers,
-    kv_bytes_per_elem,
     max_budget_mib,
 )
 
@@ -281,6 +280,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         check_build(self.build)
+        check_declared(self)  # each field within its setting's range or choices; the cross-field rules follow
         object.__setattr__(self, "knobs", knob_pairs(self.knobs, keep_off=bool(self.policy)))
         if self.policy or self.knobs:
             from moe_model.policies import scenario_knobs  # lazy: `plan` never needs the kernels
@@ -288,31 +288,6 @@ class Scenario:
             # an unknown policy name raises there, listing the names; policy_name reads the share checked (flag_value)
             object.__setattr__(self, "knobs", scenario_knobs(self.policy_name, self.knobs, bool(self.policy)))
         check_cache_flags(self.build, self.budget_mib, self.cpu_share)
-        if self.budget_mib < 0 or self.concurrency < 1 or self.draft_tokens < 0 or self.n_ctx < 1:
-            raise MoeModelError("budget >= 0, concurrency >= 1, draft tokens >= 0 and context >= 1 are needed")
-        for value, limit, what in (
-            (self.budget_mib, MAX_BUDGET_MIB, "the budget (MiB)"),
-            (self.fit_target_mib, MAX_VRAM_GIB * 1024, "the --fit target (MiB)"),
-            (self.offload_min_batch, MAX_UBATCH, "the offload minimum batch"),
-            (self.concurrency, MAX_CONCURRENCY, "concurrency"),
-            (self.draft_tokens, MAX_DRAFT_TOKENS, "draft tokens"),
-            (self.prompt_tokens, MAX_PROMPT_TOKENS, "prompt tokens"),
-            (self.n_ubatch, MAX_UBATCH, "the ubatch size"),
-            (self.n_ctx, MAX_CTX, "the context"),
-        ):
-            check_at_most(value, limit, what)
-        if not 0.0 <= self.accept_rate <= 1.0:
-            raise MoeModelError(f"the draft acceptance rate must be in [0, 1], got {self.accept_rate}")
-        if self.load_mode not in LOAD_MODES:
-            raise MoeModelError(f"--load-mode must be one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
-        kv_bytes_per_elem(self.cache_type_k), kv_bytes_per_elem(self.cache_type_v)  # raises on an unknown type
-        if self.n_ubatch < 1 or self.prompt_tokens < 1 or self.offload_min_batch < 1 or self.fit_target_mib < 0:
-            raise MoeModelError("ubatch, prompt tokens and offload minimum batch >= 1, fit target >= 0 are needed")
-        if self.flash_attn not in FLASH_ATTN:
-            raise MoeModelError(f"-fa must be one of {', '.join(FLASH_ATTN)}, got {self.flash_attn!r}")
-        check_at_most(self.n_predict, MAX_CTX, "tokens to generate")
-        if self.n_predict < 1:
-            raise MoeModelError(f"a request generates at least 1 token, got {self.n_predict}")
         check_at_most(self.context_depth, MAX_CTX, "the depth")
         if self.depth is not None and context_cells(self.depth, self.concurrency) > self.n_ctx:
             raise MoeModelError(
