@@ -30,7 +30,7 @@ from moe_model.speed.hardware import MIN_RATE
 from moe_model.speed.host_memory import whole_gib
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
-from moe_model.workload import Batching, Workload, WorkloadStream
+from moe_model.workload import Workload, WorkloadStream
 
 
 def _named_preset(name: str):
@@ -95,7 +95,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
         if not path:
             return synthetic_workload(model, sc)
         prunes = last_layer_prunes(model.architecture, sc.build)
-        batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, last_layer_prunes=prunes)
+        batching = sc.request.batching(last_layer_prunes=prunes)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)

@@ -6,7 +6,8 @@ The placement is one typed contract for `--cpu-moe`, `--n-cpu-moe K`, `-ngl`, `-
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -55,6 +56,7 @@ from moe_model.speed.vram import (
     fit_host_layers,
     max_budget_mib,
 )
+from moe_model.workload import Batching
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
 FLASH_ATTN = ("auto", "on", "off")  # -fa; auto turns it on where the backend supports it (CUDA, HIP, Vulkan do)
@@ -73,6 +75,27 @@ def _depth(text: str) -> int:
 def _placement(text: str) -> str:
     """A --placement value, checked: cpu-moe, fit, gpu or n-cpu-moe:K."""
     return Placement.parse(text).text
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a client asks of the server, apart from how the server runs (Scenario.request): streams decoding at once,
+    speculation (draft tokens per verification, their acceptance), each prompt's tokens, the context depth decoding
+    reads (None: the prompt's) and the tokens a reply generates. Its fields are Scenario's, declared and checked
+    there, so its flags and JSON fields keep their names."""
+
+    concurrency: int
+    draft_tokens: int
+    accept_rate: float
+    prompt_tokens: int
+    depth: int | None
+    n_predict: int
+
+    BATCHED: ClassVar[tuple[str, ...]] = ("concurrency", "draft_tokens", "accept_rate")  # what decode batching reads
+
+    def batching(self, **more) -> Batching:
+        """How a server batches this request's decode (streams and drafting); `more`: Batching's other fields."""
+        return Batching(self.concurrency, self.draft_tokens, self.accept_rate, **more)
 
 
 @dataclass(frozen=True)
@@ -294,6 +317,11 @@ class Scenario:
                 f"the depth ({self.depth:,} tokens x {self.concurrency} stream(s)) does not fit the context "
                 f"(-c {self.n_ctx:,}): raise --ctx to {context_cells(self.depth, self.concurrency):,}"
             )
+
+    @property
+    def request(self) -> Request:
+        """The request fields as one record (replace(sc, **asdict(request)) sets them back)."""
+        return Request(**{f.name: getattr(self, f.name) for f in fields(Request)})
 
     @property
     def pinned(self) -> bool:

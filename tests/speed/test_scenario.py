@@ -3,14 +3,17 @@ layout: where each layer's weights and KV live, and the VRAM and RAM accounts su
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields, replace
+
 import pytest
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_CTX
 from moe_model.llama.offload import CPU
 from moe_model.llama.slot_plan import Placement
+from moe_model.settings import settings_of
 from moe_model.speed.hardware import preset
-from moe_model.speed.scenario import Scenario, context_for_depth, resolve
+from moe_model.speed.scenario import Request, Scenario, context_for_depth, resolve
 from moe_model.speed.vram import kv_cache_mib
 
 
@@ -67,3 +70,14 @@ def test_ngl_0_keeps_every_weight_in_ram_and_the_gpu_holds_only_its_buffers(qwen
     assert layout.cpu_layers == layout.host_layers == tuple(range(qwen30b.n_layer)) and not layout.plan.groups
     half = resolve(qwen30b, preset("3060"), Scenario(Placement.parse("gpu", n_gpu_layers=24)))
     assert half.cpu_layers == tuple(range(25)) and half.vram.kv_mib == 23 * kv_cache_mib(qwen30b, 4096) / 48
+
+
+def test_the_request_is_the_scenarios_declared_request_fields_as_one_record_under_their_own_names():
+    declared = settings_of(Scenario)
+    assert all(declared[f.name].flags for f in fields(Request))  # each a Scenario setting with its CLI flag
+    sc = Scenario(concurrency=3, draft_tokens=2, accept_rate=0.5, prompt_tokens=900, depth=4000, n_predict=64)
+    assert sc.request == Request(3, 2, 0.5, 900, 4000, 64)
+    assert replace(Scenario(), **asdict(sc.request)).request == sc.request  # set back under the same names
+    batching = sc.request.batching(prompt_tokens=7)
+    assert (batching.concurrency, batching.draft_tokens, batching.accept_rate, batching.prompt_tokens) == (3, 2, 0.5, 7)
+    assert set(Request.BATCHED) <= {f.name for f in fields(Request)}
