@@ -7,6 +7,7 @@ Options that do not start or do not fit the GPU's memory or the host's RAM are n
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -18,6 +19,7 @@ from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import POLICY_SOURCE
@@ -146,6 +148,7 @@ def recommend(
 ) -> list[Option]:
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM).
     `workload_for` may be a ReplayMemo: budgets it has already replayed (for another card) are reused."""
+    _prefetch_prompt_routing(model)
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, (spread_points, miss_spread), progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
@@ -162,6 +165,19 @@ def recommend(
             )
         )
     return rank(options, rel_error)
+
+
+def _prefetch_prompt_routing(model: ModelSpec) -> None:
+    """The prompt routing curve every prediction prices (cached once per routing), computed on a thread while the
+    candidates replay: the replays release the GIL, and their single-threaded parts leave a core idle."""
+
+    def compute() -> None:
+        try:
+            window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1)
+        except Exception:  # noqa: BLE001 - not kept: the prediction's own call computes it again and says why
+            return
+
+    threading.Thread(target=compute, name="prompt-routing", daemon=True).start()
 
 
 def readings_verdict(with_cache: Prediction, without: Prediction) -> str:
