@@ -9,13 +9,15 @@ The file is JSON, written by `python -m moe_model record --host-out HOST.json`:
     {"format": "moe-cache-explorer-host", "version": 1, "source": "record",
      "model": {"name": ..., "file_bytes": ..., "expert_types": ["q4_K", ...]},
      "cpu": {"model": ..., "cores": 16, "threads": 16},
-     "memory": {"ram_gib": 125.0, "free_gib": 100.0},
+     "memory": {"ram_gib": 125.0, "free_gib": 100.0, "copy_gbs": 9.6},
      "drive": {"name": "nvme0n1", "read_gbs": 3.1},
      "runtime": {"name": "llama-cpp-python 0.3.36", "llama_cpp": "b6xxx"},
      "speed": {"decode_tps": 40.1, "decode_tokens": 64, "decode_depth_tokens": 200,
                "prompt_tps": 150.0, "prompt_tokens": 512, "n_ubatch": 512}}
 
-`ram_gib`, `free_gib`, `name`, `read_gbs` and `llama_cpp` may be null (not known).
+`ram_gib`, `free_gib`, `name`, `read_gbs` and `llama_cpp` may be null (not known). `copy_gbs` (one core copying
+the model's mmap'd bytes, record/copy_rate.py: the host half of a pageable upload) may be null or absent (records
+written before it was measured).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class HostRecord:
     ram_free_gib: float | None = None
     drive: str | None = None
     drive_read_gbs: float | None = None
+    copy_gbs: float | None = None  # one core copying the mmap'd model (record/copy_rate.py); optional, added later
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON layout of the module docstring."""
@@ -77,7 +80,7 @@ class HostRecord:
                 "expert_types": list(self.expert_types),
             },
             "cpu": {"model": self.cpu_model, "cores": self.cpu_cores, "threads": self.threads},
-            "memory": {"ram_gib": self.ram_gib, "free_gib": self.ram_free_gib},
+            "memory": {"ram_gib": self.ram_gib, "free_gib": self.ram_free_gib, "copy_gbs": self.copy_gbs},
             "drive": {"name": self.drive, "read_gbs": self.drive_read_gbs},
             "runtime": {"name": self.runtime, "llama_cpp": self.llama_cpp},
             "speed": {
@@ -136,6 +139,7 @@ def host_record_from_dict(data: Any) -> HostRecord:
         ram_free_gib=g.number(("memory", "free_gib"), 1 << 24, optional=True, zero=True),
         drive=g.text("drive", "name", optional=True),
         drive_read_gbs=g.number(("drive", "read_gbs"), MAX_RATE_GBS, optional=True),
+        copy_gbs=g.number(("memory", "copy_gbs"), MAX_RATE_GBS, optional=True),
     )
 
 
