@@ -27,7 +27,7 @@ from moe_model.limits import (
     SIM_CHUNK_LOOKUPS,
     SIM_CHUNK_RECORDS,
 )
-from moe_model.settings import setting
+from moe_model.settings import check_declared, setting
 
 PHASE_WARMUP, PHASE_PROMPT, PHASE_DECODE = 0, 1, 2
 
@@ -306,3 +306,4 @@ class Batching:
             raise WorkloadError(f"acceptance rate must be in [0, 1], got {self.accept_rate}")
         if not 0 <= self.prompt_tokens <= MAX_PROMPT_TOKENS or not 1 <= self.ubatch_size <= MAX_UBATCH:
             raise WorkloadError(f"prompt tokens must be 0..{MAX_PROMPT_TOKENS:,} and the ubatch size 1..{MAX_UBATCH:,}")
+        check_declared(self, WorkloadError)  # the seed within its setting's range

@@ -141,11 +141,11 @@ def _given(cls: type, name: str, value) -> dict:
     return {name: (value, 1.0), "n_gpus": 2} if settings_of(cls)[name].default == () else {name: value}
 
 
-RANGED = [(cls, n) for cls in (Scenario, Placement) for n, s in settings_of(cls).items() if s.hi is not None]
+RANGED = [(cls, n) for cls in (Scenario, Placement, Batching) for n, s in settings_of(cls).items() if s.hi is not None]
 
 
-@pytest.mark.parametrize(("cls", "name"), RANGED, ids=[n for _, n in RANGED])
-def test_a_scenario_and_a_placement_accept_exactly_the_range_their_flags_declare(cls, name):
+@pytest.mark.parametrize(("cls", "name"), RANGED, ids=[f"{c.__name__}.{n}" for c, n in RANGED])
+def test_a_scenario_a_placement_and_a_batching_accept_exactly_the_range_their_flags_declare(cls, name):
     s = settings_of(cls)[name]
     kind = float if s.default == () else type(s.default)
     step = 1 if kind is int else 0.01
