@@ -75,8 +75,8 @@ def test_ngl_0_keeps_every_weight_in_ram_and_the_gpu_holds_only_its_buffers(qwen
 def test_the_request_is_the_scenarios_declared_request_fields_as_one_record_under_their_own_names():
     declared = settings_of(Scenario)
     assert all(declared[f.name].flags for f in fields(Request))  # each a Scenario setting with its CLI flag
-    sc = Scenario(concurrency=3, draft_tokens=2, accept_rate=0.5, prompt_tokens=900, depth=4000, n_predict=64)
-    assert sc.request == Request(3, 2, 0.5, 900, 4000, 64)
+    sc = Scenario(concurrency=3, draft_tokens=2, accept_rate=0.5, prompt_tokens=900, depth=1000, n_predict=64)
+    assert sc.request == Request(3, 2, 0.5, 900, 1000, 64)
     assert replace(Scenario(), **asdict(sc.request)).request == sc.request  # set back under the same names
     batching = sc.request.batching(prompt_tokens=7)
     assert (batching.concurrency, batching.draft_tokens, batching.accept_rate, batching.prompt_tokens) == (3, 2, 0.5, 7)
