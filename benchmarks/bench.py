@@ -16,6 +16,13 @@ Every ratio is between timings of the same run (the machine is shared: absolute 
 6. The ClassLRU curve (b12170+) on the same 64 budgets and trace as 1, against the exact LRU's: every core numba
    has, and one core.
 7. The same ClassLRU curve with its readings band (policies.class_lru_band.band_kernel) against the single reading's.
+8. `recommend` for Qwen3-235B-A22B on one card (RTX 4090), fresh processes after one that fills the caches (wall and
+   CPU seconds); with --baseline DIR, the same command in another checkout (e.g. a `git worktree` of main), the two
+   alternated, so that the ratio is between runs at the same load.
+
+    python -m benchmarks.bench --only class_lru,recommend --baseline ../main   (a subset; `--only` names below)
+
+Each row carries the 1-minute load average when it was measured (`uptime`): this 2-core machine is shared.
 """
 
 from __future__ import annotations
@@ -46,10 +53,12 @@ from moe_model.workload import Batching
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN = ROOT / "sample_data" / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf"
+QWEN_235B = "sample_data/models/Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"  # relative: also a baseline's own copy
 ROWS: list[tuple[str, str]] = []  # (what, result) of this run, in order
 
 
 def report(what: str, result: str) -> None:
+    result += f" (load {os.getloadavg()[0]:.1f})"
     ROWS.append((what, result))
     print(f"{what}: {result}", flush=True)
 
@@ -286,6 +295,51 @@ def bench_class_lru_band() -> None:
     )
 
 
+def _timed_process(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall, user + system CPU seconds) of one fresh process under /usr/bin/time."""
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%e %U %S", *argv], check=True, capture_output=True, text=True, cwd=cwd
+    )
+    wall, user, system = (float(x) for x in done.stderr.strip().splitlines()[-1].split())
+    return wall, user + system
+
+
+def bench_recommend(baseline: Path | None = None, repeat: int = 3) -> None:
+    """`recommend` for Qwen3-235B-A22B on an RTX 4090 (fresh processes, warm numba cache), best of `repeat`; with
+    a baseline checkout, its runs alternate with ours."""
+    argv = [sys.executable, "-m", "moe_model", "recommend", "--model", QWEN_235B, "--hardware", "RTX 4090"]
+    trees = {"this checkout": ROOT} | ({"baseline": baseline.resolve()} if baseline else {})
+    for tree in trees.values():
+        subprocess.run(argv, check=True, capture_output=True, cwd=tree)  # compile (or load the numba cache)
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    for _ in range(repeat):
+        for name, tree in trees.items():
+            runs[name].append(_timed_process(argv, tree))
+    best = {name: min(r) for name, r in runs.items()}
+    wall, cpu = best["this checkout"]
+    result = f"**{wall:.1f} s** wall, {cpu:.1f} s CPU (best of {repeat})"
+    if baseline:
+        base_wall, base_cpu = best["baseline"]
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=baseline)
+        result += (
+            f"; the baseline checkout (commit {commit.stdout.strip() or '?'}) {base_wall:.1f} s, {base_cpu:.1f} s CPU: "
+            f"**{base_wall / wall:.2f}x** ours"
+        )
+    report("`recommend --model Qwen3-235B-A22B --hardware 'RTX 4090'` (fresh processes, warm numba cache)", result)
+
+
+BENCHES = {
+    "curve": bench_curve,
+    "policy_all": bench_policy_all,
+    "kernel": bench_kernel,
+    "header": bench_header,
+    "log": bench_log,
+    "class_lru": bench_class_lru,
+    "class_lru_band": bench_class_lru_band,
+    "recommend": bench_recommend,
+}
+
+
 def write_markdown(path: Path, started: datetime, load: tuple[float, float, float]) -> None:
     after = os.getloadavg()
     lines = [
@@ -307,15 +361,15 @@ def write_markdown(path: Path, started: datetime, load: tuple[float, float, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", metavar="MD", help="also write the table of this run (docs/benchmarks-latest.md)")
+    parser.add_argument("--only", help=f"a comma-separated subset of {', '.join(BENCHES)}")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose `recommend` alternates with ours")
     args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(BENCHES)
+    if unknown := [n for n in names if n not in BENCHES]:
+        parser.error(f"unknown benchmark {', '.join(unknown)}: choose from {', '.join(BENCHES)}")
     started, load = datetime.now(timezone.utc), os.getloadavg()
-    bench_curve()
-    bench_policy_all()
-    bench_kernel()
-    bench_header()
-    bench_log()
-    bench_class_lru()
-    bench_class_lru_band()
+    for name in names:
+        BENCHES[name](args.baseline) if name == "recommend" else BENCHES[name]()
     if args.write:
         write_markdown(Path(args.write), started, load)
 

@@ -7,6 +7,7 @@ Options that do not start or do not fit the GPU's memory or the host's RAM are n
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,7 @@ from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
@@ -159,6 +161,7 @@ def recommend(
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM), each at
     `base`'s request (streams, draft tokens and acceptance, context, prompt, depth, build). `workload_for` may be a
     ReplayMemo: budgets it has already replayed (for another card) are reused."""
+    _prefetch_prompt_routing(model)
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
@@ -174,6 +177,19 @@ def recommend(
             )
         )
     return rank(options, ranges.rel_error)
+
+
+def _prefetch_prompt_routing(model: ModelSpec) -> None:
+    """The prompt routing curve every prediction prices (cached once per routing), computed on a thread while the
+    candidates replay: the replays release the GIL, and their single-threaded parts leave a core idle."""
+
+    def compute() -> None:
+        try:
+            window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1)
+        except Exception:  # noqa: BLE001 - not kept: the prediction's own call computes it again and says why
+            return
+
+    threading.Thread(target=compute, name="prompt-routing", daemon=True).start()
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:

@@ -101,7 +101,8 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened(), batching, model.n_expert)
 
-    return lambda sc: batched(workload_scenario(sc), sc.kernel() is None)
+    # `whole` matters only for a trace: the synthetic workload is held whole anyway, so it is built once
+    return lambda sc: batched(workload_scenario(sc), bool(path) and sc.kernel() is None)
 
 
 def _host_run(args: argparse.Namespace, model: ModelSpec, hw, rel_error: float):

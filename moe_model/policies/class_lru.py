@@ -214,33 +214,56 @@ def ns_per_lookup(n_caps: int) -> float:
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
     """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
-    _replay(s, _prepare(s, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert))
+    replay(s, entries(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert))
 
 
-def _prepare(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> tuple:
-    """What every pool size of a pass replays of a chunk (the CRF, classes and clock: s's knobs of the clock and
-    the increment decide them), advancing s's CRF and clocks."""
-    used = rec_mode != MODE_SKIP  # other groups' records: every pool size's loop would step over them
+def replay(s: ClassLruState, e: Entries) -> None:
+    """Replay a chunk's entries (`entries`), continuing the pass."""
+    _replay(s, _prepare(s, e))
+
+
+@dataclass(frozen=True, eq=False)
+class Entries:
+    """A chunk's records of the pass and their distinct experts, whatever the knobs: every reading fed the same
+    chunk (the band) shares them."""
+
+    rec_layer: np.ndarray
+    rec_ntok: np.ndarray
+    rec_mode: np.ndarray
+    rec_large: np.ndarray
+    start: np.ndarray  # [n_rec + 1] each record's first entry
+    key: np.ndarray  # the record's distinct (layer, expert) keys, first appearance first
+    by_key: np.ndarray  # a pool record's entries in expert-id order
+    chose: np.ndarray  # tokens of the record that chose the entry's expert
+
+
+def entries(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> Entries:
+    """The chunk's records other than skipped ones (every pool size's loop would step over them) and entries."""
+    used = rec_mode != MODE_SKIP
     rec_layer, rec_ntok, rec_off, rec_mode, rec_large = (
         a[used] for a in (rec_layer, rec_ntok, rec_off, rec_mode, rec_large)
     )
-    n_rec = len(rec_mode)
     n_ent = int(np.minimum(rec_ntok.astype(np.int64) * k, n_expert).sum())
-    ent_start = np.zeros(n_rec + 1, dtype=np.int64)
-    ent_key = np.empty(n_ent, dtype=np.int32)
-    ent_cls = np.empty(n_ent, dtype=np.int8)
-    ent_sorted = np.empty(n_ent, dtype=np.int32)
-    ent_crf = np.empty(n_ent, dtype=np.float64)
-    ent_sel = np.empty(n_ent, dtype=np.int32)  # tokens of the record that chose the entry's expert
-    rec_now = np.zeros(n_rec, dtype=np.int64)
+    start = np.zeros(len(rec_mode) + 1, dtype=np.int64)
+    key, by_key, chose = (np.empty(n_ent, dtype=np.int32) for _ in range(3))
+    _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, start, key, by_key, chose)
+    return Entries(rec_layer, rec_ntok, rec_mode, rec_large, start, key, by_key, chose)
+
+
+def _prepare(s: ClassLruState, e: Entries) -> tuple:
+    """What every pool size of a pass replays of a chunk (the CRF, classes and clock: s's knobs of the clock and
+    the increment decide them), advancing s's CRF and clocks."""
+    ent_cls = np.empty(len(e.key), dtype=np.int8)
+    ent_crf = np.empty(len(e.key), dtype=np.float64)
+    rec_now = np.zeros(len(e.rec_mode), dtype=np.int64)
     clock0 = s.clock.copy()
     _shared(
-        rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, s.crf, s.last_use, s.clock,
-        s.half_life, s.increment, s.n_classes, s.group_clock, s.per_token, ent_start, ent_key, ent_cls, ent_sorted,
-        ent_crf, ent_sel, rec_now, s.distinct,
+        e.rec_layer, e.rec_ntok, e.rec_mode, e.rec_large, s.crf, s.last_use, s.clock, s.half_life,
+        s.increment, s.n_classes, s.group_clock, s.per_token, e.start, e.key, e.chose, ent_cls, ent_crf, rec_now,
+        s.distinct,
     )  # fmt: skip
-    by_crf = _by_crf(rec_mode, ent_start, ent_sorted, ent_crf) if s.share > 0 else ent_sorted[:0]
-    return rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel
+    by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
+    return e.rec_layer, e.rec_mode, e.rec_large, e.start, e.key, ent_cls, e.by_key, rec_now, clock0, by_crf, e.chose
 
 
 def _replay(s: ClassLruState, prepared: tuple) -> None:
@@ -271,22 +294,17 @@ def cpu_counts(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, nogil=True)
-def _shared(
-    rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert, crf, last_use, clock, half_life, increment,
-    n_classes, group_clock, per_token, ent_start, ent_key, ent_cls, ent_sorted, ent_crf, ent_sel, rec_now, distinct,
-):  # fmt: skip
-    """Per record: its distinct experts (first appearance), each key's CRF after this use and its class, the
-    keys in expert-id order, and the clock; what every pool size of the pass shares."""
+def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start, ent_key, ent_sorted, ent_sel):
+    """Per record: its distinct experts (first appearance) with the tokens that chose each, and a pool record's
+    keys in expert-id order."""
     seen = np.zeros(n_expert, dtype=np.int64)
-    chose = np.zeros(n_expert, dtype=np.int64)  # tokens of this record that chose the expert
+    chose = np.zeros(n_expert, dtype=np.int32)  # tokens of this record that chose the expert
     n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
-        mode = rec_mode[r]
-        if mode == MODE_SKIP:
+        if rec_mode[r] == MODE_SKIP:
             continue
-        layer = rec_layer[r]
-        base = layer * n_expert
+        base = rec_layer[r] * n_expert
         nu = 0
         for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
             e = ids[i]
@@ -296,29 +314,43 @@ def _shared(
                 ent_key[n + nu] = base + e
                 nu += 1
             chose[e] += 1
-        if mode == MODE_CACHE:
+        for q in range(n, n + nu):
+            ent_sel[q] = chose[ent_key[q] - base]
+        if rec_mode[r] == MODE_CACHE:
             for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
                 q, key = j, ent_key[n + j]
                 while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
                     ent_sorted[n + q] = ent_sorted[n + q - 1]
                     q -= 1
                 ent_sorted[n + q] = n + j
-            c = 0 if group_clock else layer
-            clock[c] += rec_ntok[r]
-            now = clock[c]
-            rec_now[r] = now
-            distinct[layer, rec_large[r]] += nu
-            for q in range(n, n + nu):
-                key = ent_key[q]
-                add = increment * chose[key - base] if per_token else increment
-                value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
-                crf[key], ent_crf[q] = value, value
-                ent_sel[q] = chose[key - base]
-                last_use[key] = now
-                cls = int(np.floor(np.log2(value))) if value > 0 else 0
-                ent_cls[q] = min(n_classes - 1, max(0, cls))
         n += nu
     ent_start[len(rec_mode)] = n
+
+
+@njit(cache=True, nogil=True)
+def _shared(
+    rec_layer, rec_ntok, rec_mode, rec_large, crf, last_use, clock, half_life, increment, n_classes,
+    group_clock, per_token, ent_start, ent_key, ent_sel, ent_cls, ent_crf, rec_now, distinct,
+):  # fmt: skip
+    """Per pool record: each key's CRF after this use and its class, and the clock; what every pool size of the
+    pass shares."""
+    for r in range(len(rec_mode)):
+        if rec_mode[r] != MODE_CACHE:
+            continue
+        layer = rec_layer[r]
+        c = 0 if group_clock else layer
+        clock[c] += rec_ntok[r]
+        now = clock[c]
+        rec_now[r] = now
+        distinct[layer, rec_large[r]] += ent_start[r + 1] - ent_start[r]
+        for q in range(ent_start[r], ent_start[r + 1]):
+            key = ent_key[q]
+            add = increment * ent_sel[q] if per_token else increment
+            value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
+            crf[key], ent_crf[q] = value, value
+            last_use[key] = now
+            cls = int(np.floor(np.log2(value))) if value > 0 else 0
+            ent_cls[q] = min(n_classes - 1, max(0, cls))
 
 
 @njit(cache=True, nogil=True)

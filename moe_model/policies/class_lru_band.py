@@ -15,10 +15,11 @@ from moe_model.policies.class_lru import (
     BAND_READINGS,
     NAME,
     ClassLruState,
-    feed,
+    entries,
     new_state,
     ns_per_lookup,
     reading_name,
+    replay,
     results,
     state_bytes,
 )
@@ -49,9 +50,11 @@ def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple) 
 
 
 def _band_feed(s: BandState, *chunk) -> None:
-    """Every reading replays the same chunk (one stream of records for the default and the band)."""
+    """Every reading replays the same chunk (one stream of records for the default and the band): its records'
+    distinct experts found once."""
+    shared = entries(*chunk)
     for state in (s.default, *s.others):
-        feed(state, *chunk)
+        replay(state, shared)
 
 
 def band_hits(s: BandState) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,8 @@ workload given, replayed by the scenario's policy) or from a hit rate; pricing/c
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -100,9 +102,27 @@ def _chunks(work: Workload | WorkloadStream):
     return work.chunks() if isinstance(work, WorkloadStream) else (work,)
 
 
+_DECODE_COUNTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per Workload object, gone with it
+_DECODE_COUNTS_LOCK = threading.Lock()
+
+
 def decode_counts(work: Workload | WorkloadStream) -> tuple[int, np.ndarray]:
     """Decode ubatches, and mean distinct experts per decode ubatch per layer, in one pass over the workload
-    (a stream chunk by chunk: its chunks hold whole ubatches)."""
+    (a stream chunk by chunk: its chunks hold whole ubatches). A held Workload (frozen) is counted once: the
+    recommender prices several candidate groups on the same one."""
+    if isinstance(work, WorkloadStream):
+        return _decode_counts(work)
+    with _DECODE_COUNTS_LOCK:
+        known = _DECODE_COUNTS.get(work)
+    if known is None:
+        known = _decode_counts(work)
+        known[1].setflags(write=False)  # shared by every caller
+        with _DECODE_COUNTS_LOCK:
+            _DECODE_COUNTS[work] = known
+    return known
+
+
+def _decode_counts(work: Workload | WorkloadStream) -> tuple[int, np.ndarray]:
     n_ubatches, sums, counts = 0, np.zeros(work.n_layer), np.zeros(work.n_layer)
     for chunk in _chunks(work):
         n_ubatches += _decode_ubatches(chunk)

@@ -169,3 +169,19 @@ def test_a_predictions_steady_hit_rate_lies_in_its_readings_band_at_small_and_la
         assert band.hit_rate_low <= p.prediction.hit_rate <= band.hit_rate_high, p.budget_mib
         assert band.default_hit_rate == p.prediction.hit_rate
     assert points[0].prediction.policy_band.width_points > 5  # a small pool's band stays wide
+
+
+def test_every_reading_replaying_one_chunks_shared_entries_counts_as_if_fed_alone():
+    rng = np.random.default_rng(38)
+    readings = class_lru.all_readings()
+    for _ in range(60):
+        inputs, caps, _, share, n_layer, n_expert = random_case(rng)
+        states = [class_lru.new_state(caps, n_layer, n_expert, share=share, **r) for r in readings]
+        for chunk in inputs:  # the band's way: the chunk's distinct experts found once for every reading
+            shared = class_lru.entries(*chunk)
+            for state in states:
+                class_lru.replay(state, shared)
+        for state, reading in zip(states, readings, strict=True):
+            alone = replay(class_lru, (inputs, caps, reading, share, n_layer, n_expert))
+            shared_counts = (*class_lru.results(state), class_lru.cpu_counts(state)[0], state.filled)
+            assert all(np.array_equal(a, b) for a, b in zip(shared_counts, alone, strict=True)), reading
