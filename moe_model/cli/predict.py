@@ -22,13 +22,12 @@ from moe_model.cli.args import (
 )
 from moe_model.cli.output import to_json
 from moe_model.limits import MAX_RATE_GBS
-from moe_model.llama.batching import stream_from, workload_from
-from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.batching import server_batching, stream_from, workload_from
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
 from moe_model.speed.streams import speed_note, total_over_streams
-from moe_model.workload import Batching, Workload, WorkloadStream
+from moe_model.workload import Workload, WorkloadStream
 
 
 def _named_preset(name: str):
@@ -92,7 +91,9 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
             return synthetic_workload(
                 model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, build=build)
             )
-        batching = Batching(concurrency, draft, accept, last_layer_prunes=last_layer_prunes(model.architecture, build))
+        batching = server_batching(
+            model.architecture, build, concurrency=concurrency, draft_tokens=draft, accept_rate=accept
+        )
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)

@@ -28,10 +28,8 @@ import pandas as pd
 from moe_model.errors import MoeModelError
 from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.limits import DEFAULT_CTX
-from moe_model.llama.batching import build_workload
+from moe_model.llama.batching import build_workload, server_batching
 from moe_model.llama.builds import EXACT_BUILD
-from moe_model.llama.output_rows import last_layer_prunes
-from moe_model.llama.server_warm_up import warm_up_tokens
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import policy_for_build
 from moe_model.policies.wording import hit_rate_wording
@@ -42,8 +40,8 @@ from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
-from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
-from moe_model.workload import Batching, TokenTrace, Workload
+from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, start_up_fills
+from moe_model.workload import TokenTrace, Workload
 
 MODELS = data_path("models")
 GROUNDTRUTH = data_path("groundtruth")
@@ -112,8 +110,10 @@ def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_T
 def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
     """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
     prompt = sc.prompt_tokens if prompts else 0
-    prunes = last_layer_prunes(model.architecture, sc.build)
-    batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, prompt, sc.n_ubatch, last_layer_prunes=prunes)
+    batching = server_batching(
+        model.architecture, sc.build, concurrency=sc.concurrency, draft_tokens=sc.draft_tokens,
+        accept_rate=sc.accept_rate, prompt_tokens=prompt, ubatch_size=sc.n_ubatch,
+    )  # fmt: skip
     return build_workload(trace, batching, model.n_expert)
 
 
@@ -144,18 +144,17 @@ def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None
     return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source, **kw)
 
 
-def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
-    """The logged "ubatch <= 8" hit rate without llama-server's warm-up, which the decode timings leave out:
-    BOS+EOS through every cached layer (the last with 1 token), all misses on the cold pool (docs section 5)."""
-    misses = max(stats.misses - _warm_up_fills(model, layout), 0.0)
+def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout, build: int) -> float:
+    """The logged "ubatch <= 8" hit rate without llama-server `build`'s start-up, which the decode timings leave out:
+    BOS+EOS (and the seq_rm probe where the build makes it) through every cached layer, all misses on the cold pool
+    (docs section 5)."""
+    misses = max(stats.misses - _start_up_fills(model, layout, build), 0.0)
     return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
 
 
-def _warm_up_fills(model: ModelSpec, layout: Layout) -> float:
-    """Slots llama-server's warm-up fills before any request (llama.server_warm_up: its tokens at each layer)."""
-    k, n = model.n_expert_used, model.n_expert
-    cached = layout.cached_mask(model, 1).nonzero()[0]
-    return sum(independent_distinct(n, k, warm_up_tokens(il, model.n_layer)) for il in cached)
+def _start_up_fills(model: ModelSpec, layout: Layout, build: int) -> float:
+    """Slots llama-server's start-up fills before any request, at the layers that look the cache up."""
+    return start_up_fills(model, layout.cached_mask(model, 1).nonzero()[0], build)
 
 
 def log_fills(stats: LoggedStats, layout: Layout) -> int:
@@ -302,7 +301,8 @@ def log_points(
             point = _point(name, machine, model, hw, sc, tps, prefill, hit, layout=layout,
                            request="first" if first else "steady", prefill_first=first, engine=run.engine)  # fmt: skip
             if first and run.small and point.traffic.cached.any():
-                fills = log_fills(run.small, layout) - min(layout.plan.n_slots_total, _warm_up_fills(model, layout))
+                start_up = min(layout.plan.n_slots_total, _start_up_fills(model, layout, sc.build))
+                fills = log_fills(run.small, layout) - start_up
                 cap = cold_fills(model, sc, layout) if per_request else fills  # later requests fill the rest
                 point = replace(point, traffic=replace(point.traffic, fills=max(0.0, min(fills, cap))))
             points.append(point)

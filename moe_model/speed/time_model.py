@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
-from moe_model.llama.server_warm_up import WARM_UP_TOKENS
+from moe_model.llama.server_warm_up import start_up_rows
 from moe_model.policies import MODELLED, get_policy
 from moe_model.policies.cpu_share import share_applies, share_note
 from moe_model.readers.model_spec import ModelSpec
@@ -70,7 +71,7 @@ from moe_model.speed.rates import (
 )
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.streams import per_stream_tps
-from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
+from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct, start_up_fills
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
 if TYPE_CHECKING:
@@ -379,15 +380,16 @@ def prefill_terms(
 def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout) -> float:
     """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
     pool is full (tokens taken as independent: an upper bound for routing with locality), after the start-up
-    warm-up's (llama.server_warm_up)."""
-    tokens = sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency
-    k, n_expert = model.n_expert_used, model.n_expert
+    start-up's (the warm-up and the seq_rm probe where the build makes it: traffic.start_up_fills)."""
+    tokens = int(sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency)
+    k, n_expert, prunes = model.n_expert_used, model.n_expert, last_layer_prunes(model.architecture, sc.build)
     fills = 0.0
     for group in layout.plan.groups if layout.plan.starts else ():
         if group.cached:
-            touched = len(group.layers) * independent_distinct(n_expert, k, int(tokens) + WARM_UP_TOKENS)
-            warm_up = len(group.layers) * independent_distinct(n_expert, k, WARM_UP_TOKENS)
-            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, warm_up))
+            rows = [start_up_rows(il, model.n_layer, sc.build, prunes) for il in group.layers]
+            touched = sum(independent_distinct(n_expert, k, tokens + r) for r in rows)
+            start_up = start_up_fills(model, group.layers, sc.build)
+            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, start_up))
     return fills
 
 

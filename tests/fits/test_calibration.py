@@ -65,7 +65,7 @@ def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_i
     run = parse_log(RUN3 / "logs" / "server_full.log")[0]
     point = log_points([run], model, hw, "full", "h200")[0]
     decoded = 256 * model.n_layer * model.n_expert_used  # one request of 256 tokens, every layer cached
-    rate = decode_hit_rate(run.small, model, point.layout)
+    rate = decode_hit_rate(run.small, model, point.layout, point.scenario.build)
     assert rate > run.small.hit_rate
     assert run.small.hits / rate == pytest.approx(decoded, rel=0.005)  # the lookups left are the decode's
 
