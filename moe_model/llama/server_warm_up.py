@@ -18,6 +18,8 @@ llama-cpp-python 0.3.36 vendors); trees before b11063 were not read (docs/llamac
 The probe's two tokens are one token id whose values (V) are equal at both positions, so every layer's hidden
 states are equal up to rounding and they route as one row: run11b's recording of b11549's start-up
 (sample_data/groundtruth/run11/run11b) selects the same 8 experts for both at 19 of 24 layers, 9 at the rest.
+Attention sinks (gpt-oss) weigh the two positions' values differently, so there they may split a little more
+(tests/record: a tiny gpt-oss routes them one expert apart at one layer of two); one row stays the model.
 `start_up_rows` is what the time model, the traffic and the calibration count of the start-up.
 """
 
