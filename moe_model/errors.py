@@ -54,6 +54,10 @@ class UnknownGpuError(MoeModelError):
         super().__init__(message)
 
 
+class LinkRateError(MoeModelError):
+    """A measured host-to-device rate above the link's line rate: not this link's (Hardware.with_link_gbs)."""
+
+
 class LogError(MoeModelError):
     """A file that is not a llama.cpp log, or cannot be read as one."""
 

@@ -26,6 +26,7 @@ MAX_VOCAB = 16_777_216  # tokens: real vocabularies have <= 262,144 (Gemma 3)
 MAX_FILE_TYPE = 1024  # general.file_type: llama.cpp's LlamaFileType values are < 64
 MAX_ARCH_CHARS = 64  # general.architecture: llama.cpp's architecture names have <= 20 characters
 MAX_ECHO_CHARS = 120  # text from a file or URL quoted in a message or a table is cut beyond this
+MAX_ARG_ERROR_CHARS = 1000  # a command-line refusal (argparse's) with the value it quotes: cut beyond this
 # the header prefix the advice tells users to make: 4x the largest bundled header (gpt-oss-20b's 3,737,954 bytes,
 # a 200k-token vocabulary; tests/readers/test_gguf_header.py measures them); a prefix cut short says how much more
 # it needs
@@ -71,6 +72,10 @@ MAX_BUDGET_MIB = 16 * 1024 * 1024  # --moe-cache-mib: 16 TiB, more VRAM than any
 # peak RSS on a shared 2-core machine (2026-12-06, load ~2-10); 2,000,000 (as long as the longest trace) grew
 # linearly to ~8 minutes and ~14 GiB (200,000: 36 s, 1.4 GiB) and gave no answer in 400 s in issue 39
 MAX_SYNTHETIC_TOKENS = 500_000
+# scores a synthetic draw computes, tokens x layers x experts (each token scores every expert of every layer): the
+# measurement above, Qwen3-30B-A3B's 500,000 x 48 x 128, so a deeper or wider header gets proportionally fewer tokens
+# (its time and its arrays, (sequence x layer x expert) scores per 512 tokens, stay those of that run)
+MAX_SYNTHETIC_DRAWS = MAX_SYNTHETIC_TOKENS * 48 * 128
 
 # --- policy knobs (--knob) ---
 MAX_IDLE_ROUNDS = 10**9  # lazy-unload's idle rounds: more ubatches than any replay (MAX_TRACE_RECORDS records)
@@ -80,6 +85,7 @@ MAX_COOLDOWN_MS = 1e9  # lazy-unload's cooldown: ~12 days idle, beyond any serve
 DEFAULT_CTX = 4096  # -c: llama-server's default context
 DEFAULT_UBATCH = 512  # -ub: llama.cpp's default n_ubatch
 DEFAULT_PROMPT_TOKENS = 512  # a request's prompt when none is given (and the app's first context depth)
+MAX_COMMAND_CHARS = 64 * 1024  # a llama-server command read back (speed/server_command.py): real ones are < 1,000
 DEFAULT_ACCEPT_RATE = 0.7  # draft acceptance assumed when none is given: a well-matched draft model's typical rate
 
 # --- record (the user's model run on their CPU through llama-cpp-python) ---

@@ -1,7 +1,9 @@
 """Each setting declared once, on its dataclass field (as vidur's config dataclasses do).
 
 A field made with `setting(...)` carries its default, help, command-line flags (the first is the flag, the
-others old or llama.cpp spellings kept as aliases), accepted range or choices, the app's URL key and widget.
+others old or llama.cpp spellings kept as aliases), accepted range or choices, the app's URL key and widget, and
+where it is a llama-server setting, that server's flag (or environment variable) and llama.cpp's own default: the
+server command this tool prints carries the settings that differ from it (speed/server_command.py).
 A field made with `prior(...)` is a fitted parameter: its default is the prior the fit is pulled towards,
 with the pull's log-space width, the fit's bounds and the fit that sets it. The CLI's flags (cli/args.py),
 the app's URL state and widgets (ui/state.py, ui/widgets.py) and the calibration's tables (speed/time_model.py) are
@@ -60,12 +62,20 @@ class Setting:
     metavar: str | None = None
     aliases: tuple[Alias, ...] = ()
     parse: Callable[[str], Any] | None = None  # the command line's text to the value (default: by the default's type)
+    llama_flags: tuple[str, ...] = ()  # llama-server's spellings (the first is printed); none: not a server flag
+    llama_env: str = ""  # or the environment variable llama.cpp reads it from
+    llama_default: Any = None  # llama.cpp's own default, as this field's value (b11549 common/arg.cpp, common.h)
     name: str = ""  # the field's name and default, filled in by settings_of
     default: Any = None
 
     @property
     def flag(self) -> str:
         return self.flags[0]
+
+    @property
+    def on_server(self) -> bool:
+        """Whether llama-server is started with it (a flag or an environment variable), not a request's."""
+        return bool(self.llama_flags or self.llama_env)
 
 
 @dataclass(frozen=True)

@@ -280,8 +280,14 @@ class Batching:
     concurrency: int = 1
     draft_tokens: int = 0
     accept_rate: float = DEFAULT_ACCEPT_RATE
+    # simulate's flag: the prompt it replays through the pool. --prompt-tokens means a request's prompt priced
+    # (Scenario.prompt_tokens) everywhere else; simulate keeps it as this flag's old spelling (issue 37)
     prompt_tokens: int = setting(
-        0, flags=("--prompt-tokens",), lo=0, hi=MAX_PROMPT_TOKENS, help="synthetic prompt per sequence (0: none)"
+        0,
+        flags=("--replay-prompt-tokens", "--prompt-tokens"),
+        lo=0,
+        hi=MAX_PROMPT_TOKENS,
+        help="prompt tokens each sequence replays through the cache before decoding (0: none)",
     )
     ubatch_size: int = DEFAULT_UBATCH
     warmup: bool = True

@@ -307,7 +307,7 @@ with friendly_errors():
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
     view = cached_explore_curve(inputs, base, spread, axis)
-    answer = answer_at(model, hw, view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
+    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
     logged = st.session_state.get("measured_points")
     measured = (
         measured_points(load_reference(), logged, hw, model, concurrency, placement_name.split()[0])
@@ -323,7 +323,7 @@ with friendly_errors():
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
             log_fit = routing if from_logs else None
             best_setting(model, source, model_key, hw, time_model, serving, log_fit, build, trace, basis)
-        baselines = fitting_no_cache(model, hw, view)
+        baselines = fitting_no_cache(view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
         )

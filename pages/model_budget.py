@@ -12,7 +12,6 @@ from moe_model.answers.known_problems import known_problems
 from moe_model.answers.recommend import command_line
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
-from moe_model.speed.host_memory import host_memory
 from moe_model.speed.scenario import Scenario, cache_room_mib, resolve
 from ui.sidebar import (
     policy_caption,
@@ -69,7 +68,7 @@ with friendly_errors():
     placement = replace(layout.placement, fit=False)  # --fit: the layers it moves to make room for this cache
     report = plan_report(model, budget, placement)
     with right:
-        host = host_memory(model, hw, placement, load_mode)
+        host = layout.ram
         fits = report["starts"] and layout.vram.fits and host.fits
         usable = fit_verdicts(layout.vram, host, () if fits else would_fit(model, hw, sc))
         if not report["starts"]:

@@ -32,6 +32,7 @@ SERVING_FLAGS |= {"--build"}
 GENERATED_FLAGS = {  # per subcommand, the flags generated from a declared setting
     "plan": {"--budget-mib", *PLACEMENT_FLAGS},
     "simulate": {"--budget-mib", *PLACEMENT_FLAGS, "--concurrency", "--draft", "--accept", "--prompt-tokens"}
+    | {"--replay-prompt-tokens"}
     | {"--ubatch-size", "-ub", "--seed", "--policy", "--build", "--cpu-share"},
     "predict": MACHINE_FLAGS | SERVING_FLAGS | {"--placement", "--cpu-moe", "--n-cpu-moe", "--budget-mib", "--policy"},
     "recommend": MACHINE_FLAGS | SERVING_FLAGS,
@@ -169,3 +170,12 @@ def test_the_fit_tables_list_every_time_parameter_from_its_prior():
     assert list(PARAM_BOUNDS) == list(PRIOR_WIDTH) == [*DECODE_PARAMS, *PREFILL_PARAMS] == list(vars(TimeParams()))
     for name, (lo, hi) in PARAM_BOUNDS.items():  # each prior inside its bounds, pulled with a positive width
         assert lo < getattr(TimeParams(), name) < hi and PRIOR_WIDTH[name] >= math.log(1.3), name
+
+
+def test_each_flag_is_the_first_spelling_of_one_setting_only():
+    """Issue 37: --prompt-tokens was declared twice with two meanings; simulate's is --replay-prompt-tokens now,
+    --prompt-tokens its old spelling there."""
+    firsts = [s.flag for declared in DECLARED for s in declared.values() if getattr(s, "flags", ())]
+    assert len(firsts) == len(set(firsts)), sorted(f for f in firsts if firsts.count(f) > 1)
+    argv = ["--model", "m", "--synthetic", "--budget-mib", "1", "--prompt-tokens", "7"]
+    assert _subcommands()["simulate"].parse_args(argv).prompt_tokens == 7

@@ -20,27 +20,25 @@ def in_host(card: Hardware, host: Hardware) -> Hardware:
     lower PCIe generation of the card and the host's slot; measured link rates kept where the card's line
     carries them (a slower line gets them derived)."""
     gen = min(card.pcie_gen, host.pcie_gen)
-    rates = link_rates(host, 0.0, line_gbs(gen, card.pcie_lanes, host.host))
+    rates = link_rates(host, line_gbs(gen, card.pcie_lanes, host.host))
     own = {name: getattr(host, name) for name in HOST_FIELDS}
     return card.with_changes(pcie_gen=gen, host=host.host, **rates, **own)
 
 
-def link_rates(hw: Hardware, measured_gbs: float, line_gbs: float) -> dict[str, float | None]:
-    """The copy rates over a link of `line_gbs`: a measured rate typed in the sidebar (0: none) for both kinds,
-    else the machine's own measured rates where the line carries them (a slower edited link drops them: issue 22's
-    "implausible pinned_gbs" after a calibration)."""
-    if measured_gbs:
-        return {"pinned_gbs": min(measured_gbs, line_gbs), "pageable_gbs": min(measured_gbs, line_gbs)}
+def link_rates(hw: Hardware, line_gbs: float) -> dict[str, float | None]:
+    """The machine's own measured copy rates over a link of `line_gbs`, where the line carries them (a slower
+    edited link drops them: issue 22's "implausible pinned_gbs" after a calibration)."""
     own = {"pinned_gbs": hw.pinned_gbs, "pageable_gbs": hw.pageable_gbs}
     return {name: rate if rate is not None and rate <= line_gbs else None for name, rate in own.items()}
 
 
 def with_edits(hw: Hardware, link_gbs: float, **changes) -> Hardware:
-    """`hw` with the sidebar's edits (Hardware.with_changes' names) and its measured link rate (0: none), the rates
-    capped at the line of the edited card in this host's slot (an edit past the slot's generation or lanes gains
-    nothing)."""
+    """`hw` with the sidebar's edits (Hardware.with_changes' names) and its measured link rate (0: none) on the
+    line of the edited card in this host's slot: a rate above that line is refused as the CLI refuses it
+    (Hardware.with_link_gbs raises LinkRateError; the sidebar says it and prices the rates derived from the link)."""
     gen, lanes = changes.get("pcie_gen", hw.pcie_gen), changes.get("pcie_lanes", hw.pcie_lanes)
-    return hw.with_changes(**changes, **link_rates(hw, link_gbs, line_gbs(gen, lanes, hw.host)))
+    edited = hw.with_changes(**changes, **link_rates(hw, line_gbs(gen, lanes, hw.host)))
+    return edited.with_link_gbs(link_gbs) if link_gbs else edited
 
 
 def host_edited(kept: dict, base: Hardware) -> bool:

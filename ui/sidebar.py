@@ -7,7 +7,7 @@ import os
 
 import streamlit as st
 
-from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.limits import shown
@@ -294,7 +294,11 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
         changed = {name: value for name, value in edits.items() if value != shown[name]}  # only these are stated
         changed["ram_gib"] = ram  # but the RAM box always shows a figure the user reads and edits: it is stated
-        hw = with_edits(hw, link, **changed)
+        try:
+            hw = with_edits(hw, link, **changed)
+        except LinkRateError as err:  # the CLI's rule: refused; here said, and the rates derived from the link
+            st.warning(f"{literal(err, None)}. Priced with the rates derived from the link until the box is set again.")
+            hw = with_edits(hw, 0.0, **changed)
         if not use_calibrated:
             st.button(
                 f"use the {name} preset's host",

@@ -19,7 +19,7 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction, verdict
@@ -35,7 +35,6 @@ class ExploreCurve:
 
     axis: BudgetAxis
     curve: Curve
-    ram_fits: tuple[bool, ...]  # per budget: the host's RAM holds what it must (no speed is drawn where not)
     without: Prediction  # the same placement without a cache
     no_cache: dict[str, Prediction]  # --fit and --cpu-moe without a cache
 
@@ -45,7 +44,8 @@ class ExploreCurve:
 
     @property
     def speeds(self) -> list[float | None]:
-        """Predicted decode t/s where the setting starts and fits VRAM and RAM (a model)."""
+        """Predicted decode t/s where the setting runs (Layout.runs: it starts, fits VRAM or is too close to call,
+        and fits RAM or streams from disk: the headline's rule; a model)."""
         return [None if p is None else p.decode_tps for p in self._usable()]
 
     @property
@@ -53,8 +53,7 @@ class ExploreCurve:
         return [None if p is None else p.decode_tps_range for p in self._usable()]
 
     def _usable(self) -> list[Prediction | None]:
-        points = zip(self.curve.predictions, self.ram_fits, strict=True)
-        return [p if p.usable and ram else None for p, ram in points]
+        return [p if p.layout.runs else None for p in self.curve.predictions]
 
     def table(self) -> pd.DataFrame:
         """The curve as the page's CSV download: the exact LRU's statistics and the predicted speed."""
@@ -99,13 +98,12 @@ def explore_curve(
         model, hw, params, base, axis.budgets, lambda _: work, rel_error=rel_error, spread_points=spread_points,
         miss_spread=miss_spread, with_lru=True,
     )  # fmt: skip
-    ram = tuple(host_memory(model, hw, p.layout.placement, base.load_mode).fits for p in on_curve.points)
     no_cache = {
         name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, rel_error, 0.0)
         for name, flag in NO_CACHE_LINES
     }
     without = _no_cache(model, hw, params, base, work, rel_error, spread_points, miss_spread)
-    return ExploreCurve(axis, on_curve, ram, without, no_cache)
+    return ExploreCurve(axis, on_curve, without, no_cache)
 
 
 def explore_point(
@@ -134,13 +132,21 @@ class Answer:
 
     point: CurvePoint
     verdict: str  # the cache against the same placement without it; "no cache" at budget 0
-    host: HostMemory
+
+    @property
+    def host(self) -> HostMemory:
+        """The RAM account of the point's layout."""
+        return self.point.layout.ram
+
+    @property
+    def runs(self) -> bool:
+        """A speed is shown: the same rule as the chart's (Layout.runs)."""
+        return self.point.layout.runs
 
 
-def answer_at(model: ModelSpec, hw: Hardware, view: ExploreCurve, point: CurvePoint) -> Answer:
-    pred = point.prediction
-    cache_verdict = verdict(pred, view.without) if point.budget_mib else "no cache"
-    return Answer(point, cache_verdict, host_memory(model, hw, point.layout.placement, pred.scenario.load_mode))
+def answer_at(view: ExploreCurve, point: CurvePoint) -> Answer:
+    cache_verdict = verdict(point.prediction, view.without) if point.budget_mib else "no cache"
+    return Answer(point, cache_verdict)
 
 
 def measured_points(
@@ -173,10 +179,7 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
     return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
 
 
-def fitting_no_cache(model: ModelSpec, hw: Hardware, view: ExploreCurve) -> dict[str, Prediction]:
-    """The no-cache lines that start and fit VRAM and RAM: a baseline that cannot run is not drawn."""
-    return {
-        name: p
-        for name, p in view.no_cache.items()
-        if p.usable and host_memory(model, hw, p.layout.placement, p.scenario.load_mode).fits
-    }
+def fitting_no_cache(view: ExploreCurve) -> dict[str, Prediction]:
+    """The no-cache lines that run (Layout.runs, the rule of the curve's points): a baseline that cannot is not
+    drawn."""
+    return {name: p for name, p in view.no_cache.items() if p.layout.runs}

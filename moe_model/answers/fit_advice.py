@@ -18,7 +18,7 @@ from moe_model.llama.slot_plan import Placement, min_budget_mib
 from moe_model.policies.cpu_share import share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
 from moe_model.speed.time_model import range_verdict
@@ -35,7 +35,10 @@ class FitCheck:
     """Whether a setting fits the GPU's memory and the host's RAM, with both accounts."""
 
     layout: Layout
-    host: HostMemory
+
+    @property
+    def host(self) -> HostMemory:
+        return self.layout.ram
 
     @property
     def starts(self) -> bool:
@@ -47,8 +50,7 @@ class FitCheck:
 
 
 def check_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> FitCheck:
-    layout = resolve(model, hw, sc)
-    return FitCheck(layout, host_memory(model, hw, layout.placement, sc.load_mode))
+    return FitCheck(resolve(model, hw, sc))
 
 
 def ram_needed_gib(host: HostMemory) -> int:
@@ -130,7 +132,8 @@ def _smaller_budget(model, hw, sc: Scenario) -> FitChange | None:
 def _n_cpu_moe(model, hw, sc: Scenario, layout: Layout) -> FitChange | None:
     """The --n-cpu-moe K nearest the current host layers whose setting fits the GPU and the RAM: more layers in
     RAM free VRAM, fewer free RAM."""
-    current = max(layout.host_layers, default=-1) + 1
+    resolved = layout.placement  # --fit turned into its K
+    current = model.n_layer if resolved.cpu_moe else resolved.n_cpu_moe
     p = sc.placement
     for k in sorted(range(model.n_layer + 1), key=lambda k: (abs(k - current), -k)):
         if k == current:
@@ -271,10 +274,9 @@ class CardAnswer:
     @property
     def streaming_note(self) -> str | None:
         """'streams its experts from disk (N GiB of RAM would end it)' where the best setting does, else None."""
-        host = self.best.host if self.best else None
-        if host is None or not host.streams:
+        if self.best is None or not self.best.host.streams:
             return None
-        return f"streams its experts from disk ({ram_needed_gib(host)} GiB of RAM would end it)"
+        return f"streams its experts from disk ({ram_needed_gib(self.best.host)} GiB of RAM would end it)"
 
 
 def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:

@@ -16,13 +16,14 @@ from moe_model.answers.curve import ReplayMemo, price, replay
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
-from moe_model.policies.knobs import FLAG_KNOBS, SHARE, flag_value
+from moe_model.policies.knobs import SHARE
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import HostMemory, host_memory
+from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
+from moe_model.speed.server_command import command_line
 from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.time_model import Prediction, verdict
 from moe_model.workload import Workload
@@ -38,13 +39,17 @@ class Option:
     prediction: Prediction
     command: str
     verdict: str  # against the same placement without a cache
-    host: HostMemory | None = None
+
+    @property
+    def host(self) -> HostMemory:
+        """The RAM account of the option's layout."""
+        return self.prediction.layout.ram
 
     @property
     def usable(self) -> bool:
-        """Starts, fits VRAM (with llama.cpp's margin) and runs in RAM (fits, or mmap'd experts stream from disk at
-        the speed the disk term prices): only then is it picked or shown with a speed."""
-        return self.prediction.usable and self.prediction.vram.fits and (self.host is None or self.host.runs)
+        """Runs (Layout.runs: starts, and fits RAM or its mmap'd experts stream from disk at the speed the disk term
+        prices) and fits VRAM with llama.cpp's margin (never a too-close one): only then is it picked."""
+        return self.prediction.layout.runs and self.prediction.vram.fits
 
     def as_dict(self) -> dict:
         p = self.prediction
@@ -62,33 +67,13 @@ class Option:
             "starts": p.starts,
             "fits_vram": p.vram.fits,
             "vram_free_mib": p.vram.free_mib,
-            "fits_ram": self.host is None or self.host.fits,
-            "streams_from_disk": self.host is not None and self.host.streams,
-            "ram_needed_mib": self.host.used_mib if self.host else None,
+            "fits_ram": self.host.fits,
+            "streams_from_disk": self.host.streams,
+            "ram_needed_mib": self.host.used_mib,
             "verdict": self.verdict,
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
         } | p.scenario.policy_fields()
-
-
-def command_line(model_path: str, sc: Scenario, placement: Placement) -> str:
-    """The llama-server command for a scenario (-lv 4 so the user can verify slots and hit rates)."""
-    model_flag = "-mu" if model_path.startswith(("http://", "https://")) else "-m"
-    parts = ["llama-server", model_flag, model_path, *placement.flags()]
-    if placement.fit:
-        parts.append(f"--fit-target {sc.fit_target_mib:g}")
-    if sc.budget_mib:
-        parts += ["--moe-cache-mib", str(sc.budget_mib)]
-    for knob in FLAG_KNOBS:  # the knobs that are llama.cpp flags, where set
-        parts += [knob.llama_flag, f"{value:g}"] if (value := flag_value(sc.knobs, knob)) else []
-    if sc.load_mode != "mmap":
-        parts += ["--load-mode", sc.load_mode]
-    if sc.kv_types != ("f16", "f16"):
-        parts += ["-ctk", sc.cache_type_k, "-ctv", sc.cache_type_v]
-    parts += ["-c", str(sc.n_ctx), "-np", str(sc.concurrency)]
-    if sc.draft_tokens:
-        parts += ["--draft-max", str(sc.draft_tokens)]
-    return " ".join(parts + ["-lv", "4"])
 
 
 def _placement(base: Scenario, **fields) -> Placement:
@@ -174,7 +159,6 @@ def recommend(
                 p,
                 command_line(model_path, p.scenario, p.layout.placement),
                 v,
-                host_memory(model, hw, p.layout.placement, p.scenario.load_mode),
             )
         )
     return rank(options, rel_error)

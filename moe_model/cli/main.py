@@ -11,17 +11,28 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from moe_model.cli import logs, plan, predict, record, simulate
 from moe_model.cli.args import check_trace_first
 from moe_model.cli.output import to_json
 from moe_model.errors import MoeModelError
+from moe_model.limits import MAX_ARG_ERROR_CHARS, shown
 
 __all__ = ["build_parser", "main", "to_json"]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its refusals as every other bad input: one line on stderr and exit 1 (its subcommands' parsers
+    are of this class too; a value's own line breaks are shown as \\n); --help still prints the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        said = shown(message.replace("\n", "\\n"), MAX_ARG_ERROR_CHARS)
+        self.exit(1, f"error: {self.prog}: {said}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m moe_model", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m moe_model", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(sub)
     simulate.add_parser(sub)

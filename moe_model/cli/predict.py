@@ -26,6 +26,7 @@ from moe_model.llama.batching import server_batching, stream_from, workload_from
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
+from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.workload import Workload, WorkloadStream
 
@@ -61,9 +62,11 @@ def _hardware(args: argparse.Namespace):
     changes = {name: getattr(args, name) for name in HARDWARE if getattr(args, name) is not None}
     if (args.mem_channels or args.mem_mts) and args.mem_bw_gbs is None:
         changes["mem_bw_gbs"] = None  # the bandwidth follows the channels and speed given, not the preset's figure
-    if args.link_gbs is not None:
-        changes = {"pinned_gbs": args.link_gbs, "pageable_gbs": args.link_gbs} | changes
-    return (hw.with_changes(**changes) if changes else hw), rel_error
+    hw = hw.with_changes(**changes) if changes else hw
+    if args.link_gbs is not None:  # the app's rule (Hardware.with_link_gbs); --pinned-gbs / --pageable-gbs win
+        measured = {name: changes[name] for name in ("pinned_gbs", "pageable_gbs") if name in changes}
+        hw = hw.with_link_gbs(args.link_gbs).with_changes(**measured)
+    return hw, rel_error
 
 
 def _described(hw, args: argparse.Namespace):
@@ -159,7 +162,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         model,
         hw,
         time_model.params,
-        scenario_from_args(args),
+        _scenario(args),
         sorted({args.budget_mib, 0}),
         workload_for,
         hit_rate=args.hit_rate,
@@ -187,6 +190,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "load_mode": args.load_mode,
             "load_mode_source": args.load_mode_source,
             "basis": basis.as_dict(),
+            "command": command_line(args.model, pred.scenario, pred.layout.placement),
         }
         | _host_run_fields(given)
     )
@@ -208,7 +212,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  does not start: {pred.error}")
         return 0
     if not pred.usable:
-        print(f"  does not fit: {-pred.vram.free_mib:.0f} MiB over the GPU's memory (no speed shown)")
+        print(f"  does not fit: {pred.vram.over_mib:.0f} MiB over the GPU's memory (no speed shown)")
         return 0
     if pred.vram.tight:
         print(f"  {pred.vram.verdict}")
@@ -241,12 +245,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
         )
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+    ram = pred.layout.ram
+    print(
+        f"  RAM MiB: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
+        f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} "
+        f"({ram.state if ram.ram_stated else 'RAM not stated: priced as if it fits'})"
+    )
     print(f"  {sc.hit_rate_wording.line}")
     print(f"  {basis.line}")
     print(f"  time model: {time_model.source} (a model, not a measurement)")
     for note in pred.notes:
         print(f"  note: {note}")
+    print(f"  llama-server command: {out['command']}")
     return 0
+
+
+def _scenario(args: argparse.Namespace):
+    """The flags' Scenario; with --server-command, that command's (speed/server_command.py): its server flags win,
+    the flags here give the request (prompt, depth, tokens generated, acceptance, build, policy)."""
+    sc = scenario_from_args(args)
+    if getattr(args, "server_command", None):
+        sc = read_command(args.server_command, sc).scenario
+        args.budget_mib, args.load_mode, args.load_mode_source = sc.budget_mib, sc.load_mode, "the server command"
+    return sc
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -442,6 +463,12 @@ def add_parsers(sub) -> None:
     )
     source.add_argument("--trace", help="routing trace to simulate")
     source.add_argument("--synthetic", action="store_true", help="the model's synthetic preset (default)")
+    pred.add_argument(
+        "--server-command",
+        metavar="'llama-server ...'",
+        help="price this llama-server command (recommend's, or yours): its placement, cache, context, batch, KV and "
+        "attention flags win over the flags here, which give the request (prompt, depth, tokens, build)",
+    )
     add_max_lookups(pred)
     pred.set_defaults(func=cmd_predict)
     rec = sub.add_parser("recommend", help="rank --fit, --cpu-moe + budgets, --n-cpu-moe K, CPU shares")

@@ -166,7 +166,11 @@ def add_parser(sub) -> None:
         "--no-warmup", action="store_true", help=f"skip llama-server's {WARM_UP_TOKENS}-token warm-up (BOS, EOS)"
     )
     sim.add_argument(
-        "--tokens", type=ranged(whole, 1, MAX_SYNTHETIC_TOKENS), default=20_000, help="synthetic decode tokens"
+        "--tokens",
+        type=ranged(whole, 1, MAX_SYNTHETIC_TOKENS),
+        default=20_000,
+        help="synthetic decode tokens (fewer than the most for a model of more than 48 layers x 128 experts: "
+        "limits.MAX_SYNTHETIC_DRAWS)",
     )
     sim.add_argument("--skew", type=float, help="synthetic: spread of expert popularity")
     sim.add_argument("--working-set", type=float, help="synthetic: share of a layer's experts one sequence uses")

@@ -7,7 +7,6 @@ cache everything.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -17,13 +16,13 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_LAYERS, MAX_SPLIT_SHARE
+from moe_model.llama.offload import CPU, LayerMap, LayerPlace, offloaded_devices
 from moe_model.readers.model_spec import LayerSpec, ModelSpec
 from moe_model.settings import setting
 
 MIB = 1024 * 1024
 CUDA_ALIGNMENT = 128  # ggml_backend_cuda_buffer_type_get_alignment
 MATRIX_ROW_PADDING = 512  # ggml-cuda: get_alloc_size pads quantized rows to a multiple of this
-CPU = -1  # device index of a layer that -ngl leaves on the CPU
 
 ERR_TOO_SMALL = "MoE cache is too small to hold the experts of one token"
 WARN_NOT_CACHED = "MoE cache budget is too small for {n} layers, they are not cached"
@@ -52,6 +51,8 @@ class Placement:
         lo=-1,
         hi=MAX_LAYERS,
         metavar="N",
+        llama_flags=("-ngl", "--gpu-layers", "--n-gpu-layers"),
+        llama_default=-1,  # b11549 common.h: -1 auto (--fit decides), what flags() leaves out
     )
     n_gpus: int = 1
     tensor_split: tuple[float, ...] = setting(
@@ -61,6 +62,8 @@ class Placement:
         lo=0,
         hi=MAX_SPLIT_SHARE,
         metavar="A,B,...",
+        llama_flags=("-ts", "--tensor-split"),
+        llama_default=(),
     )
     free_mib: tuple[float, ...] = ()
     layer_devices: tuple[int, ...] | None = None
@@ -84,28 +87,19 @@ class Placement:
         return (1.0,) * self.n_gpus
 
     def layer_device(self, n_layer: int) -> list[int]:
-        """The GPU of each layer, or CPU (llama_model::load_tensors, get_layer_buft_list)."""
-        if self.layer_devices is not None:
-            if len(self.layer_devices) != n_layer:
-                raise MoeModelError(f"layer_devices has {len(self.layer_devices)} entries for {n_layer} layers")
-            return list(self.layer_devices)
-        weights = self.split_weights()
-        total = sum(weights)
-        cumulative, running = [], 0.0
-        for w in weights:
-            running += w
-            cumulative.append(running / total)
-        n_gpu_layers = n_layer + 1 if self.n_gpu_layers < 0 else self.n_gpu_layers
-        i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
-        act_gpu_layers = min(n_gpu_layers, n_layer + 1)
-        devices = []
-        for il in range(n_layer):
-            if il < i_gpu_start or il - i_gpu_start >= act_gpu_layers:
-                devices.append(CPU)
-            else:
-                x = (il - i_gpu_start) / act_gpu_layers
-                devices.append(min(bisect.bisect_right(cumulative, x), self.n_gpus - 1))
-        return devices
+        """The GPU of each repeating layer, or CPU (offload.offloaded_devices: llama.cpp's -ngl / -ts rule)."""
+        return list(self._devices(n_layer)[:n_layer])
+
+    def output_device(self, n_layer: int) -> int:
+        """The output layer's GPU, or CPU: with explicit layer devices, the last layer's."""
+        return self._devices(n_layer)[-1]
+
+    def _devices(self, n_layer: int) -> tuple[int, ...]:
+        if self.layer_devices is None:
+            return offloaded_devices(n_layer, self.n_gpu_layers, self.split_weights())
+        if len(self.layer_devices) != n_layer:
+            raise MoeModelError(f"layer_devices has {len(self.layer_devices)} entries for {n_layer} layers")
+        return (*self.layer_devices, self.layer_devices[-1] if n_layer else CPU)
 
     def experts_on_host(self, il: int) -> bool:
         return self.cpu_moe or il < self.n_cpu_moe
@@ -294,17 +288,33 @@ def _slots_for_budget(group: GroupPlan, budget_bytes: int) -> int:
     return lo
 
 
+@lru_cache(maxsize=256)  # every account of one placement reads the same map
+def layer_map(model: ModelSpec, placement: Placement, kv_offload: bool = True) -> LayerMap:
+    """Where each layer's dense weights, routed experts and KV cache live: -ngl / -ts place the layer
+    (offload.offloaded_devices), --cpu-moe / --n-cpu-moe K (--fit resolved into K) move its experts to host memory,
+    and --no-kv-offload its K and V (b11549 src/llama-kv-cache.cpp: a layer's cells go to its device when
+    offloading, else to the CPU)."""
+    devices = placement.layer_device(model.n_layer)
+    places = []
+    for layer, device in zip(model.layers, devices, strict=True):
+        experts = CPU if placement.experts_on_host(layer.index) else device
+        kv = device if kv_offload else CPU
+        places.append(
+            LayerPlace(layer.index, device, experts if layer.has_experts else None, kv if layer.has_kv else None)
+        )
+    return LayerMap(tuple(places), placement.output_device(model.n_layer))
+
+
 @lru_cache(maxsize=256)  # a curve or a recommendation plans many budgets of few placements
 def _eligible_groups(model: ModelSpec, placement: Placement) -> tuple[GroupPlan, ...]:
-    """Cacheable layers grouped by (device, identical expert layout), in increasing layer order."""
-    devices = placement.layer_device(model.n_layer)
+    """Cacheable layers grouped by (device, identical expert layout), in increasing layer order: layers with
+    experts in host memory on a GPU layer (layers -ngl leaves on the CPU are not cached)."""
     keys: list[tuple[int, tuple]] = []
     members: list[list[LayerSpec]] = []
-    for layer in model.layers:
-        device = devices[layer.index]
-        if not layer.has_experts or device == CPU or not placement.experts_on_host(layer.index):
+    for layer, place in zip(model.layers, layer_map(model, placement).layers, strict=True):
+        if place.dense == CPU or place.experts != CPU:
             continue
-        key = (device, layer.layout_key)
+        key = (place.dense, layer.layout_key)
         if key not in keys:
             keys.append(key)
             members.append([])

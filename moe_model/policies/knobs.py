@@ -76,6 +76,8 @@ SHARE_SETTING = Setting(
     widget=Widget("--moe-cache-cpu-share (b12191, a modelled policy)", "select_slider", options=CPU_SHARE_STOPS),
     name="cpu_share",
     default=0.0,  # off: no --moe-cache-cpu-share on the server's command line
+    llama_flags=("--moe-cache-cpu-share",),
+    llama_default=0.0,  # tag b12191 (#30966): 0, no CPU share
 )
 # the CPU-share policy's knob (policies.cpu_share), declared here so that the Scenario reads it without the kernels
 SHARE = Knob(
@@ -84,7 +86,7 @@ SHARE = Knob(
     "the share of missed selections computed on the CPU once the pool is full",
     0.0,
     1.0,
-    llama_flag="--moe-cache-cpu-share",
+    llama_flag=SHARE_SETTING.llama_flags[0],
     setting=SHARE_SETTING,
     since_build=CPU_SHARE_BUILD,
 )

@@ -28,7 +28,12 @@ from moe_model.errors import WorkloadError
 from moe_model.fitting import coordinate_search
 from moe_model.limits import (
     MAX_CONCURRENCY,
+    MAX_EXPERTS,
+    MAX_EXPERTS_USED,
+    MAX_LAYERS,
+    MAX_SYNTHETIC_DRAWS,
     MAX_SYNTHETIC_TOKENS,
+    MAX_TRACE_IDS,
     ROUTING_ROWS_CELLS_PER_THREAD,
     available_cores,
     check_at_most,
@@ -66,8 +71,11 @@ class Shape:
     k: int
 
     def __post_init__(self) -> None:
-        if not (1 <= self.k <= self.n_expert <= 4096 and 1 <= self.n_layer <= 512):
-            raise WorkloadError(f"impossible routing shape {self}")
+        """The bounds a GGUF header is read with (limits), so every shape `plan` takes is one simulate takes."""
+        if not (1 <= self.k <= min(self.n_expert, MAX_EXPERTS_USED) and self.n_expert <= MAX_EXPERTS):
+            raise WorkloadError(f"impossible routing shape {self}: 1..{MAX_EXPERTS_USED} of 1..{MAX_EXPERTS} experts")
+        if not 1 <= self.n_layer <= MAX_LAYERS:
+            raise WorkloadError(f"impossible routing shape {self}: 1..{MAX_LAYERS:,} layers")
 
 
 def _pick(scores: np.ndarray, k: int) -> np.ndarray:
@@ -158,11 +166,20 @@ def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray
     return np.concatenate([out[: lengths[s], s] for s in range(n_seq)])
 
 
+def _check_size(shape: Shape, n_tokens: int) -> None:
+    """A draw of `n_tokens` within the limits before its arrays are made: its expert ids, and its scores (every
+    expert of every layer per token: a deep or wide header's long trace is refused, not run for hours)."""
+    ids, draws = n_tokens * shape.n_layer * shape.k, n_tokens * shape.n_layer * shape.n_expert
+    check_at_most(ids, MAX_TRACE_IDS, f"the synthetic trace's expert ids ({n_tokens:,} tokens)", WorkloadError)
+    check_at_most(draws, MAX_SYNTHETIC_DRAWS, f"the synthetic routing's scores ({n_tokens:,} tokens)", WorkloadError)
+
+
 def generate(
     shape: Shape, knobs: Knobs, n_tokens: int, seq_len: int = SEQ_LEN, seed: int = 0, label: str = ""
 ) -> TokenTrace:
     """A synthetic trace: sequences of seq_len tokens decoded in parallel, one step at a time."""
     lengths = _check_length(n_tokens, seq_len)
+    _check_size(shape, n_tokens)
     rng = np.random.default_rng(seed)
     base = rng.normal(0.0, knobs.skew, size=(1, shape.n_layer, shape.n_expert))  # shared by every sequence
     tokens = _sequences(shape, knobs, lengths, base, rng)
@@ -181,6 +198,7 @@ def stream_workload(
     lengths = _check_length(n_tokens, seq_len)
     check_at_most(concurrency, MAX_CONCURRENCY, "concurrency", WorkloadError)
     block = concurrency * -(-STREAM_BLOCK_SEQS // concurrency)  # whole lockstep groups: the schedule is unchanged
+    _check_size(shape, n_tokens)
     steps = sum(int(lengths[i : i + concurrency].max()) for i in range(0, len(lengths), concurrency))
 
     def chunks() -> Iterator[Workload]:

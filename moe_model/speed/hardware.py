@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
 from moe_model.limits import MAX_RATE_GBS
 from moe_model.resources import data_path
 from moe_model.settings import Setting, Widget, setting, settings_of
@@ -209,6 +209,17 @@ class Hardware:
             raise MoeModelError(f"unknown machine field(s): {', '.join(sorted(unknown))}")
         host = mine.pop("host", self.host)
         return replace(self, **mine, host=host.with_changes(**to_host) if to_host else host)
+
+    def with_link_gbs(self, measured_gbs: float) -> Hardware:
+        """Both copy rates at one measured host-to-device rate: the CLI's --link-gbs and the app's measured box,
+        one rule. Above the link's line rate it is refused in one line (no copy exceeds the line: it was measured on
+        another link, or mistyped); the CLI exits 1 with it, the app says it and derives the rates from the link."""
+        if measured_gbs > self.line_gbs > 0:
+            raise LinkRateError(
+                f"a measured host-to-device rate of {measured_gbs:g} GB/s is above the {self.pcie_label} line rate of "
+                f"{self.line_gbs:.1f} GB/s: no copy exceeds it (measured on another link?)"
+            )
+        return self.with_changes(pinned_gbs=measured_gbs, pageable_gbs=measured_gbs)
 
     def as_dict(self) -> dict:
         return asdict(self)

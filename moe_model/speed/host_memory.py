@@ -1,7 +1,9 @@
 """Host memory: what llama.cpp keeps in RAM against the machine's RAM, and what mmap'd experts read from disk.
 
-In RAM: the experts of host layers (--cpu-moe, --n-cpu-moe K, --fit), the input embedding (token_embd
-stays on the host) and the dense weights of layers -ngl leaves on the CPU. Pinned host experts
+In RAM: what the layer map (slot_plan.layer_map) puts in host memory, layer by layer: the experts of host layers
+(--cpu-moe, --n-cpu-moe K, --fit) and of layers -ngl leaves on the CPU, those layers' dense weights and the output
+layer where -ngl leaves it there, the KV cache of CPU layers (every layer's with --no-kv-offload); and the input
+embedding (token_embd stays on the host). Pinned host experts
 (--load-mode none, mlock, dio: CUDA_Host buffers) must fit in RAM, else llama-server fails to allocate them.
 mmap'd ones (the default) live in the page cache: what does not fit is read from the drive again whenever a
 token needs it. The page cache is taken to hold its share of the host experts the GPU pool does not (uniform
@@ -17,15 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moe_model.llama.slot_plan import CPU, MIB, Placement
+from moe_model.llama.slot_plan import CPU, MIB, Placement, layer_map
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_parts import disk_read_gbs
+from moe_model.speed.vram import MemoryFlags, weights_on
 
 HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assumption
 # page faults read mmap'd experts in readahead windows, not in one stream: a share of the drive's sequential rate
 # (an assumption made before run8, which measured 0.44 of a cold sequential read at a 128 KiB read-ahead)
 FAULT_READ_SHARE = 0.5
+FITS, STREAMS, REFUSED = "fits", "streams", "refused"  # HostMemory.state: in RAM, mmap'd experts paging, no start
 
 
 def fault_read_gbs(hw: Hardware) -> float:
@@ -38,41 +42,62 @@ class HostMemory:
     """MiB of host RAM one configuration needs, and the machine's RAM."""
 
     experts_mib: float
-    other_mib: float  # input embedding and dense weights of layers on the CPU
+    other_mib: float  # input embedding and dense weights of layers on the CPU (the output layer's where there)
     reserve_mib: float
     ram_mib: float
     pinned: bool
     ram_stated: bool = True  # False: the machine's RAM is not known, and the setting is priced as if it fits
     fault_gbs: float = 0.0  # the rate mmap'd experts beyond the page cache would be read from the drive at
+    kv_mib: float = 0.0  # K and V cells kept in host memory (CPU layers, or every layer with --no-kv-offload)
 
     @property
     def used_mib(self) -> float:
-        return self.experts_mib + self.other_mib + self.reserve_mib
+        return self.experts_mib + self.other_mib + self.kv_mib + self.reserve_mib
 
     @property
     def free_mib(self) -> float:
         return self.ram_mib - self.used_mib
 
     @property
+    def state(self) -> str:
+        """The one RAM predicate every page and command reads: FITS (in RAM; with the RAM not stated it is taken to,
+        and the verdict says what it needs), STREAMS (mmap'd experts beyond the page cache are read from the drive,
+        priced by the disk term) or REFUSED (pinned memory that does not fit, or no RAM left for the page cache)."""
+        if not self.ram_stated or self.free_mib >= 0:
+            return FITS
+        return STREAMS if not self.pinned and self.page_cache_mib > 0 else REFUSED
+
+    @property
     def fits(self) -> bool:
-        """It fits the RAM; with the RAM not stated it is taken to (the verdict says what it needs)."""
-        return not self.ram_stated or self.free_mib >= 0
+        return self.state == FITS
 
     @property
     def page_cache_mib(self) -> float:
         """RAM left for the page cache that holds mmap'd experts."""
-        return max(0.0, self.ram_mib - self.other_mib - self.reserve_mib)
+        return max(0.0, self.ram_mib - self.other_mib - self.kv_mib - self.reserve_mib)
 
     @property
     def streams(self) -> bool:
         """mmap'd host experts that exceed the page cache: part of them is read from disk on every pass."""
-        return not self.pinned and not self.fits
+        return self.state == STREAMS
 
     @property
     def runs(self) -> bool:
-        """It starts: it fits, or its experts are mmap'd and page from disk (pinned memory cannot), with some RAM
-        left for the page cache beside the reserve and the other host weights."""
-        return self.fits or (not self.pinned and self.page_cache_mib > 0)
+        """It starts and a speed is shown: it fits, or its mmap'd experts stream from disk."""
+        return self.state != REFUSED
+
+    def as_dict(self) -> dict:
+        return {
+            "experts": self.experts_mib,
+            "other": self.other_mib,
+            "kv_cache": self.kv_mib,
+            "reserve_assumed": self.reserve_mib,
+            "used": self.used_mib,
+            "total": self.ram_mib,
+            "ram_stated": self.ram_stated,
+            "pinned": self.pinned,
+            "state": self.state,
+        }
 
     @property
     def verdict(self) -> str:
@@ -83,10 +108,12 @@ class HostMemory:
         if self.fits:
             return f"fits in RAM: {need:,.1f} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
         why = (
-            "pinned memory (--load-mode none) cannot page out, so llama-server would fail to allocate it"
-            if self.pinned
-            else f"mmap'd experts page from disk: {self.page_cache_mib / 1024:,.1f} GiB of them stay in the page "
+            f"mmap'd experts page from disk: {self.page_cache_mib / 1024:,.1f} GiB of them stay in the page "
             "cache, the rest is read from the drive whenever a token needs it (modelled: see the disk term)"
+            if self.streams
+            else "pinned memory (--load-mode none) cannot page out, so llama-server would fail to allocate it"
+            if self.pinned
+            else "the other host weights, the KV cache and the reserve leave no RAM for the page cache"
         )
         return (
             f"does not fit in RAM: needs {need:,.1f} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "
@@ -109,19 +136,21 @@ class HostMemory:
         )
 
 
-def host_memory(model: ModelSpec, hw: Hardware, placement: Placement, load_mode: str = "mmap") -> HostMemory:
-    """Host RAM of a resolved placement (--fit already turned into its layer count) and a load mode (-lm)."""
-    devices = placement.layer_device(model.n_layer)
-    experts = sum(
-        layer.expert_bytes_total
-        for layer in model.layers
-        if layer.has_experts and placement.experts_on_host(layer.index)
-    )
-    cpu_dense = sum(layer.dense_bytes for layer, d in zip(model.layers, devices, strict=True) if d == CPU)
-    other = (model.input_bytes + cpu_dense) / MIB
-    pinned = load_mode != "mmap"
+def host_memory(
+    model: ModelSpec, hw: Hardware, placement: Placement, flags: MemoryFlags, load_mode: str = "mmap"
+) -> HostMemory:
+    """Host RAM of a resolved placement (--fit already turned into its layer count), its memory flags (the KV cache
+    of the layers it keeps on the host) and a load mode (-lm): the layer map's host side and the input embedding."""
+    host = weights_on(model, layer_map(model, placement, flags.kv_offload), flags.n_ctx, flags.kv_types, CPU)
     return HostMemory(
-        experts / MIB, other, HOST_RESERVE_MIB, hw.ram_gib * 1024, pinned, hw.host.ram_stated, fault_read_gbs(hw)
+        host.experts_mib,
+        model.input_bytes / MIB + host.dense_mib,
+        HOST_RESERVE_MIB,
+        hw.ram_gib * 1024,
+        load_mode != "mmap",
+        hw.host.ram_stated,
+        fault_read_gbs(hw),
+        host.kv_mib,
     )
 
 

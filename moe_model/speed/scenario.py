@@ -36,12 +36,14 @@ from moe_model.llama.builds import (
     check_cache_flags,
     parse_build,
 )
+from moe_model.llama.offload import LayerMap
 from moe_model.llama.pool_rule import OFFLOAD_MIN_BATCH, uses_pool
-from moe_model.llama.slot_plan import CPU, CachePlan, Placement, plan_cache
+from moe_model.llama.slot_plan import CachePlan, Placement, layer_map, plan_cache
 from moe_model.policies.knobs import SHARE, KnobPairs, flag_value, knob_pairs
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import Alias, Widget, setting
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import HostMemory, host_memory
 from moe_model.speed.vram import (
     DEFAULT_KV_TYPE,
     FIT_MARGIN_MIB,
@@ -99,6 +101,8 @@ class Scenario:
         0,
         help="--moe-cache-mib value (whole MiB)",
         flags=("--budget-mib",),
+        llama_flags=("--moe-cache-mib",),
+        llama_default=0,  # off (b11549 arg.cpp; include/llama.h moe_cache_size)
         lo=0,
         hi=MAX_BUDGET_MIB,
         url_key="budget",
@@ -108,6 +112,8 @@ class Scenario:
         1,
         help="sequences decoding at once (-np)",
         flags=("--concurrency",),
+        llama_flags=("-np", "--parallel"),
+        llama_default=-1,  # llama-server's auto: 4 slots, unified KV (b11549 arg.cpp, tools/server/server.cpp)
         lo=1,
         hi=MAX_CONCURRENCY,
         url_key="np",
@@ -115,8 +121,12 @@ class Scenario:
     )
     draft_tokens: int = setting(
         0,
-        help="speculative draft tokens per verification (--draft-max)",
+        help="speculative draft tokens per verification (--spec-draft-n-max)",
         flags=("--draft",),
+        # b11549 removed --draft-max (arg.cpp: "use --spec-draft-n-max"): read, never printed; nothing is drafted
+        # without a draft model, so 0 is the server's default here (n_max's own 3 applies once -md is given)
+        llama_flags=("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"),
+        llama_default=0,
         lo=0,
         hi=MAX_DRAFT_TOKENS,
         url_key="draft",
@@ -137,6 +147,8 @@ class Scenario:
         DEFAULT_CTX,
         help="context size (-c)",
         flags=("--ctx",),
+        llama_flags=("-c", "--ctx-size"),
+        llama_default=0,  # the model's trained context (b11549 common.h): never this tool's, so always printed
         lo=1,
         hi=MAX_CTX,
         url_key="ctx",
@@ -152,7 +164,13 @@ class Scenario:
         widget=Widget("prompt tokens per request", "number", lo=1, hi=131_072, step=64),
     )
     n_ubatch: int = setting(
-        DEFAULT_UBATCH, help="ubatch size (-ub)", flags=("--ubatch-size", "-ub"), lo=1, hi=MAX_UBATCH
+        DEFAULT_UBATCH,
+        help="ubatch size (-ub)",
+        flags=("--ubatch-size", "-ub"),
+        lo=1,
+        hi=MAX_UBATCH,
+        llama_flags=("-ub", "--ubatch-size"),
+        llama_default=DEFAULT_UBATCH,
     )
     load_mode: str = setting(
         "mmap",
@@ -162,12 +180,24 @@ class Scenario:
         url_key="lm",
         widget=Widget("host experts (--load-mode)", "selectbox", options=LOAD_MODES),
         aliases=(Alias("--pinned", "none", "same as --load-mode none (pinned host experts)"),),
+        llama_flags=("--load-mode", "-lm"),
+        llama_default="mmap",  # b11549's -lm auto: "mmap, unless a device does not support it" (CUDA does)
     )
     cache_type_k: str = setting(
-        DEFAULT_KV_TYPE, help="K cache type (-ctk)", flags=("--cache-type-k", "-ctk"), choices=KV_TYPES
+        DEFAULT_KV_TYPE,
+        help="K cache type (-ctk)",
+        flags=("--cache-type-k", "-ctk"),
+        choices=KV_TYPES,
+        llama_flags=("-ctk", "--cache-type-k"),
+        llama_default=DEFAULT_KV_TYPE,
     )
     cache_type_v: str = setting(
-        DEFAULT_KV_TYPE, help="V cache type (-ctv)", flags=("--cache-type-v", "-ctv"), choices=KV_TYPES
+        DEFAULT_KV_TYPE,
+        help="V cache type (-ctv)",
+        flags=("--cache-type-v", "-ctv"),
+        choices=KV_TYPES,
+        llama_flags=("-ctv", "--cache-type-v"),
+        llama_default=DEFAULT_KV_TYPE,
     )
     fit_target_mib: float = setting(
         float(FIT_MARGIN_MIB),
@@ -175,6 +205,8 @@ class Scenario:
         flags=("--fit-target-mib",),
         lo=0.0,
         hi=MAX_VRAM_GIB * 1024.0,
+        llama_flags=("--fit-target", "-fitt"),
+        llama_default=float(FIT_MARGIN_MIB),
     )
     offload_min_batch: int = setting(
         OFFLOAD_MIN_BATCH,
@@ -182,6 +214,8 @@ class Scenario:
         flags=("--offload-min-batch",),
         lo=1,
         hi=MAX_UBATCH,
+        llama_env="GGML_OP_OFFLOAD_MIN_BATCH",
+        llama_default=OFFLOAD_MIN_BATCH,
     )
     policy: str = setting(
         "",
@@ -208,11 +242,21 @@ class Scenario:
         ),
     )
     flash_attn: str = setting(
-        "auto", help="flash attention (llama.cpp -fa; auto: on)", flags=("--flash-attn", "-fa"), choices=FLASH_ATTN
+        "auto",
+        help="flash attention (llama.cpp -fa; auto: on)",
+        flags=("--flash-attn", "-fa"),
+        choices=FLASH_ATTN,
+        llama_flags=("-fa", "--flash-attn"),
+        llama_default="auto",
     )
     no_kv_offload: bool = setting(
-        False, help="K and V kept and attended in host memory (llama.cpp --no-kv-offload)", flags=("--no-kv-offload",)
+        False,
+        help="K and V kept and attended in host memory (llama.cpp --no-kv-offload)",
+        flags=("--no-kv-offload",),
+        llama_flags=("--no-kv-offload", "-nkvo"),
+        llama_default=False,
     )
+    # a request's (its n_predict): the server's -n would cap every reply, so the printed command carries none
     n_predict: int = setting(
         DEFAULT_N_PREDICT,
         help="tokens a request generates (llama-server -n), for the first request's cost",
@@ -391,17 +435,35 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a scenario lands on a machine: the resolved placement, the cache plan, VRAM, layer devices."""
+    """How a scenario lands on a machine, decided once (`resolve`): the resolved placement, where each layer's dense
+    weights, experts and KV cache live, the cache plan, and the VRAM and host RAM accounts, both sums over `layers`.
+    Every consumer (slot plan, VRAM, RAM, the time model, the answers) reads it instead of deciding again."""
 
     placement: Placement
     plan: CachePlan
     vram: VramBreakdown
-    host_layers: tuple[int, ...]  # layers whose experts are in host memory
-    cpu_layers: tuple[int, ...]  # layers -ngl leaves entirely on the CPU
+    layers: LayerMap
+    ram: HostMemory
+
+    @property
+    def host_layers(self) -> tuple[int, ...]:
+        """Layers whose routed experts are in host memory (an override, or -ngl leaving the layer on the CPU)."""
+        return self.layers.on_host("experts")
+
+    @property
+    def cpu_layers(self) -> tuple[int, ...]:
+        """Layers -ngl leaves entirely on the CPU."""
+        return self.layers.on_host("dense")
 
     @property
     def fits(self) -> bool:
         return self.vram.fits
+
+    @property
+    def runs(self) -> bool:
+        """The server starts and a speed is shown: the plan starts, VRAM fits or is too close to call, and the RAM
+        holds it or its mmap'd experts stream from disk (HostMemory.state)."""
+        return self.plan.starts and (self.vram.fits or self.vram.tight) and self.ram.runs
 
     def cached_mask(self, model: ModelSpec, tokens_per_ubatch: int) -> np.ndarray:
         """Layers whose decode ubatches use the pool: a cached group with enough slots (get_slot_map)."""
@@ -439,15 +501,13 @@ def fit_layers(model: ModelSpec, hw: Hardware, sc: Scenario, placement: Placemen
 
 
 def resolve(model: ModelSpec, hw: Hardware, sc: Scenario) -> Layout:
-    """Turn a scenario into llama.cpp's placement (--fit resolved), its cache plan and VRAM use."""
+    """Turn a scenario into llama.cpp's placement (--fit resolved), its layer map, cache plan, VRAM and RAM."""
     placement = sc.placement
     if placement.fit_runs:
         placement = replace(placement, n_cpu_moe=fit_layers(model, hw, sc, placement, sc.budget_mib))
     elif placement.fit:  # -ngl given: llama.cpp aborts the fit and loads what -ngl says
         placement = replace(placement, fit=False)
-    devices = placement.layer_device(model.n_layer)
-    host = tuple(layer.index for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index))
-    cpu_layers = tuple(il for il, d in enumerate(devices) if d == CPU)
     plan = plan_cache(model, sc.budget_mib, replace(placement, fit=False))
     vram = breakdown(model, hw, placement, sc.budget_mib, sc.memory_flags, plan=plan)
-    return Layout(placement, plan, vram, host, cpu_layers)
+    ram = host_memory(model, hw, placement, sc.memory_flags, sc.load_mode)
+    return Layout(placement, plan, vram, layer_map(model, placement, sc.kv_offload), ram)

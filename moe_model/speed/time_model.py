@@ -58,7 +58,7 @@ from moe_model.policies.cpu_share import share_applies, share_note
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
-from moe_model.speed.host_memory import host_memory, page_miss_share
+from moe_model.speed.host_memory import page_miss_share
 from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step, routing_shifts
 from moe_model.speed.rates import (
     GB,
@@ -154,6 +154,9 @@ class Prediction:
             "prefill_breakdown_ms": self.prefill_breakdown_ms,
             "vram": self.vram.as_dict(),
             "fits_vram": self.vram.fits,
+            "ram": self.layout.ram.as_dict(),
+            "fits_ram": self.layout.ram.fits,
+            "ram_state": self.layout.ram.state,
             "scenario": sc,
             "flags": self.layout.placement.flags(),
             "host_layers": len(self.layout.host_layers),
@@ -181,9 +184,7 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
 @lru_cache(maxsize=256)  # read by every decode and prompt term of every fit trial
 def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
     """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
-    on_cpu = set(layout.cpu_layers)
-    gpu = sum(1 for layer in model.layers if layer.has_kv and sc.kv_offload and layer.index not in on_cpu)
-    return gpu, model.kv_layers - gpu
+    return len(layout.layers.on_gpu("kv")), len(layout.layers.on_host("kv"))
 
 
 def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout) -> float:
@@ -240,7 +241,7 @@ def decode_terms(
 def _page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> np.ndarray:
     """Per layer, the share of its host reads the page cache misses (0 where the mmap'd experts fit in RAM)."""
     miss = np.zeros(model.n_layer)
-    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    memory = layout.ram
     if not memory.streams or not layout.host_layers:
         return miss
     cache_items = memory.page_cache_mib / memory.experts_mib * model.n_expert
@@ -432,7 +433,7 @@ def _share_of(model: ModelSpec, sc: Scenario) -> float:
 
 def _notes(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout, disk_gib_per_token: float) -> list[str]:
     notes = []
-    memory = host_memory(model, hw, layout.placement, sc.load_mode)
+    memory = layout.ram
     if not memory.ram_stated and memory.experts_mib:
         notes.append(memory.needs)
     if get_policy(sc.policy_name).cpu_fraction(**sc.policy_knobs) > 0:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from moe_model.errors import MoeModelError
+from moe_model.llama.offload import LayerMap
 from moe_model.llama.pool_rule import copies_from_pool
-from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
+from moe_model.llama.slot_plan import MIB, CachePlan, Placement, layer_map, plan_cache
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 
@@ -32,7 +33,8 @@ CUDA_RESERVE_MIB = 300  # driver/context memory CUDA keeps: an assumption
 
 @dataclass(frozen=True)
 class VramBreakdown:
-    """MiB of GPU memory per item for one configuration."""
+    """MiB of GPU memory per item for one configuration: the totals over its GPUs, and each GPU's own use (the
+    layers -ts gives it, its cache share, a compute buffer and a reserve each), which must fit its own card."""
 
     dense_mib: float
     experts_mib: float
@@ -42,6 +44,7 @@ class VramBreakdown:
     reserve_mib: float
     vram_mib: float
     margin_mib: float = FIT_MARGIN_MIB  # what llama.cpp keeps free (--fit's target): less is too close to call
+    gpu_used_mib: tuple[float, ...] = ()  # each GPU's share of used_mib (empty: one account for all)
 
     @property
     def used_mib(self) -> float:
@@ -52,14 +55,26 @@ class VramBreakdown:
         return self.vram_mib - self.used_mib
 
     @property
+    def gpu_free_mib(self) -> tuple[float, ...]:
+        """MiB each GPU has left (the cards are alike: each has its share of vram_mib)."""
+        if not self.gpu_used_mib:
+            return (self.free_mib,)
+        return tuple(self.vram_mib / len(self.gpu_used_mib) - used for used in self.gpu_used_mib)
+
+    @property
+    def over_mib(self) -> float:
+        """MiB the fullest GPU lacks (negative: what it has left)."""
+        return -min(self.gpu_free_mib)
+
+    @property
     def fits(self) -> bool:
-        """Fits with llama.cpp's margin left free."""
-        return self.free_mib >= self.margin_mib
+        """Every GPU fits with llama.cpp's margin left free."""
+        return -self.over_mib >= self.margin_mib / len(self.gpu_free_mib)
 
     @property
     def tight(self) -> bool:
-        """Fits by this estimate, but with less free than llama.cpp's margin: too close to call."""
-        return 0 <= self.free_mib < self.margin_mib
+        """Fits by this estimate, but with less free than llama.cpp's margin on some GPU: too close to call."""
+        return not self.fits and self.over_mib <= 0
 
     @property
     def verdict(self) -> str:
@@ -72,8 +87,12 @@ class VramBreakdown:
                 "llama.cpp's --fit keeps free (-fitt): it shrinks the context, or the load may run out of memory. "
                 "A smaller context (-c) or --moe-cache-mib leaves room"
             )
+        n_gpus = len(self.gpu_free_mib)
+        where = f"the GPU's {self.vram_mib:,.0f} MiB"
+        if n_gpus > 1:
+            where = f"the fullest GPU's {self.vram_mib / n_gpus:,.0f} MiB (-ts decides each GPU's layers)"
         return (
-            f"does not fit in VRAM: {-self.free_mib:,.0f} MiB over the GPU's {self.vram_mib:,.0f} MiB. Free it with a "
+            f"does not fit in VRAM: {self.over_mib:,.0f} MiB over {where}. Free it with a "
             "smaller context (-c), more layers in host memory (--n-cpu-moe K) or a smaller "
             "--moe-cache-mib (fewer slots)"
         )
@@ -104,14 +123,16 @@ def kv_bytes_per_elem(type_name: str) -> float:
     return size / block
 
 
+def kv_bytes_per_cell(model: ModelSpec, type_k: str = DEFAULT_KV_TYPE, type_v: str = DEFAULT_KV_TYPE) -> float:
+    """K and V bytes one cell keeps in one layer that has a KV cache (-ctk/-ctv)."""
+    return model.n_head_kv * (
+        model.head_dim_k * kv_bytes_per_elem(type_k) + model.head_dim_v * kv_bytes_per_elem(type_v)
+    )
+
+
 def kv_cache_mib(model: ModelSpec, n_ctx: int, type_k: str = DEFAULT_KV_TYPE, type_v: str = DEFAULT_KV_TYPE) -> float:
     """K and V of every layer that keeps a KV cache, for every cell (llama_kv_cache)."""
-    per_cell = (
-        model.kv_layers
-        * model.n_head_kv
-        * (model.head_dim_k * kv_bytes_per_elem(type_k) + model.head_dim_v * kv_bytes_per_elem(type_v))
-    )
-    return n_ctx * per_cell / MIB
+    return n_ctx * model.kv_layers * kv_bytes_per_cell(model, type_k, type_v) / MIB
 
 
 def compute_buffer_mib(model: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: bool) -> float:
@@ -122,25 +143,39 @@ def compute_buffer_mib(model: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: 
     return (max(logits, scores) + activations) / MIB
 
 
-def offload_copy_mib(model: ModelSpec, placement: Placement, n_ubatch: int, offload_min_batch: int) -> float:
+def offload_copy_mib(model: ModelSpec, layers: LayerMap, n_ubatch: int, offload_min_batch: int) -> float:
     """Compute-buffer room for the host expert weights a large ubatch copies to the GPU (ggml-sched offloads
     the op): a layer's tensors before ffn_down are live together, down's copy reuses their memory. Checked on
     llama.cpp's own --fit trials of groundtruth run3's header: 214 MiB with host experts, 2 x 108 MiB of copies."""
     if not copies_from_pool(n_ubatch, offload_min_batch):
         return 0.0
-    host = [layer for layer in model.layers if layer.has_experts and placement.experts_on_host(layer.index)]
+    host = [model.layers[il] for il in layers.on_host("experts")]
     before_down = [sum(t.nbytes for t in layer.experts if "down" not in t.kind) for layer in host]
     return max(before_down, default=0) / MIB
 
 
-def dense_gpu_mib(model: ModelSpec) -> float:
-    """Dense weights on the GPU: every layer's non-expert tensors and the output head (the input
-    embedding stays in host memory in llama.cpp)."""
-    return (sum(layer.dense_bytes for layer in model.layers) + model.other_bytes - model.input_bytes) / MIB
+def head_bytes(model: ModelSpec) -> int:
+    """The output layer's tensors (output norm and head): what lies outside the blocks but the input embedding."""
+    return model.other_bytes - model.input_bytes
 
 
-def experts_gpu_mib(model: ModelSpec, placement: Placement) -> float:
-    return sum(layer.expert_bytes_total for layer in model.layers if not placement.experts_on_host(layer.index)) / MIB
+@dataclass(frozen=True)
+class Weights:
+    """MiB of one side's (the GPUs' or host memory's) share of the layers: the layer-by-layer sums of a LayerMap."""
+
+    dense_mib: float  # the dense weights of the layers there, and the output layer's where it is there
+    experts_mib: float
+    kv_mib: float
+
+
+def weights_on(model: ModelSpec, layers: LayerMap, n_ctx: int, kv_types: tuple[str, str], device: int) -> Weights:
+    """The dense weights, routed experts and KV cells of `n_ctx` the layer map puts on `device` (a GPU, or CPU: host
+    memory); the input embedding, which is no layer's and stays on the host, is not counted."""
+    dense = sum(model.layers[il].dense_bytes for il in layers.on(device, "dense"))
+    dense += head_bytes(model) if layers.output == device else 0
+    experts = sum(model.layers[il].expert_bytes_total for il in layers.on(device, "experts"))
+    kv_cells = len(layers.on(device, "kv")) * n_ctx
+    return Weights(dense / MIB, experts / MIB, kv_cells * kv_bytes_per_cell(model, *kv_types) / MIB)
 
 
 @dataclass(frozen=True)
@@ -167,23 +202,30 @@ def breakdown(
     plan: CachePlan | None = None,
 ) -> VramBreakdown:
     """GPU memory of a configuration; with several GPUs of one kind, their totals (per-GPU balance not checked).
+    The weights and KV cache are the sums over the layers the layer map (slot_plan.layer_map) puts on the GPUs.
     `plan`: the cache plan of this budget and placement when the caller has it (it is not planned twice).
-    Without flash attention the compute buffer holds a ubatch's scores over the context; with --no-kv-offload
-    the KV cache is in host memory."""
+    Without flash attention the compute buffer holds a ubatch's scores over the context."""
     plan = plan or plan_cache(model, budget_mib, placement)
+    layers = layer_map(model, placement, flags.kv_offload)
     compute = max(
         compute_buffer_mib(model, flags.n_ubatch, flags.n_ctx, flags.flash_attn),
-        offload_copy_mib(model, placement, flags.n_ubatch, flags.offload_min_batch),
+        offload_copy_mib(model, layers, flags.n_ubatch, flags.offload_min_batch),
     )
+    gpus = [weights_on(model, layers, flags.n_ctx, flags.kv_types, d) for d in range(placement.n_gpus)]
+    cache = {d.device: d.buffer_bytes / MIB for d in plan.devices} if plan.starts else {}
     return VramBreakdown(
-        dense_gpu_mib(model),
-        experts_gpu_mib(model, placement),
-        kv_cache_mib(model, flags.n_ctx, *flags.kv_types) if flags.kv_offload else 0.0,
+        sum(g.dense_mib for g in gpus),
+        sum(g.experts_mib for g in gpus),
+        sum(g.kv_mib for g in gpus),
         compute * placement.n_gpus,
         plan.device_cache_mib,
         CUDA_RESERVE_MIB * placement.n_gpus,
         hw.vram_mib * placement.n_gpus,
         flags.margin_mib * placement.n_gpus,
+        tuple(
+            g.dense_mib + g.experts_mib + g.kv_mib + compute + cache.get(d, 0.0) + CUDA_RESERVE_MIB
+            for d, g in enumerate(gpus)
+        ),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -11,6 +13,7 @@ from moe_model.answers.explore import (
     answer_at,
     explore_curve,
     explore_point,
+    fitting_no_cache,
     measured_points,
     simulated_prompt_tokens,
 )
@@ -20,6 +23,7 @@ from moe_model.fits.points import synthetic_workload
 from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import preset
+from moe_model.speed.host_memory import REFUSED, STREAMS
 from moe_model.speed.scenario import Scenario, context_for_depth
 from moe_model.speed.time_model import verdict
 from moe_model.speed.vram import kv_cache_mib
@@ -56,23 +60,39 @@ def test_a_budget_typed_between_the_stops_is_answered_as_the_curve_answers_it(se
 def test_the_headline_judges_the_cache_against_the_same_placement_without_one(setting, view):
     model, hw, tm, base, work = setting
     point = view.curve.points[-1]
-    answer = answer_at(model, hw, view, point)
+    answer = answer_at(view, point)
     assert answer.verdict == verdict(point.prediction, view.without) and answer.host.fits
     assert (
         view.without.decode_tps
         == curve(model, hw, tm.params, base, [0], lambda sc: work).points[0].prediction.decode_tps
     )
     zero = explore_point(model, hw, tm.params, base, work, 0)
-    assert answer_at(model, hw, view, zero).verdict == "no cache" and zero.simulated is not None
+    assert answer_at(view, zero).verdict == "no cache" and zero.simulated is not None
     assert set(view.no_cache) == {"--fit", "--cpu-moe"}
     assert view.no_cache["--cpu-moe"].decode_tps == view.without.decode_tps  # the base is --cpu-moe
 
 
-def test_no_speed_is_drawn_where_the_host_cannot_hold_the_experts(setting):
+def test_the_headline_and_the_chart_agree_where_the_experts_stream_from_disk(setting):
+    """Issue 37: at 16 GiB of RAM the headline showed a speed while the chart drew none of its points (the chart
+    asked whether the RAM fits, the headline whether it runs). One rule now: Layout.runs."""
     model, hw, tm, base, work = setting
-    small_ram = explore_curve(model, hw.with_changes(ram_gib=8.0), tm.params, base, work)
-    assert not any(small_ram.ram_fits) and all(s is None for s in small_ram.speeds)
-    assert any(p.usable for p in small_ram.curve.predictions)  # the time model still priced them
+    view = explore_curve(model, hw.with_changes(ram_gib=16.0), tm.params, base, work)
+    answers = [answer_at(view, point) for point in view.curve.points]
+    assert any(a.host.state == STREAMS and a.runs for a in answers)  # the setting the issue met
+    for answer, drawn in zip(answers, view.speeds, strict=True):
+        assert answer.runs == (drawn is not None)
+        assert drawn is None or drawn == answer.point.prediction.decode_tps
+    drawn_lines = fitting_no_cache(view)
+    assert all(view.no_cache[name].layout.runs == (name in drawn_lines) for name in view.no_cache)
+
+
+def test_no_speed_is_drawn_where_pinned_experts_cannot_fit_the_ram(setting):
+    model, hw, tm, base, work = setting
+    pinned = replace(base, load_mode="none")
+    view = explore_curve(model, hw.with_changes(ram_gib=16.0), tm.params, pinned, work)
+    assert all(p.layout.ram.state == REFUSED for p in view.curve.points) and all(s is None for s in view.speeds)
+    assert not any(answer_at(view, p).runs for p in view.curve.points)
+    assert any(p.usable for p in view.curve.predictions)  # the time model still priced them
 
 
 def test_the_csv_table_has_one_row_per_budget_and_the_drawn_speeds(view):

@@ -440,3 +440,13 @@ def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_
     assert not at.exception and _share_captions(at) == [note]  # once, not per card
     at.sidebar.number_input(key="build").set_value(CPU_SHARE_BUILD - 1).run()
     assert not at.exception and _share_captions(at) == []
+
+
+def test_a_typed_link_rate_the_edited_slot_cannot_carry_is_refused_as_the_cli_refuses_it():
+    """Issue 37: the app cut it to the line where the CLI refuses it; one rule (Hardware.with_link_gbs) now."""
+    at = open_page("pages/model_budget.py")
+    at.sidebar.number_input(key="hw_link_Tesla T4").set_value(12.0).run()
+    assert not at.sidebar.warning and not at.exception
+    at.sidebar.selectbox(key="hw_lanes_Tesla T4").set_value(4).run()
+    said = [w.value for w in at.sidebar.warning if "12 GB/s is above the PCIe 3.0 x4 line rate" in w.value]
+    assert said and "derived from the link" in said[0] and not at.exception

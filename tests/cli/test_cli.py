@@ -335,7 +335,7 @@ def test_an_export_cut_short_leaves_the_previous_file_as_it_was(tmp_path, monkey
 )
 def test_out_of_range_numeric_flags_are_usage_errors_not_wrong_numbers(capsys, flag, value, message):
     code, _, err = main_exit(capsys, "predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", flag, value)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
 
 
 def test_a_gpu_name_that_is_not_exact_says_on_stderr_which_card_it_became(capsys):
@@ -382,6 +382,18 @@ def test_plan_simulate_and_predict_take_the_same_placement_spellings(capsys):
     assert (code, text) == main_exit(capsys, *pred, "--placement", "n-cpu-moe:6", "--json")[:2]
 
 
+def test_predict_at_ngl_0_keeps_every_layer_in_ram_and_the_gpu_holds_only_its_buffers(capsys):
+    """Issue 37: `--placement gpu -ngl 0` said "does not fit: 6249 MiB over the GPU's memory" and counted no
+    expert in RAM (the VRAM and RAM accounts ignored -ngl)."""
+    args = ("predict", "--model", str(QWEN30B), "--hardware", "3060", "--placement", "gpu", "-ngl", "0")
+    code, out, err = main_exit(capsys, *args, "--ram-gib", "32", "--json")
+    pred = json.loads(out)
+    assert code == 0 and pred["fits_vram"] and pred["vram"]["dense"] == pred["vram"]["experts_on_gpu"] == 0
+    assert pred["ram"]["experts"] > 16_000 and pred["ram_state"] == "fits" and pred["host_layers"] == 48
+    code, text, _ = main_exit(capsys, *args)
+    assert code == 0 and "does not fit" not in text and "RAM MiB: experts 16740" in text
+
+
 @pytest.mark.parametrize("ubatch", ["512", "4096", "8192"])
 def test_predict_fit_moves_the_layers_each_ubatch_needs_and_the_layout_fits(capsys, ubatch):
     """RTX 3060, -c 32768: --fit sizes its layers with this -ub's compute buffer, so it never reports its own
@@ -399,7 +411,7 @@ def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellin
         "(plan and simulate take cpu-moe, gpu or n-cpu-moe:K)"
     ]
     code, _, err = main_exit(capsys, "plan", str(QWEN30B), "--budget-mib", "9", "--placement", "gpu", "--cpu-moe")
-    assert code == 2 and "not allowed with argument --placement" in err
+    assert code == 1 and err.count("\n") == 1 and "not allowed with argument --placement" in err
 
 
 @pytest.mark.parametrize(
@@ -425,7 +437,7 @@ def test_plan_refuses_fit_in_one_line_it_needs_a_machine_and_conflicting_spellin
 )
 def test_fractional_budgets_are_refused_in_one_line_not_cut_to_whole_mib(capsys, argv, message):
     code, _, err = main_exit(capsys, *argv)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
     whole = build_parser().parse_args(["simulate", "--model", "m", "--synthetic", "--budgets-mib", "403,15"])
     assert whole.budgets_mib == (403, 15)  # positive control: whole budgets pass as they are
 
@@ -462,7 +474,7 @@ def _header_file(tmp_path, name: str, extra_meta: dict | None = None, expert_sha
 def test_a_tensor_split_that_is_not_finite_and_bounded_is_a_usage_error(capsys, value, message):
     assert main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", "1,1")[0] == 0
     code, _, err = main_exit(capsys, "plan", str(GT_HEADER), "--budget-mib", "403", "--tensor-split", value)
-    assert code == 2 and err.strip().splitlines()[-1].endswith(message)
+    assert code == 1 and err.strip().splitlines() == [err.strip()] and err.strip().endswith(message)
 
 
 @pytest.mark.parametrize("shape", [(256, 0, 12), (256, 1024, 0)])
@@ -591,4 +603,83 @@ def test_synthetic_tokens_above_what_simulate_answers_are_refused_in_one_line(ca
         capsys, "simulate", "--model", str(GT_HEADER), "--synthetic", "--tokens", "2000000", "--budget-mib", "403"
     )
     said = f"argument --tokens: must be in 1..{MAX_SYNTHETIC_TOKENS:,}, got 2000000"
-    assert code == 2 and out == "" and err.strip().splitlines()[-1].endswith(said)
+    assert code == 1 and out == "" and err.strip().splitlines() == [err.strip()] and err.strip().endswith(said)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["plan", str(GT_HEADER), "--budget-mib", "-5"], "argument --budget-mib: must be in 0..16,777,216, got -5"),
+        (["plan"], "plan: the following arguments are required: source, --budget-mib"),
+        (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+        (["plan", str(GT_HEADER), "--budget-mib", "1\n2"], "argument --budget-mib: expected a number, got '1\\n2'"),
+    ],
+)
+def test_argparse_refusals_are_one_line_and_exit_1_as_the_readme_says(capsys, argv, said):
+    code, out, err = main_exit(capsys, *argv)
+    assert code == 1 and out == "" and err.count("\n") == 1 and err.startswith("error: python -m moe_model")
+    assert said in err
+
+
+def _deep_header(tmp_path, n_layer: int) -> str:
+    """A qwen3moe header of `n_layer` layers of 8 small experts (2 used)."""
+    from gguf import GGMLQuantizationType as T
+
+    from moe_model.readers.gguf_writer import header_bytes
+
+    meta = {"general.architecture": "qwen3moe", "general.name": "deep", "qwen3moe.block_count": n_layer}
+    meta |= {"qwen3moe.expert_count": 8, "qwen3moe.expert_used_count": 2, "qwen3moe.embedding_length": 256}
+    kinds = {"ffn_gate_exps": [256, 64, 8], "ffn_up_exps": [256, 64, 8], "ffn_down_exps": [256, 256, 8]}
+    tensors = [(f"blk.{il}.{kind}.weight", T.Q4_K, shape) for il in range(n_layer) for kind, shape in kinds.items()]
+    path = tmp_path / f"deep{n_layer}.gguf"
+    path.write_bytes(header_bytes(meta, tensors))
+    return str(path)
+
+
+def test_plan_simulate_and_predict_take_the_same_headers_a_600_layer_one_and_refuse_the_same(tmp_path, capsys):
+    """Issue 37: a 600-layer header planned but simulate and predict refused it as "an impossible routing shape" (a
+    bound of 512 layers of their own); all three read a header with limits.MAX_LAYERS now."""
+    from moe_model.limits import MAX_LAYERS
+
+    deep = _deep_header(tmp_path, 600)
+    runs = {
+        "plan": ["plan", deep, "--budget-mib", "50"],
+        "simulate": ["simulate", "--model", deep, "--synthetic", "--tokens", "300", "--budget-mib", "50"],
+        "predict": ["predict", "--model", deep, "--hardware", "t4", "--budget-mib", "50"],
+    }
+    for name, argv in runs.items():
+        code, out, err = main_exit(capsys, *argv)
+        assert code == 0 and out, (name, err)
+    too_deep = _deep_header(tmp_path, MAX_LAYERS + 1)
+    for name, argv in runs.items():
+        code, _, err = main_exit(capsys, *[too_deep if a == deep else a for a in argv])
+        assert code == 1 and err.count("\n") == 1 and f"limit of {MAX_LAYERS:,}" in err, (name, err)
+
+
+def test_a_link_rate_above_the_line_rate_is_refused_in_one_line_by_the_apps_rule(capsys):
+    """Issue 37: the CLI refused it and the app cut it to the line; both refuse it now (Hardware.with_link_gbs)."""
+    argv = ["predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--budget-mib", "3000", "--link-gbs"]
+    code, _, err = main_exit(capsys, *argv, "20")
+    assert code == 1 and err == (
+        "error: a measured host-to-device rate of 20 GB/s is above the PCIe 3.0 x16 line rate of 15.8 GB/s: no copy "
+        "exceeds it (measured on another link?)\n"
+    )
+    code, out, _ = main_exit(capsys, *argv, "12", "--json")
+    assert code == 0 and json.loads(out)["hardware"]["pinned_gbs"] == 12.0
+
+
+def test_predict_prices_a_server_command_as_the_flags_it_says_and_prints_the_command_back(capsys):
+    model = ["predict", "--model", str(QWEN30B), "--hardware", "Tesla T4", "--prompt-tokens", "300", "--json"]
+    flags = ["--budget-mib", "3000", "--ctx", "8192", "-ub", "1024", "-fa", "off", "--no-kv-offload", "--pinned"]
+    command = "llama-server -m x.gguf --cpu-moe --moe-cache-mib 3000 -c 8192 -ub 1024 -fa off -nkvo -lm none -np 1"
+    code, out, err = main_exit(capsys, *model, *flags)
+    by_flags = json.loads(out)
+    code_2, out_2, err_2 = main_exit(capsys, *model, "--server-command", command)
+    by_command = json.loads(out_2)
+    assert code == code_2 == 0, err + err_2
+    assert by_command["decode_tps"] == by_flags["decode_tps"] and by_command["scenario"] == by_flags["scenario"]
+    assert by_command["scenario"]["prompt_tokens"] == 300  # the request stays the flags'
+    assert by_command["command"] == by_flags["command"]  # the model named is --model's
+    assert by_flags["command"].endswith(
+        "--moe-cache-mib 3000 -np 1 -c 8192 -ub 1024 --load-mode none -fa off --no-kv-offload -lv 4"
+    )

@@ -328,9 +328,9 @@ def test_cli_refuses_a_cache_on_a_build_without_one_in_one_line(capsys):
     assert code == 1 and err.strip() == (
         "error: llama.cpp b11000 has no MoE cache (--moe-cache-mib came in b11480): use a later build or no cache"
     )
-    with pytest.raises(SystemExit) as usage:  # argparse's usage error, exit 2
+    with pytest.raises(SystemExit) as usage:  # argparse's usage error: one line, exit 1
         run_simulate(capsys, "--budget-mib", "403", "--build", "twelve")
-    assert usage.value.code == 2 and "a llama.cpp build is a release number" in capsys.readouterr().err
+    assert usage.value.code == 1 and "a llama.cpp build is a release number" in capsys.readouterr().err
 
 
 def test_cli_refuses_an_unknown_policy_or_knob_in_one_line(capsys):

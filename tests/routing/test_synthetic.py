@@ -25,6 +25,7 @@ from moe_model.routing.synthetic import (
     load_presets,
     preset_for,
     previous_token_overlap,
+    stream_workload,
     top_quarter_share,
 )
 from moe_model.workload import Batching, Workload
@@ -61,6 +62,22 @@ def test_knobs_out_of_range_are_refused():
         Knobs(reuse=1.5)
     with pytest.raises(WorkloadError, match="impossible routing shape"):
         Shape(4, 4, 8)
+
+
+def test_a_shape_is_bounded_by_the_limits_a_header_is_read_with_and_a_draw_by_its_arrays_before_it_is_made():
+    from moe_model.limits import MAX_EXPERTS, MAX_EXPERTS_USED, MAX_LAYERS, MAX_SYNTHETIC_TOKENS
+
+    assert Shape(MAX_LAYERS, MAX_EXPERTS, MAX_EXPERTS_USED).n_layer == MAX_LAYERS  # 513..1,024 layers were refused
+    for shape in ((MAX_LAYERS + 1, 8, 2), (4, MAX_EXPERTS + 1, 2), (4, 128, MAX_EXPERTS_USED + 1)):
+        with pytest.raises(WorkloadError, match="impossible routing shape"):
+            Shape(*shape)
+    widest = Shape(MAX_LAYERS, MAX_EXPERTS, MAX_EXPERTS_USED)
+    with pytest.raises(WorkloadError, match="above this tool's limit"):  # refused at once, not after gigabytes
+        generate(widest, Knobs(), MAX_SYNTHETIC_TOKENS)
+    with pytest.raises(WorkloadError, match="scores"):  # its ids would fit: the time of its draw would not
+        stream_workload(Shape(MAX_LAYERS, MAX_EXPERTS, 2), Knobs(), 16 * 512, concurrency=16)
+    qwen30b = Shape(48, 128, 8)
+    assert stream_workload(qwen30b, Knobs(), MAX_SYNTHETIC_TOKENS).n_layer == 48  # the measured run still runs
 
 
 def test_coordinate_fit_recovers_a_known_minimum():

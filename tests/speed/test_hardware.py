@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moe_model.errors import MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
 from moe_model.speed.hardware import (
     ALIASES,
     GPU_TABLE,
@@ -146,6 +146,13 @@ def test_the_gpu_table_has_one_row_a_name_and_every_row_cites_its_source():
 def test_every_preset_cites_a_source_and_a_backend():
     for hw in PRESETS.values():
         assert hw.source and hw.source != "user" and hw.backend in ("cuda", "hip", "vulkan")
+
+
+def test_one_measured_link_rate_sets_both_copies_and_above_the_line_rate_is_refused_in_one_line():
+    t4 = preset("t4")
+    assert (t4.with_link_gbs(12.0).pinned_gbs, t4.with_link_gbs(12.0).pageable_gbs) == (12.0, 12.0)
+    with pytest.raises(LinkRateError, match="20 GB/s is above the PCIe 3.0 x16 line rate of 15.8 GB/s"):
+        t4.with_link_gbs(20.0)
 
 
 def test_a_measured_link_rate_above_the_pcie_line_rate_is_refused():

@@ -14,6 +14,7 @@ from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_memory import HOST_RESERVE_MIB, host_memory
+from moe_model.speed.scenario import Scenario
 
 RUN8 = data_path("groundtruth", "run8")
 HEADER = data_path("groundtruth", "run3", "model-header.gguf")
@@ -37,7 +38,8 @@ def test_mmapd_experts_beyond_a_memory_limit_stream_from_disk_within_25_percent(
     the cgroup's file pages, the drive at its measured cold read."""
     rows = summary[(summary.server == "ram_6g_off_ra128") & summary.request.isin(["r1", "r2"])]
     measured = rows.decode_tps.mean()
-    other = host_memory(load_model(HEADER), preset("h200"), Placement(cpu_moe=True)).other_mib
+    flags16k = Scenario(n_ctx=16384).memory_flags
+    other = host_memory(load_model(HEADER), preset("h200"), Placement(cpu_moe=True), flags16k).other_mib
     ram_gib = (FILE_PAGES_GB * 1e9 / 2**20 + other + HOST_RESERVE_MIB) / 1024
     flags = ("--placement", "cpu-moe", "-fa", "off", "--ctx", "16384", "--disk-gbs", str(COLD_READ_GBS))
     out = _predict(*flags, "--ram-gib", f"{ram_gib:.3f}")

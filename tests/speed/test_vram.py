@@ -151,3 +151,17 @@ def test_fit_moves_more_layers_at_a_larger_ubatch_and_past_the_offload_minimum_b
     copies = _flags(n_ctx=32768, n_ubatch=128)  # past the default minimum: the host experts' copies in the buffer
     on_cpu = _flags(n_ctx=32768, n_ubatch=128, offload_min_batch=129)  # below it: no copies, a smaller buffer
     assert fit_host_layers(qwen30b, hw, copies) == fit_host_layers(qwen30b, hw, on_cpu) + 1
+
+
+def test_each_gpu_must_hold_the_layers_the_tensor_split_gives_it(qwen30b):
+    """Two 12 GB cards hold Qwen3-30B on the GPUs split evenly; -ts 9,1 gives the first one ~90 % of the layers,
+    more than it holds, though the two together would."""
+    hw = preset("3060")
+    even = breakdown(qwen30b, hw, Placement(cpu_moe=False, n_gpus=2, tensor_split=(1.0, 1.0)), 0, DEFAULTS)
+    lopsided = breakdown(qwen30b, hw, Placement(cpu_moe=False, n_gpus=2, tensor_split=(9.0, 1.0)), 0, DEFAULTS)
+    assert even.fits and len(even.gpu_used_mib) == 2 and sum(even.gpu_used_mib) == pytest.approx(even.used_mib)
+    assert lopsided.used_mib == pytest.approx(even.used_mib) and lopsided.free_mib >= lopsided.margin_mib
+    assert not lopsided.fits and not lopsided.tight and lopsided.over_mib > 0
+    assert "over the fullest GPU's 12,288 MiB" in lopsided.verdict
+    one = breakdown(qwen30b, hw, Placement(cpu_moe=True), 0, DEFAULTS)
+    assert one.gpu_free_mib == (one.free_mib,) and one.over_mib == -one.free_mib  # one card: the totals

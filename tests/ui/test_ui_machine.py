@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from moe_model.errors import LinkRateError
 from moe_model.speed.hardware import MACHINE_SETTINGS, PRESETS, line_gbs, preset
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, in_host, link_rates, with_edits
 
@@ -30,9 +31,8 @@ def test_a_card_in_an_older_slot_runs_at_the_slots_generation_and_keeps_a_rate_i
 
 def test_a_calibrated_link_rate_is_dropped_where_an_edited_link_cannot_carry_it():
     calibrated = preset("H200")  # pinned 55 GB/s measured on PCIe 5.0 x16
-    assert link_rates(calibrated, 0.0, 15.76) == {"pinned_gbs": None, "pageable_gbs": None}
-    assert link_rates(calibrated, 0.0, 63.0)["pinned_gbs"] == 55.0
-    assert link_rates(calibrated, 20.0, 15.76) == {"pinned_gbs": 15.76, "pageable_gbs": 15.76}
+    assert link_rates(calibrated, 15.76) == {"pinned_gbs": None, "pageable_gbs": None}
+    assert link_rates(calibrated, 63.0)["pinned_gbs"] == 55.0
 
 
 def test_a_new_gpu_drops_the_cards_edits_and_keeps_a_host_the_user_edited():
@@ -50,15 +50,20 @@ EGPUS = [name for name in PRESETS if PRESETS[name].host.slot_gen]  # presets who
 @pytest.mark.parametrize("name", EGPUS)
 def test_an_egpu_takes_any_slot_edit_after_a_typed_link_and_its_rate_stays_within_the_enclosures_line(name):
     """Issue 31: on the eGPU preset, editing the PCIe generation after typing a link raised "implausible
-    pinned_gbs" (the line was the card's edit alone, not the edit in the enclosure's slot)."""
+    pinned_gbs" (the line was the card's edit alone, not the edit in the enclosure's slot). Issue 37: a typed rate
+    the edited line cannot carry is refused as the CLI refuses it (LinkRateError), not cut to the line."""
     hw = preset(name)
     assert EGPUS and hw.line_gbs < line_gbs(hw.pcie_gen, hw.pcie_lanes, preset("RTX 4090").host)  # a slower slot
     for link in (0.0, hw.line_gbs / 2, hw.line_gbs):  # none typed, one the line carries, the line itself
         for gen in MACHINE_SETTINGS["pcie_gen"].choices:
             for lanes in MACHINE_SETTINGS["pcie_lanes"].choices:
+                if link > line_gbs(gen, lanes, hw.host):
+                    with pytest.raises(LinkRateError, match="above the PCIe"):
+                        with_edits(hw, link, pcie_gen=gen, pcie_lanes=lanes)
+                    continue
                 edited = with_edits(hw, link, pcie_gen=gen, pcie_lanes=lanes)
                 assert edited.line_gbs == line_gbs(gen, lanes, hw.host)
-                assert edited.pinned_gbs == (min(link, edited.line_gbs) if link else None), (gen, lanes, link)
+                assert edited.pinned_gbs == (link or None), (gen, lanes, link)
 
 
 def test_the_line_rate_is_the_slower_of_the_card_and_the_hosts_slot():
