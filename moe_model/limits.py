@@ -149,6 +149,8 @@ MIN_ADVICE_CTX = 2048  # the shortest context suggested: below it a prompt and i
 # --- logs ---
 MAX_LOG_RUNS = 256  # runs in one log file (real ones hold a few restarts); each is rendered and cross-checked
 MAX_LOG_ROUTING_TOKENS = 4096  # decode tokens a routing fitted to logs replays per knob setting: ~0.1 s at 48 layers
+MAX_LOG_CLOCK_BACKSTEPS = 16  # the logger's clock stepping back within one run: two processes' lines interleaved
+# (one process stamps its lines in the order it writes them; real logs of runs one after another step back <= 4 times)
 MAX_LOG_ALERTS = 20  # warning lines and error lines kept per run (each); the rest are counted, not rendered
 MAX_LOG_LINE_CHARS = 64 * 1024  # a line is cut beyond this while reading: real lines are < 2,000 characters
 MAX_LOG_BYTES = 2 * 1024**3  # one llama.cpp log file, read streamed line by line: bounds the work, not the memory

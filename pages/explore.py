@@ -118,7 +118,7 @@ def best_setting(
         f"{request_label(first=False)}; hit rate {basis.hit_rate})"
         f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
-        f"the cache {best.verdict}."
+        f"{best.cache.sentence}."
     )
     range_caption(p)
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
@@ -175,16 +175,13 @@ def first_request_text(pred) -> str:
     first = pred.first_request
     if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
         return ""
-    return (
-        f" {request_label(first=True).capitalize()} after start: {first.decode_tps:.1f} t/s decode "
-        f"({first.cold_fills:,.0f} experts uploaded into empty slots, a model)."
-    )
+    return f" {first.decode_words()}."
 
 
 def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float, basis: Basis) -> None:
     """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
     at the context depth, its prompt speed and time to first token, and the cache's verdict."""
-    budget, pred = answer.point.budget_mib, answer.point.prediction
+    budget, pred, said = answer.point.budget_mib, answer.point.prediction, answer.cache.sentence
     usable = fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
         st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
@@ -197,9 +194,7 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
             f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
             f"hit rate {100 * (pred.hit_rate or 0):.1f} % {basis.hit_rate} "
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
-            f"VRAM left {pred.vram.free_mib:,.0f} MiB. The cache **{answer.verdict}** against the same "
-            f"placement without it ({view.without.decode_tps:.1f} t/s"
-            f"{speed_note(view.without.decode_tps, pred.scenario.concurrency)}).{first_request_text(pred)}"
+            f"VRAM left {pred.vram.free_mib:,.0f} MiB. {said[:1].upper()}{said[1:]}.{first_request_text(pred)}"
         )
         range_caption(pred)
     else:

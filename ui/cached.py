@@ -239,14 +239,31 @@ class IdleRelease:
             self.since = None
             return False
         self.since = now if self.since is None else self.since
-        if now - self.since < self.idle_s or not (len(self.store) or any(_ALL_SESSION_RESULTS.values())):
+        held = len(self.store) or any(_ALL_SESSION_RESULTS.values()) or any(d.work is not None for d in _DEFERRED)
+        if now - self.since < self.idle_s or not held:
             return False
         self.store.clear()  # hands freed memory back (malloc_trim) after the collection below
         for results in list(_ALL_SESSION_RESULTS.values()):  # closed sessions' too (kept for a reconnect): a cache
             results.clear()
+        for deferred in list(_DEFERRED):  # closed sessions' download buttons, and the workloads they hold
+            deferred.release()
+        _drop_uploaded_files()
         gc.collect()
         _release_freed_memory()
         return True
+
+
+def _drop_uploaded_files() -> None:
+    """Streamlit's copies of every session's uploaded files, once none is connected: it drops a closed session's
+    only when that session is shut down, which a session that outlives its reconnect time never is. A session
+    that reconnects keeps its uploads in its own store (ui.uploads)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return
+    files = Runtime.instance().uploaded_file_mgr
+    for session_id in list(getattr(files, "file_storage", {})):  # the in-memory manager's; other managers keep theirs
+        files.remove_session_files(session_id)
 
 
 def _any_session_connected() -> bool:
@@ -562,7 +579,30 @@ def _cached_bundled_trace(
 def workload_npz(work: Workload, work_key: str) -> Callable[[], bytes]:
     """The workload as NPZ bytes for a download button, made when it is clicked (st.download_button calls it on a
     thread of its own): compressing a large workload takes seconds that no view of the page waits for."""
-    return partial(_workload_npz, work, work_key)
+    return _DeferredNpz(work, work_key)
+
+
+class _DeferredNpz:
+    """A download button's callable, holding its workload until the idle release takes it back: Streamlit keeps a
+    closed session's download callables, each with its workload (38 MiB for a 50k-token upload), until the server
+    ends (issue 39)."""
+
+    def __init__(self, work: Workload, work_key: str) -> None:
+        self.work: Workload | None = work
+        self.work_key = work_key
+        _DEFERRED.add(self)
+
+    def release(self) -> None:
+        self.work = None
+
+    def __call__(self) -> bytes:
+        if self.work is None:
+            raise WorkloadError("this download was released while nobody was connected: reload the page for it")
+        return _workload_npz(self.work, self.work_key)
+
+
+_DEFERRED: weakref.WeakSet[_DeferredNpz] = weakref.WeakSet()  # every download callable alive: the idle release
+# empties them
 
 
 @app_cached()

@@ -23,7 +23,7 @@ from moe_model.readers.sources import (
 )
 from moe_model.resources import data_path
 from moe_model.speed.hardware import PRESETS, Hardware, other_card, preset, preset_match, unknown_gpu
-from moe_model.speed.host_parts import described
+from moe_model.speed.host_parts import described, form_statements
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
@@ -292,13 +292,12 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
         shown |= {"mem_bw_gbs": float(hw.cpu_bw_gbs), "threads": int(hw.cpu_threads)}
         edits = {"ram_gib": ram, "vram_gib": vram, "gpu_bw_gbs": gpu_bw, "pcie_gen": gen, "pcie_lanes": lanes}
         edits |= {name: _edit(st, name, shown[name], base_id) for name in ("mem_bw_gbs", "threads")}
-        changed = {name: value for name, value in edits.items() if value != shown[name]}  # only these are stated
-        changed["ram_gib"] = ram  # but the RAM box always shows a figure the user reads and edits: it is stated
+        stated = form_statements(shown, edits)  # what counts as stated: one library rule with the CLI's flags
         try:
-            hw = with_edits(hw, link, **changed)
+            hw = with_edits(hw, link, **stated)
         except LinkRateError as err:  # the CLI's rule: refused; here said, and the rates derived from the link
             st.warning(f"{literal(err, None)}. Priced with the rates derived from the link until the box is set again.")
-            hw = with_edits(hw, 0.0, **changed)
+            hw = with_edits(hw, 0.0, **stated)
         if not use_calibrated:
             st.button(
                 f"use the {name} preset's host",

@@ -22,6 +22,7 @@ from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min
 from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.host_memory import host_memory
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Layout, Scenario, cache_room_mib, resolve
 from moe_model.speed.time_model import Prediction, predict
@@ -253,6 +254,11 @@ def _policy_band(r: Replayed) -> PolicyBand | None:
     return r.simulated.band
 
 
+def _in_load_mode(model: ModelSpec, hw: Hardware, layout: Layout, sc: Scenario) -> Layout:
+    """The layout with the RAM account of the scenario's load mode (a replay resolves it at mmap)."""
+    return replace(layout, ram=host_memory(model, hw, layout.placement, sc.memory_flags, sc.load_mode))
+
+
 def price(
     model: ModelSpec,
     hw: Hardware,
@@ -266,13 +272,14 @@ def price(
     load_mode: str | None = None,
 ) -> Curve:
     """Each replayed budget priced by the time model (a model, not a measurement); where nothing was replayed,
-    at `hit_rate` (none given: no hits). `load_mode` prices the same counts for another -lm: neither the
-    layout nor the counts depend on it."""
+    at `hit_rate` (none given: no hits). `load_mode` prices the same counts for another -lm: the counts and
+    the placement do not depend on it, the RAM account does (pinned memory cannot page)."""
     points = []
     for r in replayed:
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
+        layout = r.layout if load_mode is None else _in_load_mode(model, hw, r.layout, sc)
         pred = predict(
-            model, hw, params, sc, r.traffic, hit_rate, r.layout, rel_error=rel_error, spread_points=spread_points,
+            model, hw, params, sc, r.traffic, hit_rate, layout, rel_error=rel_error, spread_points=spread_points,
             policy_band=_policy_band(r), miss_spread=miss_spread,
         )  # fmt: skip
         points.append(CurvePoint(r, pred))

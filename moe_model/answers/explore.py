@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from moe_model.answers.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
+from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.fits.points import SYNTHETIC_TOKENS
 from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.llama.simulate import SimResult
@@ -22,7 +23,7 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
-from moe_model.speed.time_model import Prediction, verdict
+from moe_model.speed.time_model import Prediction
 from moe_model.workload import Workload
 
 EXPLORE_TOKENS = SYNTHETIC_TOKENS  # the workload predict and recommend replay: one number per setting everywhere
@@ -131,7 +132,7 @@ class Answer:
     """The headline at the chosen budget."""
 
     point: CurvePoint
-    verdict: str  # the cache against the same placement without it; "no cache" at budget 0
+    cache: CacheVerdict  # the cache against the same placement without it; "no cache" at budget 0
 
     @property
     def host(self) -> HostMemory:
@@ -143,10 +144,14 @@ class Answer:
         """A speed is shown: the same rule as the chart's (Layout.runs)."""
         return self.point.layout.runs
 
+    @property
+    def verdict(self) -> str:
+        return self.cache.word
+
 
 def answer_at(view: ExploreCurve, point: CurvePoint) -> Answer:
-    cache_verdict = verdict(point.prediction, view.without) if point.budget_mib else "no cache"
-    return Answer(point, cache_verdict)
+    """The headline at one budget: the cache's verdict by the rule predict and recommend use."""
+    return Answer(point, cache_verdict(point.prediction, view.without))
 
 
 def measured_points(

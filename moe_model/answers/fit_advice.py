@@ -7,11 +7,11 @@ host_memory), one knob at a time from the setting as given; none is a prediction
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from moe_model.answers.recommend import Option
+from moe_model.answers.verdict import TOO_CLOSE
 from moe_model.limits import MIN_ADVICE_CTX
 from moe_model.llama.builds import has_cpu_share
 from moe_model.llama.slot_plan import Placement, min_budget_mib
@@ -21,7 +21,7 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
-from moe_model.speed.time_model import range_verdict
+from moe_model.speed.time_model import Prediction, range_verdict
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -53,9 +53,28 @@ def check_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> FitCheck:
     return FitCheck(resolve(model, hw, sc))
 
 
-def ram_needed_gib(host: HostMemory) -> int:
-    """Whole GiB of RAM a setting needs (the OS reserve included)."""
-    return math.ceil(host.used_mib / 1024)
+def run_state(pred: Prediction, host: HostMemory | None) -> str:
+    """What a setting does, said before how fast: 'does not start', 'does not fit', 'streams from disk' or
+    'fits', each with its figure. predict's first line and recommend's summary lead with it."""
+    vram = pred.vram
+    if not pred.starts:
+        return f"does not start: {pred.error}"
+    if not (vram.fits or vram.tight):
+        return f"does not fit: {vram.over_mib:,.0f} MiB over the GPU's memory (no speed shown)"
+    if host is not None and not host.runs:
+        return host.verdict
+    if host is not None and host.streams:
+        return (
+            f"streams from disk: {host.needed_gib:,} GiB of RAM would end it (the machine has "
+            f"{host.ram_mib / 1024:g} GiB); its speed prices the drive's reads (the disk term, a model)"
+        )
+    said = f"fits: {vram.free_mib:,.0f} MiB of VRAM free"
+    said += f" (too close to call: less than llama.cpp's {vram.margin_mib:,.0f} MiB margin)" if vram.tight else ""
+    if host is None:
+        return said
+    if not host.ram_stated:
+        return f"{said}; RAM not stated: it needs {host.needed_gib:,} GiB"
+    return f"{said}; {host.needed_gib:,} of {host.ram_mib / 1024:g} GiB of RAM used"
 
 
 @dataclass(frozen=True)
@@ -110,7 +129,7 @@ def _change(model, hw, kind: str, sc: Scenario, what: str) -> FitChange | None:
     check = check_fit(model, hw, sc)
     if not (check.starts and check.layout.vram.fits):
         return None
-    ram = None if check.host.fits else ram_needed_gib(check.host)
+    ram = None if check.host.fits else check.host.needed_gib
     text = f"{what}: {check.layout.vram.free_mib:,.0f} MiB of VRAM left"
     text += f", with {ram} GiB of RAM (the machine has {hw.ram_gib:g})" if ram else ""
     return FitChange(kind, text, sc, check.layout.placement, ram)
@@ -183,11 +202,11 @@ def would_fit(model: ModelSpec, hw: Hardware, sc: Scenario) -> list[FitChange]:
         return []
     changes: list[FitChange | None] = []
     if check.starts and check.layout.vram.fits:
-        ram = ram_needed_gib(check.host)
-        need, experts = check.host.used_mib / 1024, check.host.experts_mib / 1024
+        ram = check.host.needed_gib
+        experts = check.host.experts_mib / 1024
         setting = check.layout.placement.label + (f" + {sc.budget_mib} MiB cache" if sc.budget_mib else "")
-        text = f"{ram} GiB of RAM for {setting}: it needs {need:,.1f} GiB ({experts:,.1f} of host experts), the "
-        text += f"machine has {hw.ram_gib:g}"
+        text = f"{ram} GiB of RAM for {setting} ({experts:,.1f} GiB of it host experts), the machine has "
+        text += f"{hw.ram_gib:g}"
         changes.append(FitChange("ram", text, sc, check.layout.placement, ram))
     else:
         changes += [_smaller_kv(model, hw, sc), _shorter_context(model, hw, sc), _smaller_budget(model, hw, sc)]
@@ -226,12 +245,13 @@ def recommend_advice(model: ModelSpec, hw: Hardware, options: Sequence[Option]) 
     searched from each candidate placement without a cache (the least VRAM that placement can use)."""
     usable = [o for o in options if o.usable]
     if usable:
-        best = usable[0]
+        best, streaming = usable[0], sum(o.host is not None and o.host.streams for o in usable)
+        p = best.prediction
         return Advice(
             True,
-            f"best: {best.label}, {best.prediction.decode_tps:.1f} t/s predicted (a model)"
-            f"{speed_note(best.prediction.decode_tps, best.prediction.scenario.concurrency)}; "
-            f"{len(usable)} of {len(options)} settings fit {hw.name}",
+            f"{run_state(p, best.host)}; best: {best.label}, {p.decode_tps:.1f} t/s predicted (a model)"
+            f"{speed_note(p.decode_tps, p.scenario.concurrency)}; {len(usable)} of {len(options)} settings run on "
+            f"{hw.name}" + (f", {streaming} of them streaming from disk" if streaming else ""),
         )
     bases = {(o.prediction.layout.placement, o.prediction.scenario.load_mode): o for o in options}
     changes = _merged([c for o in bases.values() for c in would_fit(model, hw, o.prediction.scenario.with_budget(0))])
@@ -276,7 +296,7 @@ class CardAnswer:
         """'streams its experts from disk (N GiB of RAM would end it)' where the best setting does, else None."""
         if self.best is None or not self.best.host.streams:
             return None
-        return f"streams its experts from disk ({ram_needed_gib(self.best.host)} GiB of RAM would end it)"
+        return f"streams its experts from disk ({self.best.host.needed_gib} GiB of RAM would end it)"
 
 
 def card_answer(model: ModelSpec, hw: Hardware, options: Sequence[Option]) -> CardAnswer:
@@ -305,12 +325,20 @@ def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
         return f"{lead} at {ram}: {first.decode_tps:.1f} t/s{note}{streaming}"
     second = running[1].best.prediction
     faster = round(100 * (first.decode_tps / second.decode_tps - 1))
-    apart = range_verdict(first.decode_tps_range, second.decode_tps_range) != "too close to call"
-    call = "the predictions' ranges are apart" if apart else "too close to call"
     than = running[1].hardware.name
+    call = _ranges_call(first.decode_tps_range, second.decode_tps_range)
     if faster == 0:
         return f"the {name} and the {than} are as fast at {ram}: {call}{streaming}"
     return f"the {name} is {faster} % faster than the {than} at {ram}: {call}{streaming}"
+
+
+def _ranges_call(first: tuple[float, float], second: tuple[float, float]) -> str:
+    """Whether two predictions can be told apart, by the verdicts' rule (overlapping ranges: too close to call),
+    with both ranges."""
+    both = f"{first[0]:.1f}-{first[1]:.1f} against {second[0]:.1f}-{second[1]:.1f} t/s"
+    if range_verdict(first, second) == TOO_CLOSE:
+        return f"too close to call, the ranges overlap ({both})"
+    return f"the predictions' ranges are apart ({both})"
 
 
 def shopping_share_note(model: ModelSpec, answers: Sequence[CardAnswer], cpu_share: float, build: int) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.answers.curve import ReplayMemo, price, replay
+from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
@@ -20,16 +21,14 @@ from moe_model.policies.knobs import SHARE
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
-from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.server_command import command_line
 from moe_model.speed.streams import per_stream_tps
-from moe_model.speed.time_model import Prediction, verdict
+from moe_model.speed.time_model import Prediction
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
-TOO_CLOSE_ON_READINGS = "too close to call on current builds"  # ClassLRU's open readings straddle no cache
 N_BUDGETS = 6
 
 
@@ -38,12 +37,17 @@ class Option:
     label: str
     prediction: Prediction
     command: str
-    verdict: str  # against the same placement without a cache
+    cache: CacheVerdict  # against the same placement without a cache
 
     @property
     def host(self) -> HostMemory:
         """The RAM account of the option's layout."""
         return self.prediction.layout.ram
+
+    @property
+    def verdict(self) -> str:
+        """The verdict's word: helps, hurts, too close to call (on current builds), no cache or does not fit."""
+        return self.cache.word
 
     @property
     def usable(self) -> bool:
@@ -70,7 +74,7 @@ class Option:
             "fits_ram": self.host.fits,
             "streams_from_disk": self.host.streams,
             "ram_needed_mib": self.host.used_mib,
-            "verdict": self.verdict,
+            **self.cache.as_dict(),
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
         } | p.scenario.policy_fields()
@@ -152,25 +156,15 @@ def recommend(
     options = []
     for p in preds:
         base_pred = baselines.get((p.layout.placement, p.scenario.load_mode))
-        v = "no cache" if p.scenario.budget_mib == 0 or base_pred is None else readings_verdict(p, base_pred)
         options.append(
             Option(
                 label(p.scenario, p.layout.placement),
                 p,
                 command_line(model_path, p.scenario, p.layout.placement),
-                v,
+                cache_verdict(p, base_pred),
             )
         )
     return rank(options, rel_error)
-
-
-def readings_verdict(with_cache: Prediction, without: Prediction) -> str:
-    """The verdict against no cache, or TOO_CLOSE_ON_READINGS where the cache helps under one of the modelled
-    policy's readings and hurts under another (the band's speeds straddle the speed without a cache)."""
-    band = next((s for s in with_cache.range_sources if s.source == POLICY_SOURCE), None)
-    if band is not None and without.usable and band.low_tps < without.decode_tps < band.high_tps:
-        return TOO_CLOSE_ON_READINGS
-    return verdict(with_cache, without)
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:

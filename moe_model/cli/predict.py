@@ -26,6 +26,7 @@ from moe_model.llama.batching import server_batching, stream_from, workload_from
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
+from moe_model.speed.host_memory import whole_gib
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.workload import Workload, WorkloadStream
@@ -149,8 +150,9 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.answers.curve import curve
+    from moe_model.answers.fit_advice import run_state
     from moe_model.answers.known_problems import known_problems
-    from moe_model.answers.recommend import readings_verdict
+    from moe_model.answers.verdict import cache_verdict
     from moe_model.fits.calibration import default_time_model
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
@@ -170,14 +172,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         spread_points=spread,
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
-    cache_verdict = readings_verdict(pred, baseline) if args.budget_mib else "no cache"
+    said = cache_verdict(pred, baseline)
+    host = pred.layout.ram
     problems = known_problems(model, pred.scenario, pred.layout)
     basis = _basis(args, pred.scenario, hw, rel_error, time_model.prefill_rel_error)
     out = (
         pred.as_dict()
         | {
             "known_problems": problems,
-            "verdict": cache_verdict,
+            "state": run_state(pred, host),
+            **said.as_dict(),
             "no_cache_decode_tps": baseline.decode_tps,
             "no_cache_decode_tps_range": list(baseline.decode_tps_range),
             "hardware": hw.as_dict(),
@@ -208,11 +212,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {given.described}")
     for problem in problems:
         print(f"  known problem: {problem}")
-    if not pred.starts:
-        print(f"  does not start: {pred.error}")
-        return 0
-    if not pred.usable:
-        print(f"  does not fit: {pred.vram.over_mib:.0f} MiB over the GPU's memory (no speed shown)")
+    print(f"  {out['state']}")
+    if not pred.usable or not host.runs:
         return 0
     if pred.vram.tight:
         print(f"  {pred.vram.verdict}")
@@ -232,17 +233,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     first = pred.first_request
     if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
+        low, high = first.decode_tps_range
         print(
-            f"  first request after start: decode {first.decode_tps:.1f} t/s"
+            f"  first request after start: decode {first.decode_tps:.1f} t/s (range {low:.1f}-{high:.1f})"
             f"{speed_note(first.decode_tps, sc.concurrency)} over {sc.n_predict} tokens "
             f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
-            f"first token after {first.ttft_s:.2f} s"
+            f"first token after {first.ttft_s:.2f} s; not counted: {first.excludes}"
         )
     if args.budget_mib:
-        print(
-            f"  the cache {cache_verdict} against no cache ({baseline.decode_tps:.1f} t/s"
-            f"{speed_note(baseline.decode_tps, sc.concurrency)})"
-        )
+        print(f"  {said.sentence}")
     print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
     print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
     ram = pred.layout.ram
@@ -334,7 +333,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
     for o in ranked:
         lo, hi = o["decode_tps_range"]
         if o["usable"]:
-            disk = f"  (streams from disk: {o['ram_needed_mib'] / 1024:,.0f} GiB of RAM would end it)"
+            disk = f"  (streams from disk: {whole_gib(o['ram_needed_mib'])} GiB of RAM would end it)"
             print(
                 f"{o['decode_tps']:7.1f} t/s ({lo:.1f}-{hi:.1f}) {o['verdict']:>17}  {o['label']}"
                 + (disk if o["streams_from_disk"] else "")
@@ -347,6 +346,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
             + speed_note(best["decode_tps"], streams)
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
+        print(f"  {best['verdict_line']}")
         print(f"  {best['command']}")
     if advice.would_fit:
         print("\nwhat would fit (the smallest change of each kind):")

@@ -17,9 +17,10 @@ path (a model; the decomposition is in docs/models-and-fits.md):
 
 `cpu_rate` (GB/s of q4_K-equivalent bytes) is the one unknown: it becomes `Hardware.cpu_expert_gbs`, measured at the
 record's threads (`cpu_expert_threads`; a server with other threads scales it as the time model's thread term does,
-speed/rates.py). The record's thread count becomes the host's unless the user stated one; its RAM size and drive
-read rate, where recorded, become the host's. The hardware carries `host_record`, so the range drops the host parts
-the record settles (the CPU and the RAM kit: speed/host_parts.unknown_parts).
+speed/rates.py). The record's thread count becomes the host's unless the user stated one; its RAM size, drive
+read rate and one core's copy rate of the mmap'd model (`copy_gbs`, record/copy_rate.py: the host half of a
+pageable upload, speed/rates.upload_gbs), where recorded, become the host's. The hardware carries `host_record`, so
+the range drops the host parts the record settles (the CPU and the RAM kit: speed/host_parts.unknown_parts).
 
 The prompt speed is not used: with a GPU, prompt ubatches of 32 tokens or more run on the GPU (the host experts are
 uploaded), so the CPU's prompt rate is not a term of the time model; the record's prompt speed says how fast the
@@ -97,8 +98,8 @@ def apply_host_record(
     hardware: Hardware, record: HostRecord, model: ModelSpec, params: TimeParams | None = None
 ) -> Hardware:
     """The machine with its host side measured by the record: the CPU expert rate at the record's threads, the
-    threads (unless the user stated them), the RAM and the drive's read rate where recorded. A record of another
-    model is one line (HostRecordError)."""
+    threads (unless the user stated them), the RAM, the drive's read rate and the one-core copy rate where
+    recorded. A record of another model is one line (HostRecordError)."""
     check_same_model(record, model)
     params = params or default_time_model().params
     host: dict = {}
@@ -108,6 +109,8 @@ def apply_host_record(
         host["ram_gib"] = record.ram_gib
     if record.drive_read_gbs is not None:
         host["disk_gbs"] = min(record.drive_read_gbs, MACHINE_SETTINGS["disk_gbs"].hi)
+    if record.copy_gbs is not None and "copy_gbs" not in hardware.host.stated:
+        host["copy_gbs"] = min(record.copy_gbs, MACHINE_SETTINGS["copy_gbs"].hi)
     return hardware.with_changes(
         cpu_expert_gbs=recorded_cpu_gbs(model, record, params),
         cpu_expert_threads=record.threads,

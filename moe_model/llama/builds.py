@@ -2,10 +2,12 @@
 
 Build numbers are llama.cpp's release tags (bNNNNN), printed at the top of every log as `build: NNNNN (hash)`.
 Sources: docs/llamacpp-cache.md sections 1 and 10 (release pages b11480, b12170, tag b12191) and issue 20 (#32584,
-#32636 at b12569).
+#32636 at b12569). llama.cpp also names releases `vX.Y.Z` (semantic versions, from 2026); NAMED_RELEASES maps them.
 """
 
 from __future__ import annotations
+
+import re
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import MAX_BUILD
@@ -18,6 +20,12 @@ MAINLINE_BUILD = 12569  # the default: the current mainline build as of issue 20
 EXACT_BUILD = 11549  # the build the exact simulator transcribes (the ground-truth runs)
 
 
+# v1.0.0 (13 Nov 2026) came after b12352 and before b12375 (issue 38; the exact tag was not found in the sources
+# read): taken as the earliest it can be, b12353. Every rule here answers the same for any of b12353-b12374.
+NAMED_RELEASES = {"1.0.0": 12353}
+_SEMVER = re.compile(r"v?(\d+\.\d+\.\d+)")
+
+
 def check_build(build: int) -> int:
     """A build number as a user gives it (`--build 12569`, `b12569`): refused in one line outside 1..MAX_BUILD."""
     if isinstance(build, bool) or not isinstance(build, int) or not 1 <= build <= MAX_BUILD:
@@ -26,13 +34,27 @@ def check_build(build: int) -> int:
 
 
 def parse_build(text: str) -> int:
-    """`12569` or `b12569` as a build number."""
+    """`12569`, `b12569` or a named release (`v1.0.0`: NAMED_RELEASES) as a build number."""
+    if named := _SEMVER.fullmatch(text.strip().lower()):
+        return _named_release(named.group(1))
     digits = text.strip().lower().removeprefix("b")
     if not digits.isdigit():
         raise MoeModelError(
-            f"a llama.cpp build is a release number, e.g. {MAINLINE_BUILD} or b{MAINLINE_BUILD}: {text!r}"
+            f"a llama.cpp build is a release number, e.g. {MAINLINE_BUILD}, b{MAINLINE_BUILD} or a named release "
+            f"(v1.0.0): {text!r}"
         )
     return check_build(int(digits))
+
+
+def _named_release(version: str) -> int:
+    """The build of a `vX.Y.Z` release, refused in one line where the mapping is not known."""
+    if version not in NAMED_RELEASES:
+        known = ", ".join(f"v{v}" for v in NAMED_RELEASES)
+        raise MoeModelError(
+            f"llama.cpp release v{version} is not mapped to a build number here (known: {known}): give its "
+            "bNNNNN, the `build:` line of its log"
+        )
+    return NAMED_RELEASES[version]
 
 
 def build_of_mib_only_log(given: int | None) -> int:

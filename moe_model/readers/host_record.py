@@ -9,17 +9,19 @@ The file is JSON, written by `python -m moe_model record --host-out HOST.json`:
     {"format": "moe-cache-explorer-host", "version": 1, "source": "record",
      "model": {"name": ..., "file_bytes": ..., "expert_types": ["q4_K", ...]},
      "cpu": {"model": ..., "cores": 16, "threads": 16},
-     "memory": {"ram_gib": 125.0, "free_gib": 100.0},
+     "memory": {"ram_gib": 125.0, "free_gib": 100.0, "copy_gbs": 9.6},
      "drive": {"name": "nvme0n1", "read_gbs": 3.1, "read_cold": true},
      "runtime": {"name": "llama-cpp-python 0.3.36", "llama_cpp": "commit 0c1e570 (...)"},
      "speed": {"decode_tps": 40.1, "decode_tokens": 64, "decode_depth_tokens": 200,
                "prompt_tps": 150.0, "prompt_tokens": 512, "n_ubatch": 512}}
 
-`ram_gib`, `free_gib`, `name`, `read_gbs` and `llama_cpp` may be null (not known). `read_cold` (an optional field
-added after version 1's first records, which lack it: null) says how `record --measure-drive` went: true, the model
-file's pages were out of the page cache when `read_gbs` was timed (a cold read); false, they stayed in it, so no rate
-is given; null, not measured. `llama_cpp` is llama-bench's build ("b7150 (0104b151)") or, for `record`, the commit
-the llama-cpp-python wheel's libraries report (they expose no build number).
+`ram_gib`, `free_gib`, `name`, `read_gbs` and `llama_cpp` may be null (not known). `copy_gbs` (one core copying
+the model's mmap'd bytes, record/copy_rate.py: the host half of a pageable upload) may be null or absent (records
+written before it was measured). `read_cold` (an optional field added after version 1's first records, which lack
+it: null) says how `record --measure-drive` went: true, the model file's pages were out of the page cache when
+`read_gbs` was timed (a cold read); false, they stayed in it, so no rate is given; null, not measured. `llama_cpp` is
+llama-bench's build ("b7150 (0104b151)") or, for `record`, the commit the llama-cpp-python wheel's libraries report
+(they expose no build number).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class HostRecord:
     ram_free_gib: float | None = None
     drive: str | None = None
     drive_read_gbs: float | None = None
+    copy_gbs: float | None = None  # one core copying the mmap'd model (record/copy_rate.py); optional, added later
     drive_read_cold: bool | None = None  # optional, added later: None in records without it
 
     def __post_init__(self) -> None:
@@ -86,7 +89,7 @@ class HostRecord:
                 "expert_types": list(self.expert_types),
             },
             "cpu": {"model": self.cpu_model, "cores": self.cpu_cores, "threads": self.threads},
-            "memory": {"ram_gib": self.ram_gib, "free_gib": self.ram_free_gib},
+            "memory": {"ram_gib": self.ram_gib, "free_gib": self.ram_free_gib, "copy_gbs": self.copy_gbs},
             "drive": {"name": self.drive, "read_gbs": self.drive_read_gbs, "read_cold": self.drive_read_cold},
             "runtime": {"name": self.runtime, "llama_cpp": self.llama_cpp},
             "speed": {
@@ -145,6 +148,7 @@ def host_record_from_dict(data: Any) -> HostRecord:
         ram_free_gib=g.number(("memory", "free_gib"), 1 << 24, optional=True, zero=True),
         drive=g.text("drive", "name", optional=True),
         drive_read_gbs=g.number(("drive", "read_gbs"), MAX_RATE_GBS, optional=True),
+        copy_gbs=g.number(("memory", "copy_gbs"), MAX_RATE_GBS, optional=True),
         drive_read_cold=g.boolean("drive", "read_cold"),
     )
 

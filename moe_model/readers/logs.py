@@ -19,6 +19,7 @@ from moe_model.errors import LogError
 from moe_model.limits import (
     MAX_ALERT_CHARS,
     MAX_LOG_ALERTS,
+    MAX_LOG_CLOCK_BACKSTEPS,
     MAX_LOG_RUNS,
     shown,
 )
@@ -324,6 +325,7 @@ class _RunParser:
         self.pending_timing: dict[tuple[int, int], dict] = {}
         self.start_rank = -1  # the latest start marker seen in the current run
         self.has_body = False  # the current run has a line other than its start markers
+        self.backsteps = 0  # the logger's clock going back within the current run (without opening a new one)
 
     def _new_run(self) -> LogRun:
         if len(self.runs) >= MAX_LOG_RUNS:  # refused while streaming: every run is rendered and cross-checked
@@ -335,6 +337,7 @@ class _RunParser:
         self.start_rank = -1
         self.last_time = -1.0
         self.has_body = False
+        self.backsteps = 0
         return run
 
     def _commit_init_error(self) -> None:
@@ -356,6 +359,17 @@ class _RunParser:
         restarted = seconds is not None and seconds + 0.5 < self.last_time
         return restarted or (rank is not None and rank <= self.start_rank)
 
+    def _count_backstep(self, seconds: float) -> None:
+        """Refuse a run whose clock goes back more than MAX_LOG_CLOCK_BACKSTEPS times: two processes wrote the file at
+        once, and which line is whose cannot be told (their lines were read into one run, a mix of both)."""
+        self.backsteps += seconds < self.last_time
+        if self.backsteps > MAX_LOG_CLOCK_BACKSTEPS:
+            raise LogError(
+                f"the lines of two llama.cpp processes are interleaved in this log (the logger's clock goes back "
+                f"{self.backsteps} times in run {self.run.index + 1}): give each server its own log file "
+                "(--log-file) and read them one by one"
+            )
+
     def feed(self, raw: str) -> None:
         msg, level, seconds = _clean(raw)
         if not msg:
@@ -364,6 +378,7 @@ class _RunParser:
         rank = _start_rank(msg) if interesting else None
         run = self.run = self._new_run() if self._opens_run(rank, seconds) else self.run
         if seconds is not None:
+            self._count_backstep(seconds)
             self.last_time = seconds
         self.start_rank = max(self.start_rank, -1 if rank is None else rank)
         self.has_body |= rank is None

@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from moe_model.errors import WorkloadError, one_line
+from moe_model.errors import StopCheck, WorkloadError, one_line, stop_if
 from moe_model.limits import MAX_STREAMED_NPZ_BYTES, SIM_CHUNK_LOOKUPS, SIM_CHUNK_RECORDS, shown
 from moe_model.readers.trace_checks import (
     NOT_RECORDS,
@@ -52,13 +52,17 @@ class _Scan:
 
 
 def stream_recorded(
-    source: str | Path | bytes, max_records: int = SIM_CHUNK_RECORDS, max_lookups: int = SIM_CHUNK_LOOKUPS
+    source: str | Path | bytes,
+    max_records: int = SIM_CHUNK_RECORDS,
+    max_lookups: int = SIM_CHUNK_LOOKUPS,
+    should_stop: StopCheck = None,
 ) -> WorkloadStream | None:
     """A recorded trace read from its NPZ in chunks of whole ubatches, each of at most max_records records and
     max_lookups ids (or one ubatch, when a single one has more ids), after one checking pass (the same checks and
     messages as load_recorded); None for an NPZ that is not a recorded trace, or whose records a forward-only
     read cannot serve (ubatches out of order, a record's ids before the previous record's, a ubatch of more
-    than max_records records): load those whole."""
+    than max_records records): load those whole. `should_stop` is asked between blocks, of the checking pass and of
+    every later read of the chunks (ReadStoppedError once it returns True)."""
     try:
         with open_zip(source) as archive:
             members = {m.filename.removesuffix(".npy"): m for m in npz_members(archive)}
@@ -75,7 +79,7 @@ def stream_recorded(
             if not n_rec or any(shapes[c] != (n_rec,) for c in columns) or len(shapes["ids"]) != 1:
                 raise WorkloadError(NOT_RECORDS)
             n_ids = shapes["ids"][0]
-            scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records)
+            scan = _scan_recorded(archive, columns, members["ids"], n_rec, n_ids, max_records, should_stop)
     except NPZ_ERRORS as err:
         raise WorkloadError(f"not a readable NPZ trace: {shown(one_line(err))}") from None
     if not scan.in_order:
@@ -84,9 +88,9 @@ def stream_recorded(
     def chunks() -> Iterator[Workload]:
         try:
             with open_zip(source) as archive, archive.open(members["ids"]) as f:
-                ids = _ForwardIds(f, members["ids"])
+                ids = _ForwardIds(f, members["ids"], should_stop)
                 carry: dict[str, np.ndarray] = {}
-                for block in _record_blocks(archive, columns, n_rec, max_records):
+                for block in _record_blocks(archive, columns, n_rec, max_records, should_stop):
                     block = {c: np.concatenate([carry[c], a]) for c, a in block.items()} if carry else block
                     cut = int(np.searchsorted(block["rec_ubatch"], block["rec_ubatch"][-1]))  # its last ubatch goes on
                     if cut:
@@ -117,6 +121,7 @@ def _scan_recorded(
     n_rec: int,
     n_ids: int,
     max_records: int,
+    should_stop: StopCheck,
 ) -> _Scan:
     spans: dict[str, tuple[int, int]] = {}
     k = None
@@ -125,7 +130,7 @@ def _scan_recorded(
     max_end = lookups = 0
     decode = np.zeros(0, dtype=np.int64)
     prev_ub, prev_end, run = -1, 0, 0  # the previous record's ubatch and end of ids, its ubatch's records so far
-    for block in _record_blocks(archive, columns, n_rec, max_records):
+    for block in _record_blocks(archive, columns, n_rec, max_records, should_stop):
         for name in ("rec_layer", "rec_ubatch", "rec_phase"):
             if name in block:
                 _widen(spans, name, block[name])
@@ -150,7 +155,7 @@ def _scan_recorded(
         in_order = in_order and int(runs.max()) <= max_records
         prev_ub, prev_end, run = int(ub[-1]), int(end[-1]), int(runs[-1])
     with archive.open(ids_member) as f:
-        ids = _ForwardIds(f, ids_member)
+        ids = _ForwardIds(f, ids_member, should_stop)
         for start in range(0, n_ids, ID_BLOCK):
             _widen(spans, "ids", ids.span(start, min(n_ids, start + ID_BLOCK)))
     check_record_spans(spans, n_rec)
@@ -175,15 +180,17 @@ def _widen(spans: dict[str, tuple[int, int]], name: str, values: np.ndarray) -> 
 
 
 def _record_blocks(
-    archive: zipfile.ZipFile, columns: dict[str, zipfile.ZipInfo], n_rec: int, size: int
+    archive: zipfile.ZipFile, columns: dict[str, zipfile.ZipInfo], n_rec: int, size: int, should_stop: StopCheck
 ) -> Iterator[dict[str, np.ndarray]]:
-    """The record arrays `size` records at a time, every member read forward in step (as int64)."""
+    """The record arrays `size` records at a time, every member read forward in step (as int64), `should_stop`
+    asked before each block."""
     with ExitStack() as stack:
         readers = {}
         for name, member in columns.items():
             f = stack.enter_context(archive.open(member))
             readers[name] = (f, member, npy_header(f, member)[2])
         for start in range(0, n_rec, size):
+            stop_if(should_stop)
             n = min(size, n_rec - start)
             yield {
                 name: read_values(f, member, dtype, n).astype(np.int64) for name, (f, member, dtype) in readers.items()
@@ -191,13 +198,17 @@ def _record_blocks(
 
 
 class _ForwardIds:
-    """The `ids` member read forward only, span after span (skipping any gap between records)."""
+    """The `ids` member read forward only, span after span (skipping any gap between records), `should_stop` asked
+    before each span and each block skipped."""
 
-    def __init__(self, f: BinaryIO, member: zipfile.ZipInfo) -> None:
+    def __init__(self, f: BinaryIO, member: zipfile.ZipInfo, should_stop: StopCheck) -> None:
         self.f, self.member, self.dtype, self.pos = f, member, npy_header(f, member)[2], 0
+        self.should_stop = should_stop
 
     def span(self, lo: int, hi: int) -> np.ndarray:
+        stop_if(self.should_stop)
         while self.pos < lo:
+            stop_if(self.should_stop)
             n = min(ID_BLOCK, lo - self.pos)
             read_values(self.f, self.member, self.dtype, n)
             self.pos += n

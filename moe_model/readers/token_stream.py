@@ -41,7 +41,7 @@ def stream_csv_trace(
     token_trace_from_csv would have to sort or refuse (rows not in (seq, token, layer) order with every layer of a
     token in turn, a line of other than the header's fields, a value that is not an integer or out of range): that
     one loads whole, with its messages. A header too long or too wide is refused here; `should_stop` is asked
-    between blocks."""
+    between blocks, of the checking pass and of every later read of its rows."""
     try:
         with _csv_raw(source) as raw:
             header = _CsvHeader.read(raw)
@@ -59,7 +59,7 @@ def stream_csv_trace(
         return None
     n = check_token_shape(shape, np.dtype(np.int64))
     offsets, ubatch = check_sequences(n, scan.seq_offsets(), None)
-    rows, counts = _CsvRows(source, header, shape[1], scan.starts), scan.expert_counts(shape[1])
+    rows, counts = _CsvRows(source, header, shape[1], scan.starts, should_stop), scan.expert_counts(shape[1])
     return StreamedTokens(n, shape[1], shape[2], counts.shape[1], offsets, ubatch, counts, rows.reader, label)
 
 
@@ -206,8 +206,15 @@ class _CsvRows:
     """Token rows of a checked CSV trace, read forward by any number of cursors over one file handle, each from
     the block start nearest before its row."""
 
-    def __init__(self, source: str | Path | bytes, header: _CsvHeader, n_layer: int, starts: list[tuple[int, int]]):
-        self.source, self.header, self.n_layer = source, header, n_layer
+    def __init__(
+        self,
+        source: str | Path | bytes,
+        header: _CsvHeader,
+        n_layer: int,
+        starts: list[tuple[int, int]],
+        should_stop: StopCheck,
+    ):
+        self.source, self.header, self.n_layer, self.should_stop = source, header, n_layer, should_stop
         self.start_rows = np.array([r for r, _ in starts], dtype=np.int64)
         self.start_bytes = np.array([b for _, b in starts], dtype=np.int64)
 
@@ -239,6 +246,7 @@ class _CsvCursor:
 
     def _fill(self, n_lines: int) -> None:
         while len(self.ids) < n_lines:
+            stop_if(self.rows.should_stop)
             block = next(self.blocks, None)
             block = None if block is None else _csv_block(block[1], self.rows.header)
             if block is None:
@@ -256,10 +264,13 @@ class _CsvCursor:
         return out.reshape(n, self.rows.n_layer, -1)
 
 
-def stream_token_trace(source: str | Path | bytes, label: str = "") -> StreamedTokens | None:
+def stream_token_trace(
+    source: str | Path | bytes, label: str = "", should_stop: StopCheck = None
+) -> StreamedTokens | None:
     """A token-trace NPZ read forward after one checking pass over its `experts` (the checks and messages of
     make_token_trace, and each layer's expert counts for the drawn prompt rows); None for an NPZ that is not a
-    token trace, or whose `experts` are in Fortran order (a forward read of rows cannot serve it)."""
+    token trace, or whose `experts` are in Fortran order (a forward read of rows cannot serve it). `should_stop`
+    is asked between blocks, of the checking pass and of every later read of its rows."""
     try:
         with open_zip(source) as archive:
             members = {m.filename.removesuffix(".npy"): m for m in npz_members(archive)}
@@ -275,10 +286,10 @@ def stream_token_trace(source: str | Path | bytes, label: str = "") -> StreamedT
                 return None
             small = {c: _small_member(archive, members[c], n) for c in ("seq_offsets", "ubatch") if c in members}
             offsets, ubatch = check_sequences(n, small.get("seq_offsets"), small.get("ubatch"))
-            counts = _expert_counts(archive, member, shape, dtype)
+            counts = _expert_counts(archive, member, shape, dtype, should_stop)
     except NPZ_ERRORS as err:
         raise WorkloadError(f"not a readable NPZ trace: {one_line(err)}") from None
-    rows = _MemberRows(source, member, data_at, shape[1:], dtype)
+    rows = _MemberRows(source, member, data_at, shape[1:], dtype, should_stop)
     return StreamedTokens(n, shape[1], shape[2], counts.shape[1], offsets, ubatch, counts, rows.reader, label)
 
 
@@ -289,7 +300,9 @@ def _small_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, n_tokens: i
     return npz_member(archive, member)
 
 
-def _expert_counts(archive: zipfile.ZipFile, member: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype):
+def _expert_counts(
+    archive: zipfile.ZipFile, member: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype, should_stop: StopCheck
+):
     """Every id range-checked, and how often each layer picked each expert [n_layer, max id + 1], block by block."""
     n, n_layer, k = shape
     counts = np.zeros(n_layer * MAX_EXPERTS, dtype=np.int64)
@@ -298,6 +311,7 @@ def _expert_counts(archive: zipfile.ZipFile, member: zipfile.ZipInfo, shape: tup
     with archive.open(member) as f:
         npy_header(f, member)
         for start in range(0, n, block):
+            stop_if(should_stop)
             rows = min(block, n - start)
             ids = read_values(f, member, dtype, rows * n_layer * k).reshape(rows, n_layer, k)
             check_ids(ids, MAX_EXPERTS, "expert ids")
@@ -315,8 +329,16 @@ class _MemberRows:
     is read in place; a deflated one by inflaters cloned from one that runs ahead to each cursor's first row
     (zlib state is ~40 KiB): every byte is inflated twice, whatever the number of cursors."""
 
-    def __init__(self, source: str | Path | bytes, member: zipfile.ZipInfo, data_at: int, row_shape, dtype) -> None:
-        self.source, self.member, self.data_at = source, member, data_at
+    def __init__(
+        self,
+        source: str | Path | bytes,
+        member: zipfile.ZipInfo,
+        data_at: int,
+        row_shape: tuple[int, ...],
+        dtype: np.dtype,
+        should_stop: StopCheck,
+    ) -> None:
+        self.source, self.member, self.data_at, self.should_stop = source, member, data_at, should_stop
         self.row_shape, self.dtype = tuple(row_shape), dtype
         self.row_bytes = int(np.prod(row_shape)) * dtype.itemsize
 
@@ -350,7 +372,7 @@ class _RowReader:
         if self.ahead is None or row < self.ahead_row:  # from the start (rows are asked for in rising order)
             self.ahead, self.ahead_row = _Inflater(self.raw, self.start, rows.member.compress_size), 0
             self.ahead.skip(rows.data_at)
-        self.ahead.skip((row - self.ahead_row) * rows.row_bytes)
+        self.ahead.skip((row - self.ahead_row) * rows.row_bytes, rows.should_stop)
         self.ahead_row = row
         return _RowCursor(self.ahead.copy(), rows)
 
@@ -360,6 +382,7 @@ class _RowCursor:
         self.source, self.rows = source, rows
 
     def take(self, n: int) -> np.ndarray:
+        stop_if(self.rows.should_stop)
         data = np.frombuffer(self.source.read(n * self.rows.row_bytes), dtype=self.rows.dtype)
         return data.reshape(n, *self.rows.row_shape).astype(np.int16)  # ids were checked below MAX_EXPERTS
 
@@ -409,8 +432,9 @@ class _Inflater:
             have += len(piece)
         return b"".join(out)
 
-    def skip(self, n: int) -> None:
+    def skip(self, n: int, should_stop: StopCheck = None) -> None:
         while n > 0:
+            stop_if(should_stop)
             step = min(n, ID_BLOCK)
             self.read(step)
             n -= step

@@ -83,7 +83,8 @@ def open_trace(
     order (stream_recorded), a token trace whose `experts` are in C order (stream_token_trace), a CSV whose rows
     are in (seq, token, layer) order (stream_csv_trace). Its expert ids are held to `cap`: those it declares
     before anything is read, those a replay looks up once it is open (a recorded trace's records may share ids).
-    `should_stop` is asked between the blocks of the checks and of a CSV's or a whole read."""
+    `should_stop` is asked between blocks: of the checks, of a whole read, and of every read of a stream's chunks or
+    rows (a stream read later, by the replay, stops there too)."""
     cap.check(declared_lookups(source, name, should_stop))
     opened = _opened(source, name or str(source if isinstance(source, (str, Path)) else ""), should_stop)
     cap.check(replay_lookups(opened))
@@ -107,10 +108,10 @@ def _opened(
     if name.lower().endswith(".csv"):
         tokens = stream_csv_trace(source, Path(name).name, should_stop)
         return tokens if tokens is not None else load_any(source, name, should_stop)
-    stream = stream_recorded(source)
+    stream = stream_recorded(source, should_stop=should_stop)
     if stream is not None:
         return stream
-    tokens = stream_token_trace(source, Path(name).name)
+    tokens = stream_token_trace(source, Path(name).name, should_stop)
     if tokens is not None:
         return tokens
     return load_any(source, name, should_stop)

@@ -1,5 +1,6 @@
-"""The host record of a recording: the CPU's measured speed on this model, and the host's facts (CPU model,
-physical cores, RAM, the drive holding the model), read from /proc and /sys where Linux has them."""
+"""The host record of a recording: the CPU's measured speed on this model, one core's copy rate of its mmap'd bytes
+(record/copy_rate.py), and the host's facts (CPU model, physical cores, RAM, the drive holding the model), read from
+/proc and /sys where Linux has them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from moe_model.readers.gguf import read_model_headers, shard_sources
 from moe_model.readers.host_record import HostRecord
 from moe_model.readers.model_spec import ModelSpec, spec_from_headers
+from moe_model.record.copy_rate import copy_gbs, expert_slice_bytes
 from moe_model.record.drive import DriveRead
 from moe_model.record.session import Recording
 
@@ -53,6 +55,7 @@ def host_record(
         ram_free_gib=free,
         drive=drive_of(Path(model.shards[0])),
         drive_read_gbs=None if drive_read is None else drive_read.read_gbs,
+        copy_gbs=copy_gbs(max(model.shards, key=os.path.getsize), expert_slice_bytes(spec)),
         drive_read_cold=None if drive_read is None else drive_read.cold,
     )
 

@@ -198,6 +198,11 @@ class Hardware:
     def ram_gib(self) -> float:
         return self.host.ram_gib
 
+    @property
+    def calibrated(self) -> bool:
+        """Fitted to its own logs (`calibrate`, the Logs page): the only step that sets sync_us (fits.machine_fit)."""
+        return self.sync_us is not None
+
     def with_changes(self, **changes) -> Hardware:
         """Edited figures; the host's (RAM, memory, threads, ... also by their old names) go to the host."""
         own = {f.name for f in fields(Hardware)}

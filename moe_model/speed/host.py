@@ -29,9 +29,10 @@ MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate wou
 @dataclass(frozen=True)
 class Host:
     """The machine around the GPU. `mem_channels x mem_mts x 8 bytes` is the memory bandwidth unless
-    `mem_bw_gbs` is measured; `copy_gbs` is a measured pageable host-to-device copy rate (e.g. CUDA's
-    bandwidthTest --memory=pageable, or torch copying a few MiB of ordinary memory to the GPU), which
-    bounds mmap'd uploads; `slot_gen` / `slot_lanes` the slot or enclosure link (None: as the card).
+    `mem_bw_gbs` is measured; `copy_gbs` is one core's measured copy rate of the mmap'd model (`record`
+    measures it: record/copy_rate.py), the host half of a pageable upload, which runs in series with the link's
+    DMA (a measured pageable upload rate, e.g. CUDA's bandwidthTest --memory=pageable, is `pageable_gbs`);
+    `slot_gen` / `slot_lanes` the slot or enclosure link (None: as the card).
     The settings (moe_model.settings) declare the command-line flags and the app's URL keys and widgets."""
 
     name: str = "assumed desktop"
@@ -75,7 +76,8 @@ class Host:
     )
     copy_gbs: float | None = setting(
         None,
-        help="measured pageable host-to-device copy rate of the host (GB/s): mmap'd uploads run at it",
+        help="one core's measured copy rate of the mmap'd model (GB/s; record measures it): a pageable upload copies "
+        "at it, then crosses the link",
         parse=float,
         flags=("--host-copy-gbs",),
         lo=MIN_RATE,

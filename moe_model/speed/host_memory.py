@@ -17,6 +17,7 @@ verdict says how much RAM it needs and what happens below it (the drive's fault 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from moe_model.llama.slot_plan import CPU, MIB, Placement, layer_map
@@ -30,6 +31,11 @@ HOST_RESERVE_MIB = 2048  # the OS and llama-server's own host buffers: an assump
 # (an assumption made before run8, which measured 0.44 of a cold sequential read at a 128 KiB read-ahead)
 FAULT_READ_SHARE = 0.5
 FITS, STREAMS, REFUSED = "fits", "streams", "refused"  # HostMemory.state: in RAM, mmap'd experts paging, no start
+
+
+def whole_gib(mib: float) -> int:
+    """A RAM figure as every page and command shows it: whole GiB rounded up (rounded down, it would not hold it)."""
+    return math.ceil(mib / 1024)
 
 
 def fault_read_gbs(hw: Hardware) -> float:
@@ -53,6 +59,11 @@ class HostMemory:
     @property
     def used_mib(self) -> float:
         return self.experts_mib + self.other_mib + self.kv_mib + self.reserve_mib
+
+    @property
+    def needed_gib(self) -> int:
+        """The RAM the setting needs, as shown everywhere (whole_gib)."""
+        return whole_gib(self.used_mib)
 
     @property
     def free_mib(self) -> float:
@@ -102,11 +113,11 @@ class HostMemory:
     @property
     def verdict(self) -> str:
         """One line a page leads with: fits or not, and what would free the memory."""
-        need, ram = self.used_mib / 1024, self.ram_mib / 1024
+        need, ram = self.needed_gib, self.ram_mib / 1024
         if not self.ram_stated:
             return self.needs
         if self.fits:
-            return f"fits in RAM: {need:,.1f} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
+            return f"fits in RAM: {need:,} of {ram:,.0f} GiB ({self.experts_mib / 1024:,.1f} GiB of host experts)"
         why = (
             f"mmap'd experts page from disk: {self.page_cache_mib / 1024:,.1f} GiB of them stay in the page "
             "cache, the rest is read from the drive whenever a token needs it (modelled: see the disk term)"
@@ -116,7 +127,7 @@ class HostMemory:
             else "the other host weights, the KV cache and the reserve leave no RAM for the page cache"
         )
         return (
-            f"does not fit in RAM: needs {need:,.1f} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "
+            f"does not fit in RAM: needs {need:,} GiB, the machine has {ram:,.0f} GiB; {why}. Free it with more "
             "RAM, a smaller quantization, or fewer layers in host memory (a smaller --n-cpu-moe K) where VRAM allows"
         )
 
@@ -130,7 +141,7 @@ class HostMemory:
             f"them, at about {self.fault_gbs:,.1f} GB/s (the disk term)"
         )
         return (
-            f"RAM not stated: this setting needs {self.used_mib / 1024:,.1f} GiB of host RAM "
+            f"RAM not stated: this setting needs {self.needed_gib:,} GiB of host RAM "
             f"({self.experts_mib / 1024:,.1f} GiB of host experts) and is priced as if the machine has it; with less, "
             f"{below}. Give the RAM (--ram-gib, a RAM kit or a host record) to price it"
         )

@@ -205,15 +205,35 @@ def _cpu_rate(cpu: Cpu) -> float:
     return cpu.p_cores * cpu.all_core_ghz * (1.0 if cpu.vnni else 0.5)  # VNNI: about twice the int8 dot products
 
 
+RAM_KIT_FIELDS = frozenset({"mem_mts", "mem_channels", "mem_bw_gbs"})  # a kit's speed; its size (ram_gib) is not
+
+
+def stated_fields(hw: Hardware) -> frozenset[str]:
+    """What is known of the host, the one rule the range's host sources follow (unknown_parts), the same for the
+    CLI and the app: the figures stated (a flag, an app box, a described part, a preset's source: Host.stated), the
+    slot where the link's rates are measured, the memory and threads where a host record measured the CPU path.
+    A RAM size is stated like any figure, but states no kit: the kit's speed stays a source (RAM_KIT_FIELDS)."""
+    stated = set(hw.host.stated) | ({"slot_gen"} if hw.pinned_gbs or hw.pageable_gbs else set())
+    return frozenset(stated | ({"mem_bw_gbs", "threads"} if hw.host_record else set()))
+
+
+def form_statements(shown: dict, edits: dict) -> dict:
+    """The figures a form of boxes states (the app's machine boxes, each showing the preset's figure until edited):
+    each box the user changed, and the RAM box whatever it holds, as `--ram-gib` at that value states it: it sits
+    beside the RAM verdict, which prices the figure it shows. A stated RAM decides that verdict only; the range's
+    sources do not change with it (stated_fields)."""
+    changed = {name: value for name, value in edits.items() if value != shown.get(name)}
+    return changed | ({"ram_gib": edits["ram_gib"]} if "ram_gib" in edits else {})
+
+
 def unknown_parts(hw: Hardware) -> tuple[UnknownPart, ...]:
-    """Each undescribed part of the machine's host with the table's slowest and fastest choice for it (the others
-    kept); the slot is no source where the link's rates are measured, the CPU and the RAM kit none where a host
-    record measured the CPU path (its rate is the CPU on that memory)."""
+    """Each undescribed part of the machine's host (stated_fields) with the table's slowest and fastest choice for
+    it (the others kept); the slot is no source where the link's rates are measured, the CPU and the RAM kit none
+    where a host record measured the CPU path (its rate is the CPU on that memory)."""
     host, card_gen, card_lanes = hw.host, hw.pcie_gen, hw.pcie_lanes
-    stated = set(host.stated) | ({"slot_gen"} if hw.pinned_gbs or hw.pageable_gbs else set())
-    stated |= {"mem_bw_gbs", "threads"} if hw.host_record else set()
+    stated = stated_fields(hw)
     out = []
-    if not stated & {"mem_mts", "mem_channels", "mem_bw_gbs"}:  # a RAM size is not a kit: its speed stays unknown
+    if not stated & RAM_KIT_FIELDS:  # a RAM size is not a kit: its speed stays unknown
         lo, hi = cpu_named(host.cpu).memory_mts if host.cpu else (MEMORY_MTS["ddr4"][0], MEMORY_MTS["ddr5"][1])
         ram = {"mem_channels": DESKTOP_CHANNELS, "mem_bw_gbs": None}
         slow, fast = (host.with_changes(**ram, mem_mts=mts) for mts in (lo, hi))

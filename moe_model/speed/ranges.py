@@ -5,14 +5,16 @@ model's left-out error (±), and each part of the host the user has not describe
 the parts table). Each is an interval around the central speed; the range adds their widths in log space (every
 source at its worst together, as the range of the routing spread and the time model's error always did: on machines
 never seen the central estimate is often off by more than one source's width). A source's `without_tps` is the range
-if that source were settled exactly: the most its step can narrow it.
+if that source were settled exactly: the most its step can narrow it. The time model is never settled exactly:
+calibrating replaces its cross-machine error by the machine's own left-out error, and on a machine already
+calibrated that error is what remains (`settled`: no step narrows it further).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_parts import unknown_parts
@@ -23,7 +25,9 @@ ROUTING_NARROWED_BY = (
 )
 POLICY_SOURCE = "policy (ClassLRU readings)"
 POLICY_NARROWED_BY = "a llama-server -lv 4 log of a b12170+ build (calibrate / the Logs page picks the reading)"
+TIME_MODEL_SOURCE = "time model"
 TIME_MODEL_NARROWED_BY = "your machine's own logs calibrated (`calibrate`, the Logs page): its own left-out error"
+TIME_MODEL_SETTLED = "this machine's own left-out error (calibrated from its logs): no step narrows it further"
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class RangeSource:
     high_tps: float
     narrowed_by: str
     without_tps: tuple[float, float] = (0.0, 0.0)
+    settled: bool = False  # no step narrows it further (a calibrated machine's own error)
 
     def log_widths(self, tps: float) -> tuple[float, float]:
         """How far below and above the central speed it reaches, in log units."""
@@ -88,30 +93,47 @@ def decode_sources(
         speeds = [decode_at(hw, shift) for shift in routing_points]
         found.append(RangeSource("routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY))
     if rel_error:
-        found.append(RangeSource("time model", tps * (1 - rel_error), tps * (1 + rel_error), TIME_MODEL_NARROWED_BY))
+        why = TIME_MODEL_SETTLED if hw.calibrated else TIME_MODEL_NARROWED_BY
+        low, high = tps * (1 - rel_error), tps * (1 + rel_error)
+        found.append(RangeSource(TIME_MODEL_SOURCE, low, high, why, settled=hw.calibrated))
     for part in unknown_parts(hw):
         speeds = [decode_at(hw.with_changes(host=h), 0.0) for h in (part.slow, part.fast)]
-        if max(speeds) - min(speeds) > 1e-3 * tps:  # a part that changes nothing here is not a source
+        if max(speeds) - min(speeds) > 1e-3 * tps:  # a part whose choices change nothing here is not a source
             found.append(RangeSource(part.part, min(speeds + [tps]), max(speeds + [tps]), part.narrowed_by))
+    found = [s for s in found if s.high_tps - s.low_tps > 1e-3 * tps]  # nor a routing spread that moves nothing
     found = sorted(found, key=lambda s: _width(tps, s), reverse=True)
     return tuple(_with_without(tps, s, found) for s in found)
 
 
 def _with_without(tps: float, source: RangeSource, every: list[RangeSource]) -> RangeSource:
-    others = tuple(s for s in every if s is not source)
-    return RangeSource(source.source, source.low_tps, source.high_tps, source.narrowed_by, combine(tps, others))
+    """The source with the range its step leaves: the others' (a settled source stays whole)."""
+    others = tuple(s for s in every if s is not source or s.settled)
+    return replace(source, without_tps=combine(tps, others))
 
 
 def largest_step(tps: float, sources: tuple[RangeSource, ...]) -> str | None:
-    """One line naming the largest source and what settling it would do to the whole range."""
+    """One line naming the largest source a step narrows and what that step would do to the whole range: never
+    narrower than what stays (a calibrated machine's own error stays; calibrating leaves the machine's own)."""
     if not sources:
         return None
-    top = sources[0]
     lo, hi = combine(tps, sources)
+    steps = [s for s in sources if not s.settled]
+    kept = "; ".join(f"the {s.source} ({s.low_tps:.1f}-{s.high_tps:.1f} t/s) is {s.narrowed_by}" for s in sources
+                     if s.settled)  # fmt: skip
+    if not steps:
+        return f"the range {lo:.1f}-{hi:.1f} t/s stays: {kept}"
+    top = steps[0]
+    widest = f"{kept}; widest source a step narrows" if kept else "widest source"
     if len(sources) == 1:
         return f"the range {lo:.1f}-{hi:.1f} t/s is the {top.source}'s alone: {top.narrowed_by} narrows it"
     new_lo, new_hi = top.without_tps
-    return (
-        f"widest source: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); settling it would narrow the range "
-        f"{lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s: {top.narrowed_by}"
+    said = f"{widest}: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); "
+    if top.source == TIME_MODEL_SOURCE:  # calibrating leaves the machine's own error, unknown before it is run
+        return said + (
+            f"the other sources alone span {new_lo:.1f}-{new_hi:.1f} t/s of the range {lo:.1f}-{hi:.1f}; "
+            f"{top.narrowed_by} replaces its ±{100 * (top.high_tps / tps - 1):.0f} % (calibrate reports it)"
+        )
+    return said + (
+        f"settling it would narrow the range {lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s: "
+        f"{top.narrowed_by}"
     )

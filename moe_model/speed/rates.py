@@ -159,11 +159,18 @@ def host_copy_gbs(hw: Hardware, params: TimeParams) -> float:
 
 
 def upload_gbs(hw: Hardware, params: TimeParams, pinned: bool) -> float:
-    """Host-to-device rate of the host experts: pinned at the link's rate, pageable at the host's copy rate
-    capped by the link (the driver's staging copy and the DMA overlap)."""
+    """Host-to-device rate of the host experts: pinned at the link's rate; pageable at a measured pageable rate, or
+    as one core's measured copy into the driver's staging buffer followed by the DMA at the pinned rate (in series:
+    run12 timed CUDA's pageable upload of mmap'd 0.95 MB slices at 149 and 98-102 us on two hosts against 100 + 22 and
+    73 + 21 us of memcpy + pinned DMA, the rest the per-copy latency), else at the CPU family's fitted staging rate
+    capped by the link (fitted to whole uploads, so it already holds the DMA)."""
     if pinned:
         return hw.pinned_rate_gbs
-    return hw.pageable_gbs or min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
+    if hw.pageable_gbs:
+        return hw.pageable_gbs
+    if hw.host.copy_gbs:
+        return 1.0 / (1.0 / hw.pinned_rate_gbs + 1.0 / hw.host.copy_gbs)
+    return min(hw.pinned_rate_gbs, host_copy_gbs(hw, params))
 
 
 def derived_cpu_gbs(hw: Hardware, params: TimeParams, threads: int) -> float:

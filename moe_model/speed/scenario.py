@@ -32,6 +32,7 @@ from moe_model.llama.builds import (
     CPU_SHARE_BUILD,
     FIRST_CACHE_BUILD,
     MAINLINE_BUILD,
+    NAMED_RELEASES,
     check_build,
     check_cache_flags,
     parse_build,
@@ -268,7 +269,7 @@ class Scenario:
         MAINLINE_BUILD,
         help=f"llama.cpp build the server runs: b{FIRST_CACHE_BUILD}-b{CLASS_LRU_BUILD - 1} plain LRU (exact), "
         f"b{CLASS_LRU_BUILD}+ ClassLRU (modelled), --moe-cache-cpu-share from b{CPU_SHARE_BUILD} "
-        f"(default: b{MAINLINE_BUILD}, current mainline)",
+        f"(default: b{MAINLINE_BUILD}, current mainline); release v1.0.0 is read as b{NAMED_RELEASES['1.0.0']}",
         flags=("--build",),
         lo=1,
         hi=MAX_BUILD,

@@ -22,13 +22,13 @@ pool, so every slot it fills is a miss on top (`first_request`).
 
 Rates come from the machine (hardware.Hardware and its host.Host) and machine-independent parameters
 fitted across every measured machine (speed/rates.py: TimeParams and the rate functions): pinned uploads run at the
-link's pinned rate (never above its line rate); mmap'd (pageable) uploads at the host's pageable copy rate, capped
-by the link: measured (`Host.copy_gbs`), else a rate per CPU family (slower in a VM) and never above half the host's
-memory bandwidth (a copy reads and writes every byte); the CPU reads experts at min(host bandwidth x an
-efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent bytes, times the model's expert
-types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower over pinned CUDA_Host memory (no
-repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or a host record: fits/host_fit.py)
-replace the derived ones. With CPU
+link's pinned rate (never above its line rate); mmap'd (pageable) uploads as one core's measured copy into the
+staging buffer and then the DMA, in series (`Host.copy_gbs`, a host record's: run12), else at a fitted staging rate
+per CPU family (slower in a VM, never above a share of the host's memory bandwidth), capped by the link; the CPU
+reads experts at min(host bandwidth x an efficiency per CPU family, threads x GHz x rate per GHz) in q4_K-equivalent
+bytes, times the model's expert types' factor (speed/cpu_quant.py: a byte of a codebook quant costs more), slower
+over pinned CUDA_Host memory (no repacked layouts: pinned_cpu_factor). A machine's own measured rates (its logs, or
+a host record: fits/host_fit.py) replace the derived ones. With CPU
 share F (b12191, modelled) a share F of a cached layer's misses runs on the CPU beside the GPU's work on
 that layer (the two overlap).
 
@@ -71,7 +71,7 @@ from moe_model.speed.rates import (
 )
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.streams import per_stream_tps
-from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct, start_up_fills
+from moe_model.speed.traffic import Traffic, from_hit_rate, independent_distinct
 from moe_model.speed.vram import VramBreakdown, kv_bytes_per_elem
 
 if TYPE_CHECKING:
@@ -94,18 +94,38 @@ def _attention_bytes(model: ModelSpec, sc: Scenario, depth: float, tokens: int) 
     return kv + scores
 
 
+FIRST_REQUEST_EXCLUDES = (
+    "the server's load (llama.cpp reads the mmap'd experts into the page cache at start: first touches after it "
+    "cost run5 and run8's servers without a cache 2-4 %, inside the range)"
+)
+
+
 @dataclass(frozen=True)
 class FirstRequest:
-    """A server's first request: the pool starts empty (every slot it fills is uploaded on top of the steady
-    traffic) and its prompt finds no expert cached. A model of the cold start, not a measurement."""
+    """A server's first request of n_predict tokens: the pool starts empty (every slot it fills is uploaded on top
+    of the steady traffic) and its prompt finds no expert cached. A model of the cold start, not a measurement;
+    its range: the steady range, the fills' count (locality's lower bound to independent tokens' upper bound,
+    exact where a log or replay counted them) and their cost (fill_factor to a steady miss's)."""
 
     decode_tps: float
     prefill_tps: float
     ttft_s: float
     cold_fills: float  # experts uploaded into empty slots while it decodes (a warm pool would hit most of them)
+    n_predict: int = 0  # the tokens it is priced for: the speed falls the shorter it is, the fills being the same
+    decode_tps_range: tuple[float, float] = (0.0, 0.0)
+    excludes: str = FIRST_REQUEST_EXCLUDES
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"decode_tps_range": list(self.decode_tps_range)}
+
+    def decode_words(self) -> str:
+        """Its decode speed in words: the tokens it is priced for, the range and what it leaves out."""
+        low, high = self.decode_tps_range
+        return (
+            f"A first request of {self.n_predict:,} tokens after start decodes at {self.decode_tps:.1f} t/s (range "
+            f"{low:.1f}-{high:.1f}; {self.cold_fills:,.0f} experts uploaded into empty slots, a model; shorter "
+            f"requests are slower, the fills being the same); not counted: {self.excludes}"
+        )
 
 
 @dataclass(frozen=True)
@@ -378,18 +398,25 @@ def prefill_terms(
     return total
 
 
-def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout) -> float:
+def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout, locality: bool = False) -> float:
     """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
-    pool is full (tokens taken as independent: an upper bound for routing with locality), after the start-up
-    start-up's (the warm-up and the seq_rm probe where the build makes it: traffic.start_up_fills)."""
+    pool is full, after the start-up's (the warm-up and the seq_rm probe where the build makes it:
+    llama.server_warm_up.start_up_rows). Tokens taken as independent: an upper bound for routing with locality;
+    `locality`: one sequence's consecutive tokens under the model's routing preset (window_distinct), the lower
+    bound."""
     tokens = int(sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency)
     k, n_expert, prunes = model.n_expert_used, model.n_expert, last_layer_prunes(model.architecture, sc.build)
+    knobs = prompt_knobs(model) if locality else None
+
+    def distinct(n: int) -> float:
+        return window_distinct(n_expert, k, knobs, n) if knobs else independent_distinct(n_expert, k, n)
+
     fills = 0.0
     for group in layout.plan.groups if layout.plan.starts else ():
         if group.cached:
             rows = [start_up_rows(il, model.n_layer, sc.build, prunes) for il in group.layers]
-            touched = sum(independent_distinct(n_expert, k, tokens + r) for r in rows)
-            start_up = start_up_fills(model, group.layers, sc.build)
+            touched = sum(distinct(tokens + r) for r in rows)
+            start_up = sum(distinct(r) for r in rows)  # traffic.start_up_fills where tokens are independent
             fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, start_up))
     return fills
 
@@ -412,17 +439,29 @@ def first_request(
     layout: Layout,
     traffic: Traffic,
     steady_ms: float,
+    steady_range: tuple[float, float] = (1.0, 1.0),
 ) -> FirstRequest:
     """The first request after start: its n_predict tokens at the steady cost per ubatch plus the cold fills
     (counted by a log, else estimated) that a warm pool would have hit, and its prompt with nothing cached,
-    which also loads the GPU kernels it uses."""
+    which also loads the GPU kernels it uses. `steady_range`: the steady decode range over its speed (low, high);
+    the fills are uploads priced with the same rates, so they move with it."""
     fills = cold_fills(model, sc, layout) if traffic.fills is None else traffic.fills
+    fewest = cold_fills(model, sc, layout, locality=True) if traffic.fills is None else fills
     steps = sc.n_predict * sc.concurrency / sc.decoded_per_ubatch
-    extra = fills * (traffic.hit_rate or 0.0)  # misses a warm pool has too are in the steady cost already
-    decode_ms = steps * steady_ms + extra * params.fill_factor * _fill_ms(model, hw, params, sc, layout)
+    hit = traffic.hit_rate or 0.0  # misses a warm pool has too are in the steady cost already
+    fill_ms = _fill_ms(model, hw, params, sc, layout)
+    tokens = sc.n_predict * sc.concurrency * MS
+
+    def decode_ms(count: float, factor: float, scale: float) -> float:
+        return (steps * steady_ms + count * hit * factor * fill_ms) * scale
+
+    decode_tps = tokens / decode_ms(fills, params.fill_factor, 1.0)
+    low, high = steady_range
+    slow = tokens / decode_ms(fills, max(params.fill_factor, 1.0), 1 / low if low else 1.0)
+    fast = tokens / decode_ms(fewest, min(params.fill_factor, 1.0), 1 / high if high else 1.0)
     prefill_ms = sum(prefill_terms(model, hw, params, sc, layout, warm=False).values()) + params.first_prompt_ms
     return FirstRequest(
-        sc.n_predict * sc.concurrency / decode_ms * MS, sc.prompt_tokens / prefill_ms * MS, prefill_ms / MS, fills
+        decode_tps, sc.prompt_tokens / prefill_ms * MS, prefill_ms / MS, fills, sc.n_predict, (slow, fast)
     )
 
 
@@ -495,7 +534,8 @@ def predict(
     low, high = combine(decode_tps, sources)
     prefill = prefill_terms(model, hw, params, sc, layout)
     prefill_ms = sum(prefill.values())
-    first = first_request(model, hw, params, sc, layout, traffic, sum(decode.values()))
+    ratios = (low / decode_tps, high / decode_tps) if decode_tps > 0 else (1.0, 1.0)
+    first = first_request(model, hw, params, sc, layout, traffic, sum(decode.values()), ratios)
     return Prediction(
         True,
         None,

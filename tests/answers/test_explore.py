@@ -17,6 +17,7 @@ from moe_model.answers.explore import (
     measured_points,
     simulated_prompt_tokens,
 )
+from moe_model.answers.verdict import cache_verdict
 from moe_model.fits.calibration import default_time_model
 from moe_model.fits.log_timings import load_reference
 from moe_model.fits.points import synthetic_workload
@@ -25,7 +26,6 @@ from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_memory import REFUSED, STREAMS
 from moe_model.speed.scenario import Scenario, context_for_depth
-from moe_model.speed.time_model import verdict
 from moe_model.speed.vram import kv_cache_mib
 
 
@@ -61,7 +61,7 @@ def test_the_headline_judges_the_cache_against_the_same_placement_without_one(se
     model, hw, tm, base, work = setting
     point = view.curve.points[-1]
     answer = answer_at(view, point)
-    assert answer.verdict == verdict(point.prediction, view.without) and answer.host.fits
+    assert answer.cache == cache_verdict(point.prediction, view.without) and answer.host.fits
     assert (
         view.without.decode_tps
         == curve(model, hw, tm.params, base, [0], lambda sc: work).points[0].prediction.decode_tps

@@ -13,6 +13,7 @@ from moe_model.answers.fit_advice import (
     check_fit,
     ram_words,
     recommend_advice,
+    run_state,
     smallest_change,
     would_fit,
 )
@@ -107,7 +108,7 @@ def test_recommend_says_nothing_fits_and_what_would(qwen30b):
     roomy = RTX3060.with_changes(ram_gib=64.0)  # positive control: the same model fits with enough RAM
     fine = recommend_advice(qwen30b, roomy, recommend(qwen30b, roomy, default_time_model().params, Scenario(),
                                                       lambda sc: work, "m.gguf"))  # fmt: skip
-    assert fine.fits and fine.summary.startswith("best: ") and fine.would_fit == ()
+    assert fine.fits and fine.summary.startswith("fits: ") and "; best: " in fine.summary and fine.would_fit == ()
 
 
 # --- Shopping's verdict (issue 32) ---
@@ -133,8 +134,11 @@ def test_shoppings_verdict_names_the_faster_card_by_how_much_and_whether_the_ran
     answers = _answers(qwen30b, 128.0, "RTX 4080 16GB", "RTX 4090")
     fast, slow = sorted(answers, key=lambda a: -a.best.prediction.decode_tps)
     pct = round(100 * (fast.best.prediction.decode_tps / slow.best.prediction.decode_tps - 1))
-    close = range_verdict(fast.best.prediction.decode_tps_range, slow.best.prediction.decode_tps_range)
-    call = "too close to call" if close == "too close to call" else "the predictions' ranges are apart"
+    (a, b), (c, d) = fast.best.prediction.decode_tps_range, slow.best.prediction.decode_tps_range
+    close = range_verdict((a, b), (c, d)) == "too close to call"
+    assert close == (a <= d)  # the faster card's range reaches into the slower one's
+    both = f"({a:.1f}-{b:.1f} against {c:.1f}-{d:.1f} t/s)"
+    call = f"too close to call, the ranges overlap {both}" if close else f"the predictions' ranges are apart {both}"
     said = shopping_verdict(answers)
     assert said == f"the {fast.hardware.name} is {pct} % faster than the {slow.hardware.name} at 128 GiB of RAM: {call}"
     assert all(a.fit_line is None for a in answers)  # both run: nothing to add
@@ -156,16 +160,52 @@ def test_when_neither_card_runs_the_verdict_names_the_least_ram_that_lets_one_ru
 
 
 def test_where_the_best_setting_streams_from_disk_the_verdict_says_so_and_the_ram_that_ends_it(qwen235b):
-    from moe_model.answers.fit_advice import ram_needed_gib, shopping_verdict
+    from moe_model.answers.fit_advice import shopping_verdict
 
     answers = _answers(qwen235b, 64.0, "RTX 4080 16GB", "RTX 4090")
     assert all(a.best and a.best.host.streams for a in answers)
     fastest = max(answers, key=lambda a: a.best.prediction.decode_tps)
-    needed = ram_needed_gib(fastest.best.host)
+    needed = fastest.best.host.needed_gib
     said = shopping_verdict(answers)
     assert "faster than the" in said and f"the {fastest.hardware.name} streams its experts from disk" in said
     assert f"({needed} GiB of RAM would end it)" in said and needed > 64
     assert all("streams its experts from disk" in a.fit_line for a in answers)
+
+
+def test_the_summary_says_the_state_first_streaming_from_disk_before_the_speed(qwen235b):
+    """Issue 37: Qwen3-235B on a 4080 with 64 GiB: 'summary: best: ..., 1.1 t/s predicted' while every row streams
+    from disk. The state leads, with the RAM that would end it; then the best and how many of them stream."""
+    (answer,) = _answers(qwen235b, 64.0, "RTX 4080 16GB")
+    summary, best = answer.advice.summary, answer.best
+    assert summary.startswith(f"streams from disk: {best.host.needed_gib} GiB of RAM would end it (the machine has 64")
+    assert summary.index("streams from disk") < summary.index(f"{best.prediction.decode_tps:.1f} t/s predicted")
+    running = [o for o in answer.options if o.usable]
+    assert all(o.host.streams for o in running)
+    pinned = [o for o in answer.options if o.prediction.scenario.pinned]  # pinned memory cannot page: refused
+    assert pinned and not any(o.usable for o in pinned) and all(o.host.pinned for o in pinned)
+    n, m = len(running), len(answer.options)
+    assert summary.endswith(f"{n} of {m} settings run on RTX 4080 16GB, {n} of them streaming from disk")
+
+
+def test_the_state_of_a_setting_is_said_the_same_way_for_each_outcome(qwen30b):
+    """run_state: what predict's first line and recommend's summary lead with."""
+    from moe_model.speed.time_model import predict
+
+    params = default_time_model().params
+
+    def state(hw, sc):
+        pred = predict(qwen30b, hw, params, sc, hit_rate=0.5)
+        return run_state(pred, pred.layout.ram)
+
+    cpu_moe = Scenario(Placement(cpu_moe=True), 2000)
+    assert state(RTX3060.with_changes(ram_gib=32.0), cpu_moe).startswith("fits: ")
+    assert state(RTX3060.with_changes(ram_gib=32.0), cpu_moe).endswith("of 32 GiB of RAM used")
+    assert "RAM not stated: it needs " in state(RTX3060, cpu_moe)  # the preset's 32 GiB is no one's statement
+    assert state(RTX3060.with_changes(ram_gib=8.0), cpu_moe).startswith("streams from disk: 19 GiB of RAM")
+    pinned = replace(cpu_moe, load_mode="none")
+    assert state(RTX3060.with_changes(ram_gib=8.0), pinned).startswith("does not fit in RAM: needs 19 GiB")
+    assert state(RTX3060, Scenario(Placement(cpu_moe=True), 20_000)).startswith("does not fit: ")
+    assert state(RTX3060, Scenario(Placement(cpu_moe=True), 10)).startswith("does not start: ")
 
 
 def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build_that_has_it(qwen30b):

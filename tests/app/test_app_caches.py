@@ -438,3 +438,36 @@ def test_the_idle_release_empties_every_sessions_large_results_too():
     idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
     assert not idle.step(0, False) and large
     assert idle.step(30, False) and not large  # a closed session's, kept by Streamlit for a reconnect: recomputed
+
+
+def test_the_idle_release_takes_back_the_workload_a_closed_sessions_download_button_holds():
+    """Streamlit keeps a closed session's download callables until the server ends: the one for Explore's workload
+    held the workload (38 MiB for a 50k-token upload) after every session had gone (issue 39)."""
+    experts = np.random.default_rng(0).integers(0, 8, size=(64, 2, 1))
+    work = build_workload(make_token_trace(np.concatenate([experts, (experts + 1) % 8], axis=2)))
+    download = cached.workload_npz(work, "synthetic")
+    assert download()[:2] == b"PK"  # an NPZ, made when clicked
+    idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
+    assert not idle.step(0, False) and download.work is work
+    assert idle.step(30, False) and download.work is None
+    with pytest.raises(WorkloadError, match="released while nobody was connected: reload the page"):
+        download()
+
+
+def test_the_idle_release_drops_streamlits_copies_of_every_sessions_uploaded_files(monkeypatch):
+    """Streamlit drops a closed session's uploaded files only when it shuts the session down, which one that outlives
+    its reconnect time never is; once nobody is connected the idle release drops them (a session keeps its own)."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+    files = MemoryUploadedFileManager("/_stcore/upload_file")
+    for session in ("closed-1", "closed-2"):
+        files.add_file(session, UploadedFileRec("f", "t.npz", "application/octet-stream", b"x" * 1000))
+    monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
+    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: SimpleNamespace(uploaded_file_mgr=files)))
+    large = cached._new_session_results()
+    large["f"] = (("key",), np.zeros(10))  # something to release
+    idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
+    assert not idle.step(0, False) and files.file_storage
+    assert idle.step(30, False) and not files.file_storage

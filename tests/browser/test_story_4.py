@@ -66,7 +66,7 @@ def test_story_4_my_own_header_and_logs_on_every_page(browser, server, timings):
         text = answer.first.inner_text()
         # each run3 log timed one request, its server's first: the headline's first-request figure is its prediction
         # (shown where the cold pool makes it 1 % slower or more; else the steady figure is the first request's too)
-        first = re.search(r"First request after start: ([\d.]+) t/s decode", text)
+        first = re.search(r"A first request of [\d,]+ tokens after start decodes at ([\d.]+) t/s", text)
         predicted = float((first or re.search(r"MiB: ([\d.]+) t/s decode", text)).group(1))
         assert "(simulated, lru-b11549)" in text, text
         assert abs(predicted / logged - 1) <= rel_error, (path.name, predicted, logged, rel_error)

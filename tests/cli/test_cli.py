@@ -188,7 +188,9 @@ def test_predict_takes_the_request_and_the_host_and_reports_prompt_time_first_to
     long = predict("--prompt-tokens", "4000", "--depth", "16000", "-fa", "off", "--n-predict", "128")
     assert long["depth"] == 16000 and long["scenario"]["flash_attn"] == "off"
     assert long["ttft_s"] == pytest.approx(4000 / long["prefill_tps"])
-    assert set(long["first_request"]) == {"decode_tps", "prefill_tps", "ttft_s", "cold_fills"}
+    assert set(long["first_request"]) >= {"decode_tps", "prefill_tps", "ttft_s", "cold_fills", "decode_tps_range"}
+    low, high = long["first_request"]["decode_tps_range"]
+    assert long["first_request"]["n_predict"] == 128 and low <= long["first_request"]["decode_tps"] <= high
     assert long["first_request"]["decode_tps"] < long["decode_tps"]
     assert predict("--depth", "0")["decode_tps"] > predict("--depth", "16000")["decode_tps"]
     host_kv = predict("--depth", "16000", "--no-kv-offload")
@@ -212,7 +214,7 @@ def test_recommend_cli_and_unknown_hardware():
         run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200", "--build", "11549", "--json").stdout
     )
     assert old["policy_exact"] and all(o["policy"] == "lru-b11549" for o in old["options"])  # no CPU share yet
-    assert result["fits"] is True and result["would_fit"] == [] and result["summary"].startswith("best: ")
+    assert result["fits"] is True and result["would_fit"] == [] and result["summary"].startswith("fits: ")
     assert result["hardware"]["name"] == "H200"
     bad = run_cli("predict", "--model", str(QWEN30B), "--hardware", "Voodoo 2")
     assert bad.returncode == 1 and "unknown GPU 'Voodoo 2'" in bad.stderr
@@ -242,7 +244,9 @@ def test_predict_without_ram_never_adds_a_disk_term_and_says_the_ram_it_needs():
 
 def test_recommend_ends_its_table_with_a_one_line_summary():
     text = run_cli("recommend", "--model", str(GT_HEADER), "--hardware", "H200")
-    assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("summary: best: ")
+    """The state first (streams from disk, does not fit, fits), then the best setting (issue 37)."""
+    assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("summary: fits: ")
+    assert "; best: " in text.stdout.splitlines()[-1]
 
 
 def test_recommend_when_nothing_fits_the_ram_says_what_would_fit_and_exits_1():

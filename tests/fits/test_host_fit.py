@@ -66,6 +66,13 @@ def test_recorded_ram_and_drive_become_the_hosts(model):
     assert hw.host.ram_gib == 48.0 and hw.host.disk_gbs == 2.5
 
 
+def test_a_recorded_copy_rate_becomes_the_hosts_unless_stated(model):
+    hw = apply_host_record(preset("h200"), _record(model, copy_gbs=8.4), model)
+    assert hw.host.copy_gbs == 8.4
+    stated = apply_host_record(preset("h200").with_changes(copy_gbs=12.0), _record(model, copy_gbs=8.4), model)
+    assert stated.host.copy_gbs == 12.0
+
+
 def test_a_faster_record_gives_a_faster_cpu_path(model):
     slow = apply_host_record(preset("h200"), _record(model, decode_tps=20.0), model)
     fast = apply_host_record(preset("h200"), _record(model, decode_tps=40.0), model)

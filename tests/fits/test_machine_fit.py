@@ -386,3 +386,29 @@ def test_calibrate_o_on_a_full_disk_leaves_the_previous_machine_file_as_it_was(t
     assert out.returncode == 1 and out.stderr.strip().splitlines()[-1] == f"error: File too large: {machine}"
     assert machine.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["machine.json"]
     assert run().returncode == 0 and len(machine.read_bytes()) > 4096  # positive control: it needs more than 4 KiB
+
+
+def test_explores_first_request_after_calibration_is_within_25_percent_of_each_run5_warm_request(
+    run5_calibrated, run3_model
+):
+    """Issue 38: calibrated on run5's six mmap logs, the first-request figure for the log's own first request (its
+    prompt and length, read from the log) is within 25 % of what that request measured. The figure for a longer
+    request is faster (the same fills over more tokens)."""
+    from moe_model.answers.explore import explore_point
+    from moe_model.workload import Batching
+
+    fit_, points, routing = run5_calibrated
+    work = routing.workload(run3_model, Batching(1, 0, 0.0))
+    logs = parse_logs([RUN5 / "logs" / f"server_mm_{case}.log" for case in RUN5_MMAP])
+    errors = {}
+    for path, (run,) in logs:
+        (logged,) = [p for p in points if p.name.startswith(path)]
+        warm = run.timings[0]
+        sc = replace(logged.scenario, prompt_tokens=int(warm.prompt_tokens), n_predict=warm.decode_tokens)
+        sc = replace(sc, depth=sc.prompt_tokens + sc.n_predict // 2)
+        params = default_time_model().params
+        point = explore_point(run3_model, fit_.hardware, params, replace(sc, budget_mib=0), work, sc.budget_mib)
+        first = point.prediction.first_request
+        assert first.n_predict == warm.decode_tokens == 64
+        errors[sc.budget_mib] = first.decode_tps / warm.decode_tps - 1
+    assert all(abs(e) <= 0.25 for e in errors.values()), errors

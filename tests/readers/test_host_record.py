@@ -28,6 +28,7 @@ RECORD = HostRecord(
     ram_free_gib=40.0,
     drive="nvme0n1",
     drive_read_gbs=None,
+    copy_gbs=9.5,
 )
 
 
@@ -51,6 +52,7 @@ def test_a_written_record_reads_back_equal(tmp_path):
         (lambda d: d["memory"].update(ram_gib=1e30), "memory.ram_gib"),
         (lambda d: d["drive"].update(read_cold="yes"), "drive.read_cold"),
         (lambda d: d["drive"].update(read_gbs=3.0, read_cold=False), "warm read"),
+        (lambda d: d["memory"].update(copy_gbs=-1), "memory.copy_gbs"),
     ],
 )
 def test_a_wrong_field_is_one_line_naming_it(edit, words):
@@ -59,6 +61,12 @@ def test_a_wrong_field_is_one_line_naming_it(edit, words):
     with pytest.raises(HostRecordError, match=words) as err:
         read_host_record(json.dumps(data).encode())
     assert "\n" not in str(err.value)
+
+
+def test_a_record_written_before_the_copy_rate_reads_with_none():
+    data = RECORD.as_dict()
+    del data["memory"]["copy_gbs"]
+    assert read_host_record(json.dumps(data).encode()).copy_gbs is None
 
 
 def test_not_json_and_nan_are_one_line():

@@ -356,23 +356,50 @@ def test_llama_moe_cache_lines_of_an_unknown_form_are_read_apart_and_the_unread_
     assert plain.other_cache is None and not any("does not know" in n for n in plain.notes())
 
 
-def test_two_builds_lines_interleaved_mid_line_are_read_not_an_index_error(tmp_path):
-    """Two servers of different builds writing one file at once: a line cut after `impl:` by the other's bytes
-    ended parse-log with `unexpected IndexError` (issue 39)."""
-    from cli_runs import run_cli
-
+def _two_servers_lines() -> tuple[list[str], list[str], int]:
+    """Two runs of different builds (run3's minimum-budget and b25 servers) and where the first warns."""
     mine = (LOGS / "server_minany.log").read_text().splitlines()
     other = (LOGS / "server_b25.log").read_text().splitlines()
     other = ["build: 12569 (c4fb5796) with cc for x86_64-linux-gnu", *other]
     at = next(i for i, line in enumerate(mine) if "W impl: MoE cache budget is too small" in line)
-    cut = mine[at].replace("impl: ", "impl:", 1)  # the other process's write took the space's place
-    mixed = [x for pair in zip(mine[:at], other, strict=False) for x in pair] + [cut, *other[at:], *mine[at + 1 :]]
-    path = tmp_path / "mixed.log"
-    path.write_text("\n".join(mixed) + "\n")
+    return mine, other, at
+
+
+def test_a_line_cut_after_impl_by_another_process_is_read_not_an_index_error(tmp_path):
+    """Another process's write took the space after `impl:`: parse-log ended with `unexpected IndexError` (issue 39)."""
+    from cli_runs import run_cli
+
+    mine, other, at = _two_servers_lines()
+    cut = mine[at].replace("impl: ", "impl:", 1)
+    path = tmp_path / "cut.log"
+    path.write_text("\n".join([*mine[:at], cut, *mine[at + 1 :], *other]) + "\n")
     runs = parse_log(path)
     assert any("MoE cache budget is too small" in w for run in runs for w in run.warnings)
     out = run_cli("parse-log", str(path))
     assert out.returncode == 0 and "unexpected" not in out.stderr, out.stderr
+
+
+def test_two_builds_lines_interleaved_are_refused_in_one_line(tmp_path):
+    """Two servers of different builds writing one file at once, line by line (issue 39's interleaved-build log):
+    whose line is whose cannot be told, so the log is refused in one line, not read as one run mixing both."""
+    from cli_runs import run_cli
+
+    mine, other, at = _two_servers_lines()
+    mixed = [x for pair in zip(mine[:at], other, strict=False) for x in pair] + [*other[at:], *mine[at:]]
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(mixed) + "\n")
+    with pytest.raises(LogError, match=r"two llama\.cpp processes are interleaved .* own log file") as err:
+        parse_log(path)
+    assert "\n" not in str(err.value)
+    out = run_cli("parse-log", str(path))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "interleaved" in out.stderr, out.stderr
+
+
+def test_processes_one_after_another_whose_clock_steps_back_a_few_times_are_read_not_refused():
+    """run10's pipeline log: five servers' lines one after another (their start lines filtered out), the clock
+    stepping back 4 times by under 0.5 s: one process after another, not two at once."""
+    (run,) = parse_log(GROUNDTRUTH / "run10" / "logs" / "a" / "pipeline.log")
+    assert run.placement["model_buffers_mib"] == {"CPU_Mapped": 8675.65, "CUDA0": 321.77}
 
 
 @pytest.mark.parametrize(

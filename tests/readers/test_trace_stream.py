@@ -258,3 +258,61 @@ def test_a_model_with_leading_dense_layers_counts_decode_tokens_at_its_first_moe
     np.savez(tmp_path / "t.npz", **arrays)
     assert load_recorded(tmp_path / "t.npz").decode_tokens == 2
     assert stream_recorded(tmp_path / "t.npz", max_records=3).decode_tokens == 2  # blocks cut through ubatches
+
+
+class _Session:
+    """A session's should_stop: counts the asks, True once the session has ended."""
+
+    def __init__(self) -> None:
+        self.asks, self.ended = 0, False
+
+    def __call__(self) -> bool:
+        self.asks += 1
+        return self.ended
+
+
+def _trace_file(tmp_path, kind: str):
+    from moe_model.routing.synthetic import Knobs, Shape, generate
+
+    if kind == "recorded":
+        return GROUNDTRUTH / "traces" / "b25.npz"
+    trace = generate(Shape(14, 128, 8), Knobs(), 300, seq_len=40)
+    path = tmp_path / ("t.csv" if kind == "csv" else "t.npz")
+    if kind == "csv":
+        path.write_bytes(csv_text(trace))
+    else:
+        (np.savez if kind == "stored npz" else np.savez_compressed)(path, experts=trace.experts)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["recorded", "stored npz", "deflated npz", "csv"])
+def test_a_streamed_trace_stops_between_blocks_once_its_session_ends_while_checked_or_replayed(
+    tmp_path, monkeypatch, kind
+):
+    """Issue 39: a stream's checking pass and every later read of its chunks or rows ask should_stop, as a whole read
+    does: a session that ends stops the read there (ReadStoppedError), during the checks or the replay."""
+    import moe_model.llama.batching as batching_module
+    import moe_model.readers.recorded_stream as recorded_stream
+    import moe_model.readers.token_stream as token_stream
+    from moe_model.errors import ReadStoppedError
+    from moe_model.readers.traces import stream_csv_trace, stream_token_trace
+
+    monkeypatch.setattr(token_stream, "CSV_BLOCK_BYTES", 997)  # many blocks: the stop is asked between them
+    monkeypatch.setattr(recorded_stream, "ID_BLOCK", 64)
+    monkeypatch.setattr(batching_module, "TRACE_READ_AHEAD_ROWS", 2)  # rows read a few at a time by the replay
+    path = _trace_file(tmp_path, kind)
+    reader = {"recorded": stream_recorded, "csv": stream_csv_trace}.get(kind, stream_token_trace)
+    with pytest.raises(ReadStoppedError):  # ended before the checking pass was done
+        reader(str(path), should_stop=lambda: True)
+
+    session = _Session()
+    opened = open_trace(str(path), should_stop=session)
+    assert session.asks > 0 and not isinstance(opened, Workload) and not hasattr(opened, "experts")
+    many = stream_build(opened, Batching(), 128, max_records=14 * 10) if kind != "recorded" else opened
+    chunks = many.chunks()
+    next(chunks)  # the replay reads its first chunk, then the session ends
+    session.ended, asked = True, session.asks
+    with pytest.raises(ReadStoppedError):
+        for _ in chunks:
+            pass
+    assert session.asks == asked + 1  # stopped at the first ask after the end: nothing more read

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from moe_model.llama.slot_plan import Placement
 from moe_model.speed.hardware import preset
-from moe_model.speed.host_memory import HOST_RESERVE_MIB, REFUSED, STREAMS, host_memory
+from moe_model.speed.host_memory import HOST_RESERVE_MIB, REFUSED, STREAMS, host_memory, whole_gib
 from moe_model.speed.scenario import Scenario
 
 FLAGS = Scenario().memory_flags
@@ -59,9 +59,18 @@ def test_ram_not_stated_is_priced_in_ram_and_says_what_it_needs(qwen30b):
     mmap = host_memory(qwen30b, hw, Placement(cpu_moe=True), FLAGS, "mmap")
     pinned = host_memory(qwen30b, hw, Placement(cpu_moe=True), FLAGS, "none")
     assert not hw.host.ram_stated and mmap.fits and not mmap.streams and pinned.fits
-    need = f"needs {mmap.used_mib / 1024:,.1f} GiB of host RAM"
+    need = f"needs {mmap.needed_gib} GiB of host RAM"
     assert mmap.verdict.startswith("RAM not stated") and need in mmap.verdict
     assert f"{mmap.fault_gbs:,.1f} GB/s" in mmap.verdict and "fail to allocate" in pinned.verdict
+
+
+def test_a_ram_figure_is_whole_gib_rounded_up_everywhere(qwen30b):
+    """Issue 37: recommend said '130 GiB of RAM would end it' where the app said '131 GiB' and 'needs 130.2 GiB'."""
+    assert whole_gib(130.2 * 1024) == 131 and whole_gib(130 * 1024) == 130 and whole_gib(1) == 1
+    hw = preset("3060").with_changes(ram_gib=8.0)
+    short = host_memory(qwen30b, hw, Placement(cpu_moe=True), FLAGS, "none")
+    assert short.needed_gib == whole_gib(short.used_mib) and short.used_mib / 1024 % 1  # not whole: rounded up
+    assert f"needs {short.needed_gib} GiB, the machine has 8 GiB" in short.verdict
 
 
 def test_mmapd_experts_with_no_room_left_for_the_page_cache_are_refused_and_say_why(qwen30b):

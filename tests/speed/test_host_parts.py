@@ -16,8 +16,10 @@ from moe_model.speed.host_parts import (
     described,
     drive_named,
     drives,
+    form_statements,
     parse_ram_kit,
     parse_slot,
+    stated_fields,
     unknown_parts,
 )
 
@@ -85,3 +87,29 @@ def test_a_known_cpu_bounds_an_unknown_kit_by_the_memory_it_takes():
 
 def test_a_measured_link_leaves_the_slot_out_of_the_range():
     assert "host: slot" not in {p.part for p in unknown_parts(preset("H200"))}
+
+
+def test_a_ram_size_states_the_size_but_no_kit_so_the_ram_kit_stays_a_source():
+    """Issue 37: `--ram-gib 32` (the 3060 preset's own figure) removed the RAM kit's source and narrowed the range
+    (29.4-105.7 to 30.9-96.4); a size says nothing of the kit's speed."""
+    plain = preset("3060")
+    sized = plain.with_changes(ram_gib=plain.ram_gib)
+    assert "ram_gib" in stated_fields(sized) and "ram_gib" not in stated_fields(plain)
+    assert [p.part for p in unknown_parts(sized)] == [p.part for p in unknown_parts(plain)]
+    assert "host: RAM kit" in {p.part for p in unknown_parts(sized)}
+    kit = described(plain, ram_kit="2x16 GB DDR5-6000")  # a kit states its speed: then it is no source
+    assert "host: RAM kit" not in {p.part for p in unknown_parts(kit)}
+
+
+def test_the_apps_boxes_state_what_the_cli_flags_state():
+    """The app's RAM box states its figure as `--ram-gib` does (it sits beside the RAM verdict it prices); another
+    box states a figure only where the user changed it, as a flag given."""
+    plain = preset("3060")
+    shown = {"ram_gib": plain.ram_gib, "threads": plain.cpu_threads, "vram_gib": plain.vram_gib}
+    untouched = form_statements(shown, dict(shown))
+    assert untouched == {"ram_gib": plain.ram_gib}
+    app, cli = plain.with_changes(**untouched), plain.with_changes(ram_gib=plain.ram_gib)  # --ram-gib 32
+    assert app == cli and stated_fields(app) == stated_fields(cli)
+    edited = form_statements(shown, shown | {"threads": 12})
+    assert edited == {"ram_gib": plain.ram_gib, "threads": 12}
+    assert stated_fields(plain.with_changes(**edited)) == stated_fields(plain.with_changes(ram_gib=32.0, threads=12))

@@ -12,7 +12,14 @@ from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_parts import described
-from moe_model.speed.ranges import POLICY_SOURCE, RangeSource, combine, decode_sources
+from moe_model.speed.ranges import (
+    POLICY_SOURCE,
+    TIME_MODEL_SOURCE,
+    RangeSource,
+    combine,
+    decode_sources,
+    largest_step,
+)
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict
 
@@ -82,3 +89,36 @@ def test_one_logs_factor_on_the_misses_moves_a_high_hit_rate_by_few_points_and_a
     assert (down, up) == (pytest.approx(-40.0), pytest.approx(20.0))
     assert routing_shifts(0.96, 5.0, math.log(2.0)) == (pytest.approx(-5.0), pytest.approx(5.0))  # the wider
     assert routing_shifts(None, 3.0, 1.0) == (-3.0, 3.0) and routing_shifts(0.5, 3.0, 0.0) == (-3.0, 3.0)
+
+
+def _flat(hw, shift):
+    return 192.1 + 1e-6 * shift  # a hit rate that barely moves the speed (and host parts that do not)
+
+
+def test_at_best_never_narrows_a_calibrated_machines_own_error():
+    """Issue 37: "narrow the range to at best 192.1-192.1 t/s" on a calibrated machine that still carries ±10.6 %:
+    its time model's error is settled (no step narrows it), and every other step's 'at best' keeps it."""
+    calibrated = preset("H200").with_changes(sync_us=120.0)
+    sources = decode_sources(192.1, calibrated, lambda hw, shift: 192.1 + shift, 0.106, (-1.0, 1.0))
+    model = next(s for s in sources if s.source == TIME_MODEL_SOURCE)
+    assert model.settled and model.without_tps == pytest.approx(combine(192.1, sources))
+    step = largest_step(192.1, sources)
+    assert "no step narrows it further" in step and "192.1-192.1" not in step
+    for source in sources:
+        lo, hi = source.without_tps
+        assert lo <= 192.1 * (1 - 0.106) + 1e-9 and hi >= 192.1 * (1 + 0.106) - 1e-9
+    alone = decode_sources(192.1, calibrated, _flat, 0.106, (-1.0, 1.0))
+    assert [s.source for s in alone] == [TIME_MODEL_SOURCE]  # a routing that moves nothing is no source
+    assert largest_step(192.1, alone).startswith("the range 171.7-212.5 t/s stays: the time model")
+
+
+def test_the_time_models_own_step_never_claims_a_point_range():
+    """Uncalibrated, calibrating replaces the ±21 % by the machine's own error, not known before it is run."""
+
+    def drive_only(hw, shift):
+        return 192.1 * (1.02 if hw.host.drive == "nvme5" else 1.0)  # the drive moves it 2 %, nothing else does
+
+    sources = decode_sources(192.1, preset("3060"), drive_only, 0.21, (-1.0, 1.0))
+    assert [s.source for s in sources] == [TIME_MODEL_SOURCE, "host: drive"] and not sources[0].settled
+    step = largest_step(192.1, sources)
+    assert "at best" not in step and "replaces its ±21 %" in step and "192.1-195.9" in step

@@ -11,12 +11,13 @@ from conftest import GT_HEADER, MODELS
 from moe_model.fits.calibration import default_time_model
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
+from moe_model.resources import data_path
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import preset
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve
-from moe_model.speed.time_model import decode_terms, predict, prefill_terms, verdict
+from moe_model.speed.time_model import cold_fills, decode_terms, predict, prefill_terms, verdict
 from moe_model.speed.traffic import from_hit_rate, independent_distinct
 
 CPU_MOE = Placement.parse("cpu-moe")
@@ -58,6 +59,28 @@ def test_pinned_uploads_run_at_the_link_rate_and_pageable_ones_at_the_hosts_copy
     assert upload_gbs(hw.with_changes(pageable_gbs=6.7), params, pinned=False) == 6.7  # measured replaces derived
     in_vm = hw.with_changes(vm=True)
     assert host_copy_gbs(in_vm, params) == pytest.approx(host_copy_gbs(hw, params) * params.vm_copy_factor)
+
+
+def test_a_measured_one_core_copy_and_the_links_dma_run_in_series():
+    hw, params = preset("h200"), TimeParams()
+    measured = hw.with_changes(copy_gbs=9.5)
+    link = upload_gbs(hw, params, pinned=True)
+    assert 1 / upload_gbs(measured, params, pinned=False) == pytest.approx(1 / 9.5 + 1 / link)
+    assert upload_gbs(measured.with_changes(pageable_gbs=6.7), params, pinned=False) == 6.7
+
+
+@pytest.mark.parametrize("run", ["run12", "run12/run12b"])
+def test_run12s_pageable_slice_uploads_take_the_memcpy_and_the_pinned_dma_in_series(run):
+    """run12's two hosts (sample_data/groundtruth/run12, upload12.txt): CUDA's pageable upload of a 953,600-byte
+    mmap'd slice took one core's memcpy of it plus its pinned DMA (not the slower of the two), and 4-40 us more."""
+    us = {}
+    for line in data_path("groundtruth", run, "upload12.txt").read_text().splitlines():
+        name, *pairs = line.split()
+        fields = dict(p.split("=") for p in pairs)
+        if fields.get("rep", "1") == "1" and fields.get("per_sync", "15") == "15" and "us_per_copy" in fields:
+            us[name] = float(fields["us_per_copy"])
+    extra = us["upload_mmap"] - (us["memcpy_mmap"] + us["upload_pinned"])
+    assert 4 < extra < 40
 
 
 def test_a_host_with_twice_the_copy_bandwidth_uploads_mmapd_experts_faster_and_nothing_else_changes(qwen30b):
@@ -153,6 +176,22 @@ def test_the_first_request_pays_for_filling_the_empty_pool_and_its_prompt_finds_
     none = predict(qwen30b, hw, params, Scenario(CPU_MOE, 0, prompt_tokens=2048))
     assert none.first_request.cold_fills == 0 and none.first_request.decode_tps == pytest.approx(none.decode_tps)
     assert none.first_request.ttft_s == pytest.approx(none.ttft_s + params.first_prompt_ms / 1e3)
+
+
+def test_the_first_requests_range_holds_it_and_a_shorter_first_request_is_slower(qwen30b):
+    hw, params = preset("rtx 4090"), TimeParams(fill_factor=0.9)
+    first = {
+        n: predict(qwen30b, hw, params, Scenario(CPU_MOE, 16746, n_predict=n), hit_rate=1.0).first_request
+        for n in (64, 256)
+    }
+    assert first[64].n_predict == 64 and first[64].decode_tps < first[256].decode_tps  # the same fills, fewer tokens
+    for one in first.values():
+        low, high = one.decode_tps_range
+        assert low < one.decode_tps < high and "64" in first[64].decode_words()
+    # locality's fewer fills (window_distinct) bound the fast end; independent tokens' the slow one
+    sc = Scenario(CPU_MOE, 16746, n_predict=64)
+    layout = predict(qwen30b, hw, params, sc, hit_rate=1.0).layout
+    assert cold_fills(qwen30b, sc, layout, locality=True) < cold_fills(qwen30b, sc, layout)
 
 
 def test_a_fixed_cost_per_layer_does_not_cap_small_models():
