@@ -119,7 +119,7 @@ MAX_LOOKUPS_FLAG = MAX_SIM_SECONDS * 10**9 // SIM_NS_PER_LOOKUP_PASS  # --max-lo
 SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to use
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
 
-# --- budget curves (answers/curve.py) and the policy comparison (answers/policy_compare.py) ---
+# --- budget curves (pricing/curve.py) and the policy comparison (answers/policy_compare.py) ---
 CURVE_SPREAD_BUDGETS = 24  # budgets spread from the smallest that starts to the one that caches every expert
 CURVE_SLIDER_STOPS = 40  # a budget slider's stops, each on the curve: a drag needs no new run
 POLICY_BUDGETS = 8  # budgets each policy of a comparison replays (a run per budget for all but the exact LRU)

@@ -6,7 +6,6 @@ points), speed.curve (its budgets) and speed.policy_compare, through the caches 
 import streamlit as st
 
 from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
-from moe_model.answers.curve import budget_axis
 from moe_model.answers.explore import (
     Answer,
     ExploreCurve,
@@ -29,27 +28,26 @@ from moe_model.charts import (
 from moe_model.fits.log_timings import load_reference, request_label
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import REFERENCE, available_at
-from moe_model.policies.knobs import SHARE
 from moe_model.policies.wording import hit_rate_wording
+from moe_model.pricing.curve import budget_axis
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import speed_label, speed_note
 from ui.cached import (
     Inputs,
     bundled_traces,
-    cached_bundled_trace,
     cached_explore_curve,
     cached_explore_point,
     cached_log_workload,
     cached_policy_comparison,
     cached_synthetic,
-    cached_trace,
-    recommender_trace,
     routing_key,
+    trace_workload,
     workload_npz,
 )
 from ui.cached_recommend import cached_recommend
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
+from ui.request import app_scenario
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,
@@ -59,7 +57,6 @@ from ui.sidebar import (
     sidebar_hardware,
     sidebar_model,
     sidebar_placement,
-    sidebar_reading,
     sidebar_serving,
 )
 from ui.startup import through_app
@@ -83,27 +80,13 @@ st.header("Explore")
 intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
 
 
-def best_setting(
-    model, source: str, model_key: str, hw, time_model, serving: dict, routing, build: int, trace, basis: Basis
-) -> None:
-    """The recommender's pick for this machine, with the inputs Shopping and `recommend` use (the user's trace
-    replayed where Explore replays one); one click applies it to every control."""
+def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, replays_trace: bool, basis: Basis) -> None:
+    """The recommender's pick for this machine at the page's request `base` (its drafting too), with the inputs
+    Shopping and `recommend` use (the user's trace replayed where Explore replays one); one click applies it."""
     if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
         return
-    options = cached_recommend(
-        model,
-        model_flag_path(source, model_key),
-        hw,
-        time_model,
-        serving["concurrency"],
-        serving["n_ctx"],
-        routing,
-        build,
-        serving["prompt_tokens"],
-        serving["depth"],
-        sidebar_reading(),
-        None if trace is None else recommender_trace(trace, model.n_expert, serving["concurrency"]),
-    )
+    model, hw, time_model, path = inputs.model, inputs.hw, inputs.tm, model_flag_path(source, model_key)
+    options = cached_recommend(model, path, hw, time_model, base, routing, inputs.work if replays_trace else None)
     best = options[0] if options else None
     if best is None or not best.usable:
         advice = recommend_advice(model, hw, options)
@@ -134,29 +117,32 @@ LOGS_ROUTING = "synthetic (fitted to your logs)"
 PRESET_ROUTING = "synthetic (fitted preset)"
 
 
-def workload(model, model_key: str, concurrency: int, draft: int, accept: float, prompt: int, routing):
+def workload(model, model_key: str, base, routing):
     """The routing to replay (fitted to the session's logs, the fitted synthetic preset, a bundled real trace or
-    an upload), its cache key, and the trace (a bundled path or an upload's (bytes, name)) where it is one."""
+    an upload) batched as the request `base` is, its cache key, and the trace (a bundled path or an upload's
+    (bytes, name)) where it is one."""
     simulate_prompts = kept_toggle(st, "simulate prompts too", "sim_prompts", False)  # a short label: a narrow column
     traces = bundled_traces(model)
     kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, "upload a trace"]
     kind = st.radio("workload", kinds, kinds.index(kept("workload", kinds[0], choices=kinds[:-1])), key="workload")
     if kind != kinds[-1]:  # an upload cannot travel in a link
         keep(workload=kind)
+    batching = f"{base.concurrency}:{base.draft_tokens}:{base.accept_rate}"
     if kind == LOGS_ROUTING:
         st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
-        work = cached_log_workload(model, routing, concurrency, draft, accept)
-        return work, f"logs:{routing_key(routing)}:{concurrency}:{draft}:{accept}", None
+        work = cached_log_workload(model, routing, base)
+        return work, f"logs:{routing_key(routing)}:{batching}", None
     upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
-        work = cached_trace(upload.data, upload.name, model.n_expert, concurrency, draft, accept)
         st.caption(f"Your trace {literal(upload.name)}: its routing replayed (no routing spread in the range).")
-        return work, f"upload:{upload.digest}:{concurrency}:{draft}:{accept}", (upload.data, upload.name)
+        trace = (upload.data, upload.name)
+        return trace_workload(trace, model.n_expert, base), f"upload:{upload.digest}:{batching}", trace
     if kind in traces:
-        work = cached_bundled_trace(traces[kind], model.n_expert, concurrency, draft, accept)
-        return work, f"bundled:{kind}:{concurrency}:{draft}:{accept}", traces[kind]
+        work = trace_workload(traces[kind], model.n_expert, base)
+        return work, f"bundled:{kind}:{batching}", traces[kind]
+    prompt = base.prompt_tokens
     sim_prompt = simulated_prompt_tokens(prompt, model) if simulate_prompts else 0
-    work = cached_synthetic(model, concurrency, draft, accept, sim_prompt)
+    work = cached_synthetic(model, base, sim_prompt)
     if sim_prompt < prompt and simulate_prompts:
         st.caption(
             f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
@@ -167,7 +153,7 @@ def workload(model, model_key: str, concurrency: int, draft: int, accept: float,
         f"Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
         f"{preset.fitted_to}; ±{preset.spread_points:.1f} hit-rate points."
     )
-    return work, f"synthetic:{model_key}:{concurrency}:{draft}:{accept}:{sim_prompt}", None
+    return work, f"synthetic:{model_key}:{batching}:{sim_prompt}", None
 
 
 def first_request_text(pred) -> str:
@@ -267,7 +253,6 @@ with friendly_errors():
     hw = with_host_run(hw, model, host_run)  # the host side calibrated from the user's CPU run, where given
     time_model = time_model_with(time_model, host_run, sidebar_calibrated())
     serving = sidebar_serving(prompt=True)
-    n_ctx, concurrency, prompt = serving["n_ctx"], serving["concurrency"], serving["prompt_tokens"]
     placement_name, placement = sidebar_placement(model)
     build = sidebar_build()
     routing = log_routing(model, hw, build)
@@ -278,12 +263,9 @@ with friendly_errors():
         if share and not has_cpu_share(build):
             share = 0.0
             st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}): not applied.")
-        work, work_key, trace = workload(model, model_key, concurrency, draft, accept, prompt, routing)
+        base = app_scenario(serving, build, placement, load_mode, share, draft_tokens=draft, accept_rate=accept)
+        work, work_key, trace = workload(model, model_key, base, routing)
     from_logs = work_key.startswith("logs:")
-    base = Scenario(
-        placement, 0, concurrency, draft, accept, ((SHARE.name, share),), n_ctx, prompt, load_mode=load_mode,
-        build=build, depth=serving["depth"], policy_reading=sidebar_reading(),
-    )  # fmt: skip
     intro.caption(
         f"{base.hit_rate_wording.sentence}; speeds come from a calibrated time model (a model, not a measurement); "
         "diamonds are measurements."
@@ -295,17 +277,18 @@ with friendly_errors():
             st.caption("No cache fits beside this placement: free VRAM with more layers in host memory.")
         show_measured = kept_toggle(st, "show measured points", "measured", True)  # the speed chart's diamonds
     inputs = Inputs(model, work, hw, time_model)
-    spread = (0.0, 0.0) if trace is not None else (routing if from_logs else preset_for(model)).spreads
+    spreads = (0.0, 0.0) if trace is not None else (routing if from_logs else preset_for(model)).spreads
+    ranges = time_model.ranges(spreads)  # a replayed trace: no routing spread
     basis = prediction_basis(
         TRACE if trace is not None else LOGS if from_logs else SYNTHETIC, base, hw,
         machine_calibrated=sidebar_calibrated(), rel_error=time_model.rel_error,
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
-    view = cached_explore_curve(inputs, base, spread, axis)
-    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, spread, budget))
+    view = cached_explore_curve(inputs, base, ranges, axis)
+    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, ranges, budget))
     logged = st.session_state.get("measured_points")
     measured = (
-        measured_points(load_reference(), logged, hw, model, concurrency, placement_name.split()[0])
+        measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
         if show_measured
         else None
     )
@@ -316,8 +299,7 @@ with friendly_errors():
             headline(answer, view, advice, time_model.prefill_rel_error, basis)
             st.caption(policy_caption(base))
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
-            log_fit = routing if from_logs else None
-            best_setting(model, source, model_key, hw, time_model, serving, log_fit, build, trace, basis)
+            best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
         baselines = fitting_no_cache(view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None

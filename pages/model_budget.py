@@ -6,13 +6,14 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from moe_model.answers.curve import slider_top
 from moe_model.answers.fit_advice import would_fit
 from moe_model.answers.known_problems import known_problems
 from moe_model.answers.recommend import command_line
 from moe_model.charts import plan_slots, vram_bar
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib, plan_cache, plan_report
-from moe_model.speed.scenario import Scenario, cache_room_mib, resolve
+from moe_model.pricing.curve import slider_top
+from moe_model.speed.scenario import cache_room_mib, resolve
+from ui.request import app_scenario
 from ui.sidebar import (
     policy_caption,
     sidebar_build,
@@ -37,7 +38,7 @@ with friendly_errors():
     serving = sidebar_serving()  # the context raised to hold the depth decoding reads: its KV cache is in VRAM
     placement_name, chosen = sidebar_placement(model)
     build = sidebar_build()
-    base = Scenario(chosen, 0, load_mode=load_mode, build=build, **serving)
+    base = app_scenario(serving, build, chosen, load_mode)
     placement = resolve(model, hw, base).placement  # --fit: its layer count
     left, right = st.columns([1, 2])
     with left:

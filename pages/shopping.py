@@ -8,14 +8,15 @@ from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
+from moe_model.policies.knobs import SHARE
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
-from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import per_stream_tps, speed_label
-from ui.cached import bundled_traces, recommender_trace
+from ui.cached import bundled_traces, trace_workload
 from ui.cached_recommend import cached_recommend_cards
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.machine import in_host
+from ui.request import app_scenario, kept_page_controls
 from ui.session_logs import log_routing
 from ui.sidebar import (
     policy_caption,
@@ -23,11 +24,10 @@ from ui.sidebar import (
     sidebar_calibrated,
     sidebar_hardware,
     sidebar_model,
-    sidebar_reading,
     sidebar_serving,
 )
 from ui.startup import through_app
-from ui.state import HARDWARE, SCENARIO, keep, kept, kept_setting, kept_toggle
+from ui.state import HARDWARE, keep, kept, kept_toggle
 from ui.uploads import trace_upload
 from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
@@ -60,6 +60,13 @@ def readings_columns(p) -> dict:
         "readings low t/s": round(band.low_tps, 1) if band else 0.0,
         "readings high t/s": round(band.high_tps, 1) if band else 0.0,
     }
+
+
+def drafting_text(sc) -> str:
+    """Explore's drafting, which every card's pick is made at."""
+    return (
+        f" Speculative decoding as set on Explore: {sc.draft_tokens} draft tokens at {sc.accept_rate:.0%} acceptance."
+    )
 
 
 LOGS_ROUTING, PRESET_ROUTING, UPLOAD = "fitted to your logs", "the synthetic preset", "your trace (upload)"
@@ -134,7 +141,8 @@ with friendly_errors():
     build = sidebar_build()
     routing = log_routing(model, mine, build)
     kind, trace = routing_choice(model, routing)
-    work = None if trace is None else recommender_trace(trace, model.n_expert, concurrency)
+    request = app_scenario(serving, build, **kept_page_controls(build))
+    work = None if trace is None else trace_workload(trace, model.n_expert, request)
     routing = routing if kind == LOGS_ROUTING else None
     cards = chosen_cards(mine.name)
     st.caption(
@@ -144,7 +152,9 @@ with friendly_errors():
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
         f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
         f"(--load-mode none) host experts. Decode speeds: the {request_label(first=False)} (the requests after a "
-        "server's first)." + (f" Routing {routing.describe()}." if routing else "")
+        "server's first)."
+        + (f" Routing {routing.describe()}." if routing else "")
+        + (drafting_text(request) if request.draft_tokens else "")
     )
     with st.expander("custom card"):
         use_custom = kept_toggle(st, "add a custom card", "custom_on", False)
@@ -158,12 +168,10 @@ with friendly_errors():
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
-    reading = sidebar_reading()  # the calibrated machine's ClassLRU reading: every card replays it, no band
-    each = cached_recommend_cards(
-        model, path, hardware, tms, concurrency, ctx, routing, build, prompt, depth, reading, work
-    )
+    reading = request.policy_reading  # the calibrated machine's ClassLRU reading: every card replays it, no band
+    each = cached_recommend_cards(model, path, hardware, tms, request, routing, work)
     answers, my_basis, routed = [], None, TRACE if work is not None else LOGS if routing else SYNTHETIC
-    shared = Scenario(build=build, policy_reading=reading)
+    shared = request.with_knobs({SHARE.name: 0.0})  # the build's own policy: a CPU share is each pick's own
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
         basis = prediction_basis(
@@ -185,7 +193,7 @@ with friendly_errors():
         fit_lines = [a.fit_line for a in answers if a.fit_line]
         if fit_lines:
             st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
-        share = shopping_share_note(model, answers, kept_setting(SCENARIO["cpu_share"]), build)
+        share = shopping_share_note(model, answers, request.cpu_share, build)
         if share:  # one line for every card: it depends on the model and the build, not the card
             st.caption(f"{share[0].upper()}{share[1:]}.")
     running = frame[frame["command"] != ""]

@@ -280,7 +280,7 @@ def depth_table(points, params) -> list[str]:
     measured; never fitted (the field points are decoded at their short depth)."""
     from dataclasses import replace
 
-    from moe_model.speed.time_model import predict
+    from moe_model.pricing.curve import price_traffic
 
     by_name = {p.name: p for p in points}
     lines = [
@@ -293,7 +293,7 @@ def depth_table(points, params) -> list[str]:
         speeds, terms = [], {}
         for depth in (short_depth, long_depth):
             sc = replace(p.scenario, depth=depth, n_ctx=max(p.scenario.n_ctx, depth + 1))
-            pred = predict(p.model, p.hw, params, sc, p.traffic, layout=resolve(p.model, p.hw, sc))
+            pred = price_traffic(p.model, p.hw, params, sc, resolve(p.model, p.hw, sc), p.traffic)
             speeds.append(pred.decode_tps)
             terms = pred.breakdown_ms
         grows = f"attention {terms['attention']:.2f} of {sum(terms.values()):.1f}"

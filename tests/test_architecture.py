@@ -19,6 +19,7 @@ LAYERS = [
     {"policies"},
     {"routing"},
     {"speed"},
+    {"pricing"},
     {"fits"},
     {"answers"},
     {"charts", "warmup", "fuzzing"},
@@ -137,3 +138,44 @@ def test_the_tests_mirror_the_tree_and_name_each_file_once():
     assert folders and folders <= packages, sorted(folders - packages)
     names = [p.name for p in tests.rglob("test_*.py") if "browser" not in p.parts]
     assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+
+
+MAX_PARAMETERS = 8  # issue 37: a request travels as one record (Scenario, RangeInputs), not as loose values
+NARROW = [ROOT / "ui", PACKAGE / "answers"]
+
+
+def _wide_functions(path: Path) -> list[str]:
+    """Functions of `path` that take more than MAX_PARAMETERS parameters (self, *args and **kwargs counted)."""
+    wide = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+            wide += [f"{path.name}:{node.name} ({n})"] if n > MAX_PARAMETERS else []
+    return wide
+
+
+@pytest.mark.parametrize("path", sorted(p for d in NARROW for p in d.rglob("*.py")), ids=lambda p: p.name)
+def test_no_function_of_ui_or_answers_takes_more_than_eight_parameters(path):
+    assert _wide_functions(path) == []
+
+
+def test_the_parameter_check_sees_a_wide_function(tmp_path):
+    """Positive control: nine parameters, counting keyword-only ones and **kwargs, are caught."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f(a, b, c, d, e, f, g, *, h, **rest):\n    return a\n")
+    assert _wide_functions(probe) == ["probe.py:f (9)"]
+
+
+def _imports_predict(path: Path) -> bool:
+    """Whether a module imports the time model's predict (the call that prices one setting)."""
+    nodes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)]
+    return any(n.module == "moe_model.speed.time_model" and "predict" in {a.name for a in n.names} for n in nodes)
+
+
+def test_one_pricing_route_only_the_curve_pipeline_calls_the_time_models_predict():
+    """Pages, commands and the calibration price through pricing/curve.py (issue 37: the calibration had a second
+    route); scripts/ too."""
+    sources = [*SOURCES, *sorted((ROOT / "scripts").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+    callers = [str(p.relative_to(ROOT)) for p in sources if _imports_predict(p)]
+    assert callers == ["moe_model/pricing/curve.py"]

@@ -29,12 +29,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
-from moe_model.answers.curve import BudgetAxis, CurvePoint
 from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
 from moe_model.answers.policy_compare import Comparison, compare_priced, policy_workload
 from moe_model.errors import WorkloadError
 from moe_model.fits.calibration import TimeModel
-from moe_model.fits.points import batched_synthetic, synthetic_trace
 from moe_model.limits import (
     APP_CACHE_BYTES,
     APP_CACHE_ENTRY_BYTES,
@@ -46,6 +44,8 @@ from moe_model.limits import (
     APP_UPLOAD_PEAK_BYTES,
 )
 from moe_model.llama.batching import workload_from
+from moe_model.pricing.curve import BudgetAxis, CurvePoint
+from moe_model.pricing.workloads import batched_synthetic, drafting, synthetic_trace, workload_scenario
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.sources import SourcePolicy, check_path, check_url
@@ -54,10 +54,11 @@ from moe_model.resources import data_path
 from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import Scenario
 from moe_model.threads import SingleFlight
 from moe_model.warmup import is_compiled
-from moe_model.workload import Batching, TokenTrace, Workload
+from moe_model.workload import TokenTrace, Workload
 
 
 def content_key(data: bytes) -> str:
@@ -445,23 +446,17 @@ def cached_model(source: str | bytes, policy: SourcePolicy | None = None) -> Mod
 
 
 def cached_synthetic(
-    model: ModelSpec,
-    concurrency: int,
-    draft: int,
-    accept: float,
-    prompt_tokens: int = 0,
-    n_tokens: int = EXPLORE_TOKENS,
+    model: ModelSpec, sc: Scenario, prompt_tokens: int = 0, n_tokens: int = EXPLORE_TOKENS
 ) -> Workload:
-    """The model's synthetic preset, batched; prompt_tokens > 0 adds each sequence's prompt ubatches."""
-    return _cached_synthetic(model, concurrency, draft, accept, prompt_tokens, n_tokens, file_key(PRESETS_PATH))
+    """The model's synthetic preset, batched as the request `sc` is; prompt_tokens > 0 adds each sequence's first
+    prompt_tokens of prompt ubatches."""
+    batching = workload_scenario(sc, prompt_tokens)
+    return _cached_synthetic(model, batching, prompt_tokens > 0, n_tokens, file_key(PRESETS_PATH))
 
 
 @app_cached("Generating routing...")
-def _cached_synthetic(
-    model: ModelSpec, concurrency: int, draft: int, accept: float, prompt_tokens: int, n_tokens: int, presets_key: str
-) -> Workload:
-    sc = Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, prompt_tokens=max(prompt_tokens, 1))
-    return batched_synthetic(model, sc, synthetic_tokens(model, n_tokens, presets_key), prompts=prompt_tokens > 0)
+def _cached_synthetic(model: ModelSpec, batching: Scenario, prompts: bool, n_tokens: int, presets_key: str) -> Workload:
+    return batched_synthetic(model, batching, synthetic_tokens(model, n_tokens, presets_key), prompts=prompts)
 
 
 @app_cached("Generating routing...")
@@ -470,10 +465,14 @@ def synthetic_tokens(model: ModelSpec, n_tokens: int, presets_key: str) -> Token
     return synthetic_trace(model, n_tokens=n_tokens)
 
 
+def cached_log_workload(model: ModelSpec, routing: LogRouting, sc: Scenario) -> Workload:
+    """A run like the session's logs with the routing fitted to them, batched as the request `sc` is."""
+    return _cached_log_workload(model, routing, workload_scenario(sc))
+
+
 @app_cached("Generating routing...")
-def cached_log_workload(model: ModelSpec, routing: LogRouting, concurrency: int, draft: int, accept: float) -> Workload:
-    """A run like the session's logs with the routing fitted to them, batched."""
-    return routing.workload(model, Batching(concurrency, draft, accept))
+def _cached_log_workload(model: ModelSpec, routing: LogRouting, batching: Scenario) -> Workload:
+    return routing.workload(model, drafting(batching))
 
 
 def cached_log(data: bytes) -> list[LogRun]:
@@ -491,42 +490,38 @@ def _cached_log(data: bytes) -> list[LogRun]:
     return parse_log(data)
 
 
-def cached_trace(data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    """An uploaded trace as a workload: its cheap facts and peak checked first (the same one-line refusal for every
-    session, in about a second whatever the file), then read in the asking session's own run, never waiting for
-    another session's upload, and stopped between blocks when that session ends (session_stopped)."""
+def cached_trace(data: bytes, name: str, n_expert: int, sc: Scenario) -> Workload:
+    """An uploaded trace as a workload batched as the request `sc` is: its cheap facts and peak checked first (the
+    same one-line refusal for every session, in about a second whatever the file), then read in the asking session's
+    own run, never waiting for another session's upload, and stopped between blocks when that session ends
+    (session_stopped)."""
     stopped = session_stopped()
     check_upload_peak(data, name, stopped)
-    return _cached_trace(data, name, n_expert, concurrency, draft, accept, _should_stop=stopped)
+    return _cached_trace(data, name, n_expert, workload_scenario(sc), _should_stop=stopped)
 
 
 @app_cached("Reading the trace...")
-def _cached_trace(
-    data: bytes, name: str, n_expert: int, concurrency: int, draft: int, accept: float, _should_stop: Callable
-) -> Workload:
+def _cached_trace(data: bytes, name: str, n_expert: int, batching: Scenario, _should_stop: Callable) -> Workload:
     try:
         trace = load_trace(data, name, APP_REPLAY, should_stop=_should_stop)
-        return workload_from(trace, Batching(concurrency, draft, accept), n_expert)
+        return workload_from(trace, drafting(batching), n_expert)
     finally:
         _release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)
-def cached_explore_curve(inputs: Inputs, base: Scenario, spread: tuple[float, float], axis: BudgetAxis) -> ExploreCurve:
-    """Explore's curve for any placement, --fit included (its placement moves with the budget).
+def cached_explore_curve(inputs: Inputs, base: Scenario, ranges: RangeInputs, axis: BudgetAxis) -> ExploreCurve:
+    """Explore's curve for any placement, --fit included (its placement moves with the budget), with the range
+    `ranges` gives (the time model's error, the routing's spreads).
 
     Keyed by the content of the model, workload and machine (fingerprint); the names are not trusted."""
-    model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
-    kw = {"rel_error": tm.rel_error, "spread_points": spread[0], "miss_spread": spread[1]}  # ± points, x/÷ e^misses
-    return explore_curve(model, hw, tm.params, base, work, axis, **kw)
+    return explore_curve(inputs.model, inputs.hw, inputs.tm.params, base, inputs.work, axis, ranges)
 
 
 @app_cached("Simulating the cache at this budget...", kernels=True)
-def cached_explore_point(inputs: Inputs, base: Scenario, spread: tuple[float, float], budget_mib: int) -> CurvePoint:
+def cached_explore_point(inputs: Inputs, base: Scenario, ranges: RangeInputs, budget_mib: int) -> CurvePoint:
     """A budget between the curve's stops (typed in the number box), replayed and priced as the curve is."""
-    model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
-    kw = {"rel_error": tm.rel_error, "spread_points": spread[0], "miss_spread": spread[1]}
-    return explore_point(model, hw, tm.params, base, work, budget_mib, **kw)
+    return explore_point(inputs.model, inputs.hw, inputs.tm.params, base, inputs.work, budget_mib, ranges)
 
 
 @app_cached("Replaying the workload with every policy...", kernels=True)
@@ -565,15 +560,14 @@ def bundled_traces(model: ModelSpec) -> dict[str, Path]:
     return out
 
 
-def cached_bundled_trace(path: Path, n_expert: int, concurrency: int, draft: int, accept: float) -> Workload:
-    return _cached_bundled_trace(str(path), file_key(path), n_expert, concurrency, draft, accept)
+def cached_bundled_trace(path: Path, n_expert: int, sc: Scenario) -> Workload:
+    """A bundled trace batched as the request `sc` is."""
+    return _cached_bundled_trace(str(path), file_key(path), n_expert, workload_scenario(sc))
 
 
 @app_cached("Reading the trace...")
-def _cached_bundled_trace(
-    path: str, trace_key: str, n_expert: int, concurrency: int, draft: int, accept: float
-) -> Workload:
-    return workload_from(load_any(path), Batching(concurrency, draft, accept), n_expert)
+def _cached_bundled_trace(path: str, trace_key: str, n_expert: int, batching: Scenario) -> Workload:
+    return workload_from(load_any(path), drafting(batching), n_expert)
 
 
 def workload_npz(work: Workload, work_key: str) -> Callable[[], bytes]:
@@ -612,11 +606,10 @@ def _workload_npz(work: Workload, _work_key: str) -> bytes:
     return buf.getvalue()
 
 
-def recommender_trace(trace: Path | tuple[bytes, str], n_expert: int, concurrency: int) -> Workload:
-    """A bundled (path) or uploaded ((bytes, name)) trace batched as the recommender batches its workload: at
-    `concurrency` streams, without drafting (Scenario's defaults)."""
-    base = Scenario(concurrency=concurrency)
+def trace_workload(trace: Path | tuple[bytes, str], n_expert: int, sc: Scenario) -> Workload:
+    """A bundled (path) or uploaded ((bytes, name)) trace batched as the request `sc` is (its streams and
+    drafting): what Explore and the recommender replay."""
     if isinstance(trace, Path):
-        return cached_bundled_trace(trace, n_expert, concurrency, base.draft_tokens, base.accept_rate)
+        return cached_bundled_trace(trace, n_expert, sc)
     data, name = trace
-    return cached_trace(data, name, n_expert, concurrency, base.draft_tokens, base.accept_rate)
+    return cached_trace(data, name, n_expert, sc)

@@ -1,7 +1,7 @@
 """What the Explore page shows for one setting, computed here (the page lays it out; tests run it without a UI).
 
-The budget curve (answers/curve.py, with the exact LRU's own statistics at every budget for the hit-rate and
-upload charts) and its speeds, the no-cache lines, the answer at the chosen budget against the same
+The budget curve (pricing/curve.py, with the cache's own statistics under the build's policy at every budget for
+the hit-rate and upload charts) and its speeds, the no-cache lines, the answer at the chosen budget against the same
 placement without a cache, the measured points to overlay, and the curve as a table.
 """
 
@@ -11,16 +11,18 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from moe_model.answers.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
-from moe_model.fits.points import SYNTHETIC_TOKENS
 from moe_model.limits import MAX_ROUTING_DRAWS
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import Placement
+from moe_model.policies.wording import hit_rate_wording
+from moe_model.pricing.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
+from moe_model.pricing.workloads import SYNTHETIC_TOKENS
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
+from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction
@@ -57,8 +59,10 @@ class ExploreCurve:
         return [p if p.layout.runs else None for p in self.curve.predictions]
 
     def table(self) -> pd.DataFrame:
-        """The curve as the page's CSV download: the exact LRU's statistics and the predicted speed."""
+        """The curve as the page's CSV download: the cache's statistics at each budget with the policy that produced
+        them (its name, exact or modelled, the build), and the predicted speed."""
         sims = self.simulated
+        words = [hit_rate_wording(p.replayed.simulated_by, p.prediction.scenario.build) for p in self.curve.points]
         return pd.DataFrame(
             {
                 "budget_mib": [r.budget_mib for r in sims],
@@ -66,18 +70,16 @@ class ExploreCurve:
                 "hit_rate_small": [r.small.hit_rate for r in sims],
                 "hit_rate_large": [r.large.hit_rate for r in sims],
                 "uploaded_mib_per_token": [r.uploaded_bytes_per_token() / 2**20 for r in sims],
+                "hit_rate_policy": [w.policy for w in words],
+                "hit_rate_is": [w.how for w in words],
+                "build": [p.prediction.scenario.build for p in self.curve.points],
                 "predicted_decode_tps": self.speeds,
             }
         )
 
 
-def _no_cache(
-    model, hw, params, sc: Scenario, work: Workload, rel_error: float, spread: float, miss_spread: float = 0.0
-) -> Prediction:
-    one = curve(
-        model, hw, params, sc, [0], lambda _: work, rel_error=rel_error, spread_points=spread, miss_spread=miss_spread
-    )
-    return one.points[0].prediction
+def _no_cache(model, hw, params, sc: Scenario, work: Workload, ranges: RangeInputs) -> Prediction:
+    return curve(model, hw, params, sc, [0], lambda _: work, ranges).points[0].prediction
 
 
 def explore_curve(
@@ -87,23 +89,18 @@ def explore_curve(
     base: Scenario,
     work: Workload,
     axis: BudgetAxis | None = None,
-    *,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-    miss_spread: float = 0.0,
+    ranges: RangeInputs = NO_RANGE,
 ) -> ExploreCurve:
     """The setting's curve at the budgets budget_axis chooses (`axis`: already chosen for this base), and the
-    same placement, --fit and --cpu-moe without a cache."""
+    same placement, --fit and --cpu-moe without a cache (those two without the routing's spread)."""
     axis = axis or budget_axis(model, hw, base)
-    on_curve = curve(
-        model, hw, params, base, axis.budgets, lambda _: work, rel_error=rel_error, spread_points=spread_points,
-        miss_spread=miss_spread, with_lru=True,
-    )  # fmt: skip
+    on_curve = curve(model, hw, params, base, axis.budgets, lambda _: work, ranges, with_lru=True)
+    settled = ranges.without_routing()
     no_cache = {
-        name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, rel_error, 0.0)
+        name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, settled)
         for name, flag in NO_CACHE_LINES
     }
-    without = _no_cache(model, hw, params, base, work, rel_error, spread_points, miss_spread)
+    without = _no_cache(model, hw, params, base, work, ranges)
     return ExploreCurve(axis, on_curve, without, no_cache)
 
 
@@ -114,17 +111,10 @@ def explore_point(
     base: Scenario,
     work: Workload,
     budget_mib: int,
-    *,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-    miss_spread: float = 0.0,
+    ranges: RangeInputs = NO_RANGE,
 ) -> CurvePoint:
     """One budget off the curve (a typed value between the slider's stops), replayed and priced the same way."""
-    one = curve(
-        model, hw, params, base, [budget_mib], lambda _: work, rel_error=rel_error, spread_points=spread_points,
-        miss_spread=miss_spread, with_lru=True,
-    )  # fmt: skip
-    return one.points[0]
+    return curve(model, hw, params, base, [budget_mib], lambda _: work, ranges, with_lru=True).points[0]
 
 
 @dataclass(frozen=True, eq=False)

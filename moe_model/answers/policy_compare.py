@@ -1,5 +1,5 @@
 """Replacement policies side by side on one workload at the same budgets: their counts and, on a machine, their
-decode speed, priced by the curve pipeline `predict --policy NAME` uses (answers/curve.py): one price per count."""
+decode speed, priced by the curve pipeline `predict --policy NAME` uses (pricing/curve.py): one price per count."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from moe_model.answers.curve import curve
 from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.simulate import SimResult, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import NUMBA_PARALLEL, POLICIES, PolicyResult, run_policy
 from moe_model.policies.entries import shared_builds
 from moe_model.policies.lru import from_simulation
+from moe_model.pricing.curve import curve
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams

@@ -12,15 +12,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from moe_model.answers.curve import ReplayMemo, price, replay
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
+from moe_model.pricing.curve import ReplayMemo, price, replay
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
+from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.server_command import command_line
@@ -30,6 +31,7 @@ from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
 N_BUDGETS = 6
+DEFAULT_LOAD_MODE = Scenario().load_mode  # the --fit and --n-cpu-moe candidates' without --load-mode
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +80,14 @@ class Option:
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
         } | p.scenario.policy_fields()
+
+
+def request_of(sc: Scenario) -> Scenario:
+    """What the recommender reads of a page's scenario: the request, the memory flags, the build and reading, the
+    CPU share and the devices (-ngl, GPUs, split); not the placement, budget and load mode it chooses itself (one
+    answer for every setting a page shows, so that applying the pick leaves the pick as it was: its --fit and
+    --n-cpu-moe candidates at `recommend`'s default load mode)."""
+    return replace(sc, placement=_placement(sc), budget_mib=0, load_mode=DEFAULT_LOAD_MODE)
 
 
 def _placement(base: Scenario, **fields) -> Placement:
@@ -143,15 +153,14 @@ def recommend(
     base: Scenario,
     workload_for: Callable[[Scenario], Workload],
     model_path: str,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
+    ranges: RangeInputs = NO_RANGE,
     progress=None,
-    miss_spread: float = 0.0,
 ) -> list[Option]:
-    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM).
-    `workload_for` may be a ReplayMemo: budgets it has already replayed (for another card) are reused."""
+    """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM), each at
+    `base`'s request (streams, draft tokens and acceptance, context, prompt, depth, build). `workload_for` may be a
+    ReplayMemo: budgets it has already replayed (for another card) are reused."""
     scenarios = candidates(model, hw, base)
-    preds = _predictions(model, hw, params, scenarios, workload_for, rel_error, (spread_points, miss_spread), progress)
+    preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
     options = []
     for p in preds:
@@ -164,7 +173,7 @@ def recommend(
                 cache_verdict(p, base_pred),
             )
         )
-    return rank(options, rel_error)
+    return rank(options, ranges.rel_error)
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
@@ -197,8 +206,7 @@ def _predictions(
     params: TimeParams,
     scenarios: list[Scenario],
     workload_for: Callable[[Scenario], Workload],
-    rel_error: float,
-    spread: tuple[float, float],
+    ranges: RangeInputs,
     progress=None,
 ) -> list[Prediction]:
     """Each candidate through the curve pipeline: candidates that differ only in budget and load mode share one
@@ -210,8 +218,7 @@ def _predictions(
     for n, (group, members) in enumerate(groups.items()):
         replayed = replay(model, hw, group, sorted({scenarios[i].budget_mib for i in members}), workload_for)
         for mode in sorted({scenarios[i].load_mode for i in members}):
-            kw = {"rel_error": rel_error, "spread_points": spread[0], "miss_spread": spread[1], "load_mode": mode}
-            priced = price(model, hw, params, replayed, **kw)
+            priced = price(model, hw, params, replayed, ranges, load_mode=mode)
             for i in members:
                 if scenarios[i].load_mode == mode:
                     out[i] = priced.at(scenarios[i].budget_mib).prediction

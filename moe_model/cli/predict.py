@@ -83,27 +83,26 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
     A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
-    from moe_model.fits.points import synthetic_workload
-    from moe_model.speed.scenario import Scenario
+    from moe_model.pricing.workloads import synthetic_workload, workload_scenario
 
     path = getattr(args, "trace", None)
     opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @lru_cache(maxsize=16)
-    def batched(concurrency: int, draft: int, accept: float, build: int, whole: bool) -> Workload | WorkloadStream:
+    def batched(sc, whole: bool) -> Workload | WorkloadStream:
+        """`sc`: workload_scenario's (the key the app's workloads share)."""
         if not path:
-            return synthetic_workload(
-                model, Scenario(concurrency=concurrency, draft_tokens=draft, accept_rate=accept, build=build)
-            )
+            return synthetic_workload(model, sc)
         batching = server_batching(
-            model.architecture, build, concurrency=concurrency, draft_tokens=draft, accept_rate=accept
-        )
+            model.architecture, sc.build, concurrency=sc.concurrency, draft_tokens=sc.draft_tokens,
+            accept_rate=sc.accept_rate,
+        )  # fmt: skip
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
         return stream_from(opened(), batching, model.n_expert)
 
-    return lambda sc: batched(sc.concurrency, sc.draft_tokens, sc.accept_rate, sc.build, sc.kernel() is None)
+    return lambda sc: batched(workload_scenario(sc), sc.kernel() is None)
 
 
 def _host_run(args: argparse.Namespace, model: ModelSpec, hw, rel_error: float):
@@ -149,11 +148,12 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from moe_model.answers.curve import curve
     from moe_model.answers.fit_advice import run_state
     from moe_model.answers.known_problems import known_problems
     from moe_model.answers.verdict import cache_verdict
     from moe_model.fits.calibration import default_time_model
+    from moe_model.pricing.curve import curve
+    from moe_model.speed.range_inputs import RangeInputs
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     hw, rel_error, given = _host_run(args, model, hw, rel_error)
@@ -167,9 +167,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         _scenario(args),
         sorted({args.budget_mib, 0}),
         workload_for,
+        RangeInputs(rel_error, spread),
         hit_rate=args.hit_rate,
-        rel_error=rel_error,
-        spread_points=spread,
     )
     pred, baseline = both.at(args.budget_mib).prediction, both.at(0).prediction
     said = cache_verdict(pred, baseline)
@@ -273,6 +272,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from moe_model.answers.fit_advice import recommend_advice
     from moe_model.answers.recommend import recommend
     from moe_model.fits.calibration import default_time_model
+    from moe_model.speed.range_inputs import RangeInputs
 
     model, (hw, rel_error) = load_model(args.model), _hardware(args)
     hw, rel_error, given = _host_run(args, model, hw, rel_error)
@@ -286,8 +286,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         scenario_from_args(args),
         _workload_source(args, model),
         args.model,
-        rel_error=rel_error,
-        spread_points=spread,
+        RangeInputs(rel_error, spread),
     )
     ranked = [o.as_dict() for o in options]
     best = ranked[0] if ranked and ranked[0]["usable"] else None

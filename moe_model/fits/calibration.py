@@ -17,18 +17,20 @@ import numpy as np
 
 from moe_model.fits.points import Point, measured_kind_tps
 from moe_model.fitting import least_squares
+from moe_model.pricing.curve import price_traffic
 from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware
+from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.rates import DECODE_PARAMS, PARAM_BOUNDS, PREFILL_PARAMS, PRIOR_WIDTH, TimeParams
-from moe_model.speed.time_model import Prediction, predict, range_verdict
+from moe_model.speed.time_model import Prediction, range_verdict
 
 CALIBRATION_JSON = data_path("calibration.json")
 UNCERTAINTY_QUANTILE = 0.68  # the range a prediction carries: ~one standard error of the left-out machines
 
 
-def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None, **ranges: float) -> Prediction:
-    """`ranges`: predict's rel_error and spread_points, for the range the prediction carries."""
-    return predict(p.model, hw or p.hw, params, p.scenario, p.traffic, layout=p.layout, **ranges)
+def _predicted(p: Point, params: TimeParams, hw: Hardware | None = None, ranges: RangeInputs = NO_RANGE) -> Prediction:
+    """The point's setting priced as every page and command prices one (pricing.curve), with `ranges`' range."""
+    return price_traffic(p.model, hw or p.hw, params, p.scenario, p.layout, p.traffic, ranges)
 
 
 def decode_errors(points: Sequence[Point], params: TimeParams, hw: Hardware | None = None) -> dict[str, float]:
@@ -114,7 +116,7 @@ def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float
         control = by_name.get(p.control or "")
         if not (control and p.decode_tps and control.decode_tps):
             continue
-        with_cache, without = (_measured_range(q, params, rel_error) for q in (p, control))
+        with_cache, without = (_measured_range(q, params, RangeInputs(rel_error)) for q in (p, control))
         rows.append(
             {
                 "point": p.name,
@@ -129,11 +131,9 @@ def cache_verdicts(points: Sequence[Point], params: TimeParams, rel_error: float
     return rows
 
 
-def _measured_range(
-    p: Point, params: TimeParams, rel_error: float, spread_points: float = 0.0
-) -> tuple[float, tuple[float, float]]:
+def _measured_range(p: Point, params: TimeParams, ranges: RangeInputs) -> tuple[float, tuple[float, float]]:
     """The speed of the requests the point timed, and its range (moved with a first request's speed)."""
-    pred = _predicted(p, params, rel_error=rel_error, spread_points=spread_points)
+    pred = _predicted(p, params, ranges=ranges)
     tps = measured_kind_tps(p, pred)[0]
     scale = tps / pred.decode_tps
     return tps, (pred.decode_tps_range[0] * scale, pred.decode_tps_range[1] * scale)
@@ -172,7 +172,8 @@ def _left_out_ranges(
     routing's spread and the host parts its machine leaves undescribed), moved with a first request's speed."""
     by_machine = {r.machine: r.params for r in reports}
     decoded = [p for p in points if p.decode_tps and p.machine in by_machine]
-    return [(p, *_measured_range(p, by_machine[p.machine], rel_error, spread_of(p))[1]) for p in decoded]
+    ranges = [RangeInputs(rel_error, spread_of(p)) for p in decoded]
+    return [(p, *_measured_range(p, by_machine[p.machine], r)[1]) for p, r in zip(decoded, ranges, strict=True)]
 
 
 def range_coverage(
@@ -229,6 +230,10 @@ class TimeModel:
     rel_error: float
     source: str
     prefill_rel_error: float = 0.0
+
+    def ranges(self, spreads: tuple[float, float] = (0.0, 0.0)) -> RangeInputs:
+        """The range a decode prediction carries: this model's error, and a routing's `spreads` (none: replayed)."""
+        return RangeInputs.of(self.rel_error, spreads)
 
 
 def prefill_relative_error(record: dict) -> float:

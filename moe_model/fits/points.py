@@ -28,24 +28,21 @@ import pandas as pd
 from moe_model.errors import MoeModelError
 from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.limits import DEFAULT_CTX
-from moe_model.llama.batching import build_workload, server_batching
 from moe_model.llama.builds import EXACT_BUILD
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import policy_for_build
 from moe_model.policies.wording import hit_rate_wording
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.logs import MAINLINE, LoggedStats, LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.resources import data_path
-from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, start_up_fills
-from moe_model.workload import TokenTrace, Workload
 
 MODELS = data_path("models")
 GROUNDTRUTH = data_path("groundtruth")
-SYNTHETIC_TOKENS = 4000
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,32 +86,6 @@ def measured_kind_tps(point: Point, prediction) -> tuple[float, float]:
     decode = first.decode_tps if point.request == "first" and first else prediction.decode_tps
     prefill = first.prefill_tps if point.prefill_first and first else prediction.prefill_tps
     return decode, prefill
-
-
-def synthetic_workload(
-    model: ModelSpec, sc: Scenario, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS, prompts: bool = False
-) -> Workload:
-    """The model's routing preset (a model), batched as the scenario's server would; with `prompts`, each
-    sequence first processes sc.prompt_tokens of prompt in ubatches of sc.n_ubatch."""
-    return batched_synthetic(model, sc, synthetic_trace(model, seed, n_tokens), prompts)
-
-
-def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS) -> TokenTrace:
-    """The tokens' routing under the model's preset, before any batching: callers that batch it several ways
-    (Explore, the recommender) can generate it once."""
-    preset = preset_for(model)
-    shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
-    return generate(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")
-
-
-def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
-    """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
-    prompt = sc.prompt_tokens if prompts else 0
-    batching = server_batching(
-        model.architecture, sc.build, concurrency=sc.concurrency, draft_tokens=sc.draft_tokens,
-        accept_rate=sc.accept_rate, prompt_tokens=prompt, ubatch_size=sc.n_ubatch,
-    )  # fmt: skip
-    return build_workload(trace, batching, model.n_expert)
 
 
 def point_traffic(model: ModelSpec, sc: Scenario, layout: Layout, hit_rate: float | None) -> tuple[Traffic, str]:

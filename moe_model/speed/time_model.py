@@ -59,6 +59,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import page_miss_share
+from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.ranges import RangeSource, combine, decode_sources, largest_step, routing_shifts
 from moe_model.speed.rates import (
     GB,
@@ -503,17 +504,15 @@ def predict(
     traffic: Traffic | None = None,
     hit_rate: float | None = None,
     layout: Layout | None = None,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
+    ranges: RangeInputs = NO_RANGE,
     policy_band: PolicyBand | None = None,
-    miss_spread: float = 0.0,
 ) -> Prediction:
     """Steady-state decode and prompt speed of a scenario, and its first request's; traffic from a simulation,
     or a given hit rate (`policy_band`: the simulation's band over a modelled policy's readings).
 
-    The range combines its sources (ranges.decode_sources): the routing's hit-rate spread (± spread_points, or the
-    misses x/÷ e^miss_spread where one log fitted the routing), the calibration's relative error and the host's
-    undescribed parts.
+    The range combines its sources (ranges.decode_sources) from `ranges`: the routing's hit-rate spread (± points,
+    or the misses x/÷ e^miss_spread where one log fitted the routing), the calibration's relative error, and the
+    host's undescribed parts.
     """
     layout = layout or resolve(model, hw, sc)
     if not layout.plan.starts:
@@ -529,8 +528,8 @@ def predict(
     if policy_band and traffic.hit_rate is not None:  # the band around the warm pool's rate the prediction prices
         policy_band = policy_band.at_hit_rate(traffic.hit_rate)
     band_points = policy_band.shift_points if policy_band else (0.0, 0.0)
-    shifts = routing_shifts(traffic.hit_rate, spread_points, miss_spread)
-    sources = decode_sources(decode_tps, hw, decode_at, rel_error, shifts, band_points)
+    shifts = routing_shifts(traffic.hit_rate, ranges.spread_points, ranges.miss_spread)
+    sources = decode_sources(decode_tps, hw, decode_at, ranges.rel_error, shifts, band_points)
     low, high = combine(decode_tps, sources)
     prefill = prefill_terms(model, hw, params, sc, layout)
     prefill_ms = sum(prefill.values())

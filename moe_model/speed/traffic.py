@@ -3,7 +3,7 @@
 The time model prices bytes, so it needs per layer and decode ubatch the distinct experts a batch
 touches (a speculative verify batch or c streams share experts: the distinct count, not k x tokens)
 and how many the pool served. This module gets them from a simulated workload (exact for the
-workload given, replayed by the scenario's policy) or from a hit rate; answers/curve.py replays whole curves.
+workload given, replayed by the scenario's policy) or from a hit rate; pricing/curve.py replays whole curves.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from moe_model.answers.curve import curve
 from moe_model.answers.explore import (
     EXPLORE_TOKENS,
     answer_at,
@@ -20,11 +19,13 @@ from moe_model.answers.explore import (
 from moe_model.answers.verdict import cache_verdict
 from moe_model.fits.calibration import default_time_model
 from moe_model.fits.log_timings import load_reference
-from moe_model.fits.points import synthetic_workload
 from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.pricing.curve import curve
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.routing.synthetic import SEQ_LEN
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_memory import REFUSED, STREAMS
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import Scenario, context_for_depth
 from moe_model.speed.vram import kv_cache_mib
 
@@ -38,7 +39,7 @@ def setting(qwen30b):
 @pytest.fixture(scope="module")
 def view(setting):
     model, hw, tm, base, work = setting
-    return explore_curve(model, hw, tm.params, base, work, rel_error=tm.rel_error, spread_points=1.0)
+    return explore_curve(model, hw, tm.params, base, work, ranges=RangeInputs(tm.rel_error, 1.0))
 
 
 def test_the_curve_is_drawn_at_the_axis_budgets_with_llamacpps_statistics_at_each(view):
@@ -50,9 +51,7 @@ def test_the_curve_is_drawn_at_the_axis_budgets_with_llamacpps_statistics_at_eac
 def test_a_budget_typed_between_the_stops_is_answered_as_the_curve_answers_it(setting, view):
     model, hw, tm, base, work = setting
     on_curve = view.curve.points[len(view.curve.points) // 2]
-    alone = explore_point(
-        model, hw, tm.params, base, work, on_curve.budget_mib, rel_error=tm.rel_error, spread_points=1.0
-    )
+    alone = explore_point(model, hw, tm.params, base, work, on_curve.budget_mib, RangeInputs(tm.rel_error, 1.0))
     assert alone.prediction.decode_tps == on_curve.prediction.decode_tps
     assert alone.simulated.hit_rate == on_curve.simulated.hit_rate
 
@@ -104,6 +103,21 @@ def test_the_csv_table_has_one_row_per_budget_and_the_drawn_speeds(view):
     assert {"hit_rate_small", "hit_rate_large", "uploaded_mib_per_token", "starts"} <= set(table.columns)
 
 
+@pytest.mark.parametrize(
+    ("build", "share", "policies"),
+    [(11549, 0.0, {"lru-b11549": "exact"}), (12569, 0.0, {"class-lru-b12170": "modelled"}),
+     (12569, 0.5, {"class-lru-b12170": "modelled"})],  # the CPU share replays per budget: no statistics of its own
+)  # fmt: skip
+def test_the_csv_names_the_policy_and_build_of_every_hit_rate(setting, build, share, policies):
+    """Issue 37: ClassLRU's modelled hit rates went out unnamed; each row says which policy's pass gave its hit
+    rates (the scenario's where it has one, the build's own elsewhere), exact or modelled, and the build."""
+    model, hw, tm, _, work = setting
+    base = Scenario(build=build, knobs=(("share", share),) if share else ())
+    table = explore_curve(model, hw, tm.params, base, work).table()
+    assert set(table["build"]) == {build}
+    assert dict(zip(table["hit_rate_policy"], table["hit_rate_is"], strict=True)) == policies
+
+
 def test_measured_points_are_this_gpu_model_concurrency_and_placement_plus_the_users_logs(qwen30b):
     reference = load_reference()
     points = measured_points(reference, None, preset("t4"), qwen30b, 1, "--cpu-moe")
@@ -143,7 +157,7 @@ def test_explore_replays_the_workload_predict_replays_so_a_calibrated_setting_ge
     save_machine(MachineFit(hw, ("cpu_expert_gbs",), {}, {}, (), 0.1, True, "accepted", "mmap"), tmp_path / "m.json")
     tm, base = default_time_model(), Scenario(n_ctx=8192)
     work = synthetic_workload(model, Scenario(prompt_tokens=1), n_tokens=EXPLORE_TOKENS)  # as the app builds it
-    app = explore_point(model, hw, tm.params, base, work, 4000, rel_error=0.1).prediction.decode_tps
+    app = explore_point(model, hw, tm.params, base, work, 4000, RangeInputs(0.1)).prediction.decode_tps
     args = ["predict", "--model", str(MIXTRAL), "--machine", str(tmp_path / "m.json"), "--json"]
     assert main([*args, "--budget-mib", "4000", "--ctx", "8192"]) == 0
     assert app == json.loads(capsys.readouterr().out)["decode_tps"]

@@ -19,8 +19,8 @@ from moe_model.answers.fit_advice import (
 )
 from moe_model.answers.recommend import recommend
 from moe_model.fits.calibration import default_time_model
-from moe_model.fits.points import synthetic_workload
 from moe_model.llama.slot_plan import Placement
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import Scenario

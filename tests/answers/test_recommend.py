@@ -5,8 +5,8 @@ from __future__ import annotations
 from moe_model.answers.recommend import recommend
 from moe_model.answers.verdict import NOT_COMPARED, TOO_CLOSE_ON_READINGS, cache_verdict
 from moe_model.fits.calibration import default_time_model
-from moe_model.fits.points import synthetic_workload
 from moe_model.llama.slot_plan import Placement
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
 from moe_model.speed.ranges import POLICY_SOURCE
@@ -18,7 +18,7 @@ def test_recommend_ranks_usable_options_first_and_gives_a_command_with_lv_4(qwen
     hw, tm = preset("t4"), default_time_model()
     options = recommend(
         qwen30b, hw, tm.params, Scenario(), lambda sc: synthetic_workload(qwen30b, sc, n_tokens=800), "m.gguf",
-        tm.rel_error,
+        tm.ranges(),
     )  # fmt: skip
     usable = [o for o in options if o.prediction.usable]
     speeds = [o.prediction.decode_tps for o in usable]
@@ -47,7 +47,7 @@ def test_a_url_model_gets_mu_in_the_command():
 def test_recommend_never_picks_pinned_experts_beyond_the_ram_and_prices_mmapd_ones_streaming_from_disk(qwen30b):
     from moe_model.answers.recommend import recommend
     from moe_model.fits.calibration import default_time_model
-    from moe_model.fits.points import synthetic_workload
+    from moe_model.pricing.workloads import synthetic_workload
     from moe_model.speed.hardware import preset
     from moe_model.speed.scenario import Scenario
 
@@ -61,25 +61,25 @@ def test_recommend_never_picks_pinned_experts_beyond_the_ram_and_prices_mmapd_on
 
 
 def test_cards_share_one_replay_per_placement_and_answer_as_recommend_does_alone(qwen30b, monkeypatch):
-    from moe_model.answers import curve
-    from moe_model.answers.curve import ReplayMemo
     from moe_model.answers.recommend import replay_shared
+    from moe_model.pricing import curve
+    from moe_model.pricing.curve import ReplayMemo
 
     tm, base = default_time_model(), Scenario(build=11549)  # the exact LRU: every budget of a placement in one pass
     work = synthetic_workload(qwen30b, base, n_tokens=400)
     cards = [preset(name).with_changes(ram_gib=64) for name in ("t4", "rtx 4090", "rtx 5090")]
-    alone = [recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error) for hw in cards]
+    alone = [recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.ranges()) for hw in cards]
     replays = []
     real = curve.replay_counts
     monkeypatch.setattr(curve, "replay_counts", lambda *a: replays.append((a[2].policy_name, a[4])) or real(*a))
     memo = ReplayMemo(work)
     replay_shared(qwen30b, cards, base, memo)  # what Shopping runs first, then recommend per card
-    shared = [recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.rel_error) for hw in cards]
+    shared = [recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.ranges()) for hw in cards]
     assert [[o.as_dict() for o in opts] for opts in shared] == [[o.as_dict() for o in opts] for opts in alone]
     cpu_moe = [p for name, p in replays if p.cpu_moe and name == base.policy_name]  # the build's own policy
     assert len(cpu_moe) == 1  # the --cpu-moe budgets of all three cards in one pass
     before = len(replays)
-    again = recommend(qwen30b, cards[0], tm.params, base, memo, "m.gguf", tm.rel_error)
+    again = recommend(qwen30b, cards[0], tm.params, base, memo, "m.gguf", tm.ranges())
     assert len(replays) == before  # a card answered before (a GPU switch back) replays nothing
     assert [o.as_dict() for o in again] == [o.as_dict() for o in alone[0]]
 
@@ -95,7 +95,7 @@ def test_recommend_never_picks_a_setting_too_close_to_call_for_vram():
     model = load_model(MODELS / "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf")
     hw, tm = preset("3060 ti"), default_time_model()
     work = synthetic_workload(model, Scenario(), n_tokens=400)
-    options = recommend(model, hw, tm.params, Scenario(), lambda sc: work, "m.gguf", tm.rel_error)
+    options = recommend(model, hw, tm.params, Scenario(), lambda sc: work, "m.gguf", tm.ranges())
     assert options[0].usable and all(o.prediction.vram.free_mib >= FIT_MARGIN_MIB for o in options if o.usable)
     tight = predict(model, hw, tm.params, Scenario(Placement(cpu_moe=False, n_cpu_moe=33), 2000), hit_rate=0.5)
     assert tight.vram.tight and tight.usable  # a speed is shown, with the warning
@@ -115,7 +115,7 @@ def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budget
 
     def options(depth: int) -> dict:
         base = Scenario(n_ctx=context_for_depth(4096, depth, 1), depth=depth)
-        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error)
+        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.ranges())
         return {o.label: o for o in ranked}
 
     shallow, deep = options(512), options(32768)
@@ -138,9 +138,9 @@ def test_a_deeper_context_slows_every_option_and_its_kv_cache_shrinks_the_budget
 
 
 def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays_them_in_one_pass(qwen30b, monkeypatch):
-    from moe_model.answers import curve
-    from moe_model.answers.curve import ReplayMemo
     from moe_model.answers.recommend import budget_grid, candidates, replay_shared
+    from moe_model.pricing import curve
+    from moe_model.pricing.curve import ReplayMemo
 
     tm, base = default_time_model(), Scenario()  # the default build: ClassLRU, its budgets of a class in one pass
     assert base.policy_name.startswith("class-lru")
@@ -160,7 +160,7 @@ def test_every_card_draws_its_cpu_moe_budgets_from_one_grid_and_classlru_replays
     memo = ReplayMemo(work)
     replay_shared(qwen30b, cards, base, memo)
     for hw in cards:
-        recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.rel_error)
+        recommend(qwen30b, hw, tm.params, base, memo, "m.gguf", tm.ranges())
     assert [p for name, p in replays if p.cpu_moe and name == base.policy_name] == [Placement(cpu_moe=True)]
 
 
@@ -175,7 +175,7 @@ def test_recommend_with_a_picked_class_lru_reading_replays_it_alone_no_band_and_
     work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
 
     def options(base: Scenario) -> dict:
-        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.rel_error)
+        ranked = recommend(qwen30b, hw, tm.params, base, lambda sc: work, "m.gguf", tm.ranges())
         return {o.label: o.prediction for o in ranked if o.usable and o.prediction.scenario.budget_mib}
 
     banded = options(Scenario())

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from moe_model.answers.curve import curve
 from moe_model.answers.recommend import recommend
 from moe_model.fits.calibration import default_time_model
-from moe_model.fits.points import synthetic_workload
+from moe_model.pricing.curve import curve
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.server_command import read_command
@@ -21,7 +21,7 @@ def test_every_recommended_command_read_back_prices_as_recommended(qwen30b, gpu)
     hw, tm = preset(gpu), default_time_model()
     request = REQUEST if gpu == "H100 PCIe" else Scenario(n_ctx=65536, no_kv_offload=True)  # the 3060 fits this
     work = synthetic_workload(qwen30b, request, n_tokens=400)
-    options = recommend(qwen30b, hw, tm.params, request, lambda sc: work, "m.gguf", tm.rel_error)
+    options = recommend(qwen30b, hw, tm.params, request, lambda sc: work, "m.gguf", tm.ranges())
     assert options and any(o.usable for o in options)
     for option in options:
         pred = option.prediction

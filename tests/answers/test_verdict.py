@@ -13,10 +13,11 @@ from conftest import QWEN30B
 from moe_model.answers.explore import answer_at, explore_curve, explore_point
 from moe_model.answers.verdict import NO_CACHE, TOO_CLOSE, TOO_CLOSE_ON_READINGS, CacheVerdict, cache_verdict
 from moe_model.fits.calibration import default_time_model
-from moe_model.fits.points import synthetic_workload
 from moe_model.llama.slot_plan import Placement
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.ranges import POLICY_SOURCE, RangeSource
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict, verdict
@@ -48,7 +49,7 @@ def test_where_one_side_does_not_run_the_sentence_says_which():
 def _pair(qwen30b, hit_rate: float, rel_error: float):
     hw, params = preset("3060"), default_time_model().params
     cached, bare = Scenario(Placement(cpu_moe=True), 9470), Scenario(Placement(cpu_moe=True), 0)
-    kw = {"rel_error": rel_error, "spread_points": 0.0}
+    kw = {"ranges": RangeInputs(rel_error)}
     return (
         predict(qwen30b, hw, params, cached, hit_rate=hit_rate, **kw),
         predict(qwen30b, hw, params, bare, hit_rate=0.0, **kw),
@@ -101,9 +102,9 @@ def _explore(qwen30b, ram_gib: float | None):
     hw, tm, base = preset("3060"), default_time_model(), Scenario(Placement(cpu_moe=True))
     hw = hw if ram_gib is None else hw.with_changes(ram_gib=ram_gib)
     work, spread = synthetic_workload(qwen30b, base), preset_for(qwen30b).spread_points
-    kw = {"rel_error": tm.rel_error, "spread_points": spread}
-    view = explore_curve(qwen30b, hw, tm.params, base, work, **kw)
-    return answer_at(view, explore_point(qwen30b, hw, tm.params, base, work, 9470, **kw))
+    ranges = RangeInputs(tm.rel_error, spread)
+    view = explore_curve(qwen30b, hw, tm.params, base, work, ranges=ranges)
+    return answer_at(view, explore_point(qwen30b, hw, tm.params, base, work, 9470, ranges))
 
 
 def test_the_same_setting_gets_the_same_range_and_verdict_in_predict_recommend_and_explore(qwen30b):

@@ -25,6 +25,7 @@ from moe_model.llama.batching import build_workload
 from moe_model.readers.gguf_writer import header_bytes
 from moe_model.readers.model_spec import load_model, uniform_spec
 from moe_model.readers.traces import load_any, make_token_trace, read_peak_bytes, save_npz
+from moe_model.speed.scenario import Scenario
 from ui import cached, cached_recommend
 from ui.cached import ByteBudgetCache, nbytes_of
 
@@ -216,7 +217,7 @@ def test_three_concurrent_uploads_of_one_npz_bomb_get_the_same_refusal_before_an
 
     def visit():
         try:
-            cached.cached_trace(data, "bomb.npz", 128, 1, 0, 0.7)
+            cached.cached_trace(data, "bomb.npz", 128, Scenario())
         except WorkloadError as err:
             errors.append(str(err))
 
@@ -237,7 +238,7 @@ def test_the_768_mb_npz_bomb_is_refused_through_the_upload_path_in_under_5_s_nam
     data = npz_bomb.read_bytes()
     start = time.perf_counter()  # read whole, this upload held a server thread for about a minute
     with pytest.raises(WorkloadError) as refused:
-        cached.cached_trace(data, "bomb.npz", 128, 1, 0, 0.7)
+        cached.cached_trace(data, "bomb.npz", 128, Scenario())
     assert time.perf_counter() - start < 5 and "\n" not in str(refused.value)
     assert re.fullmatch(
         r"the NPZ would inflate 1,0\d\dx \(768,000,128 bytes from [\d,]+\), above this tool's "
@@ -254,7 +255,7 @@ def test_an_upload_above_the_apps_lookup_cap_is_refused_before_it_is_read():
     assert read_peak_bytes(data, "big.npz") < APP_UPLOAD_PEAK_BYTES  # memory alone would let it through
     tracemalloc.start()
     with pytest.raises(WorkloadError) as refused:
-        cached.cached_trace(data, "big.npz", 128, 1, 0, 0.7)
+        cached.cached_trace(data, "big.npz", 128, Scenario())
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert str(refused.value) == (
@@ -268,8 +269,8 @@ def test_an_upload_within_the_limit_is_read_and_shared(tmp_path):
     trace = make_token_trace(np.random.default_rng(0).integers(0, 8, (300, 2, 2)) + [0, 8])
     buf = io.BytesIO()
     save_npz(buf, trace)
-    first = cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7)
-    assert cached.cached_trace(buf.getvalue(), "t.npz", 16, 1, 0, 0.7) is first  # shared, not a copy
+    first = cached.cached_trace(buf.getvalue(), "t.npz", 16, Scenario())
+    assert cached.cached_trace(buf.getvalue(), "t.npz", 16, Scenario()) is first  # shared, not a copy
 
 
 def _trace_npz(seed: int) -> bytes:
@@ -293,10 +294,10 @@ def test_a_second_sessions_small_upload_is_read_while_a_first_sessions_largest_o
 
     monkeypatch.setattr(cached, "load_trace", load)
     monkeypatch.setattr(cached, "check_upload_peak", lambda *args: APP_UPLOAD_PEAK_BYTES)  # the most allowed
-    first = threading.Thread(target=cached.cached_trace, args=(big, "big.npz", 16, 1, 0, 0.7))
+    first = threading.Thread(target=cached.cached_trace, args=(big, "big.npz", 16, Scenario()))
     first.start()
     assert reading.wait(60)
-    work = cached.cached_trace(small, "small.npz", 16, 1, 0, 0.7)
+    work = cached.cached_trace(small, "small.npz", 16, Scenario())
     still_reading = first.is_alive()
     second_done.set()
     first.join()
@@ -351,16 +352,16 @@ def test_an_edited_preset_file_misses_the_synthetic_cache(tmp_path, monkeypatch)
     model = load_model(QWEN30B)
     calls = []
     monkeypatch.setattr(cached, "_cached_synthetic", lambda *args: calls.append(args[-1]))
-    cached.cached_synthetic(model, 1, 0, 0.7)
+    cached.cached_synthetic(model, Scenario())
     presets.write_text(presets.read_text() + "\n")
-    cached.cached_synthetic(model, 1, 0, 0.7)
+    cached.cached_synthetic(model, Scenario())
     assert len(set(calls)) == 2  # the preset file's content is part of the key
 
 
 @pytest.mark.parametrize("n_tokens", [600, 1200])
 def test_the_synthetic_cache_key_includes_the_token_count(n_tokens):
     model = uniform_spec(2, 8, 2)
-    work = cached.cached_synthetic(model, 1, 0, 0.7, 0, n_tokens)
+    work = cached.cached_synthetic(model, Scenario(), 0, n_tokens)
     assert work.decode_tokens == n_tokens
 
 
@@ -369,10 +370,9 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
 
     from moe_model.fits.calibration import default_time_model
     from moe_model.speed.hardware import preset
-    from moe_model.speed.scenario import Scenario
 
     model, tm = uniform_spec(2, 8, 2), default_time_model()
-    work = cached.cached_synthetic(model, 1, 0, 0.7, 0, 600)
+    work = cached.cached_synthetic(model, Scenario(), 0, 600)
     inputs = cached.Inputs(model, work, preset("t4"), tm)
     same = cached.Inputs(uniform_spec(2, 8, 2), work, preset("t4"), replace(tm))  # equal content, other objects
     other = replace(inputs, hw=preset("t4").with_changes(ram_gib=8.0))
@@ -380,20 +380,22 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
     calls, real = [], cached.explore_point
     monkeypatch.setattr(cached, "explore_point", lambda *a, **k: calls.append(a) or real(*a, **k))
     cached.cached_explore_point.clear()
-    first = cached.cached_explore_point(inputs, Scenario(), (1.0, 0.0), 100)
-    assert cached.cached_explore_point(same, Scenario(), (1.0, 0.0), 100) is first and len(calls) == 1
-    assert cached.cached_explore_point(other, Scenario(), (1.0, 0.0), 100) is not first and len(calls) == 2
+    ranges = tm.ranges((1.0, 0.0))
+    first = cached.cached_explore_point(inputs, Scenario(), ranges, 100)
+    assert cached.cached_explore_point(same, Scenario(), ranges, 100) is first and len(calls) == 1
+    assert cached.cached_explore_point(other, Scenario(), ranges, 100) is not first and len(calls) == 2
 
 
 def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
-    from moe_model.fits import points
+    from moe_model.pricing import workloads
 
-    model, generated, real = uniform_spec(2, 8, 2), [], points.generate
-    monkeypatch.setattr(points, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate
+    monkeypatch.setattr(workloads, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    monkeypatch.setattr(cached, "_any_session_connected", lambda: True)  # an AppTest's idle release keeps off
     for cache in (cached.synthetic_tokens, cached._cached_synthetic, cached_recommend.recommend_memo):
         cache.clear()
-    explore = cached.cached_synthetic(model, 1, 0, 0.7, 64)  # with prompts, as Explore asks
-    memo = cached_recommend.recommend_memo(model, 1, cached.file_key(cached.PRESETS_PATH))  # decode only: recommend
+    explore = cached.cached_synthetic(model, Scenario(), 64)  # with prompts, as Explore asks
+    memo = cached_recommend._memo(model, Scenario(), None, None)  # decode only: recommend
     assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records
 
@@ -416,7 +418,7 @@ def test_a_hostile_csv_upload_is_refused_in_one_line_before_the_app_reads_it(tmp
     data = hostile_csvs(tmp_path)[kind].read_bytes()
     tracemalloc.start()
     with pytest.raises(WorkloadError) as refused:
-        cached.cached_trace(data, "t.csv", 128, 1, 0, 0.7)
+        cached.cached_trace(data, "t.csv", 128, Scenario())
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     message = str(refused.value)
@@ -428,8 +430,8 @@ def test_a_read_whose_session_stopped_ends_with_one_line(tmp_path):
     rows = "\n".join(f"0,{t},{layer},1,2" for t in range(200) for layer in range(2))
     data = f"seq,token,layer,e0,e1\n{rows}\n".encode()
     with pytest.raises(ReadStoppedError):
-        cached._cached_trace(data, "t.csv", 16, 1, 0, 0.7, _should_stop=lambda: True)
-    assert cached.cached_trace(data, "t.csv", 16, 1, 0, 0.7).n_layer == 2  # nothing stale kept: read again whole
+        cached._cached_trace(data, "t.csv", 16, Scenario(), _should_stop=lambda: True)
+    assert cached.cached_trace(data, "t.csv", 16, Scenario()).n_layer == 2  # nothing stale kept: read again whole
 
 
 def test_the_idle_release_empties_every_sessions_large_results_too():

@@ -15,6 +15,7 @@ from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.rates import GB, cpu_expert_gbs
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict
@@ -82,9 +83,9 @@ def test_a_faster_record_gives_a_faster_cpu_path(model):
 
 def test_the_range_drops_the_cpu_and_ram_kit(model):
     sc = Scenario(placement=Placement.parse("cpu-moe"), budget_mib=0)
-    plain = {s.source for s in predict(model, preset("rtx 3090"), PARAMS, sc, rel_error=0.2).range_sources}
+    plain = {s.source for s in predict(model, preset("rtx 3090"), PARAMS, sc, ranges=RangeInputs(0.2)).range_sources}
     hw = apply_host_record(preset("rtx 3090"), _record(model), model)
-    recorded = {s.source for s in predict(model, hw, PARAMS, sc, rel_error=0.2).range_sources}
+    recorded = {s.source for s in predict(model, hw, PARAMS, sc, ranges=RangeInputs(0.2)).range_sources}
     assert {"host: CPU", "host: RAM kit"} <= plain
     assert not {"host: CPU", "host: RAM kit"} & recorded
 

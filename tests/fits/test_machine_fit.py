@@ -24,6 +24,7 @@ from moe_model.fits.machine_fit import (
 from moe_model.limits import MAX_MACHINE_FILE_BYTES
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 
 RUN3 = ROOT / "sample_data" / "groundtruth" / "run3"
 RUN3_HEADER = RUN3 / "model-header.gguf"
@@ -334,7 +335,7 @@ def _explore_error(run5_calibrated, run3_model, budget_mib: int) -> tuple[float,
     work = routing.workload(run3_model, Batching(1, 0, 0.0))
     base = replace(sc, budget_mib=0)
     point = explore_point(
-        run3_model, fit_.hardware, default_time_model().params, base, work, budget_mib, rel_error=fit_.rel_error
+        run3_model, fit_.hardware, default_time_model().params, base, work, budget_mib, RangeInputs(fit_.rel_error)
     )
     return point.prediction.decode_tps / logged.decode_tps - 1, fit_.rel_error
 

@@ -10,14 +10,16 @@ from conftest import GROUNDTRUTH
 
 from moe_model.fits.calibration import default_time_model
 from moe_model.fits.machine_fit import calibrate_machine
-from moe_model.fits.points import log_points, measured_kind_tps, synthetic_workload
+from moe_model.fits.points import log_points, measured_kind_tps
 from moe_model.fits.routing_from_logs import logged_hit_rates, routing_from_logs
 from moe_model.llama.builds import EXACT_BUILD, MAINLINE_BUILD
 from moe_model.llama.simulate import LRU_KERNEL
 from moe_model.policies import class_lru
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import resolve
 from moe_model.speed.time_model import predict
 from moe_model.speed.traffic import from_workload
@@ -86,7 +88,7 @@ def test_predictions_at_the_logged_budgets_reproduce_the_logs_within_the_calibra
         traffic = from_workload(model, layout, p.scenario, work)
         pred = predict(
             model, machine.hardware, params, p.scenario, traffic, layout=layout,
-            rel_error=machine.rel_error, spread_points=routing.spread_points,
+            ranges=RangeInputs(machine.rel_error, routing.spread_points),
         )  # fmt: skip
         # each log timed one request, its server's first: priced as a first request (the steady replay's cold fills
         # on top, as the calibration compares them: measured_kind_tps)

@@ -11,11 +11,11 @@ import pytest
 
 from moe_model.cli.main import build_parser
 from moe_model.cli.simulate import _workload
-from moe_model.fits.points import batched_synthetic, synthetic_trace
 from moe_model.llama.batching import build_workload
 from moe_model.llama.builds import FIRST_CACHE_BUILD, MAINLINE_BUILD
 from moe_model.llama.output_rows import NEXTN_CROP_BUILD, UNPRUNED_BEFORE_CROP, last_layer_prunes
 from moe_model.llama.server_warm_up import WARM_UP_TOKENS, warm_up_tokens
+from moe_model.pricing.workloads import batched_synthetic, synthetic_trace
 from moe_model.readers.model_spec import uniform_spec
 from moe_model.readers.traces import make_token_trace
 from moe_model.speed.scenario import Scenario

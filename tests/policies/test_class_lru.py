@@ -151,10 +151,10 @@ def test_the_band_replays_its_readings_at_sampled_pools_and_interpolates_their_o
 def test_a_predictions_steady_hit_rate_lies_in_its_readings_band_at_small_and_large_pools():
     """The band a prediction carries is on the prediction's own basis (a warm pool's hits, traffic.steady_hits), not
     the replay's all-lookups count: at a near-full pool the two differ by more than the band is wide."""
-    from moe_model.answers.curve import curve
     from moe_model.fits.calibration import default_time_model
-    from moe_model.fits.points import synthetic_workload
     from moe_model.llama.slot_plan import Placement
+    from moe_model.pricing.curve import curve
+    from moe_model.pricing.workloads import synthetic_workload
     from moe_model.readers.model_spec import load_model
     from moe_model.speed.hardware import preset
     from moe_model.speed.scenario import Scenario

@@ -7,11 +7,12 @@ import math
 
 import pytest
 
-from moe_model.answers.curve import curve
 from moe_model.fits.calibration import default_time_model
-from moe_model.fits.points import log_points, synthetic_workload
+from moe_model.fits.points import log_points
 from moe_model.fits.routing_from_logs import routing_from_logs
 from moe_model.llama.slot_plan import Placement
+from moe_model.pricing.curve import curve
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
@@ -19,6 +20,7 @@ from moe_model.routing.logged import one_log_miss_spread
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_parts import described
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict
 from moe_model.workload import Batching
@@ -38,10 +40,11 @@ def test_a_described_host_and_one_log_at_another_budget_nearly_halve_the_range_a
     issue's half: the time model's own left-out error (±22 %) is what remains."""
     model = load_model(data_path("models", "Qwen3-30B-A3B-Q4_K_M.gguf"))
     tm, sc = default_time_model(), Scenario(Placement(cpu_moe=True), 9470)
-    kw = {"hit_rate": 0.958, "rel_error": tm.rel_error}
-    neither = predict(model, preset("3060"), tm.params, sc, spread_points=preset_for(model).spread_points, **kw)
+    kw = {"hit_rate": 0.958}
+    preset_range = tm.ranges((preset_for(model).spread_points, 0.0))
+    neither = predict(model, preset("3060"), tm.params, sc, ranges=preset_range, **kw)
     hw = described(preset("3060"), "Ryzen 7 7700X", "2x32 GB DDR5-6000", "PCIe 4.0 x16")
-    both = predict(model, hw, tm.params, sc, miss_spread=one_log_miss_spread(model), **kw)
+    both = predict(model, hw, tm.params, sc, ranges=tm.ranges((0.0, one_log_miss_spread(model))), **kw)
     assert _width(both) <= 0.55 * _width(neither)
     assert {s.source for s in neither.range_sources} >= {"routing (hit rate)", "host: RAM kit", "time model"}
     assert not any(s.source.startswith("host:") for s in both.range_sources)
@@ -61,10 +64,9 @@ def run5_predictions():
         point = log_points(parse_log(RUN5 / f"server_mm_{case}.log"), model, hw, case, "h200", steady=True)[0]
         sc = point.scenario
         plain = curve(model, hw, tm.params, sc, [sc.budget_mib], lambda s: synthetic_workload(model, s),
-                      rel_error=tm.rel_error, spread_points=preset_for(model).spread_points)  # fmt: skip
-        logged = curve(model, hw, tm.params, sc, [sc.budget_mib],
-                       lambda s: routing.workload(model, Batching(s.concurrency)), rel_error=tm.rel_error,
-                       spread_points=routing.spread_points, miss_spread=routing.miss_spread)  # fmt: skip
+                      RangeInputs(tm.rel_error, preset_for(model).spread_points))  # fmt: skip
+        logged_routing = lambda s: routing.workload(model, Batching(s.concurrency))  # noqa: E731
+        logged = curve(model, hw, tm.params, sc, [sc.budget_mib], logged_routing, tm.ranges(routing.spreads))
         out[case] = (point.decode_tps, plain.points[0].prediction, logged.points[0].prediction)
     return routing, out
 

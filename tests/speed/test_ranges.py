@@ -12,6 +12,7 @@ from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.host_parts import described
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.ranges import (
     POLICY_SOURCE,
     TIME_MODEL_SOURCE,
@@ -31,8 +32,8 @@ def qwen30b():
 
 def _desktop(qwen30b, hw, rel_error, spread, hit_rate=0.958):
     sc = Scenario(Placement(cpu_moe=True), 9470)  # issue 29's example: a 12 GB 3060 at its best budget
-    return predict(qwen30b, hw, default_time_model().params, sc, hit_rate=hit_rate, rel_error=rel_error,
-                   spread_points=spread)  # fmt: skip
+    return predict(qwen30b, hw, default_time_model().params, sc, hit_rate=hit_rate,
+                   ranges=RangeInputs(rel_error, spread))  # fmt: skip
 
 
 def test_sources_add_their_widths_in_log_space():

@@ -16,11 +16,11 @@ from typing import NamedTuple
 import pandas as pd
 import pytest
 
-from moe_model.answers.curve import curve
 from moe_model.fits.calibration import default_time_model
 from moe_model.fits.host_fit import apply_host_record
 from moe_model.llama.batching import workload_from
 from moe_model.llama.slot_plan import Placement
+from moe_model.pricing.curve import curve
 from moe_model.readers.host_record import read_host_record
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_recorded

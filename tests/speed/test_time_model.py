@@ -15,6 +15,7 @@ from moe_model.resources import data_path
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.cpu_quant import expert_quant_factor
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, host_copy_gbs, upload_gbs
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.time_model import cold_fills, decode_terms, predict, prefill_terms, verdict
@@ -208,13 +209,13 @@ def test_concurrency_and_speculation_change_tokens_per_step():
 
 def test_the_range_spans_the_routing_spread_and_the_error_and_drives_the_verdict(qwen30b):
     hw, params = preset("t4"), default_time_model().params
-    cached = predict(qwen30b, hw, params, Scenario(CPU_MOE, 10000), hit_rate=0.95, rel_error=0.2, spread_points=5)
+    cached = predict(qwen30b, hw, params, Scenario(CPU_MOE, 10000), hit_rate=0.95, ranges=RangeInputs(0.2, 5))
     lo, hi = cached.decode_tps_range
     assert lo < cached.decode_tps * 0.8 and hi > cached.decode_tps * 1.2
-    without = predict(qwen30b, hw, params, Scenario(CPU_MOE, 0), rel_error=0.2)
-    thrash = predict(qwen30b, hw, params, Scenario(CPU_MOE, 50), hit_rate=0.0, rel_error=0.2)
+    without = predict(qwen30b, hw, params, Scenario(CPU_MOE, 0), ranges=RangeInputs(0.2))
+    thrash = predict(qwen30b, hw, params, Scenario(CPU_MOE, 50), hit_rate=0.0, ranges=RangeInputs(0.2))
     assert verdict(cached, without) == "helps" and verdict(thrash, without) in ("hurts", "too close to call")
-    wide = predict(qwen30b, hw, params, Scenario(CPU_MOE, 10000), hit_rate=0.95, rel_error=5.0)
+    wide = predict(qwen30b, hw, params, Scenario(CPU_MOE, 10000), hit_rate=0.95, ranges=RangeInputs(5.0))
     assert verdict(wide, without) == "too close to call"
 
 

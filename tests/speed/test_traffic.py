@@ -9,8 +9,8 @@ import pytest
 from conftest import GROUNDTRUTH, GT_BUDGETS
 
 from moe_model.errors import WorkloadError
-from moe_model.fits.points import synthetic_workload
 from moe_model.llama.builds import EXACT_BUILD
+from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.traces import load_recorded
 from moe_model.speed.hardware import preset
 from moe_model.speed.scenario import Scenario, resolve

@@ -1,4 +1,5 @@
-"""One budget curve: the pipeline every predicted speed goes through (Explore, the recommender, `predict`).
+"""One budget curve: the one pricing route every predicted speed goes through (Explore, the recommender, `predict`,
+the calibration).
 
 Per budget: llama.cpp's layout (the placement with --fit resolved, the cache plan, VRAM), resolved once;
 the counts of the scenario's replacement policy on the workload (the exact LRU for every budget of a
@@ -23,6 +24,7 @@ from moe_model.policies import PolicyResult
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import host_memory
+from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Layout, Scenario, cache_room_mib, resolve
 from moe_model.speed.time_model import Prediction, predict
@@ -111,9 +113,10 @@ class Replayed:
 
     scenario: Scenario
     layout: Layout
-    simulated: SimResult | None = None  # the cache's own statistics under the build's policy (hit classes, uploads)
+    simulated: SimResult | None = None  # the cache's own statistics (hit classes, uploads)
     counts: PolicyResult | None = None  # what the scenario's policy did; None where nothing was replayed
     traffic: Traffic | None = None
+    simulated_by: str = ""  # the policy whose pass gave `simulated`: the scenario's where it has one, else the build's
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,18 +195,20 @@ def replay(
     counts: dict[int, PolicyResult] = {}
     simulated: dict[int, SimResult] = {}
     traffic: dict[int, Traffic] = {}
+    by_build: set[int] = set()
     if workload_for is not None and (any(need) or with_lru):
         work = workload_for(base)
         memo = workload_for if isinstance(workload_for, ReplayMemo) else None
-        counts, simulated = _replay_groups(model, work, base, layouts, need, with_lru, memo)
+        counts, simulated, by_build = _replay_groups(model, work, base, layouts, need, with_lru, memo)
         if counts:
             n_ub, distinct = memo.decode_counts() if memo else decode_counts(work)
             label = replay_label(base, work)
             traffic = {
                 i: from_counts(model, layouts[i], scenarios[i], c, n_ub, distinct, label) for i, c in counts.items()
             }
+    own = {i: base.policy_name for i in simulated} | {i: build_policy(base) for i in by_build}
     return tuple(
-        Replayed(sc, layout, simulated.get(i), counts.get(i), traffic.get(i))
+        Replayed(sc, layout, simulated.get(i), counts.get(i), traffic.get(i), own.get(i, ""))
         for i, (sc, layout) in enumerate(zip(scenarios, layouts, strict=True))
     )
 
@@ -216,11 +221,13 @@ def _replay_groups(
     need: Sequence[bool],
     with_lru: bool,
     memo: ReplayMemo | None = None,
-) -> tuple[dict[int, PolicyResult], dict[int, SimResult]]:
-    """Per resolved placement: the policy's counts where needed (from the memo where it has them), and the build's
-    cache statistics (with_lru: at every budget; a replay of the build's own policy brings them along)."""
+) -> tuple[dict[int, PolicyResult], dict[int, SimResult], set[int]]:
+    """Per resolved placement: the policy's counts where needed (from the memo where it has them), and the cache's
+    statistics (with_lru: at every budget; a replay of a policy with a kernel brings them along), with the budgets
+    whose statistics the build's own policy gave (the rest: the scenario's)."""
     counts: dict[int, PolicyResult] = {}
     simulated: dict[int, SimResult] = {}
+    by_build: set[int] = set()
     for placement, members in _by_placement(layouts).items():
         counted = [i for i in members if need[i]]
         keys = {i: ReplayMemo.key(base, placement, layouts[i].plan) for i in counted}
@@ -243,7 +250,13 @@ def _replay_groups(
         if extra:
             sims = simulate_plans(model, work, [layouts[i].plan for i in extra], build_kernel(base, band=True))
             simulated |= dict(zip(extra, sims, strict=True))
-    return counts, simulated
+            by_build.update(extra)
+    return counts, simulated, by_build
+
+
+def build_policy(sc: Scenario) -> str:
+    """The policy the scenario's build runs without a named policy or a CPU share (traffic.build_kernel's)."""
+    return replace(sc, knobs=(), policy="").policy_name
 
 
 def _policy_band(r: Replayed) -> PolicyBand | None:
@@ -264,26 +277,29 @@ def price(
     hw: Hardware,
     params: TimeParams,
     replayed: Sequence[Replayed],
+    ranges: RangeInputs = NO_RANGE,
     *,
     hit_rate: float | None = None,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-    miss_spread: float = 0.0,
     load_mode: str | None = None,
 ) -> Curve:
-    """Each replayed budget priced by the time model (a model, not a measurement); where nothing was replayed,
-    at `hit_rate` (none given: no hits). `load_mode` prices the same counts for another -lm: the counts and
-    the placement do not depend on it, the RAM account does (pinned memory cannot page)."""
+    """Each replayed budget priced by the time model (a model, not a measurement) with the range `ranges` gives;
+    where nothing was replayed, at `hit_rate` (none given: no hits). `load_mode` prices the same counts for
+    another -lm: the counts and the placement do not depend on it, the RAM account does (pinned memory cannot
+    page)."""
     points = []
     for r in replayed:
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
         layout = r.layout if load_mode is None else _in_load_mode(model, hw, r.layout, sc)
-        pred = predict(
-            model, hw, params, sc, r.traffic, hit_rate, layout, rel_error=rel_error, spread_points=spread_points,
-            policy_band=_policy_band(r), miss_spread=miss_spread,
-        )  # fmt: skip
+        pred = predict(model, hw, params, sc, r.traffic, hit_rate, layout, ranges, _policy_band(r))
         points.append(CurvePoint(r, pred))
     return Curve(tuple(points))
+
+
+def price_traffic(
+    model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenario, layout: Layout, traffic: Traffic, ranges=NO_RANGE
+) -> Prediction:
+    """One setting whose traffic is already known (a measured point's), priced as every curve is."""
+    return price(model, hw, params, [Replayed(sc, layout, traffic=traffic)], ranges).points[0].prediction
 
 
 def curve(
@@ -293,19 +309,14 @@ def curve(
     base: Scenario,
     budgets_mib: Sequence[int],
     workload_for: WorkloadFor | None = None,
+    ranges: RangeInputs = NO_RANGE,
     *,
     hit_rate: float | None = None,
-    rel_error: float = 0.0,
-    spread_points: float = 0.0,
-    miss_spread: float = 0.0,
     with_lru: bool = False,
 ) -> Curve:
     """The scenario at every budget: replayed (a hit rate given replaces the workload), then priced."""
     replayed = replay(model, hw, base, budgets_mib, workload_for if hit_rate is None else None, with_lru=with_lru)
-    return price(
-        model, hw, params, replayed, hit_rate=hit_rate, rel_error=rel_error, spread_points=spread_points,
-        miss_spread=miss_spread,
-    )  # fmt: skip
+    return price(model, hw, params, replayed, ranges, hit_rate=hit_rate)
 
 
 @dataclass(frozen=True)

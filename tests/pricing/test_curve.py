@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 from conftest import GROUNDTRUTH
 
-from moe_model.answers import curve as curve_module
-from moe_model.answers.curve import budget_axis, curve
 from moe_model.llama import slot_plan
 from moe_model.llama.simulate import simulate_budgets, simulate_plans
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
+from moe_model.pricing import curve as curve_module
+from moe_model.pricing.curve import budget_axis, curve
 from moe_model.readers.traces import load_recorded
 from moe_model.speed.hardware import preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.rates import TimeParams
 from moe_model.speed.scenario import Scenario, resolve
 from moe_model.speed.time_model import predict
@@ -70,7 +71,7 @@ def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, w
     hw, params = preset("h200"), TimeParams()
     base = Scenario(policy=policy, knobs=(("share", 0.8),) if policy.startswith("cpu") else ())
     budgets = [14, 161, 403, 806]
-    points = curve(gt_model, hw, params, base, budgets, lambda sc: work, rel_error=0.1, spread_points=2.0).points
+    points = curve(gt_model, hw, params, base, budgets, lambda sc: work, RangeInputs(0.1, 2.0)).points
     for budget, point in zip(budgets, points, strict=True):
         sc = base.with_budget(budget)
         layout = resolve(gt_model, hw, sc)
@@ -78,7 +79,7 @@ def test_each_budget_of_a_curve_is_priced_as_predict_prices_it_alone(gt_model, w
         kernel = sc.band_kernel()
         banded = layout.plan.starts and kernel is not None and kernel.band is not None  # ClassLRU's readings
         band = simulate_plans(gt_model, work, [layout.plan], kernel)[0].band if banded else None
-        alone = predict(gt_model, hw, params, sc, traffic, layout=layout, rel_error=0.1, spread_points=2.0,
+        alone = predict(gt_model, hw, params, sc, traffic, layout=layout, ranges=RangeInputs(0.1, 2.0),
                         policy_band=band)  # fmt: skip
         assert point.prediction.decode_tps == alone.decode_tps
         assert point.prediction.decode_tps_range == alone.decode_tps_range
@@ -134,9 +135,9 @@ def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_cu
 
 
 def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_its_own_budget(qwen30b, monkeypatch):
-    from moe_model.answers.curve import ReplayMemo, replay
-    from moe_model.fits.points import synthetic_workload
     from moe_model.llama.slot_plan import full_budget_mib
+    from moe_model.pricing.curve import ReplayMemo, replay
+    from moe_model.pricing.workloads import synthetic_workload
 
     base, hw = Scenario(build=11549), preset("rtx 5090")
     work = synthetic_workload(qwen30b, base, n_tokens=200)
@@ -160,8 +161,8 @@ def test_the_memo_replays_budgets_with_the_same_pools_once_and_answers_each_at_i
 def test_two_threads_asking_a_memo_for_the_same_budgets_replay_them_once(qwen30b, monkeypatch):
     import threading
 
-    from moe_model.answers.curve import ReplayMemo, replay
-    from moe_model.fits.points import synthetic_workload
+    from moe_model.pricing.curve import ReplayMemo, replay
+    from moe_model.pricing.workloads import synthetic_workload
 
     base, hw = Scenario(build=11549), preset("t4")
     work = synthetic_workload(qwen30b, base, n_tokens=200)
