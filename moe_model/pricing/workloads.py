@@ -3,8 +3,8 @@ generated once per token count and batched as a scenario's server would."""
 
 from __future__ import annotations
 
-from moe_model.llama.batching import build_workload
-from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.batching import build_workload, server_batching
+from moe_model.llama.server_warm_up import start_up_probe
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import Shape, generate, preset_for
 from moe_model.speed.scenario import Scenario
@@ -32,8 +32,10 @@ def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_T
 def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
     """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
     prompt = sc.prompt_tokens if prompts else 0
-    prunes = last_layer_prunes(model.architecture, sc.build)
-    batching = Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, prompt, sc.n_ubatch, last_layer_prunes=prunes)
+    batching = server_batching(
+        model.architecture, sc.build, concurrency=sc.concurrency, draft_tokens=sc.draft_tokens,
+        accept_rate=sc.accept_rate, prompt_tokens=prompt, ubatch_size=sc.n_ubatch,
+    )  # fmt: skip
     return build_workload(trace, batching, model.n_expert)
 
 
@@ -47,5 +49,6 @@ def workload_scenario(sc: Scenario, prompt_tokens: int = 0) -> Scenario:
 
 
 def drafting(sc: Scenario) -> Batching:
-    """How a server of `sc` batches a decode trace (streams and drafting), for a trace or a routing fitted to logs."""
-    return Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate)
+    """How a server of `sc` batches a decode trace (streams and drafting, and the start-up seq_rm probe where its
+    build makes it), for a trace or a routing fitted to logs."""
+    return Batching(sc.concurrency, sc.draft_tokens, sc.accept_rate, start_up_probe=start_up_probe(sc.build))
