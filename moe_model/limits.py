@@ -97,6 +97,10 @@ MAX_RECORD_PROMPTS = 100_000  # prompts in one file: days of CPU time for a real
 MAX_RECORD_PROMPT_BYTES = 64 * 1024 * 1024  # the prompts file, read whole
 RECORD_TIMED_TOKENS = 64  # generation tokens the host record's decode speed is timed on, at least (prompts allowing)
 RECORD_PROGRESS_S = 2.0  # seconds between progress lines on stderr
+DRIVE_READ_BYTES = 1 << 30  # --measure-drive: the model file's first GiB is read (seconds on an SSD, ~10 s on a disk)
+DRIVE_READ_CHUNK = 8 << 20  # bytes per read() of it: large sequential reads, as a drive's rated speed is measured
+DRIVE_MIN_BYTES = 64 << 20  # a shorter read times the drive's latency more than its rate: no rate is given
+DRIVE_COLD_SHARE = 0.01  # a read is cold where at most 1 % of the range was in the page cache when it began
 
 # --- simulation runs ---
 SIM_CHUNK_RECORDS = 32_768  # records per chunk streamed through the kernel: ~1 MiB of arrays, ~1 ms of work

@@ -10,6 +10,7 @@ from moe_model.fits.log_timings import crosscheck, point_from_run
 from moe_model.fits.machine_fit import calibrate_logs
 from moe_model.resources import data_path
 from ui.cached import cached_log, content_key
+from ui.host_run import calibration_machine, sidebar_host_run
 from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
 from ui.startup import through_app
@@ -50,6 +51,7 @@ with friendly_errors():
     model, source, _ = sidebar_model()
     hw, time_model, _ = sidebar_hardware()
     build = sidebar_build()
+    host_run = sidebar_host_run()  # your CPU run: the calibration holds its CPU rate and fits the rest
     st.sidebar.caption(
         "A log's own `build:` line wins, then a cache size line in MiB only (b11480-b12169: the plain LRU); "
         "the build above is taken for the other logs."
@@ -132,7 +134,7 @@ with friendly_errors():
             "hit rates, fitted once per log set when a page first needs it, ~20 s)."
         )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
-        machine = log_machine(matching, hw)
+        machine, held = calibration_machine(log_machine(matching, hw), model, host_run)
         st.caption(
             f"Calibrating {len(matching)} run(s) of {literal(model.name)} on {literal(machine.name)} "
             + (
@@ -142,9 +144,17 @@ with friendly_errors():
             )
         )
         logs = [(name, [r for r in runs if same_model(r, model)]) for name, runs in parsed]
-        result = calibrate_logs([(name, runs) for name, runs in logs if runs], model, machine, time_model.params, build)
+        result = calibrate_logs(
+            [(name, runs) for name, runs in logs if runs], model, machine, time_model.params, build, held
+        )
         st.table(calibration_table(result))
         st.caption(result.request_note)
+        if result.held:
+            st.caption(
+                f"Held from {literal(host_run.described)}: the CPU expert rate "
+                f"{result.hardware.cpu_expert_gbs:,.1f} GB/s at {result.hardware.cpu_expert_threads} threads "
+                "(measured, not fitted)."
+            )
         if result.accepted:
             st.session_state["machine"] = result
             st.success(

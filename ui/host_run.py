@@ -1,6 +1,7 @@
 """The user's CPU run in the sidebar ("your CPU run": a host record from `record --host-out`, or llama-bench -ngl 0's
 output of their model): uploaded once, kept for the session like logs and headers, and applied to the machine of
-every page that predicts (fits.host_fit.apply_host_record), Shopping's other cards included."""
+every page that predicts (fits.host_fit.apply_host_record), Shopping's other cards included, and to the Logs page's
+calibration, which holds the CPU rate it measured and fits the rest on the logs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import streamlit as st
 
 from moe_model.errors import MoeModelError
 from moe_model.fits.calibration import TimeModel
-from moe_model.fits.host_fit import apply_host_record, host_time_model
+from moe_model.fits.host_fit import HOST_SETTLED, apply_host_record, host_time_model
 from moe_model.readers.llama_bench import HostInput, read_host_input, with_header_types
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
@@ -61,6 +62,13 @@ def with_host_run(hw: Hardware, model: ModelSpec, given: HostInput | None) -> Ha
     except MoeModelError as err:
         st.sidebar.warning(f"Your CPU run is not used here: {literal(err, None)}")
         return hw
+
+
+def calibration_machine(hw: Hardware, model: ModelSpec, given: HostInput | None) -> tuple[Hardware, tuple[str, ...]]:
+    """The machine a calibration on logs starts from, and the terms it holds: with the CPU run, its host side
+    measured and its CPU rate held (host_fit.HOST_SETTLED), as `calibrate --host` does."""
+    calibrated = with_host_run(hw, model, given)
+    return calibrated, HOST_SETTLED if calibrated is not hw else ()
 
 
 def time_model_with(time_model: TimeModel, given: HostInput | None, calibrated: bool) -> TimeModel:

@@ -22,8 +22,7 @@ from moe_model.cli.args import (
 )
 from moe_model.cli.output import to_json
 from moe_model.limits import MAX_RATE_GBS
-from moe_model.llama.batching import stream_from, workload_from
-from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.batching import server_batching, stream_from, workload_from
 from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
@@ -94,8 +93,7 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
         """`sc`: workload_scenario's (the key the app's workloads share)."""
         if not path:
             return synthetic_workload(model, sc)
-        prunes = last_layer_prunes(model.architecture, sc.build)
-        batching = sc.request.batching(last_layer_prunes=prunes)
+        batching = server_batching(model.architecture, sc.build, **sc.request.batching_fields)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()
             return workload_from(held, batching, model.n_expert)
@@ -354,13 +352,18 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from moe_model.fits.calibration import default_time_model
+    from moe_model.fits.host_fit import HOST_SETTLED
     from moe_model.fits.machine_fit import calibrate_logs, parse_logs, save_machine
 
     model, hw = load_model(args.model), _named_preset(args.hardware)
-    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build)
+    hw, _, given = _host_run(args, model, hw, 0.0)  # the host record's CPU rate, threads, RAM and drive
+    held = HOST_SETTLED if given else ()
+    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build, held)
     if args.json:
-        print(to_json(result.as_dict()))
+        print(to_json(result.as_dict() | _host_run_fields(given)))
     else:
+        if given:
+            print(given.described)
         _print_calibration(result, hw, model)
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
@@ -385,6 +388,12 @@ def _print_calibration(result, hw, model) -> None:
         print(
             f"  {run.name:{width}} fit {100 * result.fit_errors[run.name]:+6.1f} %   left out "
             f"{100 * result.left_out_errors[run.name]:+6.1f} %   ({', '.join(notes) or 'steady state'})"
+        )
+    if result.held:
+        hw_fit = result.hardware
+        print(
+            f"  held from the host record (measured, not fitted): CPU expert rate {hw_fit.cpu_expert_gbs:,.1f} GB/s "
+            f"at {hw_fit.cpu_expert_threads} threads; the logs fitted the rest"
         )
     print(f"  {result.request_note}")
     print(f"  {result.reason}")
@@ -472,6 +481,12 @@ def add_calibrate(sub) -> None:
     cal.add_argument("--model", required=True, help="GGUF header of the model the logs ran")
     cal.add_argument("--hardware", required=True, help="the GPU preset to start from")
     cal.add_argument("-o", "--output", default="machine.json", help="machine file to write")
+    cal.add_argument(
+        "--host",
+        metavar="HOST.json",
+        help="your CPU run of this model (a host record, or llama-bench -ngl 0's output): its CPU expert rate, "
+        "threads, RAM and drive are held and the logs fit the rest",
+    )
     add_setting(cal, SCENARIO["build"], default=None, help=BUILD_FOR_UNLOGGED)
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=cmd_calibrate)

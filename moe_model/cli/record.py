@@ -73,6 +73,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("-o", "--out", required=True, metavar="OUT.npz", help="the recorded trace")
     p.add_argument("--host-out", metavar="HOST.json", help="the host record (speed of this model on this CPU)")
+    p.add_argument(
+        "--measure-drive",
+        action="store_true",
+        help="after the recording, time a cold read of the model file's first GiB (its pages dropped from the page "
+        "cache first) for the host record's drive rate",
+    )
     p.set_defaults(func=cmd_record)
 
 
@@ -102,7 +108,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if recording is None or not recording.ubatches:
         print("record: interrupted before any ubatch was recorded; nothing written", file=sys.stderr)
         return INTERRUPTED
-    return _write(args, model, recording, runtime.version)
+    return _write(args, model, recording, runtime)
 
 
 def _record(args: argparse.Namespace, prompts, runtime):
@@ -114,16 +120,21 @@ def _record(args: argparse.Namespace, prompts, runtime):
     return record(args.model, prompts, settings, _stderr, runtime=runtime)
 
 
-def _write(args: argparse.Namespace, model, recording, runtime_version: str) -> int:
-    """The trace, the host record where timings exist, a summary; 130 with one line when Ctrl-C cut the run."""
-    from moe_model.record.host import host_record
+def _write(args: argparse.Namespace, model, recording, runtime) -> int:
+    """The trace, the host record where timings exist (the drive timed where asked, after llama.cpp let the file
+    go), a summary; 130 with one line when Ctrl-C cut the run."""
+    from moe_model.record.drive import measure_drive
+    from moe_model.record.host import host_record, largest_shard
     from moe_model.record.trace_out import write_trace
 
     write_trace(args.out, recording.ubatches)
-    host = host_record(model, recording, args.threads, runtime_version)
+    drive = measure_drive(largest_shard(model)) if args.measure_drive and not recording.interrupted else None
+    host = host_record(model, recording, args.threads, runtime.version, runtime.llama_cpp, drive)
     if args.host_out and host is not None:
         write_text_atomic(args.host_out, host.to_json())
     print(_summary(args, recording, host))
+    if drive is not None:
+        print(drive.describe())
     if recording.interrupted:
         kept = "and the host record " if args.host_out and host is not None else ""
         print(

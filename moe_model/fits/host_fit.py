@@ -41,6 +41,7 @@ from moe_model.speed.hardware import MACHINE_SETTINGS, Hardware
 from moe_model.speed.rates import GB, TimeParams
 from moe_model.speed.vram import kv_bytes_per_elem
 
+HOST_SETTLED = ("cpu_expert_gbs",)  # the machine term a host record measures: `calibrate --host` fits the others
 RECORD_KV_TYPE = "f16"  # llama-cpp-python and llama-bench keep K and V in f16 unless told otherwise
 SIZE_TOLERANCE = 0.1  # a record of the same model: its file within 10 % of the header's tensor bytes
 MIN_RATE_SHARE = 0.1  # the fixed cost may take at most 90 % of a recorded token's time

@@ -207,6 +207,7 @@ class MachineFit:
     build: int | None = None
     engine: str = MAINLINE  # mainline llama.cpp, or the qvac-fabric fork (never both: machine_points refuses it)
     class_lru: dict | None = None  # b12170+ logs: the ClassLRU reading they picked (log_reading.ReadingPick)
+    held: tuple[str, ...] = ()  # machine terms not fitted: a host record measured them (host_fit.HOST_SETTLED)
 
     @property
     def request(self) -> str:
@@ -256,6 +257,8 @@ class MachineFit:
             "runs": [asdict(r) for r in self.runs],
             "class_lru_reading": self.class_lru["reading"] if self.class_lru else None,
             "class_lru_fit": self.class_lru,
+            "held": list(self.held),
+            "host_record": self.hardware.host_record,
         }
 
 
@@ -278,13 +281,16 @@ def _identifiable(points: Sequence[Point]) -> tuple[str, ...]:
 
 
 def _fit_machine(points: Sequence[Point], hw: Hardware, params: TimeParams, terms: Sequence[str]) -> Hardware:
-    start = hw.with_changes(
-        cpu_expert_gbs=cpu_expert_gbs(hw, params, pinned=False),
-        sync_us=params.sync_us(hw),
-        token_ms=params.token_ms_of(hw),
-        pinned_gbs=upload_gbs(hw, params, pinned=True),
-        pageable_gbs=upload_gbs(hw, params, pinned=False),
-    )
+    """The machine with `terms` fitted to the points, each starting from the value the time model gives it; a term
+    not fitted keeps the machine's own where it has one (a host record's CPU rate at the record's threads)."""
+    starts = {
+        "cpu_expert_gbs": cpu_expert_gbs(hw, params, pinned=False),
+        "sync_us": params.sync_us(hw),
+        "token_ms": params.token_ms_of(hw),
+        "pinned_gbs": upload_gbs(hw, params, pinned=True),
+        "pageable_gbs": upload_gbs(hw, params, pinned=False),
+    }
+    start = hw.with_changes(**{k: v for k, v in starts.items() if k in terms or getattr(hw, k) is None})
     bounds = MACHINE_BOUNDS | {"sync_us": (5.0, 5000.0), "token_ms": (0.05, 50.0)}
     bounds = {k: (lo, min(hi, hw.line_gbs)) if k.endswith("_gbs") and k != "cpu_expert_gbs" else (lo, hi)
               for k, (lo, hi) in bounds.items()}  # fmt: skip
@@ -340,14 +346,19 @@ def _reason(n_runs: int, judged: Sequence[str], worst: float, wide: bool, concur
 
 
 def calibrate_machine(
-    points: Sequence[Point], hw: Hardware, params: TimeParams, runs: Sequence[LoggedRun] = ()
+    points: Sequence[Point],
+    hw: Hardware,
+    params: TimeParams,
+    runs: Sequence[LoggedRun] = (),
+    held: Sequence[str] = (),
 ) -> MachineFit:
     """Fit this machine's own terms on its runs; each run's error when it was left out; refuse if untrusted.
 
     With two or more one-stream runs, those are fitted and judge the fit; runs with concurrent streams are
     predicted at their concurrency by that fit (which never saw them) and their errors give the range of
     concurrent predictions: the time model prices concurrency with global parameters, and one regime's misfit
-    must not bend the other's terms. Without them every run is fitted and judged alike."""
+    must not bend the other's terms. Without them every run is fitted and judged alike. The `held` terms are not
+    fitted: the machine's own values stand (a host record's measurement)."""
     points = [p for p in points if p.decode_tps]
     if len(points) < 2:
         raise MoeModelError(f"calibration needs at least 2 runs with decode timings, found {len(points)}")
@@ -356,9 +367,10 @@ def calibrate_machine(
     load_mode = _one_load_mode(points)
     single = [p for p in points if p.scenario.concurrency == 1]
     fitted_on = single if len(single) >= 2 else points
-    terms = _identifiable(fitted_on)
+    terms = tuple(t for t in _identifiable(fitted_on) if t not in held)
     if not terms:
-        raise MoeModelError("these runs cannot tell the machine's rates apart (no host layers off the cache)")
+        why = "the host record measured the CPU rate they show" if held else "no host layers off the cache"
+        raise MoeModelError(f"these runs cannot tell the machine's rates apart ({why})")
     fitted = _fit_machine(fitted_on, hw, params, terms)
     errors = decode_errors(points, params, fitted)
     left_out, judged = _left_out(fitted_on, hw, params, terms)
@@ -372,17 +384,23 @@ def calibrate_machine(
     return MachineFit(
         fitted, terms, errors, left_out, tuple(judged), rel_error, accepted,
         _reason(len(points), judged, worst, wide, concurrent), load_mode, rel_concurrent, tuple(runs), *shared,
-        points[0].engine,
+        points[0].engine, held=tuple(held),
     )  # fmt: skip
 
 
 def calibrate_logs(
-    logs: Sequence[tuple[str, list[LogRun]]], model: ModelSpec, hw: Hardware, params: TimeParams, build: int | None
+    logs: Sequence[tuple[str, list[LogRun]]],
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    build: int | None,
+    held: Sequence[str] = (),
 ) -> MachineFit:
-    """`calibrate` (and the Logs page's): the runs checked, the machine fitted, and for b12170+ runs the ClassLRU
-    reading nearest their logged hit rates (log_reading), which the machine file keeps."""
+    """`calibrate` (and the Logs page's): the runs checked, the machine fitted (but the `held` terms a host record
+    measured), and for b12170+ runs the ClassLRU reading nearest their logged hit rates (log_reading), which the
+    machine file keeps."""
     points, runs = machine_points(logs, model, hw, build)
-    result = calibrate_machine(points, hw, params, runs)
+    result = calibrate_machine(points, hw, params, runs, held)
     pick = reading_from_logs(model, logs, hw, build)
     return replace(result, class_lru=pick.as_dict() if pick else None)
 

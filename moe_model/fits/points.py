@@ -29,7 +29,6 @@ from moe_model.errors import MoeModelError
 from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
 from moe_model.limits import DEFAULT_CTX
 from moe_model.llama.builds import EXACT_BUILD
-from moe_model.llama.server_warm_up import warm_up_tokens
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import policy_for_build
 from moe_model.policies.wording import hit_rate_wording
@@ -40,7 +39,7 @@ from moe_model.resources import data_path
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
-from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, independent_distinct
+from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, start_up_fills
 
 MODELS = data_path("models")
 GROUNDTRUTH = data_path("groundtruth")
@@ -116,18 +115,17 @@ def _point(name, machine, model, hw, sc, decode, prefill, hit_rate, control=None
     return Point(name, machine, model, hw, sc, layout, decode, prefill, traffic, control, source, **kw)
 
 
-def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout) -> float:
-    """The logged "ubatch <= 8" hit rate without llama-server's warm-up, which the decode timings leave out:
-    BOS+EOS through every cached layer (the last with 1 token), all misses on the cold pool (docs section 5)."""
-    misses = max(stats.misses - _warm_up_fills(model, layout), 0.0)
+def decode_hit_rate(stats: LoggedStats, model: ModelSpec, layout: Layout, build: int) -> float:
+    """The logged "ubatch <= 8" hit rate without llama-server `build`'s start-up, which the decode timings leave out:
+    BOS+EOS (and the seq_rm probe where the build makes it) through every cached layer, all misses on the cold pool
+    (docs section 5)."""
+    misses = max(stats.misses - _start_up_fills(model, layout, build), 0.0)
     return stats.hits / (stats.hits + misses) if stats.hits + misses else stats.hit_rate
 
 
-def _warm_up_fills(model: ModelSpec, layout: Layout) -> float:
-    """Slots llama-server's warm-up fills before any request (llama.server_warm_up: its tokens at each layer)."""
-    k, n = model.n_expert_used, model.n_expert
-    cached = layout.cached_mask(model, 1).nonzero()[0]
-    return sum(independent_distinct(n, k, warm_up_tokens(il, model.n_layer)) for il in cached)
+def _start_up_fills(model: ModelSpec, layout: Layout, build: int) -> float:
+    """Slots llama-server's start-up fills before any request, at the layers that look the cache up."""
+    return start_up_fills(model, layout.cached_mask(model, 1).nonzero()[0], build)
 
 
 def log_fills(stats: LoggedStats, layout: Layout) -> int:
@@ -274,7 +272,8 @@ def log_points(
             point = _point(name, machine, model, hw, sc, tps, prefill, hit, layout=layout,
                            request="first" if first else "steady", prefill_first=first, engine=run.engine)  # fmt: skip
             if first and run.small and point.traffic.cached.any():
-                fills = log_fills(run.small, layout) - min(layout.plan.n_slots_total, _warm_up_fills(model, layout))
+                start_up = min(layout.plan.n_slots_total, _start_up_fills(model, layout, sc.build))
+                fills = log_fills(run.small, layout) - start_up
                 cap = cold_fills(model, sc, layout) if per_request else fills  # later requests fill the rest
                 point = replace(point, traffic=replace(point.traffic, fills=max(0.0, min(fills, cap))))
             points.append(point)

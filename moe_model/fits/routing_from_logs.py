@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from moe_model.fits.points import decode_hit_rate, scenario_of_run
+from moe_model.llama.server_warm_up import start_up_probe
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LoggedHitRate, LogRouting, fit_to_logs
@@ -46,15 +47,23 @@ def logged_hit_rates(
         cached = int(layout.cached_mask(model, sc.tokens_per_ubatch).sum())
         if not cached:
             continue
-        rate = decode_hit_rate(stats, model, layout)
+        rate = decode_hit_rate(stats, model, layout, sc.build)
         tokens = _decode_tokens(run, model, cached)
         if tokens:
             name = f"{source}#{run.index + 1}"
             kernel = sc.kernel() or build_kernel(sc)  # a CPU share's policy replays per budget: its build's lists
             out.append(
                 LoggedHitRate(
-                    name, sc.budget_mib, layout.placement, rate, tokens, _requests(run), sc.concurrency, kernel
-                )
+                    name,
+                    sc.budget_mib,
+                    layout.placement,
+                    rate,
+                    tokens,
+                    _requests(run),
+                    sc.concurrency,
+                    kernel,
+                    start_up_probe(sc.build),
+                )  # fmt: skip
             )
     return out
 

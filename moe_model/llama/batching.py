@@ -29,7 +29,14 @@ from moe_model.limits import (
     available_memory_bytes,
     check_at_most,
 )
-from moe_model.llama.server_warm_up import PROBE_OUTPUTS, PROBE_TOKENS, WARM_UP_OUTPUTS, WARM_UP_TOKENS
+from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.server_warm_up import (
+    PROBE_OUTPUTS,
+    PROBE_TOKENS,
+    WARM_UP_OUTPUTS,
+    WARM_UP_TOKENS,
+    start_up_probe,
+)
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
@@ -45,6 +52,14 @@ from moe_model.workload import (
 )
 
 DRAWN = -1  # the "sequence" of rows drawn from the trace's popularity (warm-up and prompts)
+
+
+def server_batching(architecture: str, build: int, **settings) -> Batching:
+    """Batching as llama-server `build` runs `architecture`: the last layer's output pruning (output_rows) and the
+    start-up seq_rm probe (server_warm_up) of that build, the rest as given."""
+    return Batching(
+        **settings, last_layer_prunes=last_layer_prunes(architecture, build), start_up_probe=start_up_probe(build)
+    )
 
 
 class _Ubatch(NamedTuple):

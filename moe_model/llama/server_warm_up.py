@@ -15,6 +15,12 @@ memory cleared again (also with --no-warmup: it is not part of the warm-up). It 
 only where `llama_n_rs_seq(ctx) > 0` (MTP, EAGLE3, DFlash or DSpark drafting on an architecture with recurrent
 rollback), which this project does not model. The same call is in b11063, b11434 and commit 0c1e5709 (the copy
 llama-cpp-python 0.3.36 vendors); trees before b11063 were not read (docs/llamacpp-cache.md section 7).
+The probe's two tokens are one token id whose values (V) are equal at both positions, so every layer's hidden
+states are equal up to rounding and they route as one row: run11b's recording of b11549's start-up
+(sample_data/groundtruth/run11/run11b) selects the same 8 experts for both at 19 of 24 layers, 9 at the rest.
+Attention sinks (gpt-oss) weigh the two positions' values differently, so there they may split a little more
+(tests/record: a tiny gpt-oss routes them one expert apart at one layer of two); one row stays the model.
+`start_up_rows` is what the time model, the traffic and the calibration count of the start-up.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ def warm_up_tokens(layer: int, n_layer: int, last_layer_prunes: bool = True) -> 
     """Tokens the warm-up's MoE sees at `layer` of `n_layer`: both, but only the output where the last layer
     prunes (output_rows.last_layer_prunes of the model's architecture and build)."""
     return WARM_UP_OUTPUTS if last_layer_prunes and layer == n_layer - 1 else WARM_UP_TOKENS
+
+
+def start_up_rows(layer: int, n_layer: int, build: int, last_layer_prunes: bool = True) -> int:
+    """Token rows of distinct routing the start-up puts through `layer`'s MoE before any request: the warm-up's
+    (warm_up_tokens) and, where `build` makes the seq_rm probe (start_up_probe), its two tokens as one row."""
+    return warm_up_tokens(layer, n_layer, last_layer_prunes) + start_up_probe(build)
 
 
 def start_up_probe(build: int) -> bool:

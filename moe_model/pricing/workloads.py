@@ -3,11 +3,11 @@ generated once per token count and batched as a scenario's server would."""
 
 from __future__ import annotations
 
-from moe_model.llama.batching import build_workload
-from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.batching import build_workload, server_batching
+from moe_model.llama.server_warm_up import start_up_probe
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import Shape, generate, preset_for
-from moe_model.speed.scenario import Request, Scenario
+from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching, TokenTrace, Workload
 
 SYNTHETIC_TOKENS = 4000  # the tokens predict, recommend, Explore and the calibration replay: one number everywhere
@@ -32,8 +32,9 @@ def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_T
 def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:
     """A synthetic trace batched as the scenario's server would (synthetic_workload's second half)."""
     prompt = sc.prompt_tokens if prompts else 0
-    prunes = last_layer_prunes(model.architecture, sc.build)
-    batching = sc.request.batching(prompt_tokens=prompt, ubatch_size=sc.n_ubatch, last_layer_prunes=prunes)
+    batching = server_batching(
+        model.architecture, sc.build, **sc.request.batching_fields, prompt_tokens=prompt, ubatch_size=sc.n_ubatch
+    )
     return build_workload(trace, batching, model.n_expert)
 
 
@@ -41,11 +42,12 @@ def workload_scenario(sc: Scenario, prompt_tokens: int = 0) -> Scenario:
     """What a batched synthetic workload reads of a scenario (streams, drafting, ubatch, the build's batching; each
     prompt's first `prompt_tokens` where > 0), the rest at their defaults: one key for every setting that replays
     the same workload (the app's caches, Explore's and the recommender's)."""
-    fields = {name: getattr(sc.request, name) for name in Request.BATCHED}
+    fields = dict(sc.request.batching_fields)
     fields |= {"n_ubatch": sc.n_ubatch, "build": sc.build} | ({"prompt_tokens": prompt_tokens} if prompt_tokens else {})
     return Scenario(**fields)
 
 
 def drafting(sc: Scenario) -> Batching:
-    """How a server of `sc` batches a decode trace (streams and drafting), for a trace or a routing fitted to logs."""
-    return sc.request.batching()
+    """How a server of `sc` batches a decode trace (streams and drafting, and the start-up seq_rm probe where its
+    build makes it), for a trace or a routing fitted to logs."""
+    return Batching(**sc.request.batching_fields, start_up_probe=start_up_probe(sc.build))

@@ -10,14 +10,18 @@ The file is JSON, written by `python -m moe_model record --host-out HOST.json`:
      "model": {"name": ..., "file_bytes": ..., "expert_types": ["q4_K", ...]},
      "cpu": {"model": ..., "cores": 16, "threads": 16},
      "memory": {"ram_gib": 125.0, "free_gib": 100.0, "copy_gbs": 9.6},
-     "drive": {"name": "nvme0n1", "read_gbs": 3.1},
-     "runtime": {"name": "llama-cpp-python 0.3.36", "llama_cpp": "b6xxx"},
+     "drive": {"name": "nvme0n1", "read_gbs": 3.1, "read_cold": true},
+     "runtime": {"name": "llama-cpp-python 0.3.36", "llama_cpp": "commit 0c1e570 (...)"},
      "speed": {"decode_tps": 40.1, "decode_tokens": 64, "decode_depth_tokens": 200,
                "prompt_tps": 150.0, "prompt_tokens": 512, "n_ubatch": 512}}
 
 `ram_gib`, `free_gib`, `name`, `read_gbs` and `llama_cpp` may be null (not known). `copy_gbs` (one core copying
 the model's mmap'd bytes, record/copy_rate.py: the host half of a pageable upload) may be null or absent (records
-written before it was measured).
+written before it was measured). `read_cold` (an optional field added after version 1's first records, which lack
+it: null) says how `record --measure-drive` went: true, the model file's pages were out of the page cache when
+`read_gbs` was timed (a cold read); false, they stayed in it, so no rate is given; null, not measured. `llama_cpp` is
+llama-bench's build ("b7150 (0104b151)") or, for `record`, the commit the llama-cpp-python wheel's libraries report
+(they expose no build number).
 """
 
 from __future__ import annotations
@@ -67,6 +71,11 @@ class HostRecord:
     drive: str | None = None
     drive_read_gbs: float | None = None
     copy_gbs: float | None = None  # one core copying the mmap'd model (record/copy_rate.py); optional, added later
+    drive_read_cold: bool | None = None  # optional, added later: None in records without it
+
+    def __post_init__(self) -> None:
+        if self.drive_read_gbs is not None and self.drive_read_cold is False:
+            raise HostRecordError("host record drive.read_gbs is given from a warm read (read_cold false): no rate")
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON layout of the module docstring."""
@@ -81,7 +90,7 @@ class HostRecord:
             },
             "cpu": {"model": self.cpu_model, "cores": self.cpu_cores, "threads": self.threads},
             "memory": {"ram_gib": self.ram_gib, "free_gib": self.ram_free_gib, "copy_gbs": self.copy_gbs},
-            "drive": {"name": self.drive, "read_gbs": self.drive_read_gbs},
+            "drive": {"name": self.drive, "read_gbs": self.drive_read_gbs, "read_cold": self.drive_read_cold},
             "runtime": {"name": self.runtime, "llama_cpp": self.llama_cpp},
             "speed": {
                 "decode_tps": self.decode_tps,
@@ -140,6 +149,7 @@ def host_record_from_dict(data: Any) -> HostRecord:
         drive=g.text("drive", "name", optional=True),
         drive_read_gbs=g.number(("drive", "read_gbs"), MAX_RATE_GBS, optional=True),
         copy_gbs=g.number(("memory", "copy_gbs"), MAX_RATE_GBS, optional=True),
+        drive_read_cold=g.boolean("drive", "read_cold"),
     )
 
 
@@ -173,6 +183,13 @@ class _Getter:
         if not isinstance(value, str) or not value.strip():
             raise HostRecordError(f"host record {'.'.join(path)} must be a non-empty text")
         return value.strip()[:MAX_ECHO_CHARS]
+
+    def boolean(self, *path: str) -> bool | None:
+        """An optional true or false (null or absent: not known)."""
+        value = self._get(path, True)
+        if value is not None and not isinstance(value, bool):
+            raise HostRecordError(f"host record {'.'.join(path)} must be true, false or null")
+        return value
 
     def texts(self, *path: str) -> tuple[str, ...]:
         value = self._get(path, False)

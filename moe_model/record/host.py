@@ -13,13 +13,23 @@ from moe_model.readers.gguf import read_model_headers, shard_sources
 from moe_model.readers.host_record import HostRecord
 from moe_model.readers.model_spec import ModelSpec, spec_from_headers
 from moe_model.record.copy_rate import copy_gbs, expert_slice_bytes
+from moe_model.record.drive import DriveRead
 from moe_model.record.session import Recording
 
 GIB = 1024**3
 
 
-def host_record(model: ModelFiles, recording: Recording, threads: int, runtime_version: str) -> HostRecord | None:
-    """The host record of a recording; None when it timed no prompt or no generation token after the first."""
+def host_record(
+    model: ModelFiles,
+    recording: Recording,
+    threads: int,
+    runtime_version: str,
+    llama_cpp: str | None = None,
+    drive_read: DriveRead | None = None,
+) -> HostRecord | None:
+    """The host record of a recording, with the llama.cpp the runtime vendors (runtime.vendored_llama_cpp) and the
+    drive's timed read where one was made (drive.measure_drive); None when it timed no prompt or no generation token
+    after the first."""
     t = recording.timings
     if not (t.prompt_tokens and t.prompt_s > 0 and t.decode_tokens and t.decode_s > 0):
         return None
@@ -40,12 +50,13 @@ def host_record(model: ModelFiles, recording: Recording, threads: int, runtime_v
         prompt_tokens=t.prompt_tokens,
         n_ubatch=recording.n_ubatch,
         runtime=f"llama-cpp-python {runtime_version}",
-        llama_cpp=None,  # libllama exposes no build number (common's LLAMA_BUILD_NUMBER is not in it)
+        llama_cpp=llama_cpp,
         ram_gib=ram,
         ram_free_gib=free,
         drive=drive_of(Path(model.shards[0])),
-        drive_read_gbs=None,
+        drive_read_gbs=None if drive_read is None else drive_read.read_gbs,
         copy_gbs=copy_gbs(max(model.shards, key=os.path.getsize), expert_slice_bytes(spec)),
+        drive_read_cold=None if drive_read is None else drive_read.cold,
     )
 
 
@@ -126,3 +137,8 @@ def _lines(path: str) -> list[str]:
         return Path(path).read_text(errors="replace").splitlines()
     except OSError:
         return []
+
+
+def largest_shard(model: ModelFiles) -> str:
+    """The shard whose read times the drive best: the largest (a split model's first holds little but its header)."""
+    return max(model.shards, key=os.path.getsize)

@@ -29,11 +29,12 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Runtime:
-    """llama_cpp's low-level module, its version, and ggml's tensor functions."""
+    """llama_cpp's low-level module, its version, ggml's tensor functions, and the llama.cpp it vendors."""
 
     llama: ModuleType
     version: str
     ggml: ctypes.CDLL
+    llama_cpp: str | None = None  # vendored_llama_cpp: the commit, as the libraries report it
 
 
 def load_runtime() -> Runtime:
@@ -47,7 +48,21 @@ def load_runtime() -> Runtime:
     except (OSError, RuntimeError) as err:  # its shared library failed to load
         raise RecordError(f"llama-cpp-python is installed but its library does not load: {one_line(err)}") from None
     ggml = _ggml_library(Path(low._base_path))
-    return Runtime(low, str(llama_cpp.__version__), ggml)
+    return Runtime(low, str(llama_cpp.__version__), ggml, vendored_llama_cpp(low, ggml))
+
+
+def vendored_llama_cpp(low: ModuleType, ggml: ctypes.CDLL) -> str | None:
+    """The llama.cpp the wheel was built from, as its libraries say: ggml_commit() (the tree's short commit; "-dirty"
+    where the wheel's build changed files) with libllama's llama_version() and ggml_version(). llama.cpp's build
+    number (LLAMA_BUILD_NUMBER) is compiled into common/, which llama-cpp-python does not ship, so none is given.
+    None where the libraries predate these functions."""
+    try:
+        ggml.ggml_commit.restype = ggml.ggml_version.restype = ctypes.c_char_p
+        commit, ggml_version = ggml.ggml_commit().decode(), ggml.ggml_version().decode()
+        library = low.llama_version().decode()
+    except (AttributeError, UnicodeDecodeError):
+        return None
+    return f"commit {commit} (no build number exposed; libllama {library}, ggml {ggml_version})"
 
 
 def _ggml_library(lib_dir: Path) -> ctypes.CDLL:

@@ -47,6 +47,7 @@ class LoggedHitRate:
     requests: int
     concurrency: int = 1
     kernel: Kernel = LRU_KERNEL  # the replacement policy of the build that logged it
+    start_up_probe: bool = False  # the build decoded the seq_rm probe at start-up (llama.server_warm_up)
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.hit_rate <= 1.0 and self.budget_mib > 0 and self.decode_tokens > 0 and self.requests > 0):
@@ -132,16 +133,17 @@ def simulated_hit_rates(
     model: ModelSpec, knobs: Knobs, points: Sequence[LoggedHitRate], length: RunLength, seed: int = 0
 ) -> dict[str, float]:
     """Each point's decode hit rate with these knobs: one simulation per placement and stream count, all its
-    budgets at once (through the policy of the build that logged it), after llama-server's warm-up, which fills
-    the pool, with its lookups left out, as the logged rates are."""
+    budgets at once (through the policy of the build that logged it), after llama-server's start-up (the warm-up,
+    and the seq_rm probe where that build makes it), which fills the pool, with its lookups left out, as the logged
+    rates are."""
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
     trace = generate(shape, knobs, length.decode_tokens, length.seq_len, seed)
-    groups: dict[tuple[Placement, int, Kernel], list[LoggedHitRate]] = {}
+    groups: dict[tuple[Placement, int, Kernel, bool], list[LoggedHitRate]] = {}
     for p in points:
-        groups.setdefault((p.placement, p.concurrency, p.kernel), []).append(p)
+        groups.setdefault((p.placement, p.concurrency, p.kernel, p.start_up_probe), []).append(p)
     out = {}
-    for (placement, concurrency, kernel), members in groups.items():
-        work = build_workload(trace, Batching(concurrency), model.n_expert)
+    for (placement, concurrency, kernel, probe), members in groups.items():
+        work = build_workload(trace, Batching(concurrency, start_up_probe=probe), model.n_expert)
         budgets = sorted({p.budget_mib for p in members})
         runs = simulate_budgets(model, work, budgets, placement, kernel)
         warm_ups = simulate_budgets(model, work.warm_up(), budgets, placement, kernel)  # on an empty pool: first

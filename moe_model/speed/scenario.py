@@ -7,7 +7,6 @@ The placement is one typed contract for `--cpu-moe`, `--n-cpu-moe K`, `-ngl`, `-
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import ClassVar
 
 import numpy as np
 
@@ -56,7 +55,6 @@ from moe_model.speed.vram import (
     fit_host_layers,
     max_budget_mib,
 )
-from moe_model.workload import Batching
 
 LOAD_MODES = ("mmap", "none", "mlock", "dio")  # -lm; all but mmap load --cpu-moe experts into pinned CUDA_Host memory
 FLASH_ATTN = ("auto", "on", "off")  # -fa; auto turns it on where the backend supports it (CUDA, HIP, Vulkan do)
@@ -91,11 +89,10 @@ class Request:
     depth: int | None
     n_predict: int
 
-    BATCHED: ClassVar[tuple[str, ...]] = ("concurrency", "draft_tokens", "accept_rate")  # what decode batching reads
-
-    def batching(self, **more) -> Batching:
-        """How a server batches this request's decode (streams and drafting); `more`: Batching's other fields."""
-        return Batching(self.concurrency, self.draft_tokens, self.accept_rate, **more)
+    @property
+    def batching_fields(self) -> dict[str, object]:
+        """What decode batching reads of the request (Batching's streams and drafting), by Batching's names."""
+        return {"concurrency": self.concurrency, "draft_tokens": self.draft_tokens, "accept_rate": self.accept_rate}
 
 
 @dataclass(frozen=True)

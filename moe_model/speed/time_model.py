@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.pool_rule import copies_from_pool, uses_pool
-from moe_model.llama.server_warm_up import WARM_UP_TOKENS
+from moe_model.llama.server_warm_up import start_up_rows
 from moe_model.policies import MODELLED, get_policy
 from moe_model.policies.cpu_share import share_applies, share_note
 from moe_model.readers.model_spec import ModelSpec
@@ -400,11 +401,12 @@ def prefill_terms(
 
 def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout, locality: bool = False) -> float:
     """Experts a first request's decode uploads into empty slots: per cached group, the slots it fills before the
-    pool is full, after the start-up warm-up's (llama.server_warm_up). Tokens taken as independent: an upper bound
-    for routing with locality; `locality`: one sequence's consecutive tokens under the model's routing preset
-    (window_distinct), the lower bound."""
-    tokens = sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency
-    k, n_expert = model.n_expert_used, model.n_expert
+    pool is full, after the start-up's (the warm-up and the seq_rm probe where the build makes it:
+    llama.server_warm_up.start_up_rows). Tokens taken as independent: an upper bound for routing with locality;
+    `locality`: one sequence's consecutive tokens under the model's routing preset (window_distinct), the lower
+    bound."""
+    tokens = int(sc.n_predict * sc.tokens_per_ubatch / sc.decoded_per_ubatch * sc.concurrency)
+    k, n_expert, prunes = model.n_expert_used, model.n_expert, last_layer_prunes(model.architecture, sc.build)
     knobs = prompt_knobs(model) if locality else None
 
     def distinct(n: int) -> float:
@@ -413,9 +415,10 @@ def cold_fills(model: ModelSpec, sc: Scenario, layout: Layout, locality: bool = 
     fills = 0.0
     for group in layout.plan.groups if layout.plan.starts else ():
         if group.cached:
-            touched = len(group.layers) * distinct(int(tokens) + WARM_UP_TOKENS)
-            warm_up = len(group.layers) * distinct(WARM_UP_TOKENS)
-            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, warm_up))
+            rows = [start_up_rows(il, model.n_layer, sc.build, prunes) for il in group.layers]
+            touched = sum(distinct(tokens + r) for r in rows)
+            start_up = sum(distinct(r) for r in rows)  # traffic.start_up_fills where tokens are independent
+            fills += max(0.0, min(group.n_slots, touched) - min(group.n_slots, start_up))
     return fills
 
 

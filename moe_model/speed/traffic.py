@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.errors import WorkloadError
-from moe_model.llama.server_warm_up import WARM_UP_TOKENS
+from moe_model.llama.output_rows import last_layer_prunes
+from moe_model.llama.server_warm_up import start_up_rows
 from moe_model.llama.simulate import SimResult, simulate_plans
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.policies import REFERENCE, PolicyResult, get_policy, run_policy
@@ -73,6 +74,13 @@ class Traffic:
 def independent_distinct(n_expert: int, k: int, tokens: int) -> float:
     """Expected distinct experts of `tokens` independent tokens with k of n_expert each."""
     return n_expert * (1 - (1 - k / n_expert) ** max(tokens, 1))
+
+
+def start_up_fills(model: ModelSpec, layers: Sequence[int], build: int) -> float:
+    """Experts llama-server `build`'s start-up (the warm-up and the seq_rm probe: server_warm_up.start_up_rows)
+    puts into the empty slots of `layers`, tokens taken as independent, before any request."""
+    k, n, prunes = model.n_expert_used, model.n_expert, last_layer_prunes(model.architecture, build)
+    return sum(independent_distinct(n, k, start_up_rows(il, model.n_layer, build, prunes)) for il in layers)
 
 
 def _estimated_distinct(model: ModelSpec, tokens: int) -> np.ndarray:
@@ -163,7 +171,7 @@ def from_counts(
     looked = cached & (counts.lookups > 0)
     return Traffic(
         np.where(looked, counts.lookups / per_ub, distinct),
-        np.where(cached, steady_hits(model, layout, counts) / per_ub, 0.0),
+        np.where(cached, steady_hits(model, layout, counts, sc.build) / per_ub, 0.0),
         cached,
         source,
         np.where(cached, counts.cpu / per_ub, 0.0),
@@ -171,19 +179,18 @@ def from_counts(
     )
 
 
-def steady_hits(model: ModelSpec, layout: Layout, counts: PolicyResult) -> np.ndarray:
+def steady_hits(model: ModelSpec, layout: Layout, counts: PolicyResult, build: int) -> np.ndarray:
     """A warm pool's hits: a replay's uploads into slots never used before (each group's first ones after the
-    start-up warm-up's: llama.cpp hands out never-used slots first and never empties one) are a first request's
+    start-up's, start_up_fills: llama.cpp hands out never-used slots first and never empties one) are a first request's
     cold start, which `first_request` prices on top; each group keeps its hit rate without them over all its
     lookups, as points.steady_hit_rate does to a log's counts."""
     hits = counts.hits.astype(float)
     if not layout.plan.starts:
         return hits
-    warm_up = independent_distinct(model.n_expert, model.n_expert_used, WARM_UP_TOKENS)
     for group in (g for g in layout.plan.groups if g.cached):
         layers = list(group.layers)
         lookups, uploads = counts.lookups[layers].sum(), counts.uploads[layers].sum()
-        free = group.n_slots - min(group.n_slots, len(layers) * warm_up)
+        free = group.n_slots - min(group.n_slots, start_up_fills(model, layers, build))
         fills = min(free, uploads)
         if fills > 0 and lookups > fills:
             scaled = counts.hits[layers] * lookups / (lookups - fills)

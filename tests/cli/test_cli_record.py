@@ -35,14 +35,19 @@ def _record(model, prompts, out, *flags: str):
 def test_record_writes_a_trace_simulate_replays_and_a_host_record(model, prompts, tmp_path):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (pip install -e '.[record]') runs the recorder")
     out, host = tmp_path / "t.npz", tmp_path / "host.json"
-    run = _record(model, prompts, out, "-n", "8", "-b", "16", "-ub", "8", "--threads", "2", "--host-out", str(host))
+    run = _record(
+        model, prompts, out, "-n", "8", "-b", "16", "-ub", "8", "--threads", "2", "--host-out", str(host),
+        "--measure-drive",
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr
+    assert "drive: not measured: the file is too small to time a drive" in run.stdout  # a tiny model's few KB
     trace = load_recorded(out)
     assert trace.rec_phase[0] == PHASE_WARMUP and trace.decode_tokens == 2 * 7 and trace.k == 4
     record = read_host_record(host)
     assert record.source == "record" and record.threads == 2 and record.expert_types == ("f32",)
     assert record.decode_tps > 0 and record.prompt_tps > 0 and record.n_ubatch == 8
     assert record.model_file_bytes == model.stat().st_size
+    assert record.llama_cpp.startswith("commit ") and record.drive_read_gbs is None
     replay = run_cli("simulate", "--model", str(model), "--trace", str(out), "--budget-mib", "1")
     assert replay.returncode == 0, replay.stderr
     assert "recorded llama.cpp trace: 14 decode tokens" in replay.stdout

@@ -60,14 +60,17 @@ def test_a_fit_recovers_the_parameters_that_generated_its_points(run3_points):
     assert max(abs(e) for e in prefill_errors(made, fitted).values()) < 0.03
 
 
-def test_the_logged_hit_rate_leaves_out_the_warm_up_that_decode_timings_do_not_include():
+def test_the_logged_hit_rate_leaves_out_the_start_up_that_decode_timings_do_not_include():
     model, hw = load_model(RUN3 / "model-header.gguf"), preset("h200")
     run = parse_log(RUN3 / "logs" / "server_full.log")[0]
     point = log_points([run], model, hw, "full", "h200")[0]
-    decoded = 256 * model.n_layer * model.n_expert_used  # one request of 256 tokens, every layer cached
-    rate = decode_hit_rate(run.small, model, point.layout)
+    # one request of 256 tokens, every layer cached: 255 one-token decodes (the first token comes from the prompt)
+    decoded = 255 * model.n_layer * model.n_expert_used
+    rate = decode_hit_rate(run.small, model, point.layout, point.scenario.build)
     assert rate > run.small.hit_rate
-    assert run.small.hits / rate == pytest.approx(decoded, rel=0.005)  # the lookups left are the decode's
+    # the lookups left are the decode's: b11549's start-up (warm-up and seq_rm probe) is left out (0.4 % over without
+    # the probe)
+    assert run.small.hits / rate == pytest.approx(decoded, rel=0.002)
 
 
 @pytest.fixture(scope="module")

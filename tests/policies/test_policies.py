@@ -389,7 +389,7 @@ def test_the_time_model_prices_the_counts_of_the_policy_a_scenario_names(gt_mode
         layout = resolve(gt_model, hw, sc)
         traffic = from_workload(gt_model, layout, sc, work)
         expected = run_policy(sc.policy_name, gt_model, work, [sc.budget_mib], layout.placement, **sc.policy_knobs)[0]
-        steady = steady_hits(gt_model, layout, expected)  # the policy's counts, as a warm pool serves them
+        steady = steady_hits(gt_model, layout, expected, sc.build)  # the policy's counts, as a warm pool serves them
         assert traffic.hits.sum() * decode_ubatches(work) == pytest.approx(steady.sum())
         speeds[name] = predict(gt_model, hw, params, sc, traffic, layout=layout).decode_tps
     assert speeds["belady"] > speeds[""]  # fewer uploads, the same everything else

@@ -50,6 +50,8 @@ def test_a_written_record_reads_back_equal(tmp_path):
         (lambda d: d["model"].update(expert_types="q4_K"), "model.expert_types"),
         (lambda d: d.update(source="guess"), "source must be"),
         (lambda d: d["memory"].update(ram_gib=1e30), "memory.ram_gib"),
+        (lambda d: d["drive"].update(read_cold="yes"), "drive.read_cold"),
+        (lambda d: d["drive"].update(read_gbs=3.0, read_cold=False), "warm read"),
         (lambda d: d["memory"].update(copy_gbs=-1), "memory.copy_gbs"),
     ],
 )
@@ -79,3 +81,12 @@ def test_a_large_file_is_refused_unread(tmp_path):
     path.write_bytes(b" " * (1 << 20))
     with pytest.raises(HostRecordError, match="at most"):
         read_host_record(path)
+
+
+def test_a_record_written_before_read_cold_existed_reads_as_not_measured():
+    data = RECORD.as_dict()
+    data["drive"] = {"name": "vda", "read_gbs": None}  # run11c's host_default.json, as recorded
+    assert read_host_record(json.dumps(data).encode()).drive_read_cold is None
+    data["drive"] = {"name": "vda", "read_gbs": 2.5, "read_cold": True}
+    back = read_host_record(json.dumps(data).encode())
+    assert (back.drive_read_gbs, back.drive_read_cold) == (2.5, True)

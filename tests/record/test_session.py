@@ -17,9 +17,11 @@ import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
+from moe_model.llama.batching import build_workload, server_batching
 from moe_model.llama.output_rows import NEXTN_CROP_BUILD
 from moe_model.llama.server_warm_up import PROBE_FROM_BUILD
 from moe_model.readers.gguf_writer import header_bytes
+from moe_model.readers.traces import make_token_trace
 from moe_model.record.callback import RoutingReader
 from moe_model.record.llama import ContextSettings, LlamaCpu, model_params
 from moe_model.record.prompts import Prompt
@@ -83,6 +85,22 @@ def test_the_servers_warm_up_comes_first_bos_and_eos_then_the_seq_rm_probe(recor
         assert (ub.phase, ub.call) == (PHASE_WARMUP, -1)
         assert [layer.n_tokens for layer in ub.layers] == [2] * (len(ub.layers) - 1) + [1]
     assert all(ub.phase != PHASE_WARMUP for ub in rest)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_recorded_start_up_is_the_one_predict_and_the_calibration_model_for_the_build(recordings, arch):
+    """server_batching's start-up for the recorded build (the warm-up, then the probe) has the recording's ubatches
+    and each MoE layer's token count; start_up_rows counts the probe as one row, and llama.cpp routes its two copies
+    of token 0 to at most one expert apart per layer."""
+    start_up = [ub for ub in recordings[arch].ubatches if ub.phase == PHASE_WARMUP]
+    n_moe = len(start_up[0].layers)
+    trace = make_token_trace(np.zeros((2, n_moe, K), dtype=np.int16), np.array([0, 2]))
+    modelled = build_workload(trace, server_batching(arch, SETTINGS.build), 64)
+    warm = modelled.rec_phase == PHASE_WARMUP
+    counts = modelled.rec_ntok[warm].reshape(-1, n_moe).tolist()
+    assert counts == [[layer.n_tokens for layer in ub.layers] for ub in start_up]
+    for layer in start_up[1].layers[:-1]:  # the probe: token 0 twice
+        assert len(set(layer.ids.ravel().tolist())) <= K + 1, arch
 
 
 def test_a_build_before_the_probe_has_the_warm_up_alone(runtime, tiny_models):

@@ -9,7 +9,6 @@ import pytest
 from conftest import GT_HEADER, MODELS
 
 from moe_model.fits.calibration import default_time_model
-from moe_model.llama.server_warm_up import WARM_UP_TOKENS
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.model_spec import load_model
 from moe_model.resources import data_path
@@ -165,9 +164,11 @@ def test_the_first_request_pays_for_filling_the_empty_pool_and_its_prompt_finds_
     sc = Scenario(CPU_MOE, 16746, prompt_tokens=2048, n_predict=256)
     cached = predict(qwen30b, hw, params, sc, hit_rate=1.0)
     first = cached.first_request
-    # 256 tokens touch every expert of every layer: all 6,144 slots fill, but those the 2-token warm-up filled
-    warm_up = qwen30b.n_layer * independent_distinct(qwen30b.n_expert, qwen30b.n_expert_used, WARM_UP_TOKENS)
-    assert cached.layout.plan.n_slots_total == 6144 and first.cold_fills == pytest.approx(6144 - warm_up)
+    # 256 tokens touch every expert of every layer: all 6,144 slots fill, but those the start-up filled: BOS, EOS and
+    # the seq_rm probe's row (the default build makes it), the last layer only the outputs (EOS, the probe's)
+    n, k = qwen30b.n_expert, qwen30b.n_expert_used
+    start_up = (qwen30b.n_layer - 1) * independent_distinct(n, k, 3) + independent_distinct(n, k, 2)
+    assert cached.layout.plan.n_slots_total == 6144 and first.cold_fills == pytest.approx(6144 - start_up)
     per_fill = np.mean([layer.slot_bytes for layer in qwen30b.layers]) / (upload_gbs(hw, params, False) * 1e9)
     per_fill += 3 * params.pageable_copy_us / 1e6  # gate, up and down: a copy each
     extra_s = 256 / first.decode_tps - 256 / cached.decode_tps
