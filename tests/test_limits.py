@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from moe_model.errors import MoeModelError, WorkloadError
-from moe_model.limits import MAX_CONCURRENCY, check_at_most
+from moe_model.limits import MAX_CONCURRENCY, MAX_DRAFT_TOKENS, MAX_PROMPT_TOKENS, check_at_most
 from moe_model.llama.simulate import simulate
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import cpu_share
@@ -64,16 +66,22 @@ def test_every_compiled_pass_refuses_out_of_range_input_instead_of_writing_out_o
         steps(bad, plan_cache(MODEL, 100), MODEL.n_expert)
 
 
+DRAFT_FLAG = "--draft (llama-server --spec-draft-n-max)"
+
+
 @pytest.mark.parametrize(
-    ("changes", "message"),
+    ("changes", "line"),
     [
-        ({"concurrency": 1_000_000}, f"concurrency is 1,000,000, above this tool's limit of {MAX_CONCURRENCY}"),
-        ({"draft_tokens": 10_000}, "draft tokens is 10,000, above"),
-        ({"prompt_tokens": 10**9}, "prompt tokens is 1,000,000,000, above"),
-        ({"accept_rate": 2.0}, r"acceptance rate must be in \[0, 1\]"),
+        (
+            {"concurrency": 1_000_000},
+            f"--concurrency (llama-server -np) must be in 1..{MAX_CONCURRENCY:,}, got 1,000,000",
+        ),
+        ({"draft_tokens": 10_000}, f"{DRAFT_FLAG} must be in 0..{MAX_DRAFT_TOKENS:,}, got 10,000"),
+        ({"prompt_tokens": 10**9}, f"--prompt-tokens must be in 1..{MAX_PROMPT_TOKENS:,}, got 1,000,000,000"),
+        ({"accept_rate": 2.0}, "--accept must be in 0.0..1.0, got 2.0"),
     ],
 )
-def test_a_scenario_beyond_the_limits_is_refused(changes, message):
+def test_a_scenario_beyond_the_limits_is_refused(changes, line):
     Scenario(concurrency=256)  # positive control
-    with pytest.raises(MoeModelError, match=message):
+    with pytest.raises(MoeModelError, match=re.escape(line)):
         Scenario(**changes)
