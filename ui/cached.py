@@ -6,7 +6,6 @@ the session). Uploads are size-checked from their declared sizes before any arra
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import hashlib
@@ -17,10 +16,9 @@ import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 
@@ -56,9 +54,9 @@ from moe_model.routing.synthetic import PRESETS_PATH
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import Scenario
-from moe_model.threads import SingleFlight
 from moe_model.warmup import is_compiled
 from moe_model.workload import TokenTrace, Workload
+from ui.byte_cache import ByteBudgetCache, release_freed_memory
 
 
 def content_key(data: bytes) -> str:
@@ -119,110 +117,6 @@ def key_part(value) -> str:
     return repr(value)
 
 
-def nbytes_of(obj) -> int:
-    """The bytes an object holds: arrays (a view's base once) and bytes by size, containers, dataclasses and
-    other objects by their parts."""
-    total, seen, stack = 0, set(), [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, np.ndarray):
-            while isinstance(item.base, np.ndarray):
-                item = item.base
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, np.ndarray):
-            total += item.nbytes
-        elif isinstance(item, (bytes, bytearray, str)):
-            total += len(item)
-        elif isinstance(item, dict):
-            stack += [*item.keys(), *item.values()]
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack += list(item)
-        elif is_dataclass(item) and not isinstance(item, type):
-            stack += [getattr(item, f.name) for f in fields(item)]
-        elif hasattr(item, "memory_usage"):  # a pandas frame
-            total += int(item.memory_usage(index=True).sum())
-        else:
-            total += sys.getsizeof(item)
-            stack += list(getattr(item, "__dict__", {}).values())
-    return total
-
-
-def _release_freed_memory() -> None:
-    """Hand freed heap pages back to the system (glibc keeps them otherwise: a server's memory never falls)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return  # not glibc: its allocator returns memory its own way
-
-
-class ByteBudgetCache:
-    """Results by key, least recently used out beyond max_bytes, none older than ttl_s; a result larger than
-    entry_bytes is returned, not kept. The lock guards the dictionary only, never a computation; a key being
-    computed is computed once, while other callers wait for it (SingleFlight: after a failure, or a result not
-    kept, the next waiter computes it alone)."""
-
-    def __init__(self, max_bytes: int, entry_bytes: int, ttl_s: float) -> None:
-        self.max_bytes, self.entry_bytes, self.ttl_s = max_bytes, entry_bytes, ttl_s
-        self._entries: OrderedDict[tuple, tuple[object, int, float]] = OrderedDict()
-        self._flights = SingleFlight()  # a key being computed: the other callers wait for it
-        self._lock = threading.Lock()
-        self.nbytes = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def lookup(self, key: tuple) -> tuple[bool, object]:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is None or time.monotonic() - found[2] > self.ttl_s:
-                return False, None
-            self._entries.move_to_end(key)
-            return True, found[0]
-
-    def get_or_compute(self, key: tuple, compute: Callable[[], object]) -> tuple[object, bool]:
-        """The value, and whether it is kept here (False: too large for this store)."""
-        kept = True
-
-        def computed() -> object:
-            nonlocal kept
-            value = compute()
-            kept = self._keep(key, value)
-            return value
-
-        return self._flights.get(key, lambda: self.lookup(key), computed), kept
-
-    def _keep(self, key: tuple, value) -> bool:
-        size = nbytes_of(value)
-        if size > self.entry_bytes:
-            return False
-        with self._lock:
-            self._drop(key)
-            self._entries[key] = (value, size, time.monotonic())
-            self.nbytes += size
-            now, evicted = time.monotonic(), False
-            for old in [k for k, (_, _, at) in self._entries.items() if now - at > self.ttl_s]:
-                evicted = self._drop(old) or evicted
-            while self.nbytes > self.max_bytes:
-                evicted = self._drop(next(iter(self._entries))) or evicted
-        if evicted:
-            _release_freed_memory()
-        return True
-
-    def _drop(self, key: tuple) -> bool:
-        if key not in self._entries:
-            return False
-        self.nbytes -= self._entries.pop(key)[1]
-        return True
-
-    def clear(self, prefix: str | None = None) -> None:
-        with self._lock:
-            for key in [k for k in self._entries if prefix is None or k[0] == prefix]:
-                self._drop(key)
-        _release_freed_memory()
-
-
 STORE = ByteBudgetCache(APP_CACHE_BYTES, APP_CACHE_ENTRY_BYTES, APP_CACHE_TTL_S)
 
 
@@ -250,7 +144,7 @@ class IdleRelease:
             deferred.release()
         _drop_uploaded_files()
         gc.collect()
-        _release_freed_memory()
+        release_freed_memory()
         return True
 
 
@@ -506,7 +400,7 @@ def _cached_trace(data: bytes, name: str, n_expert: int, batching: Scenario, _sh
         trace = load_trace(data, name, APP_REPLAY, should_stop=_should_stop)
         return workload_from(trace, drafting(batching), n_expert)
     finally:
-        _release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
+        release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
 
 
 @app_cached("Simulating the cache at every budget...", kernels=True)

@@ -27,7 +27,7 @@ from moe_model.readers.model_spec import load_model, uniform_spec
 from moe_model.readers.traces import load_any, make_token_trace, read_peak_bytes, save_npz
 from moe_model.speed.scenario import Scenario
 from ui import cached, cached_recommend
-from ui.cached import ByteBudgetCache, nbytes_of
+from ui.byte_cache import ByteBudgetCache, nbytes_of
 
 
 def upload(i: int) -> bytes:
