@@ -5,6 +5,7 @@ streamlit run app.py
 
 import streamlit as st
 
+from ui.background import on_page
 from ui.startup import app_runs, prepare_process
 
 # a local icon: a Material one is fetched from fonts.gstatic.com, and the app must work offline
@@ -23,4 +24,6 @@ st.sidebar.title("MoE Cache Explorer")
 st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
 prepare_process()  # once: kernels (a fresh install compiles in a subprocess), imports, then gc.freeze()
 app_runs()
-st.navigation(PAGES).run()
+page = st.navigation(PAGES)
+on_page(page.url_path)  # the work of the page this session left is stopped (ui.background)
+page.run()

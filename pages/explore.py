@@ -9,9 +9,9 @@ from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_ba
 from moe_model.answers.explore import (
     Answer,
     ExploreCurve,
-    answer_at,
     fitting_no_cache,
     measured_points,
+    prompt_routing_note,
     simulated_prompt_tokens,
 )
 from moe_model.answers.fit_advice import recommend_advice, would_fit
@@ -33,11 +33,12 @@ from moe_model.pricing.curve import budget_axis
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import speed_label, speed_note
+from ui.background import awaited, start
 from ui.cached import (
     Inputs,
     bundled_traces,
+    cached_explore_answer,
     cached_explore_curve,
-    cached_explore_point,
     cached_log_workload,
     cached_policy_comparison,
     cached_synthetic,
@@ -148,6 +149,8 @@ def workload(model, model_key: str, base, routing):
             f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
             "(this tool's limit on drawn prompt routing)."
         )
+    if simulate_prompts and (note := prompt_routing_note(base)):
+        st.caption(note)
     preset = preset_for(model)
     st.caption(
         f"Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
@@ -164,7 +167,7 @@ def first_request_text(pred) -> str:
     return f" {first.decode_words()}."
 
 
-def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: float, basis: Basis) -> None:
+def headline(answer: Answer, advice, prefill_rel_error: float, basis: Basis) -> None:
     """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
     at the context depth, its prompt speed and time to first token, and the cache's verdict."""
     budget, pred, said = answer.point.budget_mib, answer.point.prediction, answer.cache.sentence
@@ -219,7 +222,8 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
     )
     if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
         return
-    comparison = cached_policy_comparison(inputs, base, view.axis.policy_budgets(), tuple(names))
+    job = start("explore:policies", cached_policy_comparison, inputs, base, view.axis.policy_budgets(), tuple(names))
+    comparison = awaited(job, "Replaying the workload with every policy")
     labels = comparison.labels()
     p1, p2 = st.columns(2)
     p1.plotly_chart(
@@ -284,8 +288,8 @@ with friendly_errors():
         machine_calibrated=sidebar_calibrated(), rel_error=time_model.rel_error,
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
-    view = cached_explore_curve(inputs, base, ranges, axis)
-    answer = answer_at(view, view.curve.at(budget) or cached_explore_point(inputs, base, ranges, budget))
+    answer = cached_explore_answer(inputs, base, ranges, budget)  # first: the curve's replay must not delay it
+    curve_job = start("explore:curve", cached_explore_curve, inputs, base, ranges, axis)
     logged = st.session_state.get("measured_points")
     measured = (
         measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
@@ -296,10 +300,11 @@ with friendly_errors():
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
             fits = answer.point.prediction.usable and answer.host.fits
             advice = () if fits else would_fit(model, hw, answer.point.prediction.scenario)
-            headline(answer, view, advice, time_model.prefill_rel_error, basis)
+            headline(answer, advice, time_model.prefill_rel_error, basis)
             st.caption(policy_caption(base))
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
+        view = awaited(curve_job, "Simulating the cache at every budget")
         baselines = fitting_no_cache(view)
         curve_charts(
             view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None

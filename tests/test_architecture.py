@@ -12,7 +12,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "moe_model"
 
 # Bottom to top: a module may import its own layer and the layers before it, never one after it.
 LAYERS = [
-    {"atomic", "errors", "limits", "numba_cache", "fitting", "resources", "settings", "threads", "workload"},
+    {
+        "atomic",
+        "errors",
+        "limits",
+        "numba_cache",
+        "fitting",
+        "progress",
+        "resources",
+        "settings",
+        "threads",
+        "workload",
+    },
     {"readers"},
     {"llama"},
     {"record"},

@@ -27,7 +27,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
-from moe_model.answers.explore import EXPLORE_TOKENS, ExploreCurve, explore_curve, explore_point
+from moe_model.answers.explore import EXPLORE_TOKENS, Answer, ExploreCurve, explore_answer, explore_curve
 from moe_model.answers.policy_compare import Comparison, compare_priced, policy_workload
 from moe_model.errors import WorkloadError
 from moe_model.fits.calibration import TimeModel
@@ -42,7 +42,7 @@ from moe_model.limits import (
     APP_UPLOAD_PEAK_BYTES,
 )
 from moe_model.llama.batching import workload_from
-from moe_model.pricing.curve import BudgetAxis, CurvePoint
+from moe_model.pricing.curve import BudgetAxis, ReplayMemo
 from moe_model.pricing.workloads import batched_synthetic, drafting, synthetic_trace, workload_scenario
 from moe_model.readers.logs import LogRun, parse_log
 from moe_model.readers.model_spec import ModelSpec, load_model
@@ -211,6 +211,8 @@ def app_cached(spinner: str | None = None, *, kernels: bool = False):
             bound.apply_defaults()
             return (name, *(key_part(v) for k, v in bound.arguments.items() if not k.startswith("_")))
 
+        cached_call.key_of = key_of  # ui.background runs it off the script thread under the same key
+        cached_call.compute = lambda *args, **kwargs: _computing(function, args, kwargs)
         cached_call.clear = partial(STORE.clear, name)
         cached_call.is_cached = lambda *args, **kwargs: STORE.lookup(key_of(*args, **kwargs))[0]
         cached_call.put = lambda value, *args, **kwargs: STORE.get_or_compute(key_of(*args, **kwargs), lambda: value)
@@ -403,19 +405,27 @@ def _cached_trace(data: bytes, name: str, n_expert: int, batching: Scenario, _sh
         release_freed_memory()  # the parse's buffers go back to the system, not to this process's heap
 
 
+@app_cached()
+def replay_memo(work: Workload) -> ReplayMemo:
+    """The counts replayed on one workload so far, kept for every card, host, time model and budget that asks
+    again (a host part or a GPU reprices them; only new pools replay)."""
+    return ReplayMemo(work)
+
+
 @app_cached("Simulating the cache at every budget...", kernels=True)
 def cached_explore_curve(inputs: Inputs, base: Scenario, ranges: RangeInputs, axis: BudgetAxis) -> ExploreCurve:
     """Explore's curve for any placement, --fit included (its placement moves with the budget), with the range
     `ranges` gives (the time model's error, the routing's spreads).
 
     Keyed by the content of the model, workload and machine (fingerprint); the names are not trusted."""
-    return explore_curve(inputs.model, inputs.hw, inputs.tm.params, base, inputs.work, axis, ranges)
+    return explore_curve(inputs.model, inputs.hw, inputs.tm.params, base, replay_memo(inputs.work), axis, ranges)
 
 
 @app_cached("Simulating the cache at this budget...", kernels=True)
-def cached_explore_point(inputs: Inputs, base: Scenario, ranges: RangeInputs, budget_mib: int) -> CurvePoint:
-    """A budget between the curve's stops (typed in the number box), replayed and priced as the curve is."""
-    return explore_point(inputs.model, inputs.hw, inputs.tm.params, base, inputs.work, budget_mib, ranges)
+def cached_explore_answer(inputs: Inputs, base: Scenario, ranges: RangeInputs, budget_mib: int) -> Answer:
+    """The headline at one budget, replayed and priced as the curve is, without waiting for the curve."""
+    memo = replay_memo(inputs.work).without_waiting()
+    return explore_answer(inputs.model, inputs.hw, inputs.tm.params, base, memo, budget_mib, ranges)
 
 
 @app_cached("Replaying the workload with every policy...", kernels=True)
@@ -425,7 +435,7 @@ def cached_policy_comparison(
     """The chosen policies on the first ubatches of the workload at the same budgets, each priced as
     `predict --policy NAME` prices it (per-budget runs for all but the exact LRU)."""
     model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
-    return compare_priced(model, hw, tm.params, base, policy_workload(work), budgets, names)
+    return compare_priced(model, hw, tm.params, base, replay_memo(policy_workload(work)), budgets, names)
 
 
 BUNDLED_TRACES = {

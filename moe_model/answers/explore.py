@@ -13,10 +13,11 @@ import pandas as pd
 
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.limits import MAX_ROUTING_DRAWS
+from moe_model.llama.pool_rule import MAX_BATCH
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.wording import hit_rate_wording
-from moe_model.pricing.curve import BudgetAxis, Curve, CurvePoint, budget_axis, curve
+from moe_model.pricing.curve import BudgetAxis, Curve, CurvePoint, ReplayMemo, WorkloadFor, budget_axis, curve
 from moe_model.pricing.workloads import SYNTHETIC_TOKENS
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import SEQ_LEN
@@ -78,8 +79,13 @@ class ExploreCurve:
         )
 
 
-def _no_cache(model, hw, params, sc: Scenario, work: Workload, ranges: RangeInputs) -> Prediction:
-    return curve(model, hw, params, sc, [0], lambda _: work, ranges).points[0].prediction
+def _workload_for(work: Workload | ReplayMemo) -> WorkloadFor:
+    """A memo is its own WorkloadFor (its counts reused by another card, host or budget), a workload is wrapped."""
+    return work if isinstance(work, ReplayMemo) else lambda _: work
+
+
+def _no_cache(model, hw, params, sc: Scenario, work: Workload | ReplayMemo, ranges: RangeInputs) -> Prediction:
+    return curve(model, hw, params, sc, [0], _workload_for(work), ranges).points[0].prediction
 
 
 def explore_curve(
@@ -87,14 +93,15 @@ def explore_curve(
     hw: Hardware,
     params: TimeParams,
     base: Scenario,
-    work: Workload,
+    work: Workload | ReplayMemo,
     axis: BudgetAxis | None = None,
     ranges: RangeInputs = NO_RANGE,
 ) -> ExploreCurve:
     """The setting's curve at the budgets budget_axis chooses (`axis`: already chosen for this base), and the
-    same placement, --fit and --cpu-moe without a cache (those two without the routing's spread)."""
+    same placement, --fit and --cpu-moe without a cache (those two without the routing's spread). `work`: a
+    ReplayMemo reuses the counts another card, host or answer already replayed on the same workload."""
     axis = axis or budget_axis(model, hw, base)
-    on_curve = curve(model, hw, params, base, axis.budgets, lambda _: work, ranges, with_lru=True)
+    on_curve = curve(model, hw, params, base, axis.budgets, _workload_for(work), ranges, with_lru=True)
     settled = ranges.without_routing()
     no_cache = {
         name: _no_cache(model, hw, params, replace(base, placement=Placement.parse(flag)), work, settled)
@@ -109,12 +116,27 @@ def explore_point(
     hw: Hardware,
     params: TimeParams,
     base: Scenario,
-    work: Workload,
+    work: Workload | ReplayMemo,
     budget_mib: int,
     ranges: RangeInputs = NO_RANGE,
 ) -> CurvePoint:
     """One budget off the curve (a typed value between the slider's stops), replayed and priced the same way."""
-    return curve(model, hw, params, base, [budget_mib], lambda _: work, ranges, with_lru=True).points[0]
+    return curve(model, hw, params, base, [budget_mib], _workload_for(work), ranges, with_lru=True).points[0]
+
+
+def explore_answer(
+    model: ModelSpec,
+    hw: Hardware,
+    params: TimeParams,
+    base: Scenario,
+    work: Workload | ReplayMemo,
+    budget_mib: int,
+    ranges: RangeInputs = NO_RANGE,
+) -> Answer:
+    """The headline at one budget without the curve: the point and the same placement without a cache, each as
+    explore_curve computes them (the page shows it while the curve is still replaying)."""
+    point = explore_point(model, hw, params, base, work, budget_mib, ranges)
+    return Answer(point, cache_verdict(point.prediction, _no_cache(model, hw, params, base, work, ranges)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,6 +194,18 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
     """Prompt tokens per synthetic sequence whose routing can be drawn within this tool's limit (warm-up included)."""
     n_seq = -(-n_tokens // SEQ_LEN)
     return min(prompt_tokens, (MAX_ROUTING_DRAWS // (model.n_layer * model.n_expert) - 2) // n_seq)
+
+
+def prompt_routing_note(sc: Scenario) -> str:
+    """Why simulating the prompts leaves the headline almost as it was, where it does: llama.cpp's pool rule
+    (pool_rule.pool_need) sends a ubatch of more than MAX_BATCH tokens past the pool."""
+    if sc.prompt_ubatch <= MAX_BATCH:
+        return ""
+    return (
+        f"Prompt ubatches of {sc.prompt_ubatch:,} tokens (-ub) bypass the cache's pool (llama.cpp's limit is "
+        f"{MAX_BATCH} tokens; docs/llamacpp-cache.md section 5), so simulating them moves the decode hit rate and "
+        f"the speeds little or not at all; at -ub {MAX_BATCH} or less they would go through it."
+    )
 
 
 def fitting_no_cache(view: ExploreCurve) -> dict[str, Prediction]:

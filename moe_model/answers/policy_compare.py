@@ -15,7 +15,8 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.policies import NUMBA_PARALLEL, POLICIES, PolicyResult, run_policy
 from moe_model.policies.entries import shared_builds
 from moe_model.policies.lru import from_simulation
-from moe_model.pricing.curve import curve
+from moe_model.pricing.curve import ReplayMemo, curve
+from moe_model.progress import watched_steps
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams
@@ -109,17 +110,19 @@ def compare_priced(
     hw: Hardware,
     params: TimeParams,
     base: Scenario,
-    work: Workload,
+    work: Workload | ReplayMemo,
     budgets_mib: Sequence[int],
     names: Sequence[str] | None = None,
 ) -> Comparison:
     """Each named policy's curve on `work` (default: every registered policy): the counts `predict --policy NAME`
-    replays at each budget, priced as it prices them."""
+    replays at each budget, priced as it prices them. A ReplayMemo keeps the counts for another card or host."""
     results, seconds, tps = {}, {}, {}
-    for name in names or list(POLICIES):
+    workload_for = work if isinstance(work, ReplayMemo) else lambda sc: work
+    for name in watched_steps("replaying each policy", list(names or POLICIES)):
         start = time.perf_counter()
-        points = curve(model, hw, params, policy_scenario(base, name), budgets_mib, lambda sc: work).points
+        points = curve(model, hw, params, policy_scenario(base, name), budgets_mib, workload_for).points
         seconds[name] = time.perf_counter() - start
         results[name] = [p.counts for p in points]
         tps[name] = [p.prediction.decode_tps if p.prediction.usable else None for p in points]
-    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, tps, work.n_ubatches)
+    n_ubatches = (work.work if isinstance(work, ReplayMemo) else work).n_ubatches
+    return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, tps, n_ubatches)

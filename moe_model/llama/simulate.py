@@ -31,6 +31,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP, check_
 from moe_model.llama.pool_rule import NO_POOL, copies_from_pool, pool_classes
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
+from moe_model.progress import checkpoint
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
@@ -386,8 +387,11 @@ def simulate_plans(
     group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
     lanes = Lanes(len(passes) if kernel.lanes else 1, kernel.feed)  # one lane: each pass fed inline, in turn
+    fed = 0
     try:
         for chunk in stream.chunks():
+            checkpoint("replaying the cache", fed, stream.n_records)  # a watcher may stop it between chunks
+            fed += chunk.n_records
             chunk = chunk.for_model(model.n_expert)
             need = pool_need(chunk)
             # the compiled passes, and the gather by layer below, index without bounds checks

@@ -9,6 +9,7 @@ placement in one pass, another policy per budget); the traffic they make; and it
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from moe_model.limits import CURVE_SLIDER_STOPS, CURVE_SPREAD_BUDGETS, POLICY_BU
 from moe_model.llama.simulate import PolicyBand, SimResult, simulate_plans
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib
 from moe_model.policies import PolicyResult
+from moe_model.progress import watched_steps
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import host_memory
@@ -51,6 +53,7 @@ class ReplayMemo:
         self._replaying: set[tuple] = set()  # keys some thread has claimed and is replaying
         self._replayed = threading.Condition(self._lock)
         self.replayed_budgets = 0  # budgets this memo had to replay (the rest were reused)
+        self.waits = True  # a key another thread is replaying is waited for (without_waiting: replayed again)
 
     def __call__(self, sc: Scenario) -> Workload:
         return self.work
@@ -64,20 +67,30 @@ class ReplayMemo:
     @contextmanager
     def claim(self, keys: set[tuple]) -> Iterator[tuple[dict[tuple, tuple], set[tuple]]]:
         """(the entries the memo has for `keys`, the keys this thread must replay and put), once no other thread
-        is replaying any of them; the claim ends with the block (put or not)."""
+        is replaying any of them (without_waiting: at once); the claim ends with the block (put or not)."""
         with self._replayed:
-            self._replayed.wait_for(lambda: not keys & self._replaying)
+            if self.waits:
+                self._replayed.wait_for(lambda: not keys & self._replaying)
             known = {k: self._entries[k] for k in keys if k in self._entries}
             for k in known:
                 self._entries.move_to_end(k)
             mine = keys - known.keys()
-            self._replaying |= mine
+            claimed = mine if self.waits else set()
+            self._replaying |= claimed
         try:
             yield known, mine
         finally:
             with self._replayed:
-                self._replaying -= mine
+                self._replaying -= claimed
                 self._replayed.notify_all()
+
+    def without_waiting(self) -> ReplayMemo:
+        """The same entries, used without waiting for another thread's replay of a key (replayed here too, and
+        claimed from nobody): one budget's answer does not wait for a whole curve being replayed."""
+        self.decode_counts()  # counted once, shared with the copy
+        other = copy.copy(self)
+        other.waits = False
+        return other
 
     def put(self, key: tuple, counts: PolicyResult, simulated: SimResult | None) -> None:
         with self._lock:
@@ -287,7 +300,7 @@ def price(
     another -lm: the counts and the placement do not depend on it, the RAM account does (pinned memory cannot
     page)."""
     points = []
-    for r in replayed:
+    for r in watched_steps("pricing each budget", list(replayed)):
         sc = r.scenario if load_mode is None else replace(r.scenario, load_mode=load_mode)
         layout = r.layout if load_mode is None else _in_load_mode(model, hw, r.layout, sc)
         pred = predict(model, hw, params, sc, r.traffic, hit_rate, layout, ranges, _policy_band(r))

@@ -10,10 +10,12 @@ import pytest
 from moe_model.answers.explore import (
     EXPLORE_TOKENS,
     answer_at,
+    explore_answer,
     explore_curve,
     explore_point,
     fitting_no_cache,
     measured_points,
+    prompt_routing_note,
     simulated_prompt_tokens,
 )
 from moe_model.answers.verdict import cache_verdict
@@ -69,6 +71,23 @@ def test_the_headline_judges_the_cache_against_the_same_placement_without_one(se
     assert answer_at(view, zero).verdict == "no cache" and zero.simulated is not None
     assert set(view.no_cache) == {"--fit", "--cpu-moe"}
     assert view.no_cache["--cpu-moe"].decode_tps == view.without.decode_tps  # the base is --cpu-moe
+
+
+def test_the_answer_without_the_curve_is_the_curves_own_from_a_memo_of_another_card(setting, view):
+    from moe_model.pricing.curve import ReplayMemo
+
+    model, hw, tm, base, work = setting
+    point, ranges, memo = view.curve.points[-2], RangeInputs(tm.rel_error, 1.0), ReplayMemo(work)
+    explore_answer(model, preset("rtx 3090"), tm.params, base, memo, point.budget_mib, ranges)  # another card
+    answer = explore_answer(model, hw, tm.params, base, memo, point.budget_mib, ranges)
+    assert answer.point.prediction.decode_tps == point.prediction.decode_tps
+    assert answer.point.prediction.decode_tps_range == point.prediction.decode_tps_range
+    assert answer.cache == answer_at(view, point).cache and memo.replayed_budgets == 1  # once, for both cards
+
+
+def test_simulated_prompts_say_why_the_headline_barely_moves_where_their_ubatches_bypass_the_pool():
+    assert "bypass the cache's pool" in prompt_routing_note(Scenario(prompt_tokens=512, n_ubatch=512))
+    assert prompt_routing_note(Scenario(prompt_tokens=512, n_ubatch=32)) == ""
 
 
 def test_the_headline_and_the_chart_agree_where_the_experts_stream_from_disk(setting):

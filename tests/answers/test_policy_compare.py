@@ -101,3 +101,16 @@ def test_the_threaded_comparison_counts_what_one_policy_after_another_counts_and
         gt_model, work, BUDGETS[:2], names=[CLASS_LRU], knobs={CLASS_LRU: {"n_classes": 1}}, build_policy=CLASS_LRU
     )  # knobs of its own: run beside the simulation, not reusing it
     assert [int(r.hits.sum()) for r in knobbed.results[CLASS_LRU]] != simulated
+
+
+def test_a_comparison_from_a_memo_prices_another_card_without_replaying_again(gt_model):
+    from moe_model.pricing.curve import ReplayMemo
+
+    work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
+    tm, memo, names = default_time_model(), ReplayMemo(work), [CPU_SHARE, "belady"]
+    compare_priced(gt_model, preset("h200"), tm.params, Scenario(), memo, BUDGETS, names)
+    replayed = memo.replayed_budgets
+    other = compare_priced(gt_model, preset("t4"), tm.params, Scenario(), memo, BUDGETS, names)
+    assert memo.replayed_budgets == replayed and other.n_ubatches == work.n_ubatches
+    plain = compare_priced(gt_model, preset("t4"), tm.params, Scenario(), work, BUDGETS, names)
+    assert other.decode_tps == plain.decode_tps and other.hit_rates() == plain.hit_rates()

@@ -377,13 +377,13 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
     same = cached.Inputs(uniform_spec(2, 8, 2), work, preset("t4"), replace(tm))  # equal content, other objects
     other = replace(inputs, hw=preset("t4").with_changes(ram_gib=8.0))
     assert cached.key_part(inputs) == cached.key_part(same) != cached.key_part(other)
-    calls, real = [], cached.explore_point
-    monkeypatch.setattr(cached, "explore_point", lambda *a, **k: calls.append(a) or real(*a, **k))
-    cached.cached_explore_point.clear()
+    calls, real = [], cached.explore_answer
+    monkeypatch.setattr(cached, "explore_answer", lambda *a, **k: calls.append(a) or real(*a, **k))
+    cached.cached_explore_answer.clear()
     ranges = tm.ranges((1.0, 0.0))
-    first = cached.cached_explore_point(inputs, Scenario(), ranges, 100)
-    assert cached.cached_explore_point(same, Scenario(), ranges, 100) is first and len(calls) == 1
-    assert cached.cached_explore_point(other, Scenario(), ranges, 100) is not first and len(calls) == 2
+    first = cached.cached_explore_answer(inputs, Scenario(), ranges, 100)
+    assert cached.cached_explore_answer(same, Scenario(), ranges, 100) is first and len(calls) == 1
+    assert cached.cached_explore_answer(other, Scenario(), ranges, 100) is not first and len(calls) == 2
 
 
 def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):

@@ -186,3 +186,17 @@ def test_the_memory_estimate_counts_the_queued_chunks_ids_and_every_passs_modes(
     assert estimate_run(many_ids, caps, 8, 32_768).peak_bytes == base + extra_ids
     one_more = estimate_run(stream, caps * 2, 8, 32_768).peak_bytes - base  # a second pass: its state and its modes
     assert one_more == state_bytes(1, 8, 2) + stream.n_records * (1 + LANE_QUEUE_JOBS)
+
+
+def test_a_watched_replay_says_how_far_it_is_and_stops_between_chunks_once_told():
+    from moe_model.progress import Watch, WorkStoppedError, watching
+    from moe_model.workload import stream_of
+
+    model, work = tiny_model(2, 8, 2), make_workload(long_random_records(200, 2, 8, 2), 2, 8, 2)
+    with watching(Watch()) as watch:
+        simulate_budgets(model, stream_of(work, max_records=7), [1, 4])
+    assert watch.step == "replaying the cache" and 0 < watch.done < watch.total == work.n_records
+    stopped = Watch()
+    stopped.stop.set()
+    with watching(stopped), pytest.raises(WorkStoppedError):
+        simulate_budgets(model, stream_of(work, max_records=7), [1, 4])

@@ -196,3 +196,33 @@ def test_two_threads_asking_a_memo_for_the_same_budgets_replay_them_once(qwen30b
     second.join(120)
     assert calls == [budgets] and memo.replayed_budgets == 3  # the second waited for the first's replay
     assert [r.counts.as_dict() for r in out["a"]] == [r.counts.as_dict() for r in out["b"]]
+
+
+def test_a_memo_without_waiting_replays_a_budget_another_thread_holds_and_shares_what_is_known(qwen30b, monkeypatch):
+    import threading
+
+    from moe_model.pricing.curve import ReplayMemo, replay
+    from moe_model.pricing.workloads import synthetic_workload
+
+    base, hw = Scenario(build=11549), preset("t4")
+    work = synthetic_workload(qwen30b, base, n_tokens=200)
+    started, release, real = threading.Event(), threading.Event(), curve_module.replay_counts
+
+    def held(*args):  # the curve's replay holds until the answer has been replayed beside it
+        if threading.current_thread().name == "curve":
+            started.set()
+            release.wait(60)
+        return real(*args)
+
+    monkeypatch.setattr(curve_module, "replay_counts", held)
+    memo = ReplayMemo(work)
+    curve_thread = threading.Thread(target=replay, args=(qwen30b, hw, base, [300, 900], memo), name="curve")
+    curve_thread.start()
+    assert started.wait(60)
+    answer = replay(qwen30b, hw, base, [900], memo.without_waiting())[0]  # did not wait for the curve
+    release.set()
+    curve_thread.join(120)
+    assert answer.counts.as_dict() == replay(qwen30b, hw, base, [900], lambda sc: work)[0].counts.as_dict()
+    replayed = memo.replayed_budgets
+    assert replay(qwen30b, hw, base, [300], memo.without_waiting())[0].counts is not None
+    assert memo.replayed_budgets == replayed  # 300 came from the curve's entries

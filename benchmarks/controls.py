@@ -1,0 +1,250 @@
+"""How fast a control change on Explore answers, in a browser (issue 38: "a control change answers within 1 s").
+
+    python -m benchmarks.controls                 # 5 repetitions, each in a fresh server (needs Chromium)
+    python -m benchmarks.controls --reps 2 --only budget,np
+
+Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches, this install's numba cache as
+it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser
+does, and makes each change once, in this order, each a computation the server has not made before in that
+process: the budget typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4
+(then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
+its GPU. Per change, from the action: **answer** = the headline's text changed (for the two toggles that do not
+change it: their own output drawn) and **settled** = Streamlit's running indicator gone (no status widget,
+skeleton, spinner or stale element for 0.3 s). Prints p50/p95 per change with the 1-minute load average seen
+during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+VIEWPORT = {"width": 1400, "height": 900}
+WAIT_MS = 600_000
+RUNNING = '[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"], [data-stale="true"]'
+HEADLINE = r"^At [\d,]+ MiB"
+CHART = '[data-testid="stPlotlyChart"]'
+QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
+CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b")
+LABELS = {
+    "budget": "cache budget typed (10,000 -> 7,777 MiB)",
+    "host_cpu": 'one host part ("CPU model": Ryzen 7 7700X)',
+    "gpu": "GPU (Tesla T4 -> RTX 3090)",
+    "np": "-np 1 -> 4",
+    "sim_prompts": '"simulate prompts too" on',
+    "compare": '"compare policies" on (5 policies)',
+    "gpu_235b": "GPU on a Qwen3-235B-A22B Explore (RTX 3090 -> RTX 4090)",
+}
+# In the page: note when the run shows (busy), when the headline changed (or the JS expression `done` holds), and
+# when the page has been idle for 300 ms after either. Polled every 20 ms; ms from the watch's start (then the action).
+WATCH = """([running, headline, done, before]) => {
+  const t0 = performance.now(), w = {busy: null, changed: null, settled: null, idleAt: null};
+  const head = () => {
+    const el = [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')]
+      .find(e => new RegExp(headline).test(e.innerText));
+    return el ? el.innerText : '';
+  };
+  window.__watch = w;
+  const id = setInterval(() => {
+    const now = performance.now() - t0, run = document.querySelectorAll(running).length > 0;
+    if (run && w.busy === null) w.busy = now;
+    if (w.changed === null && (done ? eval(done) : head() && head() !== before))
+      w.changed = now;
+    if (run) { w.idleAt = null; return; }
+    if (w.busy === null && w.changed === null) return;
+    if (w.idleAt === null) w.idleAt = now;
+    if (now - w.idleAt >= 300) { w.settled = w.idleAt; clearInterval(id); }
+  }, 20);
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    cmd += ["--server.headless", "true", "--server.address", HOST]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}/_stcore/health", timeout=2) as answer:
+                if answer.read() == b"ok":
+                    return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("streamlit did not become healthy in 120 s")
+
+
+def idle(page) -> None:
+    page.wait_for_timeout(300)
+    page.wait_for_function(f"() => document.querySelectorAll('{RUNNING}').length === 0", timeout=WAIT_MS)
+
+
+def headline(page) -> str:
+    found = page.locator("[data-testid='stMarkdownContainer']").filter(has_text=re.compile(HEADLINE))
+    found.first.wait_for(timeout=WAIT_MS)
+    return found.first.inner_text()
+
+
+def timed(page, action, done: str = "") -> tuple[float, float, float]:
+    """(answer s, settled s, load average) of one action: the watch is started, then the action made."""
+    before = headline(page)
+    page.evaluate(WATCH, [RUNNING, HEADLINE, done, before])
+    action()
+    page.wait_for_function("() => window.__watch.settled !== null", timeout=WAIT_MS, polling=100)
+    w = page.evaluate("() => window.__watch")
+    answer = w["changed"] if w["changed"] is not None else w["settled"]
+    return answer / 1000, w["settled"] / 1000, os.getloadavg()[0]
+
+
+def sidebar_select(page, label: str, option: str):
+    def act():
+        page.get_by_test_id("stSidebar").get_by_role("combobox", name=label, exact=True).click()
+        page.keyboard.type(option)
+        page.get_by_role("option", name=option, exact=True).click()
+
+    return act
+
+
+def fill(box, value: str):
+    def act():
+        box.fill(value)
+        box.press("Enter")
+
+    return act
+
+
+def keys(side, label: str, key: str, times: int):
+    """A sidebar slider moved `times` steps by its arrow keys, pressed at once (one change as a user makes it)."""
+
+    def act():
+        thumb = side.get_by_test_id("stSlider").filter(has_text=label).get_by_role("slider")
+        thumb.focus()
+        for _ in range(times):
+            thumb.press(key)
+
+    return act
+
+
+def toggle(page, label: str):
+    return lambda: page.get_by_test_id("stCheckbox").filter(has_text=label).locator("label").first.click()
+
+
+def one_repetition(browser, url: str, only: set[str], out: dict[str, list]) -> None:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{url}/explore")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
+    idle(page)
+    side = page.get_by_test_id("stSidebar")
+    steps = [
+        ("budget", fill(page.get_by_label("exact --moe-cache-mib (MiB)"), "7777"), ""),
+        ("host_cpu", fill(side.get_by_label("CPU model (e.g. Ryzen 7 7700X)"), "Ryzen 7 7700X"), ""),
+        ("gpu", sidebar_select(page, "GPU", "RTX 3090"), ""),
+        ("np", keys(side, "concurrent streams (-np)", "ArrowRight", 3), ""),
+        ("sim_prompts", toggle(page, "simulate prompts too"), ""),
+        ("compare", toggle(page, "compare them"), ""),
+    ]
+    for name, action, done in steps:
+        if name == "host_cpu":
+            side.get_by_text("describe your host (narrows the range)").click()
+        if name == "sim_prompts":  # back to -np 1, not timed: the toggle is measured at the default
+            keys(side, "concurrent streams (-np)", "ArrowLeft", 3)()
+            idle(page)
+        if name == "compare":  # its answer: the two policy charts added
+            charts = page.locator(CHART).count()
+            done = f"document.querySelectorAll('{CHART}').length >= {charts + 2}"
+        if name in only:
+            out[name].append(timed(page, action, done))
+        else:
+            action()
+            idle(page)
+    if "gpu_235b" in only:
+        sidebar_select(page, "Model", QWEN235)()
+        page.get_by_text(re.compile(HEADLINE)).first.wait_for(timeout=WAIT_MS)
+        idle(page)
+        out["gpu_235b"].append(timed(page, sidebar_select(page, "GPU", "RTX 4090")))
+    page.close()
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def table(out: dict[str, list], started: str, loads: tuple[float, float]) -> str:
+    rows = [
+        f"Explore, Qwen3-30B-A3B on the Tesla T4 unless named; {len(next(iter(out.values()), []))} repetitions, "
+        f"each in a fresh server; {started}; 1-minute load average {loads[0]:.1f} at the start, "
+        f"{loads[1]:.1f} at the end.",
+        "",
+        "| change | answer p50 / p95 (s) | settled p50 / p95 (s) | load during (min-max) |",
+        "|---|---|---|---|",
+    ]
+    for name, runs in out.items():
+        if not runs:
+            continue
+        answers, settled, load = zip(*runs, strict=True)
+        rows.append(
+            f"| {LABELS[name]} | {statistics.median(answers):.2f} / {quantile(answers, 0.95):.2f} | "
+            f"{statistics.median(settled):.2f} / {quantile(settled, 0.95):.2f} | {min(load):.1f}-{max(load):.1f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5, help="repetitions, each in a fresh server (default 5)")
+    parser.add_argument("--only", default=",".join(CHANGES), help=f"a subset of {','.join(CHANGES)}")
+    parser.add_argument("--write", type=Path, help="also write the table to this file")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if unknown := only - set(CHANGES):
+        raise SystemExit(f"unknown change(s): {', '.join(sorted(unknown))}")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("no Chromium: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, list] = {name: [] for name in CHANGES if name in only}
+    started, load0 = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), os.getloadavg()[0]
+    log_path = ROOT / "artifacts" / "benchmark-controls-server.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with sync_playwright() as p, log_path.open("wb") as log:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        for rep in range(args.reps):
+            port = free_port()
+            proc = start_server(port, log)
+            try:
+                one_repetition(browser, f"http://{HOST}:{port}", only, out)
+            finally:
+                os.killpg(proc.pid, 15)
+                proc.wait(timeout=30)
+            print(f"repetition {rep + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f} s" for k, v in out.items()))
+        browser.close()
+    text = table(out, started, (load0, os.getloadavg()[0]))
+    print(text)
+    if args.write:
+        args.write.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
