@@ -35,7 +35,10 @@ VIEWPORT = {"width": 1400, "height": 900}
 WAIT_MS = 600_000
 RUNNING = '[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"], [data-stale="true"]'
 HEADLINE = r"^At [\d,]+ MiB"
-CHART = '[data-testid="stPlotlyChart"]'
+POLICY_CAPTION = (  # drawn under the two policy charts, after them
+    "[...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+    ".some(e => /^First [\\d,]+ ubatches of the workload/.test(e.innerText))"
+)
 QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b")
 LABELS = {
@@ -168,11 +171,11 @@ def one_repetition(browser, url: str, only: set[str], out: dict[str, list]) -> N
         if name == "sim_prompts":  # back to -np 1, not timed: the toggle is measured at the default
             keys(side, "concurrent streams (-np)", "ArrowLeft", 3)()
             idle(page)
-        if name == "compare":  # its answer: the two policy charts added
-            charts = page.locator(CHART).count()
-            done = f"document.querySelectorAll('{CHART}').length >= {charts + 2}"
+        if name == "compare":  # its answer: the caption under the two policy charts, drawn after them
+            done = POLICY_CAPTION
         if name in only:
             out[name].append(timed(page, action, done))
+            print(f"  {name}: answer {out[name][-1][0]:.2f} s, settled {out[name][-1][1]:.2f} s", flush=True)
         else:
             action()
             idle(page)

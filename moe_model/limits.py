@@ -120,8 +120,8 @@ SIM_MEMORY_SHARE = 0.8  # of this machine's available memory one run may plan to
 WORKLOAD_BYTES_PER_LOOKUP = 36  # peak of build_workload per (token x layer x k) id, as measured in issue 12
 
 # --- budget curves (pricing/curve.py) and the policy comparison (answers/policy_compare.py) ---
-CURVE_SPREAD_BUDGETS = 24  # budgets spread from the smallest that starts to the one that caches every expert
-CURVE_SLIDER_STOPS = 40  # a budget slider's stops, each on the curve: a drag needs no new run
+CURVE_SPREAD_BUDGETS = 32  # a curve's budgets, spread from the smallest that starts to the one that caches every expert
+CURVE_SLIDER_STOPS = 40  # a budget slider's stops (one off the curve replays that budget alone)
 POLICY_BUDGETS = 8  # budgets each policy of a comparison replays (a run per budget for all but the exact LRU)
 REPLAY_MEMO_ENTRIES = 2048  # budgets one workload's replay memo keeps: a few KiB each (per-layer counts, a plan)
 MAX_POLICY_UBATCHES = 5000  # ubatches a comparison replays: seconds per policy and budget on the real GPT-OSS trace

@@ -220,16 +220,24 @@ async def run(
     return out
 
 
+def p95(waits: list[float]) -> float:
+    ordered = sorted(waits)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else float("nan")
+
+
 def targets(out: dict) -> str:
-    """Issue 39's figures: errors, p95 of the actions after each page open, the longest page open."""
-    runs = [v for k, v in out.items() if k not in ("rss", "closed")]
-    later = sorted(w for waits, _ in runs for w in waits[1:])
-    opens = [waits[0] for waits, _ in runs if waits]
-    p95 = later[min(len(later) - 1, int(0.95 * len(later)))] if later else float("nan")
-    errors = sum(len(e or []) for _, e in runs)
+    """Issue 39's figures: errors, p95 of the actions after each page open (all, and per kind of request), the
+    longest page open."""
+    runs = {k: v for k, v in out.items() if k not in ("rss", "closed")}
+    later = [w for waits, _ in runs.values() for w in waits[1:]]
+    opens = [waits[0] for waits, _ in runs.values() if waits]
+    errors = sum(len(e or []) for _, e in runs.values())
+    kinds = sorted({name.split()[1] for name in runs})
+    per_kind = [[w for name, (ws, _) in runs.items() if name.split()[1] == kind for w in ws[1:]] for kind in kinds]
     return (
-        f"errors {errors}; later actions {len(later)}, p95 {p95:.2f} s (target 1.5 s); longest page open "
-        f"{max(opens, default=float('nan')):.1f} s (target 10 s)"
+        f"errors {errors}; later actions {len(later)}, p95 {p95(later):.2f} s (target 1.5 s); longest page open "
+        f"{max(opens, default=float('nan')):.1f} s (target 10 s)\np95 per request: "
+        + ", ".join(f"{kind} {p95(w):.2f} s ({len(w)})" for kind, w in zip(kinds, per_kind, strict=True))
     )
 
 
@@ -253,7 +261,7 @@ def main() -> int:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None and args.client == "browser":
         raise SystemExit("no Chromium: apt-get install chromium")
-    port = free_port()
+    port, load_before = free_port(), " ".join(f"{x:.1f}" for x in os.getloadavg())
     proc, started = start_server(port, split_cores(args.browser_cpu))
     try:
         out = asyncio.run(
@@ -276,7 +284,10 @@ def main() -> int:
     clients = "browsers" if args.client == "browser" else "protocol clients"
     where = f"{clients} on their own CPU" if args.browser_cpu is not None else f"{clients} and server sharing every CPU"
     started_at = f"{args.start_after:g} s after `streamlit run`"
-    print(f"{len(mix)} sessions ({args.client} client) from {started_at}, {args.seconds:g} s, {where}; load now {load}")
+    print(
+        f"{len(mix)} sessions ({args.client} client) from {started_at}, {args.seconds:g} s, {where}; "
+        f"load average before {load_before}, after {load}"
+    )
     worst = 0.0
     for name in sorted(k for k in out if k not in ("rss", "closed")):
         waits, errors = out[name]

@@ -335,8 +335,10 @@ def curve(
 @dataclass(frozen=True)
 class BudgetAxis:
     """The budgets a curve is drawn at: spread from the smallest that starts to the one that caches every
-    expert, plus every stop of a budget slider that moves in `step_mib` up to `top_mib` (so a drag is answered
-    from the curve). `top_mib`: the largest that fits the GPU's memory, or `full_mib` when no cache fits."""
+    expert, the same for every card with this placement (so another GPU or host reprices the curve's counts
+    instead of replaying new budgets); and the budget slider, moving in `step_mib` up to `top_mib` (a stop off the
+    curve is answered alone: answers.explore.explore_answer). `top_mib`: the largest that fits the GPU's memory,
+    or `full_mib` when no cache fits."""
 
     lowest_mib: int
     full_mib: int
@@ -374,6 +376,5 @@ def budget_axis(
     fits = cache_room_mib(model, hw, base, placement)
     top = slider_top(lowest, full, fits)
     step = max(1, -(-top // n_stops))
-    spread = np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist()
-    budgets = tuple(sorted({*spread, *(b for b in range(0, top + 1, step) if b >= lowest)}))
+    budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist())))
     return BudgetAxis(lowest, full, fits, top, step, budgets)

@@ -44,7 +44,7 @@ def test_the_budget_number_box_and_slider_follow_each_other_within_what_fits():
     at.slider(key="budget").set_value(3000).run()
     assert at.number_input(key="budget_box").value == 3000
     at.switch_page("pages/explore.py").run()
-    stop = int(at.slider(key="budget").step)  # Explore's slider moves between the budgets its curve simulates
+    stop = int(at.slider(key="budget").step)  # Explore's slider moves in steps; the box takes any budget
     assert at.number_input(key="budget_box").value == 3000  # kept across pages, exact
     assert at.slider(key="budget").value == round(3000 / stop) * stop
     at.number_input(key="budget_box").set_value(1234).run()

@@ -123,12 +123,16 @@ def test_budget_0_of_one_token_ubatches_needs_no_workload_and_several_tokens_do(
     assert curve(gt_model, preset("h200"), TimeParams(), two, [0], lambda sc: work).points[0].counts is not None
 
 
-def test_the_axis_puts_every_slider_stop_from_the_smallest_that_starts_on_the_curve(gt_model, qwen30b):
+def test_the_axis_spreads_the_same_budgets_for_every_card_and_stops_the_slider_where_the_card_fits(gt_model, qwen30b):
+    assert (
+        budget_axis(qwen30b, preset("t4"), Scenario()).budgets
+        == budget_axis(qwen30b, preset("rtx 3090"), Scenario()).budgets
+    )
     for model, hw in ((gt_model, preset("h200")), (qwen30b, preset("t4"))):
         axis = budget_axis(model, hw, Scenario())
         stops = set(range(0, axis.top_mib + 1, axis.step_mib))
-        assert {b for b in stops if b >= axis.lowest_mib} <= set(axis.budgets)
         assert list(axis.budgets) == sorted(set(axis.budgets)) and axis.budgets[0] == axis.lowest_mib
+        assert axis.budgets[-1] == max(axis.full_mib, axis.lowest_mib)
         assert axis.top_mib <= max(axis.fits_mib, axis.full_mib) and len(stops) <= 41
         assert set(axis.policy_budgets()) <= set(range(axis.lowest_mib, axis.full_mib + 1))
     assert not budget_axis(qwen30b, preset("t4").with_changes(vram_gib=1.0), Scenario()).cache_fits
