@@ -1,7 +1,7 @@
 """How fast a control change on Explore answers, in a browser (issue 38: "a control change answers within 1 s").
 
     python -m benchmarks.controls                 # 5 repetitions, each in a fresh server (needs Chromium)
-    python -m benchmarks.controls --reps 2 --only budget,np
+    python -m benchmarks.controls --reps 2 --only budget,np   # those changes alone (the others not made)
 
 Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches, this install's numba cache as
 it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser
@@ -165,20 +165,16 @@ def one_repetition(browser, url: str, only: set[str], out: dict[str, list]) -> N
         ("sim_prompts", toggle(page, "simulate prompts too"), ""),
         ("compare", toggle(page, "compare them"), ""),
     ]
-    for name, action, done in steps:
+    for name, action, done in (step for step in steps if step[0] in only):  # --only: the others are not made
         if name == "host_cpu":
             side.get_by_text("describe your host (narrows the range)").click()
-        if name == "sim_prompts":  # back to -np 1, not timed: the toggle is measured at the default
+        if name == "sim_prompts" and "np" in only:  # back to -np 1, not timed: the toggle is measured at the default
             keys(side, "concurrent streams (-np)", "ArrowLeft", 3)()
             idle(page)
         if name == "compare":  # its answer: the caption under the two policy charts, drawn after them
             done = POLICY_CAPTION
-        if name in only:
-            out[name].append(timed(page, action, done))
-            print(f"  {name}: answer {out[name][-1][0]:.2f} s, settled {out[name][-1][1]:.2f} s", flush=True)
-        else:
-            action()
-            idle(page)
+        out[name].append(timed(page, action, done))
+        print(f"  {name}: answer {out[name][-1][0]:.2f} s, settled {out[name][-1][1]:.2f} s", flush=True)
     if "gpu_235b" in only:
         sidebar_select(page, "Model", QWEN235)()
         page.get_by_text(re.compile(HEADLINE)).first.wait_for(timeout=WAIT_MS)

@@ -119,9 +119,9 @@ def start(slot: str, cached: Callable, *args, **kwargs) -> Job:
             job = _JOBS[key] = Job(key, Future())
             job.future = _POOL.submit(_run, job, lambda: cached.compute(*args, **kwargs))
         job.owners.add(sid)
-    if not _LOOKING.is_set():
-        _LOOKING.set()
-        threading.Thread(target=_look_for_closed_sessions, daemon=True, name="page-work-sessions").start()
+        if not _LOOKING.is_set():
+            _LOOKING.set()
+            threading.Thread(target=_look_for_closed_sessions, daemon=True, name="page-work-sessions").start()
     return job
 
 
@@ -137,7 +137,8 @@ def awaited(job: Job, label: str, box=None):
                 return job.future.result(timeout=APP_PROGRESS_S)
             except FutureTimeout:
                 w = job.watch
-                step = f"{w.step}, {100 * w.fraction:.0f} %" if w.total else w.step or "waiting for a free core"
+                waiting = "starting" if job.future.running() else "queued behind other sessions' work"
+                step = f"{w.step}, {100 * w.fraction:.0f} %" if w.total else w.step or waiting
                 shown.progress(w.fraction, text=f"{label} ({step}; {time.monotonic() - job.started:.0f} s)")
             except WorkStoppedError:  # stopped as this run asked for it (its session's own later run released it)
                 st.rerun()
