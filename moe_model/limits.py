@@ -196,6 +196,7 @@ def available_memory_bytes() -> int | None:
         return None
     return None
 
+
 # --- what a person can work with (answers.usability): the lines a setting is called slow or unusable at ---
 UNUSABLE_DECODE_TPS = 2.0  # below ~2 t/s a reply of a few hundred tokens takes minutes: not a chat
 SLOW_DECODE_TPS = 5.0  # below ~5 t/s text arrives slower than people read it

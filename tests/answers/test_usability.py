@@ -20,9 +20,11 @@ def _prediction(case):
     path, card, budget, ram_gib = case
     hw = PRESETS[card] if ram_gib is None else PRESETS[card].with_changes(ram_gib=ram_gib, drive="hdd")
     model = load_model(path)
-    return curve(model, hw, default_time_model().params, Scenario(budget_mib=budget), [budget], hit_rate=0.9).at(
-        budget
-    ).prediction
+    return (
+        curve(model, hw, default_time_model().params, Scenario(budget_mib=budget), [budget], hit_rate=0.9)
+        .at(budget)
+        .prediction
+    )
 
 
 @pytest.fixture(scope="module")
