@@ -1,7 +1,8 @@
 """Explore: drag the budget and the server settings; see hit rates, uploads, speed and where time goes.
 
 Layout only: every number comes from moe_model.answers.explore (the curve, the answer at a budget, the measured
-points), speed.curve (its budgets) and speed.policy_compare, through the caches in ui.cached."""
+points), speed.curve (its budgets) and speed.policy_compare, through the caches in ui.cached; the headline first,
+then the curve and the policy comparison from page-work threads (ui.background)."""
 
 import streamlit as st
 

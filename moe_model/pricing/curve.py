@@ -52,7 +52,7 @@ class ReplayMemo:
         self._lock = threading.Lock()
         self._replaying: set[tuple] = set()  # keys some thread has claimed and is replaying
         self._replayed = threading.Condition(self._lock)
-        self.replayed_budgets = 0  # budgets this memo had to replay (the rest were reused)
+        self._replays = [0]  # budgets this memo had to replay (the rest were reused), shared with without_waiting's
         self.waits = True  # a key another thread is replaying is waited for (without_waiting: replayed again)
 
     def __call__(self, sc: Scenario) -> Workload:
@@ -84,6 +84,10 @@ class ReplayMemo:
                 self._replaying -= claimed
                 self._replayed.notify_all()
 
+    @property
+    def replayed_budgets(self) -> int:
+        return self._replays[0]
+
     def without_waiting(self) -> ReplayMemo:
         """The same entries, used without waiting for another thread's replay of a key (replayed here too, and
         claimed from nobody): one budget's answer does not wait for a whole curve being replayed."""
@@ -95,7 +99,7 @@ class ReplayMemo:
     def put(self, key: tuple, counts: PolicyResult, simulated: SimResult | None) -> None:
         with self._lock:
             self._entries[key] = (counts, simulated)
-            self.replayed_budgets += 1
+            self._replays[0] += 1
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 

@@ -228,5 +228,6 @@ def test_a_memo_without_waiting_replays_a_budget_another_thread_holds_and_shares
     curve_thread.join(120)
     assert answer.counts.as_dict() == replay(qwen30b, hw, base, [900], lambda sc: work)[0].counts.as_dict()
     replayed = memo.replayed_budgets
+    assert replayed == 3  # the curve's 300 and 900, the answer's 900 beside it
     assert replay(qwen30b, hw, base, [300], memo.without_waiting())[0].counts is not None
     assert memo.replayed_budgets == replayed  # 300 came from the curve's entries
