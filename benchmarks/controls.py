@@ -66,7 +66,7 @@ WATCH = """([running, headline, done, before]) => {
     if (w.changed === null && (done ? eval(done) : head() && head() !== before))
       w.changed = now;
     if (run) { w.idleAt = null; return; }
-    if (w.busy === null && w.changed === null) return;
+    if ((w.busy === null || done) && w.changed === null) return;  // a `done` answer must be seen first
     if (w.idleAt === null) w.idleAt = now;
     if (now - w.idleAt >= 300) { w.settled = w.idleAt; clearInterval(id); }
   }, 20);
