@@ -347,11 +347,14 @@ def cached_synthetic(
     """The model's synthetic preset, batched as the request `sc` is; prompt_tokens > 0 adds each sequence's first
     prompt_tokens of prompt ubatches."""
     batching = workload_scenario(sc, prompt_tokens)
-    return _cached_synthetic(model, batching, prompt_tokens > 0, n_tokens, file_key(PRESETS_PATH))
+    return cached_batched_synthetic(model, batching, prompt_tokens > 0, n_tokens, file_key(PRESETS_PATH))
 
 
 @app_cached("Generating routing...")
-def _cached_synthetic(model: ModelSpec, batching: Scenario, prompts: bool, n_tokens: int, presets_key: str) -> Workload:
+def cached_batched_synthetic(
+    model: ModelSpec, batching: Scenario, prompts: bool, n_tokens: int, presets_key: str
+) -> Workload:
+    """The preset's routing batched as `batching` (workload_scenario's), shared by Explore and the recommender."""
     return batched_synthetic(model, batching, synthetic_tokens(model, n_tokens, presets_key), prompts=prompts)
 
 

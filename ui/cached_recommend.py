@@ -9,14 +9,14 @@ from collections.abc import Iterator
 from moe_model.answers.recommend import Option, recommend, replay_shared, request_of
 from moe_model.fits.calibration import TimeModel
 from moe_model.pricing.curve import ReplayMemo
-from moe_model.pricing.workloads import SYNTHETIC_TOKENS, batched_synthetic, drafting, workload_scenario
+from moe_model.pricing.workloads import SYNTHETIC_TOKENS, drafting, workload_scenario
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.logged import LogRouting
 from moe_model.routing.synthetic import PRESETS_PATH, preset_for
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Scenario
 from moe_model.workload import Workload
-from ui.cached import app_cached, file_key, synthetic_tokens
+from ui.cached import app_cached, cached_batched_synthetic, file_key, replay_memo
 
 
 @app_cached("Generating routing...")
@@ -29,12 +29,13 @@ def recommend_memo(
 ) -> ReplayMemo:
     """The recommender's workload (the synthetic preset `python -m moe_model recommend` uses, the routing fitted
     to the session's logs, or the user's trace `work`, batched as the request is) with the counts replayed on it so
-    far: every card, context and page that recommends for it shares them. `batching`: workload_scenario's."""
+    far: every card, context and page that recommends for it shares them, Explore's curve and answers too (the
+    same workload, the same memo). `batching`: workload_scenario's."""
     if work is not None:
-        return ReplayMemo(work)
+        return replay_memo(work)
     if routing is not None:
         return ReplayMemo(routing.workload(model, drafting(batching)))
-    return ReplayMemo(batched_synthetic(model, batching, synthetic_tokens(model, SYNTHETIC_TOKENS, presets_key)))
+    return replay_memo(cached_batched_synthetic(model, batching, False, SYNTHETIC_TOKENS, presets_key))  # Explore's
 
 
 def _memo(model: ModelSpec, base: Scenario, routing: LogRouting | None, work: Workload | None) -> ReplayMemo:

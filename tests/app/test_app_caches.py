@@ -351,7 +351,7 @@ def test_an_edited_preset_file_misses_the_synthetic_cache(tmp_path, monkeypatch)
     monkeypatch.setattr(cached, "PRESETS_PATH", presets)
     model = load_model(QWEN30B)
     calls = []
-    monkeypatch.setattr(cached, "_cached_synthetic", lambda *args: calls.append(args[-1]))
+    monkeypatch.setattr(cached, "cached_batched_synthetic", lambda *args: calls.append(args[-1]))
     cached.cached_synthetic(model, Scenario())
     presets.write_text(presets.read_text() + "\n")
     cached.cached_synthetic(model, Scenario())
@@ -392,12 +392,19 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
     model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate
     monkeypatch.setattr(workloads, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
     monkeypatch.setattr(cached, "_any_session_connected", lambda: True)  # an AppTest's idle release keeps off
-    for cache in (cached.synthetic_tokens, cached._cached_synthetic, cached_recommend.recommend_memo):
+    for cache in (cached.synthetic_tokens, cached.cached_batched_synthetic, cached_recommend.recommend_memo):
         cache.clear()
     explore = cached.cached_synthetic(model, Scenario(), 64)  # with prompts, as Explore asks
     memo = cached_recommend._memo(model, Scenario(), None, None)  # decode only: recommend
     assert len(generated) == 1  # the two pages open together on a fresh server: one generation, two batchings
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records
+
+
+def test_explore_and_the_recommender_replay_into_one_memo_per_workload(monkeypatch):
+    monkeypatch.setattr(cached, "_any_session_connected", lambda: True)
+    model = uniform_spec(2, 8, 2)
+    explore = cached.replay_memo(cached.cached_synthetic(model, Scenario()))  # decode only, as Explore asks
+    assert cached_recommend._memo(model, Scenario(), None, None) is explore
 
 
 def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_time():
