@@ -8,10 +8,12 @@ it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chro
 does, and makes each change once, in this order, each a computation the server has not made before in that
 process: the budget typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4
 (then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
-its GPU. Per change, from the action: **answer** = the headline's text changed (for the two toggles that do not
-change it: their own output drawn) and **settled** = Streamlit's running indicator gone (no status widget,
-skeleton, spinner or stale element for 0.3 s). Prints p50/p95 per change with the 1-minute load average seen
-during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is asserted.
+its GPU; last, -np 1 -> 3 and the Learn page clicked while that curve replays (the server's CPU seconds in the
+8 s after: the curve stopped or not). Per change, from its first keystroke or click: **answer** = the headline's
+text changed ("compare policies": its caption drawn; "simulate prompts too", which leaves the headline as it was:
+settled) and **settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or stale
+element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95 per change with the
+1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ POLICY_CAPTION = (  # drawn under the two policy charts, after them
     ".some(e => /^First [\\d,]+ ubatches of the workload/.test(e.innerText))"
 )
 QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
-CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b")
+CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b", "leave")
+LEAVE_S = 8  # how long the server's CPU is read after the session left Explore mid-curve
 LABELS = {
     "budget": "cache budget typed (10,000 -> 7,777 MiB)",
     "host_cpu": 'one host part ("CPU model": Ryzen 7 7700X)',
@@ -49,6 +52,7 @@ LABELS = {
     "sim_prompts": '"simulate prompts too" on',
     "compare": '"compare policies" on (5 policies)',
     "gpu_235b": "GPU on a Qwen3-235B-A22B Explore (RTX 3090 -> RTX 4090)",
+    "leave": f"server CPU s in the {LEAVE_S} s after leaving Explore mid-curve (-np 1 -> 3, then Learn)",
 }
 # In the page: note when the run shows (busy), when the headline changed (or the JS expression `done` holds), and
 # when the page has been idle for 300 ms after either. Polled every 20 ms; ms from the watch's start (then the action).
@@ -150,7 +154,34 @@ def toggle(page, label: str):
     return lambda: page.get_by_test_id("stCheckbox").filter(has_text=label).locator("label").first.click()
 
 
-def one_repetition(browser, url: str, only: set[str], out: dict[str, list]) -> None:
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds of a process so far, its ended threads included (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def left_mid_curve(page, pid: int) -> tuple[float, float, float]:
+    """A new curve started (-np 1 -> 3), Learn clicked 1 s after its headline: the server's CPU seconds in the
+    LEAVE_S s after (the curve stopped leaves Learn's own run)."""
+    side = page.get_by_test_id("stSidebar")
+    before = headline(page)
+    keys(side, "concurrent streams (-np)", "ArrowRight", 2)()
+    page.wait_for_function(
+        "(before) => [...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]')]"
+        ".some(e => /^At [\\d,]+ MiB/.test(e.innerText) && e.innerText !== before)",
+        arg=before,
+        timeout=WAIT_MS,
+    )
+    page.wait_for_timeout(1000)
+    start = cpu_s(pid)
+    side.get_by_test_id("stSidebarNav").get_by_text("Learn", exact=True).click()
+    page.wait_for_timeout(LEAVE_S * 1000)
+    used = cpu_s(pid) - start
+    return used, used, os.getloadavg()[0]
+
+
+def one_repetition(browser, url: str, pid: int, only: set[str], out: dict[str, list]) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.set_default_timeout(WAIT_MS)
     page.goto(f"{url}/explore")
@@ -180,6 +211,8 @@ def one_repetition(browser, url: str, only: set[str], out: dict[str, list]) -> N
         page.get_by_text(re.compile(HEADLINE)).first.wait_for(timeout=WAIT_MS)
         idle(page)
         out["gpu_235b"].append(timed(page, sidebar_select(page, "GPU", "RTX 4090")))
+    if "leave" in only:
+        out["leave"].append(left_mid_curve(page, pid))
     page.close()
 
 
@@ -198,13 +231,16 @@ def table(out: dict[str, list], started: str, loads: tuple[float, float]) -> str
         "|---|---|---|---|",
     ]
     for name, runs in out.items():
-        if not runs:
+        if not runs or name == "leave":
             continue
         answers, settled, load = zip(*runs, strict=True)
         rows.append(
             f"| {LABELS[name]} | {statistics.median(answers):.2f} / {quantile(answers, 0.95):.2f} | "
             f"{statistics.median(settled):.2f} / {quantile(settled, 0.95):.2f} | {min(load):.1f}-{max(load):.1f} |"
         )
+    if out.get("leave"):
+        used = [r[0] for r in out["leave"]]
+        rows.append(f"\n{LABELS['leave']}: p50 {statistics.median(used):.2f}, max {max(used):.2f}.")
     return "\n".join(rows) + "\n"
 
 
@@ -232,7 +268,7 @@ def main() -> int:
             port = free_port()
             proc = start_server(port, log)
             try:
-                one_repetition(browser, f"http://{HOST}:{port}", only, out)
+                one_repetition(browser, f"http://{HOST}:{port}", proc.pid, only, out)
             finally:
                 os.killpg(proc.pid, 15)
                 proc.wait(timeout=30)
