@@ -545,6 +545,11 @@ def policy_curves(
 RANGE_WHOLE = "whole range"
 
 
+def _tps(value: float) -> str:
+    """A speed with one decimal, or two significant digits under 1 t/s (0.04, not 0.0)."""
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
 def _source_hover(s, tps: float) -> str:
     if s.settled:
         return f"{_wrap(s.narrowed_by)}"
@@ -553,12 +558,13 @@ def _source_hover(s, tps: float) -> str:
 
 
 def range_bar(pred: Prediction) -> go.Figure:
-    """The decode range as drawn bars: the whole range on top, each source under it (largest first) spanning the
-    speeds it alone allows, the prediction marked; what narrows each source in its hover."""
+    """The decode range as drawn bars on a log scale: the whole range on top, each source under it (largest first)
+    spanning the speeds it alone allows, the prediction marked; what narrows each source in its hover (grey: a
+    source no step narrows)."""
     tps, (lo, hi) = pred.decode_tps, pred.decode_tps_range
     names = [RANGE_WHOLE, *(s.source for s in pred.range_sources)]
     lows, highs = [lo, *(s.low_tps for s in pred.range_sources)], [hi, *(s.high_tps for s in pred.range_sources)]
-    rows = [f"{n}: {a:.1f}-{b:.1f} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
+    rows = [f"{n}: {_tps(a)}-{_tps(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
     whole = _wrap(largest_step(tps, pred.range_sources) or "every source at its worst together")
     fig = go.Figure()
     fig.add_bar(
@@ -572,9 +578,10 @@ def range_bar(pred: Prediction) -> go.Figure:
         marker={"symbol": "line-ns", "size": 18, "line": {"width": 3, "color": OKABE_ITO[7]}}, showlegend=False,
         hovertemplate=f"the prediction: {tps:.1f} t/s<extra></extra>",
     )  # fmt: skip
-    fig = _layout(fig, "Decode range by source", speed_label("decode tokens / s", pred.scenario.concurrency), "",
+    axis = speed_label("decode tokens / s", pred.scenario.concurrency) + " (log scale)"
+    fig = _layout(fig, "Decode range by source", axis, "",
                   f"black line: the prediction, {tps:.1f} t/s; hover a bar for what narrows it")  # fmt: skip
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(rangemode="tozero")
+    fig.update_xaxes(type="log")  # the sources multiply: on a log scale each bar's length is its share of the range
     fig.update_layout(height=170 + 34 * len(rows))
     return fig

@@ -4,6 +4,7 @@ the unfit region, no-cache lines a few tenths apart, long card and model names, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
 from moe_model.routing.toy import toy_model, toy_workload
 from moe_model.speed.hardware import preset
 from moe_model.speed.range_inputs import RangeInputs
+from moe_model.speed.ranges import POLICY_NARROWED_BY, POLICY_SOURCE, RangeSource, combine
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import predict
 
@@ -40,6 +42,21 @@ def predictions() -> dict[str, object]:
         "--n-cpu-moe 30, no cache": at(Placement(cpu_moe=False, n_cpu_moe=30), 0, 0.0),
         "--cpu-moe + 9,470 MiB": at(Placement(cpu_moe=True), 9470, 0.958),
     }
+
+
+def _every_source(pred):
+    """The prediction with a source of every kind: a policy's readings and four undescribed host parts (235B on an
+    HDD: the drive spans 0.1-1.6 t/s)."""
+    tps = 1.1
+    sources = (
+        RangeSource("host: drive", 0.1, 1.6, "your drive, e.g. 'NVMe Gen4', or a measured --disk-gbs"),
+        RangeSource("host: RAM kit", 0.7, 3.4, "your RAM kit, e.g. '2x32 GB DDR5-6000' (--ram-kit)"),
+        RangeSource(POLICY_SOURCE, 0.8, 1.5, POLICY_NARROWED_BY),
+        RangeSource("time model", 0.9, 1.4, "your machine's own logs calibrated", settled=True),
+        RangeSource("routing (hit rate)", 1.1, 1.3, "your own llama-server -lv 4 logs"),
+        RangeSource("host: CPU", 1.0, 1.2, "your CPU model, e.g. 'Ryzen 7 7700X' (--cpu)"),
+    )
+    return replace(pred, decode_tps=tps, range_sources=sources, decode_tps_range=combine(tps, sources))
 
 
 def _routing() -> LogRouting:
@@ -104,4 +121,5 @@ def chart_cases() -> dict[str, Callable[[], go.Figure]]:
         "shopping_bars": lambda: charts.shopping_bars(shop, concurrency=1),
         "policy_curves": lambda: charts.policy_curves([1000, 5000, 9000], policies, labels, "lru", mark_budget=5000),
         "range_bar": lambda: charts.range_bar(cached),
+        "range_bar_every_source": lambda: charts.range_bar(_every_source(cached)),
     }
