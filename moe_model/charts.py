@@ -65,6 +65,14 @@ BUDGET_AXIS = "expert cache budget (--moe-cache-mib, MiB)"
 LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0, "yanchor": "bottom"}
 
 
+SUBTITLE_CHARS = 50  # a subtitle's line: fits a 340 px column (Explore's half width at a 1400 px window)
+
+
+def _top_px(subtitle: str) -> int:
+    """The top margin: the title's line and each of the subtitle's."""
+    return 54 + 16 * len(textwrap.wrap(subtitle, SUBTITLE_CHARS))
+
+
 def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> go.Figure:
     """Title (short: it is never wrapped; details go in the smaller `subtitle`), axis titles and the legend placed
     so none covers another: axes make room for their labels (automargin) and the legend sits at the figure's foot,
@@ -79,12 +87,12 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> g
             "xref": "container",
             "pad": {"l": 10},
             "font": {"size": 16},
-            "subtitle": {"text": subtitle, "font": {"size": 12}},
+            "subtitle": {"text": _wrap(subtitle, SUBTITLE_CHARS), "font": {"size": 12}},
         },
         xaxis_title=x,
         yaxis_title=y,
         height=380,
-        margin={"l": 60, "r": 20, "t": 70 if subtitle else 50, "b": 50},
+        margin={"l": 60, "r": 20, "t": _top_px(subtitle), "b": 50},
         legend=LEGEND_BELOW,
     )
     fig.update_xaxes(automargin=True)
@@ -175,8 +183,8 @@ def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placemen
             hovertemplate="%{customdata[0]}: %{y:.1f} % logged at %{x:,} MiB, %{customdata[1]:.1f} % fitted"
             "<extra></extra>",
         )
-    fig.update_layout(title_subtitle_text=f"routing {routing.fitted_to}, ±{routing.spread_points:.1f} points",
-                      margin_t=70)  # fmt: skip
+    said = f"routing {routing.fitted_to}, ±{routing.spread_points:.1f} points"
+    fig.update_layout(title_subtitle_text=_wrap(said, SUBTITLE_CHARS), margin_t=_top_px(said))
     return fig
 
 
@@ -374,9 +382,8 @@ def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -
         )
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return _layout(
-        fig, "Each machine predicted by a fit that never saw it", "measured decode t/s", "predicted decode t/s"
-    )
+    said = "each machine predicted by a fit that never saw it"
+    return _layout(fig, "Left-out predictions", "measured decode t/s", "predicted decode t/s", said)
 
 
 POOL_STATES = (  # value, name in the legend, colour (Okabe-Ito blue/orange/purple for the marked cells)
@@ -460,7 +467,7 @@ def measured_curves(frame: pd.DataFrame) -> go.Figure:
             x=group["moe_cache_mib"],
             y=group["decode_tps"],
             mode="lines+markers",
-            name=name,
+            name=_wrap(name, 40),
             marker_color=OKABE_ITO[i % len(OKABE_ITO)],
             customdata=_with_request(group.assign(id=group["source"])),
             hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
@@ -578,9 +585,9 @@ def range_bar(pred: Prediction) -> go.Figure:
         marker={"symbol": "line-ns", "size": 18, "line": {"width": 3, "color": OKABE_ITO[7]}}, showlegend=False,
         hovertemplate=f"the prediction: {tps:.1f} t/s<extra></extra>",
     )  # fmt: skip
-    axis = speed_label("decode tokens / s", pred.scenario.concurrency) + " (log scale)"
+    axis = speed_label("t/s", pred.scenario.concurrency) + " (log scale)"
     fig = _layout(fig, "Decode range by source", axis, "",
-                  f"black line: the prediction, {tps:.1f} t/s; hover a bar for what narrows it")  # fmt: skip
+                  f"black line: the prediction, {tps:.1f} t/s; hover a bar: what narrows it")  # fmt: skip
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(type="log")  # the sources multiply: on a log scale each bar's length is its share of the range
     fig.update_layout(height=170 + 34 * len(rows))

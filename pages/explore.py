@@ -200,8 +200,8 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
     a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
     b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
     a.plotly_chart(layer_hit_rates(point.simulated), width="stretch", key="layers")
-    compare = {**baselines, f"{placement_name} + {point.budget_mib} MiB": point.prediction}
-    b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
+    compare = {**baselines, f"{placement_name} + {point.budget_mib:,} MiB": point.prediction}
+    st.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
     for note in point.prediction.notes:
         st.caption(note)
 

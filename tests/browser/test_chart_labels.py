@@ -10,7 +10,7 @@ from plotly.offline import get_plotlyjs
 
 pytestmark = pytest.mark.browser
 
-WIDTHS_PX = (480, 700, 1400)  # Explore's half column at a 1400 px window, a laptop's main column, a wide one
+WIDTHS_PX = (340, 700, 1400)  # Explore's half column at a 1400x900 window (341 px), its main column (697), wide
 
 # Each visible text element's box and its group: tick labels of one axis may sit side by side, nothing else may.
 LABEL_BOXES = """
