@@ -84,7 +84,9 @@ def drawn(tmp_path_factory):
 def test_no_chart_draws_a_label_over_another_or_outside_its_figure(browser, drawn, width):
     tab = browser.new_page(viewport={"width": width + 40, "height": 900})
     tab.goto(drawn[width].as_uri())
-    tab.wait_for_function("document.querySelectorAll('.plotly-graph-div .main-svg').length > 0")
+    tab.wait_for_function(  # every figure drawn
+        "[...document.querySelectorAll('.plotly-graph-div')].every(d => d.querySelector('.main-svg'))"
+    )
     tab.wait_for_timeout(500)  # plotly.js lays out the auto-margins in a second pass
     problems = {}
     for div in tab.locator(".plotly-graph-div").all():
