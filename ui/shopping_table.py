@@ -32,6 +32,8 @@ COLUMNS = {
     "cache verdict": ("cache", 85),
 }
 DROPPED_FIRST = ("prompt t/s", "cache verdict", "readings t/s", "first token s")  # in the CSV still
+FORMATS = {"decode t/s": "%.1f", "per stream t/s": "%.1f", "first token s": "%.2f", "prompt t/s": "%.0f"}
+HEADER_PX = 38  # the grid's header row and borders: the table's height shows every row without scrolling
 TOTAL_HEADERS = {"decode t/s": "total t/s"}  # at -np > 1 (the range is the total's too)
 
 
@@ -59,9 +61,12 @@ def view_columns(frame: pd.DataFrame, concurrency: int) -> list[str]:
     return [_name(c, concurrency) for c in shown]
 
 
-def _config(column: str, concurrency: int) -> st.column_config.Column:
+def _config(column: str, concurrency: int):
     header, width = COLUMNS[column]
-    return st.column_config.Column(TOTAL_HEADERS.get(column, header) if concurrency > 1 else header, width=width)
+    header = TOTAL_HEADERS.get(column, header) if concurrency > 1 else header
+    if column in FORMATS:  # "1.0", not "1"
+        return st.column_config.NumberColumn(header, width=width, format=FORMATS[column])
+    return st.column_config.TextColumn(header, width=width)
 
 
 def table(frame: pd.DataFrame, concurrency: int, where=st) -> None:
@@ -69,5 +74,11 @@ def table(frame: pd.DataFrame, concurrency: int, where=st) -> None:
     columns = view_columns(frame, concurrency)
     config = {_name(c, concurrency): _config(c, concurrency) for c in COLUMNS if _name(c, concurrency) in columns}
     where.dataframe(
-        frame, hide_index=True, width="stretch", column_order=columns, column_config=config, row_height=ROW_HEIGHT_PX
+        frame,
+        hide_index=True,
+        width="stretch",
+        height=HEADER_PX + ROW_HEIGHT_PX * len(frame),
+        column_order=columns,
+        column_config=config,
+        row_height=ROW_HEIGHT_PX,
     )
