@@ -194,8 +194,8 @@ with friendly_errors():
     with verdict.container():
         lead = shopping_lead(model.name, answers, [b.decode for b in bases])
         (st.warning if lead.warns else st.info)("\n\n".join(lead.lines(badge)))  # slow or unusable: never a success
-        if lead.nearest:
-            st.caption(lead.nearest.sentence(model.name))
+        if lead.nearest_line:
+            st.caption(lead.nearest_line)
         if answers[0].best:
             range_caption(answers[0].best.prediction)
         fits = fit_lines(answers)

@@ -64,6 +64,7 @@ class ShoppingLead:
     verdict: str
     usability: Usability | None
     nearest: MeasuredRow | None
+    nearest_line: str = ""  # the nearest row's sentence (MeasuredRow.sentence), "" where there is none
 
     @property
     def warns(self) -> bool:
@@ -88,12 +89,14 @@ def shopping_lead(model_name: str, answers: Sequence[CardAnswer], decode_bases: 
     running = sorted((pair for pair in others if pair[0].best), key=lambda pair: -pair[0].best.prediction.decode_tps)
     alt = running[0][0] if running else None
     best = mine.best
+    row = nearest_row(model_name, best.prediction.scenario, mine.hardware) if best else None
     return ShoppingLead(
         card_figure(mine, decode_bases[0]),
         card_figure(*running[0]) if running else None,
         lead_verdict(answers, alt),
         usability(best.prediction) if best else None,
-        nearest_row(model_name, best.prediction.scenario, mine.hardware) if best else None,
+        row,
+        row.sentence(model_name) if row else "",
     )
 
 

@@ -66,6 +66,7 @@ def test_the_lead_names_your_card_first_with_its_speed_and_range_then_the_fastes
     assert lead.lines()[-1] == usability(mine).sentence and "GiB of RAM" in usability(mine).remedy
     assert "both stream their experts from disk (" in lead.verdict
     assert lead.nearest == nearest_row(qwen235b.name, mine.scenario, answers[0].hardware) is not None
+    assert lead.nearest_line == lead.nearest.sentence(qwen235b.name)
     needed = answers[0].best.host.needed_gib  # one host, one RAM: every card streams until the same RAM
     assert fit_lines(answers) == [f"Every card: streams its experts from disk ({needed} GiB of RAM would end it)"]
 
