@@ -331,8 +331,8 @@ def vram_bar(vram: VramBreakdown) -> go.Figure:
     lines named in the legend."""
     fig = go.Figure()
     parts = {k: v for k, v in vram.as_dict().items() if k in VRAM_PART_WORDS and v > 0}
-    for i, (key, mib) in enumerate(parts.items()):
-        name = VRAM_PART_WORDS[key]
+    for key, mib in parts.items():
+        name, i = VRAM_PART_WORDS[key], list(VRAM_PART_WORDS).index(key)  # a part keeps its colour when one is 0
         fig.add_bar(
             y=[""], x=[max(mib, 0.0)], name=name, orientation="h",
             marker_color="#EEEEEE" if key == "free" else OKABE_ITO[i % 8],
