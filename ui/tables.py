@@ -149,3 +149,34 @@ def calibration_table(result) -> pd.DataFrame:
             "judges the fit": ["yes" if r.name in result.judged else "no" for r in runs],
         }
     )
+
+
+def _range(check) -> str:
+    return f"{check.predicted_tps:,.1f} ({check.low_tps:,.1f}-{check.high_tps:,.1f})"
+
+
+def _pct_or_dash(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}"
+
+
+def before_calibration_table(result) -> pd.DataFrame:
+    """Each run's measured speeds beside the range predicted before calibration (answers.before_calibration), as
+    text: the figures as the page says them, "inside" or how far outside."""
+    rows = [
+        {
+            "run": r.name,
+            "budget MiB": f"{r.budget_mib:,}",
+            "streams (-np)": r.concurrency,
+            "timed": r.request,
+            "decode t/s measured": f"{r.decode.measured_tps:,.1f}",
+            "decode t/s predicted (range)": _range(r.decode),
+            "decode": r.decode.words,
+            "prompt t/s measured": "-" if r.prompt is None else f"{r.prompt.measured_tps:,.1f}",
+            "prompt t/s predicted (range)": "-" if r.prompt is None else _range(r.prompt),
+            "prompt": "-" if r.prompt is None else r.prompt.words,
+            "hit rate % logged": _pct_or_dash(r.logged_hit_rate),
+            "hit rate % predicted": _pct_or_dash(r.predicted_hit_rate),
+        }
+        for r in result.runs
+    ]
+    return pd.DataFrame(rows)
