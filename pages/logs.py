@@ -181,7 +181,7 @@ with friendly_errors():
         if result.accepted:
             st.session_state["machine"] = result
             st.success(
-                f"Fitted {', '.join(result.fitted)} ({result.reason}; load mode {result.load_mode}; {result.engine} "
+                f"Fitted {result.fitted_words} ({result.reason}; load mode {result.load_mode}; {result.engine} "
                 "runs): every page now "
                 f"uses this machine (sidebar); predictions on it carry ±{100 * result.rel_error:.1f} % (its runs' "
                 "error when left out)."

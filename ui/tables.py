@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from moe_model.readers.buffer_words import buffer_words
 from moe_model.readers.logs import LogRun
 from moe_model.speed.streams import column_label
 
@@ -64,10 +65,6 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename(columns=lambda name: labels.get(name, name.replace("_", " ")))
 
 
-def _mib(buffers: dict) -> str:
-    return ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in buffers.items())
-
-
 def _stats(stats) -> str:
     rate = "no lookups" if stats.hit_rate is None else f"{100 * stats.hit_rate:.1f} %"
     return f"{stats.hits:,} hits, {stats.misses:,} misses ({rate}), {stats.uploaded_mib:,.0f} MiB uploaded"
@@ -106,7 +103,7 @@ def run_summary(run: LogRun) -> pd.DataFrame:
         ("compute_buffers_mib", "compute buffers"),
     ):
         if where.get(key):
-            rows.append((label, _mib(where[key])))
+            rows.append((label, buffer_words(where[key])))
     rows += [
         (f"MoE cache on {d.name}", f"{d.cache_mib:,.2f} MiB for {d.host_experts_mib:,.0f} MiB of host experts")
         for d in run.devices

@@ -51,7 +51,7 @@ class SpeedCheck:
 
     @property
     def inside(self) -> bool:
-        return self.low_tps <= self.measured_tps <= self.high_tps
+        return bool(self.low_tps <= self.measured_tps <= self.high_tps)
 
     @property
     def words(self) -> str:
@@ -190,7 +190,7 @@ class _Synthetic:
 
 
 def _speed(measured: float, tps: float, rng: tuple[float, float]) -> SpeedCheck:
-    return SpeedCheck(measured, tps, *rng)
+    return SpeedCheck(float(measured), float(tps), float(rng[0]), float(rng[1]))  # plain floats: JSON and repr
 
 
 def _check(point: Point, pred: Prediction, prefill_rel_error: float) -> RunCheck:
@@ -204,9 +204,10 @@ def _check(point: Point, pred: Prediction, prefill_rel_error: float) -> RunCheck
         prompt = _speed(point.prefill_tps, tps, (tps * (1 - prefill_rel_error), tps * (1 + prefill_rel_error)))
     sc = point.scenario
     logged = point.traffic.hit_rate if point.hit_source.startswith("measured") and sc.budget_mib else None
+    predicted = pred.hit_rate if sc.budget_mib else None
     return RunCheck(
         point.name, sc.budget_mib, sc.concurrency, sc.build, request_label(point.request == "first"), decode, prompt,
-        logged, pred.hit_rate if sc.budget_mib else None,
+        None if logged is None else float(logged), None if predicted is None else float(predicted),
     )  # fmt: skip
 
 
