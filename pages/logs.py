@@ -9,6 +9,7 @@ from moe_model.answers.before_calibration import time_model_before, uncalibrated
 from moe_model.charts import measured_curves
 from moe_model.fits.log_timings import crosscheck, point_from_run
 from moe_model.fits.machine_fit import calibrate_logs
+from moe_model.fits.routing_from_logs import unused_logs
 from moe_model.resources import data_path
 from ui.cached import cached_log, content_key
 from ui.host_run import calibration_machine, sidebar_host_run
@@ -152,9 +153,12 @@ with friendly_errors():
         read = {name for name, _ in parsed}
         show_before_calibration([(n, d) for n, d in files if n in read], matching, model, hw, host_run, build)
     if uploaded_logs(model):
+        every = uploaded_logs(model, every=True)
+        unused = unused_logs(every, model, log_machine(matching, hw), build)
         st.caption(
-            f"Your uploaded logs of {literal(model.name)} pin the routing on every page that predicts (their decode "
-            "hit rates, fitted once per log set when a page first needs it, ~20 s)."
+            f"{len(every) - len(unused)} of your {len(every)} uploaded logs pin the routing of {literal(model.name)} "
+            "on every page that predicts (their decode hit rates, fitted once per log set when a page first needs "
+            "it, ~20 s)." + "".join(f" Not used: {literal(name)}: {literal(why, None)}." for name, why in unused)
         )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         machine, held = calibration_machine(log_machine(matching, hw), model, host_run)
