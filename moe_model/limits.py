@@ -160,6 +160,7 @@ MAX_LOG_AMOUNT = 1e15  # MiB or ms one log line gives: 10^15 MiB is ~1 ZiB uploa
 
 # --- machine files (calibrate) ---
 MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)
+MAX_CHECKED_RUNS = 48  # runs set beside their range predicted before calibration at once (each priced: ~1 s)
 MAX_RUN_REQUESTS = 1_000_000  # requests one server run timed: a busy day
 MAX_BUILD = 10**9  # a llama.cpp build number (b12569 today)
 MAX_MACHINE_FILE_BYTES = 1024 * 1024  # ~1 KiB a run: read whole, so capped

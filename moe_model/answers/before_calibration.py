@@ -20,7 +20,8 @@ from moe_model.fits.host_fit import host_time_model
 from moe_model.fits.log_timings import request_label
 from moe_model.fits.machine_fit import FITTED_TERMS, MODEL_FIELDS
 from moe_model.fits.points import Point, log_points
-from moe_model.pricing.curve import curve
+from moe_model.limits import MAX_CHECKED_RUNS
+from moe_model.pricing.curve import WorkloadFor, curve
 from moe_model.pricing.workloads import batched_synthetic, synthetic_trace, workload_scenario
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
@@ -212,28 +213,45 @@ def _check(point: Point, pred: Prediction, prefill_rel_error: float) -> RunCheck
 
 
 def check_log(
-    source: str, runs: Sequence[LogRun], model: ModelSpec, hw: Hardware, time_model: TimeModel, build: int | None
+    source: str,
+    runs: Sequence[LogRun],
+    model: ModelSpec,
+    hw: Hardware,
+    time_model: TimeModel,
+    build: int | None,
+    workload_for: WorkloadFor | None = None,
+    max_runs: int = MAX_CHECKED_RUNS,
 ) -> BeforeCalibration:
     """Every run of one log beside the range predicted for its settings before calibration (module docstring);
-    `build` for a log that names none. A run that cannot be priced is named with the reason, never dropped."""
-    ranges, work = time_model.ranges(preset_for(model).spreads), _Synthetic(model)
-    checks, skipped = [], []
+    `build` for a log that names none; `workload_for` the preset's workload batched as a scenario's server would
+    (the app passes its cached one, which Explore shares). A run that cannot be priced, or one past `max_runs`
+    priced ones, is named with the reason, never dropped."""
+    ranges, work = time_model.ranges(preset_for(model).spreads), workload_for or _Synthetic(model)
+    checks: list[RunCheck] = []
+    skipped: list[NotChecked] = []
     for run in runs:
         name = f"{source}#{run.index + 1}"
-        if why := _why_not(run, model):
+        if len(checks) >= max_runs:
+            skipped.append(NotChecked(name, f"beyond this tool's limit of {MAX_CHECKED_RUNS} runs checked at once"))
+        elif why := _why_not(run, model):
             skipped.append(NotChecked(name, why))
-            continue
-        try:
-            for point in log_points([run], model, hw, source, hw.name, build=build, steady=True):
-                sc = point.scenario
-                pred = curve(model, hw, time_model.params, sc, [sc.budget_mib], work, ranges).points[0].prediction
-                if not pred.starts:
-                    skipped.append(NotChecked(name, f"the tool predicts it does not start ({pred.error})"))
-                    continue
-                checks.append(_check(point, pred, time_model.prefill_rel_error))
-        except MoeModelError as err:
-            skipped.append(NotChecked(name, str(err)))
+        else:
+            found = _priced(run, name, source, model, hw, time_model, build, work, ranges)
+            (checks if isinstance(found, RunCheck) else skipped).append(found)
     return BeforeCalibration(tuple(checks), tuple(skipped), _predicted_with(model, hw, time_model))
+
+
+def _priced(run, name, source, model, hw, time_model, build, work, ranges) -> RunCheck | NotChecked:
+    """One run that timed a request beside its prediction, or why it could not be priced."""
+    try:
+        (point,) = log_points([run], model, hw, source, hw.name, build=build, steady=True)
+        sc = point.scenario
+        pred = curve(model, hw, time_model.params, sc, [sc.budget_mib], work, ranges).points[0].prediction
+    except MoeModelError as err:
+        return NotChecked(name, str(err))
+    if not pred.starts:
+        return NotChecked(name, f"the tool predicts it does not start ({pred.error})")
+    return _check(point, pred, time_model.prefill_rel_error)
 
 
 def _predicted_with(model: ModelSpec, hw: Hardware, time_model: TimeModel) -> str:
@@ -250,9 +268,14 @@ def before_calibration(
     hw: Hardware,
     time_model: TimeModel,
     build: int | None = None,
+    workload_for: WorkloadFor | None = None,
 ) -> BeforeCalibration:
     """check_log over several logs ((name, parsed runs) each), as one table."""
-    parts = [check_log(name, runs, model, hw, time_model, build) for name, runs in logs]
+    work = workload_for or _Synthetic(model)  # one synthetic routing for every log
+    parts: list[BeforeCalibration] = []
+    for name, runs in logs:
+        left = MAX_CHECKED_RUNS - sum(len(p.runs) for p in parts)
+        parts.append(check_log(name, runs, model, hw, time_model, build, work, left))
     return joined(parts, _predicted_with(model, hw, time_model))
 
 

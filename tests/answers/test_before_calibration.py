@@ -9,6 +9,7 @@ import pytest
 from moe_model.answers.before_calibration import (
     SpeedCheck,
     before_calibration,
+    check_log,
     time_model_before,
     uncalibrated,
 )
@@ -90,3 +91,11 @@ def test_a_calibrated_machine_loses_its_fitted_terms_and_a_host_record_brings_it
     fitted = h200.with_changes(sync_us=40.0, pageable_gbs=9.0, token_ms=0.3)
     assert uncalibrated(fitted) == h200 and uncalibrated(h200) is h200
     assert time_model_before(True) == host_time_model() and time_model_before(False) == default_time_model()
+
+
+def test_the_runs_priced_at_once_are_bounded_and_the_rest_named():
+    model = load_model(RUN3 / "model-header.gguf")
+    ((name, runs),) = _logs(RUN5, ("mm_off",))
+    result = check_log(name, runs * 3, model, preset("H200"), time_model_before(False), None, max_runs=1)
+    assert len(result.runs) == 1 and len(result.not_checked) == 2
+    assert all(n.why.startswith("beyond this tool's limit of") for n in result.not_checked)
