@@ -196,3 +196,10 @@ def available_memory_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+# --- what a person can work with (answers.usability): the lines a setting is called slow or unusable at ---
+UNUSABLE_DECODE_TPS = 2.0  # below ~2 t/s a reply of a few hundred tokens takes minutes: not a chat
+SLOW_DECODE_TPS = 5.0  # below ~5 t/s text arrives slower than people read it
+UNUSABLE_FIRST_TOKEN_S = 60.0  # a minute before the first token: a person gives up on the request
+SLOW_FIRST_TOKEN_S = 15.0  # beyond ~15 s a person waits visibly
