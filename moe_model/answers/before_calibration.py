@@ -27,6 +27,7 @@ from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import Hardware, preset
+from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction
 
@@ -236,22 +237,35 @@ def check_log(
         elif why := _why_not(run, model):
             skipped.append(NotChecked(name, why))
         else:
-            found = _priced(run, name, source, model, hw, time_model, build, work, ranges)
+            found = _priced(run, name, source, _Pricing(model, hw, time_model, build, work, ranges))
             (checks if isinstance(found, RunCheck) else skipped).append(found)
     return BeforeCalibration(tuple(checks), tuple(skipped), _predicted_with(model, hw, time_model))
 
 
-def _priced(run, name, source, model, hw, time_model, build, work, ranges) -> RunCheck | NotChecked:
+@dataclass(frozen=True, eq=False)
+class _Pricing:
+    """What every run of a log is priced with before calibration."""
+
+    model: ModelSpec
+    hw: Hardware
+    time_model: TimeModel
+    build: int | None
+    work: WorkloadFor
+    ranges: RangeInputs
+
+
+def _priced(run: LogRun, name: str, source: str, how: _Pricing) -> RunCheck | NotChecked:
     """One run that timed a request beside its prediction, or why it could not be priced."""
     try:
-        (point,) = log_points([run], model, hw, source, hw.name, build=build, steady=True)
+        (point,) = log_points([run], how.model, how.hw, source, how.hw.name, build=how.build, steady=True)
         sc = point.scenario
-        pred = curve(model, hw, time_model.params, sc, [sc.budget_mib], work, ranges).points[0].prediction
+        priced = curve(how.model, how.hw, how.time_model.params, sc, [sc.budget_mib], how.work, how.ranges)
     except MoeModelError as err:
         return NotChecked(name, str(err))
+    pred = priced.points[0].prediction
     if not pred.starts:
         return NotChecked(name, f"the tool predicts it does not start ({pred.error})")
-    return _check(point, pred, time_model.prefill_rel_error)
+    return _check(point, pred, how.time_model.prefill_rel_error)
 
 
 def _predicted_with(model: ModelSpec, hw: Hardware, time_model: TimeModel) -> str:

@@ -55,17 +55,11 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, upload_gbs
 from moe_model.speed.scenario import LOAD_MODES
+from moe_model.speed.term_words import MACHINE_TERM_WORDS
 
 MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
 MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose one-stream runs, each left out in turn, are predicted worse
 FITTED_TERMS = ("token_ms", "cpu_expert_gbs", "pinned_gbs", "pageable_gbs", "sync_us")
-TERM_WORDS = {  # each fitted term as the page and the command's text say it (rates.TimeParams says what each prices)
-    "token_ms": "the fixed time per step",
-    "cpu_expert_gbs": "the CPU's expert rate",
-    "pinned_gbs": "the upload rate (pinned memory)",
-    "pageable_gbs": "the upload rate",
-    "sync_us": "the per-step sync time of each cached layer",
-}
 MODEL_FIELDS = ("architecture", "n_layer", "n_expert", "n_expert_used", "n_embd", "n_ff_exp")  # logged and in headers
 
 
@@ -220,7 +214,7 @@ class MachineFit:
     def fitted_words(self) -> str:
         """The fitted terms in plain words ("the CPU's expert rate, the upload rate, ..."); the JSON keeps their
         field names."""
-        return ", ".join(TERM_WORDS[term] for term in self.fitted)
+        return ", ".join(MACHINE_TERM_WORDS.get(term, term) for term in self.fitted)
 
     @property
     def request(self) -> str:
