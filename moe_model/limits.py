@@ -203,3 +203,4 @@ UNUSABLE_DECODE_TPS = 2.0  # below ~2 t/s a reply of a few hundred tokens takes 
 SLOW_DECODE_TPS = 5.0  # below ~5 t/s text arrives slower than people read it
 UNUSABLE_FIRST_TOKEN_S = 60.0  # a minute before the first token: a person gives up on the request
 SLOW_FIRST_TOKEN_S = 15.0  # beyond ~15 s a person waits visibly
+NEAREST_ROW_SIZE_RATIO = 2.0  # a family's 30B row says little of its 235B model: measured rows beyond 2x are not shown
