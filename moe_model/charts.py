@@ -268,7 +268,7 @@ def layer_hit_rates(result: SimResult) -> go.Figure:
     rate = np.where(result.layer_lookups > 0, 100 * result.layer_hits / lookups, np.nan)
     fig = go.Figure(go.Bar(x=np.arange(len(rate)), y=rate, marker_color=COLD, name="hit rate"))
     fig.update_xaxes(tick0=0, dtick=max(1, round(len(rate) / 10)))  # whole layers: no -0.5 tick in the corner
-    return _layout(fig, f"Hit rate per layer at {result.budget_mib} MiB (simulated)", "layer", "hit rate (%)")
+    return _layout(fig, f"Hit rate per layer at {result.budget_mib:,} MiB (simulated)", "layer", "hit rate (%)")
 
 
 SMALL_SHARE = 0.08  # a term under this share of every bar's time is grouped as "other" (its parts in the hover)
