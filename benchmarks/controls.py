@@ -10,10 +10,11 @@ process: the budget typed in the number box, one "describe your host" part (the 
 (then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
 its GPU; last, -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve replaying (server CPU seconds in the
 8 s after: the curve stopped or not). Per change, from its first keystroke or click: **answer** = the headline's
-text changed ("compare policies": its caption drawn; "simulate prompts too", which leaves the headline as it was:
-settled) and **settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or stale
-element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95 per change with the
-1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is asserted.
+text changed (-np: to the one at 4 streams; "compare policies": its caption drawn; "simulate prompts too", which
+leaves the headline as it was: settled) and **settled** = Streamlit's running indicator gone (no status widget,
+skeleton, spinner or stale element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95
+per change with the 1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a
+test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ HEADLINE = r"^At [\d,]+ MiB"
 POLICY_CAPTION = (  # drawn under the two policy charts, after them
     "[...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
     ".some(e => /^First [\\d,]+ ubatches of the workload/.test(e.innerText))"
+)
+NP4 = (  # the headline at -np 4, not an intermediate value the three key presses passed
+    "[...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]')]"
+    ".some(e => /^At [\\d,]+ MiB/.test(e.innerText) && e.innerText.includes('over 4 streams'))"
 )
 QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b", "leave")
@@ -185,7 +190,7 @@ def one_repetition(browser, url: str, pid: int, only: set[str], out: dict[str, l
         ("budget", fill(page.get_by_label("exact --moe-cache-mib (MiB)"), "7777"), ""),
         ("host_cpu", fill(side.get_by_label("CPU model (e.g. Ryzen 7 7700X)"), "Ryzen 7 7700X"), ""),
         ("gpu", sidebar_select(page, "GPU", "RTX 3090"), ""),
-        ("np", keys(side, "concurrent streams (-np)", "ArrowRight", 3), ""),
+        ("np", keys(side, "concurrent streams (-np)", "ArrowRight", 3), NP4),
         ("sim_prompts", toggle(page, "simulate prompts too"), ""),
         ("compare", toggle(page, "compare them"), ""),
     ]
