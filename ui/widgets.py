@@ -11,7 +11,6 @@ import streamlit as st
 
 from moe_model.answers.fit_advice import FitChange
 from moe_model.errors import MoeModelError
-from moe_model.fits.calibration import prompt_speed
 from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import largest_step
@@ -109,17 +108,6 @@ def range_caption(pred: Prediction) -> None:
         return
     parts = " · ".join(f"{s.source} {s.low_tps:.1f}–{s.high_tps:.1f}" for s in pred.range_sources)
     st.caption(f"Range from: {parts}. {largest_step(pred.decode_tps, pred.range_sources)}.")
-
-
-def prompt_text(pred: Prediction, prefill_rel_error: float) -> str:
-    """The prompt's figures beside a decode speed: prompt t/s and time to first token, each with its range where
-    the calibration measured one (calibration.prompt_speed), labelled as a model."""
-    ps = prompt_speed(pred, prefill_rel_error)
-    (lo, hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
-    ranged = prefill_rel_error > 0
-    speed = f"{ps.prefill_tps:,.0f} t/s" + (f" (range {lo:,.0f}–{hi:,.0f})" if ranged else "")
-    ttft = f"{ps.ttft_s:.2f} s" + (f" (range {first:.2f}–{last:.2f})" if ranged else "")
-    return f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed}, first token after {ttft} (a model)"
 
 
 MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line

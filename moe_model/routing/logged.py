@@ -117,7 +117,7 @@ class LogRouting:
             spread = f"misses x/÷{np.exp(self.miss_spread):.2f} at other budgets"
         else:
             spread = f"±{self.spread_points:.1f} hit-rate points"
-        return f"{self.fitted_to}, {spread}: {self.knobs}"
+        return f"{self.fitted_to}, {spread}: {self.knobs.words}"
 
     def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
         """A run like the logged ones (their decode length, a pool only the start-up warm-up filled), batched; its
