@@ -48,7 +48,14 @@ from ui.cached import (
     workload_npz,
 )
 from ui.cached_recommend import cached_recommend
-from ui.headline import best_details, details, metric_cards, nearest_caption, usability_box
+from ui.headline import (
+    best_details,
+    details,
+    first_request_caption,
+    metric_cards,
+    nearest_caption,
+    usability_box,
+)
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.request import app_scenario
 from ui.session_logs import log_routing
@@ -98,7 +105,7 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
         return
     p = best.prediction
     said = best_details(best.label, p, best.cache.sentence, time_model.prefill_rel_error, basis)
-    usability_box(st, said, usability(p))
+    usability_box(st, said, usability(p), basis.decode)
     nearest_caption(st, model.name, p, hw)
     range_caption(p)
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
@@ -161,12 +168,13 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
     runs = pred.starts and answer.runs
     if runs:
         metric_cards(st, headline_figures(pred, basis, prefill_error, spread_points))
-        usability_box(st, f"**At {budget:,} MiB**:", usability(pred))
+        usability_box(st, "", usability(pred), basis.decode)
     fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
         st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
     elif runs:
         st.markdown(details(pred, answer.cache.sentence, prefill_error, basis))
+        first_request_caption(st, pred)
         nearest_caption(st, inputs.model.name, pred, inputs.hw)
         range_caption(pred)
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moe_model.answers.basis import MEASURED, MODELLED, Basis
-from moe_model.answers.headline import Figure
+from moe_model.answers.headline import Figure, prompt_tps_text
 from moe_model.answers.nearest_row import nearest_row
 from moe_model.answers.usability import SLOW, UNUSABLE, Usability
 from moe_model.fits.calibration import prompt_speed
@@ -33,10 +33,11 @@ def metric_cards(box, figures: Sequence[Figure]) -> None:
         )
 
 
-def usability_box(box, text: str, said: Usability) -> None:
-    """`text` and the usability sentence in a box of its word's colour: success only for a usable setting."""
+def usability_box(box, text: str, said: Usability, basis: str) -> None:
+    """`text` and the usability sentence in a box of its word's colour (success only for a usable setting), each
+    figure it quotes with the badge of `basis`, the decode's."""
     shown = box.error if said.word == UNUSABLE else box.warning if said.word == SLOW else box.success
-    shown(f"{text} {said.sentence}")
+    shown(f"{text} {said.tagged(badge(basis))}".strip())
 
 
 def nearest_caption(box, model_name: str, pred: Prediction, hw: Hardware) -> None:
@@ -52,7 +53,9 @@ def prompt_text(pred: Prediction, prefill_rel_error: float, basis: Basis) -> str
     ps = prompt_speed(pred, prefill_rel_error)
     (lo, hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
     ranged, tag = prefill_rel_error > 0, badge(basis.prompt)
-    speed = f"{ps.prefill_tps:,.0f} t/s" + (f" (range {lo:,.0f}–{hi:,.0f})" if ranged else "")
+    speed = f"{prompt_tps_text(ps.prefill_tps)} t/s" + (
+        f" (range {prompt_tps_text(lo)}–{prompt_tps_text(hi)})" if ranged else ""
+    )
     ttft = f"{ps.ttft_s:.2f} s" + (f" (range {first:.2f}–{last:.2f})" if ranged else "")
     return f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed} {tag}, first token after {ttft} {tag}"
 
@@ -66,34 +69,40 @@ def decode_text(pred: Prediction, basis: Basis) -> str:
     )
 
 
-def first_request_text(pred: Prediction) -> str:
+def first_request_caption(box, pred: Prediction) -> None:
     """The server's first request beside the steady state, where its cold pool makes it slower."""
     first = pred.first_request
-    if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
-        return ""
-    return f" {first.decode_words()} {badge(MODELLED)}."
+    if first and first.cold_fills and first.decode_tps < 0.99 * pred.decode_tps:
+        box.caption(f"{badge(MODELLED)} {first.decode_words()}.")
 
 
-def _hit_rate(pred: Prediction) -> str:
-    return "—" if pred.hit_rate is None else f"{100 * pred.hit_rate:.1f} %"
+def _hit_rate(pred: Prediction, basis: Basis) -> str:
+    """'Hit rate 96.9 % :badge: (simulated, class-lru-b12170).', or that no cache runs."""
+    if pred.hit_rate is None:
+        return "No cache runs, so there is no hit rate."
+    return f"Hit rate {100 * pred.hit_rate:.1f} % {badge(basis.hit_rate)} (simulated, {pred.scenario.policy_name})."
 
 
-def best_details(label: str, pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
-    """The recommender's pick in one sentence: its label, then every figure with its badge."""
+def _sentences(pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
+    """Decode at the context depth, the prompt, the hit rate and the cache's verdict: a sentence each, each figure's
+    sentence with its badge."""
+    prompt = prompt_text(pred, prefill_rel_error, basis)
     return (
-        f"**Best setting: {label}**: {decode_text(pred, basis)} at {pred.scenario.context_depth:,} tokens of context; "
-        f"{prompt_text(pred, prefill_rel_error, basis)}; hit rate {_hit_rate(pred)} {badge(basis.hit_rate)}; "
-        f"{cache_sentence} {badge(basis.decode)}."
+        f"{decode_text(pred, basis)} at {pred.scenario.context_depth:,} tokens of context. {prompt[:1].upper()}"
+        f"{prompt[1:]}. {_hit_rate(pred, basis)} {badge(basis.decode)} {cache_sentence[:1].upper()}"
+        f"{cache_sentence[1:]}."
     )
 
 
+def best_details(label: str, pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
+    """The recommender's pick: its label, then every figure with its badge."""
+    return f"**Best setting: {label}**: {_sentences(pred, cache_sentence, prefill_rel_error, basis)}"
+
+
 def details(pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
-    """The headline's sentence at the chosen budget: every figure of the cards with its context, and the layout's."""
-    said, hit = cache_sentence, _hit_rate(pred)
+    """The headline's sentences at the chosen budget: every figure of the cards with its context, and the layout."""
     return (
-        f"**At {pred.scenario.budget_mib:,} MiB**: {decode_text(pred, basis)} at {pred.scenario.context_depth:,} "
-        f"tokens of context; {prompt_text(pred, prefill_rel_error, basis)}; hit rate {hit} {badge(basis.hit_rate)} "
-        f"(simulated, {pred.scenario.policy_name}); {len(pred.layout.host_layers)} layers' experts in host memory, "
-        f"VRAM left {pred.vram.free_mib:,.0f} MiB {badge(MODELLED)}. {said[:1].upper()}{said[1:]} "
-        f"{badge(basis.decode)}.{first_request_text(pred)}"
+        f"**At {pred.scenario.budget_mib:,} MiB**: {_sentences(pred, cache_sentence, prefill_rel_error, basis)} "
+        f"{len(pred.layout.host_layers)} layers' experts in host memory, VRAM left {pred.vram.free_mib:,.0f} MiB "
+        f"{badge(MODELLED)}."
     )

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from moe_model.answers.basis import MODELLED
 from moe_model.answers.fit_advice import FitChange
 from moe_model.errors import MoeModelError
 from moe_model.settings import Setting
@@ -16,6 +17,7 @@ from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
+from ui.badges import badge
 from ui.state import SCENARIO, keep, kept_setting
 from ui.text import literal
 
@@ -95,10 +97,12 @@ def control(box, s: Setting, hi=None):
 def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChange] = ()) -> bool:
     """Lead with whether the setting fits VRAM and RAM; True when it runs (VRAM too close to call, or mmap'd experts
     streaming from disk: a warning). When not, what would (`advice`: fit_advice.would_fit for this setting)."""
-    (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
-    (st.success if host.fits else st.warning if host.runs else st.error)(host.verdict)
+    tag = badge(MODELLED)  # the memory accounts are the model's (the cache's slots replayed exactly within them)
+    (st.success if vram.fits else st.warning if vram.tight else st.error)(f"{tag} {vram.verdict}")
+    (st.success if host.fits else st.warning if host.runs else st.error)(f"{tag} {host.verdict}")
     if advice:
-        st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
+        lines = "\n".join(f"- {c.text} {tag}" for c in advice)
+        st.info(f"**What would fit** (each alone, checked as above):\n{lines}")
     return (vram.fits or vram.tight) and host.runs
 
 

@@ -27,6 +27,11 @@ class Figure:
     why: str  # the basis's reason, a tooltip
 
 
+def prompt_tps_text(tps: float) -> str:
+    """A prompt speed as shown: whole tokens a second, one decimal below 10 (a drive-bound prompt's 0.8 t/s)."""
+    return f"{tps:,.0f}" if tps >= 10 else f"{tps:.1f}"
+
+
 def _hit_rate(pred: Prediction, basis: Basis, spread_points: float) -> Figure:
     why = dict(basis.why)["hit_rate"]
     if pred.hit_rate is None:
@@ -58,8 +63,8 @@ def headline_figures(
     )
     prompt = Figure(
         f"prompt t/s ({pred.scenario.prompt_tokens:,} tokens)",
-        f"{ps.prefill_tps:,.0f}",
-        f"range {p_lo:,.0f}–{p_hi:,.0f}" if ranged else "",
+        prompt_tps_text(ps.prefill_tps),
+        f"range {prompt_tps_text(p_lo)}–{prompt_tps_text(p_hi)}" if ranged else "",
         basis.prompt,
         why["prefill_tps"],
     )

@@ -64,10 +64,10 @@ def test_a_link_with_an_unknown_gpu_warns_and_falls_back():
 def test_pinned_experts_that_do_not_fit_the_ram_show_no_speed_and_no_command():
     """Pinned memory cannot page out (mmap'd experts would stream from disk instead: test_app_host.py)."""
     at = open_page("pages/model_budget.py", gpu="RTX 4090", ram="16", model=SMALL_MODEL, lm="none")  # 25.4 GiB
-    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert any("does not fit in RAM" in e.value for e in at.error)
     assert not any(s.value.startswith("starts:") for s in at.success) and not at.code[1:]
     at.switch_page("pages/explore.py").run()
-    assert any(e.value.startswith("does not fit in RAM") for e in at.error)
+    assert any("does not fit in RAM" in e.value for e in at.error)
     assert not any(" t/s decode" in m.value for m in at.markdown) and not at.exception
     assert not [v for v in trace(charts(at)["0"], "predicted (model)")["y"] if v is not None]  # no speed curve
 
@@ -247,7 +247,7 @@ def test_explores_context_depth_slows_the_headline_raises_the_context_and_matche
         return next(m.value for m in at.markdown if m.value.startswith("**At "))
 
     before = headline()
-    assert "at 512 tokens of context" in before and "first token after" in before and "(a model)" in before
+    assert "at 512 tokens of context" in before and "first token after" in before and "-badge[modelled]" in before
     at.sidebar.number_input(key="depth").set_value(32768).run()
     after = headline()
     budget = int(after.removeprefix("**At ").split(" MiB", 1)[0].replace(",", ""))
