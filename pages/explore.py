@@ -87,6 +87,7 @@ through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Explore")
 intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
+cards = st.container()  # the headline's figures, across the page above the controls, filled once they are known
 
 
 def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, replays_trace: bool, basis: Basis) -> None:
@@ -167,7 +168,7 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
     budget, pred, prefill_error = answer.point.budget_mib, answer.point.prediction, inputs.tm.prefill_rel_error
     runs = pred.starts and answer.runs
     if runs:
-        metric_cards(st, headline_figures(pred, basis, prefill_error, spread_points))
+        metric_cards(cards, headline_figures(pred, basis, prefill_error, spread_points))
         usability_box(st, "", usability(pred), basis.decode)
     fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from moe_model.answers.basis import Basis
 from moe_model.fits.calibration import prompt_speed
-from moe_model.speed.streams import speed_label
+from moe_model.speed.streams import total_over_streams
 from moe_model.speed.time_model import Prediction
 
 
@@ -20,7 +20,7 @@ from moe_model.speed.time_model import Prediction
 class Figure:
     """One headline figure: what it is, its value and range as shown, its basis word and why."""
 
-    label: str  # "decode t/s", "first token"
+    label: str  # "decode t/s", "first token (s)": short, a card's label is one line
     value: str  # "0.1 t/s"; "—" where there is no figure (no cache: no hit rate)
     range: str  # "range 0.0–5.8", "readings 50.1–55.0 %", or "" where none is known
     basis: str  # answers.basis's word; "" where there is no figure
@@ -54,19 +54,20 @@ def headline_figures(
     ps = prompt_speed(pred, prefill_rel_error)
     (p_lo, p_hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
     ranged = prefill_rel_error > 0  # a prompt range only where the calibration measured its error
+    streams = total_over_streams(pred.scenario.concurrency, pred.decode_tps)  # "" for one stream
     decode = Figure(
-        speed_label("decode t/s", pred.scenario.concurrency),
+        "total decode t/s" if streams else "decode t/s",
         f"{pred.decode_tps:.1f}",
         f"range {lo:.1f}–{hi:.1f}",
         basis.decode,
-        why["decode_tps"],
+        f"{streams[:1].upper()}{streams[1:]}. {why['decode_tps']}" if streams else why["decode_tps"],
     )
     prompt = Figure(
-        f"prompt t/s ({pred.scenario.prompt_tokens:,} tokens)",
+        "prompt t/s",
         prompt_tps_text(ps.prefill_tps),
         f"range {prompt_tps_text(p_lo)}–{prompt_tps_text(p_hi)}" if ranged else "",
         basis.prompt,
-        why["prefill_tps"],
+        f"A prompt of {pred.scenario.prompt_tokens:,} tokens. {why['prefill_tps']}",
     )
     ttft = Figure(
         "first token (s)",

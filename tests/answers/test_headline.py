@@ -37,6 +37,7 @@ def test_four_figures_with_the_predictions_values_and_ranges(t4):
     )
     assert (hit.value, hit.range) == ("90.0 %", "±5.3 points (routing)")  # no policy band: the routing's spread
     assert {f.basis for f in (decode, prompt, ttft, hit)} == {MODELLED} and all(f.why for f in (decode, hit))
+    assert prompt.why.startswith(f"A prompt of {t4.scenario.prompt_tokens:,} tokens")
 
 
 def test_no_prompt_range_without_a_left_out_error_and_no_hit_rate_range_for_a_replayed_trace(t4):
@@ -59,10 +60,10 @@ def test_no_cache_shows_no_hit_rate_and_no_badge(t4):
     assert (hit.value, hit.basis) == ("—", "")
 
 
-def test_the_decode_label_names_a_total_over_streams(t4):
+def test_the_decode_card_names_a_total_over_streams_and_its_share(t4):
     four = replace(t4, scenario=replace(t4.scenario, concurrency=4))
     decode = headline_figures(four, prediction_basis(SYNTHETIC, four.scenario, T4), 0.0)[0]
-    assert decode.label == "decode t/s (total over 4 streams)"
+    assert decode.label == "total decode t/s" and decode.why.startswith("Total over 4 streams (per stream ")
 
 
 def test_a_slow_prompt_keeps_a_decimal():

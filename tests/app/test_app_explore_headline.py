@@ -13,7 +13,7 @@ from moe_model.answers.basis import CALIBRATED, MEASURED, MODELLED, REPLAYED
 QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
 BADGE = re.compile(rf":[a-z]+-badge\[({MEASURED}|{REPLAYED}|{CALIBRATED}|{MODELLED})\]")
 FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:t/s|s\b|%|MiB|GiB)")  # a number with its unit
-CARDS = ("decode t/s", "prompt t/s (512 tokens)", "first token (s)", "hit rate")
+CARDS = ("decode t/s", "prompt t/s", "first token (s)", "hit rate")
 LEAD = re.compile(r"^\*\*.*?\*\*:?")  # the bold lead names the setting ("**At 10,000 MiB**:"): inputs, not figures
 
 
