@@ -51,7 +51,6 @@ from ui.cached_recommend import cached_recommend
 from ui.headline import (
     best_details,
     details,
-    first_request_caption,
     metric_cards,
     nearest_caption,
     usability_box,
@@ -175,7 +174,6 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
         st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
     elif runs:
         st.markdown(details(pred, answer.cache.sentence, prefill_error, basis))
-        first_request_caption(st, pred)
         nearest_caption(st, inputs.model.name, pred, inputs.hw)
         range_caption(pred)
     else:

@@ -69,11 +69,12 @@ def decode_text(pred: Prediction, basis: Basis) -> str:
     )
 
 
-def first_request_caption(box, pred: Prediction) -> None:
-    """The server's first request beside the steady state, where its cold pool makes it slower."""
+def first_request_text(pred: Prediction) -> str:
+    """The server's first request beside the steady state, where its cold pool makes it slower ("" where not)."""
     first = pred.first_request
-    if first and first.cold_fills and first.decode_tps < 0.99 * pred.decode_tps:
-        box.caption(f"{badge(MODELLED)} {first.decode_words()}.")
+    if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
+        return ""
+    return f" {badge(MODELLED)} {first.decode_words()}."
 
 
 def _hit_rate(pred: Prediction, basis: Basis) -> str:
@@ -104,5 +105,5 @@ def details(pred: Prediction, cache_sentence: str, prefill_rel_error: float, bas
     return (
         f"**At {pred.scenario.budget_mib:,} MiB**: {_sentences(pred, cache_sentence, prefill_rel_error, basis)} "
         f"{len(pred.layout.host_layers)} layers' experts in host memory, VRAM left {pred.vram.free_mib:,.0f} MiB "
-        f"{badge(MODELLED)}."
+        f"{badge(MODELLED)}.{first_request_text(pred)}"
     )
