@@ -11,8 +11,10 @@ from conftest import GROUNDTRUTH, ROOT
 from streamlit.testing.v1 import AppTest
 from test_app import SMALL_MODEL, charts, open_page, trace, upload_header
 
+from moe_model.answers.basis import MODELLED
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.speed.hardware import preset
+from ui.badges import badge
 
 
 def best_label(at: AppTest) -> str:
@@ -370,7 +372,7 @@ def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_o
     assert points.loc["run5_b25.log#1", "request"] == "steady state"  # four requests: the three after the first
     assert points.loc["np4.log#1", "request"] == "first request"  # the four concurrent requests include the first
     at.switch_page("pages/explore.py").run()
-    assert any("modelled, steady state)" in m.value for m in at.markdown if m.value.startswith("**At "))
+    assert any(f"steady state) {badge(MODELLED)}" in m.value for m in at.markdown if m.value.startswith("**At "))
     assert trace(charts(at)["0"], "measured")["text"] == ["run5_b25.log#1 (steady state)"]  # not the -np 4 run
     at.sidebar.slider(key="np").set_value(4).run()
     assert trace(charts(at)["0"], "measured")["text"] == ["np4.log#1 (first request)"] and not at.exception
