@@ -78,7 +78,7 @@ from ui.widgets import (
     fit_verdicts,
     friendly_errors,
     model_flag_path,
-    range_caption,
+    range_chart,
     runnable,
 )
 
@@ -107,7 +107,7 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
     said = best_details(best.label, p, best.cache.sentence, time_model.prefill_rel_error, basis)
     usability_box(st, said, usability(p), basis.decode)
     nearest_caption(st, model.name, p, hw)
-    range_caption(p)
+    range_chart(p, "best_range")
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
     st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
@@ -175,7 +175,7 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
     elif runs:
         st.markdown(details(pred, answer.cache.sentence, prefill_error, basis))
         nearest_caption(st, inputs.model.name, pred, inputs.hw)
-        range_caption(pred)
+        range_chart(pred, "range")
     else:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 
@@ -193,8 +193,8 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
     a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
     b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
     a.plotly_chart(layer_hit_rates(point.simulated), width="stretch", key="layers")
-    compare = {**baselines, f"{placement_name} + {point.budget_mib} MiB": point.prediction}
-    b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
+    compare = {**baselines, f"{placement_name} + {point.budget_mib:,} MiB": point.prediction}
+    st.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
     for note in point.prediction.notes:
         st.caption(note)
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from moe_model.fits.log_timings import load_reference
 from moe_model.fits.points import field_machines, field_rows
-from moe_model.limits import MAX_ECHO_CHARS
+from moe_model.limits import MAX_ECHO_CHARS, NEAREST_ROW_SIZE_RATIO
 from moe_model.readers.logs import MAINLINE
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.scenario import Scenario
@@ -70,6 +70,18 @@ def family_of(model_name: str) -> str:
     words = re.split(r"[-_ ]", model_name.lower()) + [""]
     second = words[1]
     return f"{words[0]}-{second}" if second.isalpha() and second not in ("ud", "gguf") else words[0]
+
+
+def size_b(model_name: str) -> float | None:
+    """A model's total parameters in billions from its name ('Qwen3-235B-A22B' -> 235; None: the name has none)."""
+    found = re.search(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)b(?![a-z])", model_name.lower())
+    return float(found.group(1)) if found else None
+
+
+def comparable(row_model: str, model_name: str) -> bool:
+    """Whether a row of the family can stand beside the model: sizes within the ratio limits allows (where named)."""
+    a, b = size_b(row_model), size_b(model_name)
+    return a is None or b is None or max(a, b) / min(a, b) <= NEAREST_ROW_SIZE_RATIO
 
 
 def kind_of(placement: str, budget_mib: float) -> str:
@@ -142,9 +154,10 @@ def _card_distance(row: MeasuredRow, hw: Hardware) -> float:
 
 
 def nearest_row(model_name: str, sc: Scenario, hw: Hardware) -> MeasuredRow | None:
-    """The measured row of the same family and kind of placement on the nearest card (None: no such row)."""
+    """The measured row of the same family, a comparable size and the same kind of placement on the nearest card
+    (None: no such row)."""
     family, kind = family_of(model_name), scenario_kind(sc)
-    same = [r for r in measured_rows() if r.family == family and r.kind == kind]
+    same = [r for r in measured_rows() if r.family == family and r.kind == kind and comparable(r.model, model_name)]
     if not same:
         return None
     return min(same, key=lambda r: (_card_distance(r, hw), abs(r.budget_mib - sc.budget_mib)))

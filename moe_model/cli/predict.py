@@ -371,6 +371,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    from moe_model.answers.before_calibration import before_calibration, time_model_before
     from moe_model.fits.calibration import default_time_model
     from moe_model.fits.host_fit import HOST_SETTLED
     from moe_model.fits.machine_fit import calibrate_logs, parse_logs, save_machine
@@ -378,13 +379,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     model, hw = load_model(args.model), _named_preset(args.hardware)
     hw, _, given = _host_run(args, model, hw, 0.0)  # the host record's CPU rate, threads, RAM and drive
     held = HOST_SETTLED if given else ()
-    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build, held)
+    logs = parse_logs(args.logs)
+    result = calibrate_logs(logs, model, hw, default_time_model().params, args.build, held)
+    before = before_calibration(logs, model, hw, time_model_before(bool(given)), args.build)
     if args.json:
-        print(to_json(result.as_dict() | _host_run_fields(given)))
+        print(to_json(result.as_dict() | _host_run_fields(given) | {"before_calibration": before.as_dict()}))
     else:
         if given:
             print(given.described)
         _print_calibration(result, hw, model)
+        _print_before(before)
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
         return 1
@@ -398,7 +402,7 @@ def _print_calibration(result, hw, model) -> None:
     built = f"{result.engine} build {result.build}" if result.build else f"{result.engine}, build not logged"
     print(
         f"{hw.name} ({result.gpu or 'GPU not logged'}), {result.model or model.name}, {built}, load mode "
-        f"{result.load_mode}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs"
+        f"{result.load_mode}: fitted {result.fitted_words} on {len(result.fit_errors)} runs"
     )
     width = max(map(len, result.fit_errors))
     for run in result.runs:
@@ -420,6 +424,22 @@ def _print_calibration(result, hw, model) -> None:
     if pick := result.class_lru:
         reading = ", ".join(f"{k} {v}" for k, v in pick["reading"].items())
         print(f"  ClassLRU reading nearest the logged hit rates: {reading} ({pick['rms_points']:.1f} points RMS)")
+
+
+def _print_before(before) -> None:
+    """Each run beside the range predicted for its settings before this calibration, and how many fell inside."""
+    print("  before calibration, each run's decode beside the range predicted for its settings with:")
+    print(f"    {before.predicted_with}")
+    width = max((len(r.name) for r in before.runs), default=0)
+    for r in before.runs:
+        d = r.decode
+        print(
+            f"    {r.name:{width}} {d.measured_tps:8.1f} t/s, predicted {d.predicted_tps:.1f} ({d.low_tps:.1f}-"
+            f"{d.high_tps:.1f}), {r.request}: {d.words}"
+        )
+    for skipped in before.not_checked:
+        print(f"    not checked: {skipped.name}: {skipped.why}")
+    print(f"  {before.summary}")
 
 
 # the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)

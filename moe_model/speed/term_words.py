@@ -31,6 +31,14 @@ PROMPT_TERM_WORDS = {
     "disk": "reading experts from the drive",
 }
 
+MACHINE_TERM_WORDS = {  # a machine's own terms, as calibrating on its logs fits them (fits.machine_fit.FITTED_TERMS)
+    "token_ms": "the fixed time per step",
+    "cpu_expert_gbs": "the CPU's expert rate",
+    "pinned_gbs": "the upload rate (pinned memory)",
+    "pageable_gbs": "the upload rate",
+    "sync_us": "the per-step sync time of each cached layer",
+}
+
 
 def term_words(term: str, prompt: bool = False) -> str:
     """The plain words for a breakdown key (the key itself if it has none)."""

@@ -2,7 +2,15 @@
 
 from dataclasses import replace
 
-from moe_model.answers.nearest_row import CACHE, CPU_MOE, family_of, measured_rows, nearest_row, scenario_kind
+from moe_model.answers.nearest_row import (
+    CACHE,
+    CPU_MOE,
+    family_of,
+    measured_rows,
+    nearest_row,
+    scenario_kind,
+    size_b,
+)
 from moe_model.llama.slot_plan import Placement
 from moe_model.speed.hardware import PRESETS
 from moe_model.speed.scenario import Scenario
@@ -42,8 +50,14 @@ def test_the_nearest_card_wins_within_a_family():
     assert "4060 Ti" in nearest_row("Qwen3.6-35B-A3B", sc, slow).card
 
 
+def test_sizes_are_read_from_names_and_a_far_larger_model_gets_no_row():
+    assert (size_b("Qwen3-235B-A22B"), size_b("Qwen3.6-35B-A3B-Q8_0.gguf"), size_b("gpt-oss-20b")) == (235, 35, 20)
+    assert size_b("Qwen3.8-Flash-Next-IQ3_XXS.gguf") is None
+    assert nearest_row("Qwen3-235B-A22B", Scenario(budget_mib=16_000), PRESETS["RTX 4090"]) is None
+
+
 def test_another_model_of_the_family_is_said_and_no_family_gives_none():
-    row = nearest_row("Qwen3-235B-A22B", Scenario(budget_mib=16_000), PRESETS["RTX 4090"])
-    assert "another model of its family" in row.sentence("Qwen3-235B-A22B")
-    assert row.as_dict("Qwen3-235B-A22B")["same_model"] is False
+    row = nearest_row("Qwen3-32B-A3B", Scenario(budget_mib=16_000), PRESETS["RTX 4090"])
+    assert row.model == "Qwen3-30B-A3B" and "another model of its family" in row.sentence("Qwen3-32B-A3B")
+    assert row.as_dict("Qwen3-32B-A3B")["same_model"] is False
     assert nearest_row("gpt-oss-20b", replace(Scenario(), budget_mib=4_000), PRESETS["RTX 4090"]) is None
