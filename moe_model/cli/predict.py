@@ -259,7 +259,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {said.sentence} [modelled]")
     terms = ", ".join(f"{term_words(k)} {v:.2f}" for k, v in pred.breakdown_ms.items() if v)
     print(f"  decode ms per ubatch [modelled]: {terms}")
-    print("  VRAM MiB [modelled; the cache's slots replayed, exact]: " + _vram_line(pred.vram))
+    print("  VRAM MiB [modelled; the cache's slots replayed]: " + _vram_line(pred.vram))
     ram = pred.layout.ram
     print(
         f"  RAM MiB [modelled]: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
