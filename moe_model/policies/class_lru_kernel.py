@@ -179,7 +179,6 @@ def _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, rem, layer, r
 
 
 _SMALL, _LARGE, _CPU, _SPLIT, _SELECTIONS = 0, 1, 2, 3, 4  # rows of a pool's counts per layer (hits: small, large)
-_FILLED, _PROBE = 0, 1  # a pool's own scalars
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -188,93 +187,76 @@ def budgets(
     caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe, remainder, cpu, cpu_split,
     cpu_selections, group_clock, age_planning, ties_high, share, inv,
 ):  # fmt: skip
-    """Every pool size of the pass replays the chunk on its own (on numba's threads), in its own copies of the rows
-    neighbouring pool sizes would share cache lines with (threads replaying them at once would take the lines from
-    each other), written back at the end. The arguments: class_lru._prepare's chunk, the state's pools, its knobs."""
-    n_layer = hits.shape[0]
+    """Every pool size of the pass replays the chunk on its own (on numba's threads). Each keeps its list heads, fill
+    and counts in its own copies, written back at the end: neighbouring pool sizes' rows share cache lines, which
+    threads replaying them at once would take from each other. With a CPU share, once a pool is full that share of
+    each record's missed selections is computed on the CPU (policies.cpu_share: the lowest CRF first); a missed
+    expert all of whose selections go there is not kept. The arguments: class_lru._prepare's chunk, the state's
+    pools, its knobs."""
     for b in prange(len(caps)):
-        first, last = first_all[b].copy(), last_all[b].copy()
-        own = np.array([filled[b], 0], dtype=np.int64)
-        rem = np.array([remainder[b]], dtype=np.float64)
-        counts = np.zeros((5, n_layer), dtype=np.int64)
-        _pool(
-            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel,
-            group_clock, age_planning, ties_high, share, inv, caps[b], offsets[b], slot_of_all[b], links, used, first,
-            last, own, rem, counts,
-        )  # fmt: skip
-        first_all[b], last_all[b], filled[b], remainder[b] = first, last, own[_FILLED], rem[0]
-        probe[b] += own[_PROBE]
-        for layer in range(n_layer):
+        first, last, slot_of, cap, base = first_all[b].copy(), last_all[b].copy(), slot_of_all[b], caps[b], offsets[b]
+        fill, n_probe, rem = filled[b], 0, np.array([remainder[b]])
+        counts = np.zeros((5, hits.shape[0]), dtype=np.int64)  # per layer: _SMALL, _LARGE hits, the share's counts
+        scores = np.empty(len(inv), dtype=np.float64)
+        clock = clock0.copy()
+        on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
+        for r in range(len(rec_mode)):
+            lo, hi = ent_start[r], ent_start[r + 1]
+            mode = rec_mode[r]
+            if mode == MODE_SKIP or lo == hi:
+                continue
+            if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
+                for q in range(lo, hi):
+                    if slot_of[ent_key[q]] >= 0:
+                        n_probe += 1
+                continue
+            layer, now = rec_layer[r], rec_now[r]
+            owner = 0 if group_clock else layer
+            clock[owner] = now
+            n_hit = 0
+            for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
+                s = slot_of[ent_key[q]]
+                if s >= 0:
+                    n_hit += 1
+                    used[s] = now
+                    c = ent_cls[q]
+                    if last[c] != s:  # already its class's most recent: the list is unchanged
+                        _unlink(s, links, first, last)
+                        _append(s, c, owner, links, first, last)
+            counts[rec_large[r], layer] += n_hit
+            if n_hit == hi - lo:
+                continue
+            if share > 0 and fill == cap:
+                _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, rem, layer, r, on_cpu, counts)
+            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
+            for j in range(lo, hi):  # then the misses in expert-id order
+                q = ent_sorted[j]
+                key = ent_key[q]
+                if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
+                    continue
+                if fill < cap:
+                    s = base + fill
+                    fill += 1
+                else:
+                    if not scored:
+                        for c in range(len(inv)):
+                            scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
+                        scored = True
+                    c = _best(scores, ties_high)
+                    s = first[c]
+                    _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
+                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
+                    slot_of[links[s, _KEY]] = -1
+                slot_of[key] = s
+                used[s] = now
+                links[s, _KEY] = key
+                _append(s, ent_cls[q], owner, links, first, last)
+                if scored and first[ent_cls[q]] == s:  # it joined an empty list: its head is now this plan's
+                    scores[ent_cls[q]] = -1.0
+        first_all[b], last_all[b], filled[b], remainder[b], probe[b] = first, last, fill, rem[0], probe[b] + n_probe
+        for layer in range(hits.shape[0]):
             hits[layer, 0, b] += counts[_SMALL, layer]
             hits[layer, 1, b] += counts[_LARGE, layer]
             cpu[layer, b] += counts[_CPU, layer]
             cpu_split[layer, b] += counts[_SPLIT, layer]
             cpu_selections[layer, b] += counts[_SELECTIONS, layer]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pool(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel,
-    group_clock, age_planning, ties_high, share, inv, cap, base, slot_of, links, used, first, last, own, rem, counts,
-):  # fmt: skip
-    """One pool size of `cap` slots (from slot `base`) replays the chunk. With a CPU share, once the pool is full
-    that share of each record's missed selections is computed on the CPU (policies.cpu_share: the lowest CRF
-    first); a missed expert all of whose selections go there is not kept."""
-    scores = np.empty(len(inv), dtype=np.float64)
-    clock = clock0.copy()
-    on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
-    fill = own[_FILLED]
-    for r in range(len(rec_mode)):
-        lo, hi = ent_start[r], ent_start[r + 1]
-        mode = rec_mode[r]
-        if mode == MODE_SKIP or lo == hi:
-            continue
-        if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
-            for q in range(lo, hi):
-                if slot_of[ent_key[q]] >= 0:
-                    own[_PROBE] += 1
-            continue
-        layer, now = rec_layer[r], rec_now[r]
-        owner = 0 if group_clock else layer
-        clock[owner] = now
-        n_hit = 0
-        for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
-            s = slot_of[ent_key[q]]
-            if s >= 0:
-                n_hit += 1
-                used[s] = now
-                c = ent_cls[q]
-                if last[c] != s:  # already its class's most recent: the list is unchanged
-                    _unlink(s, links, first, last)
-                    _append(s, c, owner, links, first, last)
-        counts[rec_large[r], layer] += n_hit
-        if n_hit == hi - lo:
-            continue
-        if share > 0 and fill == cap:
-            _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, rem, layer, r, on_cpu, counts)
-        scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-        for j in range(lo, hi):  # then the misses in expert-id order
-            q = ent_sorted[j]
-            key = ent_key[q]
-            if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
-                continue
-            if fill < cap:
-                s = base + fill
-                fill += 1
-            else:
-                if not scored:
-                    for c in range(len(inv)):
-                        scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
-                    scored = True
-                c = _best(scores, ties_high)
-                s = first[c]
-                _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
-                slot_of[links[s, _KEY]] = -1
-            slot_of[key] = s
-            used[s] = now
-            links[s, _KEY] = key
-            _append(s, ent_cls[q], owner, links, first, last)
-            if scored and first[ent_cls[q]] == s:  # it joined an empty list: its head is now this plan's
-                scores[ent_cls[q]] = -1.0
-    own[_FILLED] = fill
