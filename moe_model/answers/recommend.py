@@ -29,6 +29,7 @@ from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.server_command import command_line
 from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.time_model import Prediction
+from moe_model.threads import worker_pool
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
@@ -226,21 +227,37 @@ def _predictions(
     progress=None,
 ) -> list[Prediction]:
     """Each candidate through the curve pipeline: candidates that differ only in budget and load mode share one
-    replay (a curve over their budgets), priced for each load mode (the counts do not depend on it)."""
+    replay (a curve over their budgets), priced for each load mode (the counts do not depend on it). The groups
+    replay on threads (their kernels release the GIL), each priced here as soon as it and those before it are
+    replayed."""
     groups: dict[Scenario, list[int]] = {}
     for i, sc in enumerate(scenarios):
         groups.setdefault(replace(sc, budget_mib=0, load_mode="mmap"), []).append(i)
     out: list[Prediction | None] = [None] * len(scenarios)
-    for n, (group, members) in enumerate(groups.items()):
-        replayed = replay(model, hw, group, sorted({scenarios[i].budget_mib for i in members}), workload_for)
-        for mode in sorted({scenarios[i].load_mode for i in members}):
-            priced = price(model, hw, params, replayed, ranges, load_mode=mode)
-            for i in members:
-                if scenarios[i].load_mode == mode:
-                    out[i] = priced.at(scenarios[i].budget_mib).prediction
-        if progress:
-            progress((n + 1) / len(groups))
+    jobs = [(group, sorted({scenarios[i].budget_mib for i in members})) for group, members in groups.items()]
+    with worker_pool(len(jobs)) as pool:
+        replays = [_replay_job(pool, model, hw, group, budgets, workload_for) for group, budgets in jobs]
+        for n, (members, replayed) in enumerate(zip(groups.values(), replays, strict=True)):
+            _price_group(model, hw, params, scenarios, members, replayed(), ranges, out)
+            if progress:
+                progress((n + 1) / len(groups))
     return out
+
+
+def _replay_job(pool, model: ModelSpec, hw: Hardware, group: Scenario, budgets: list[int], workload_for) -> Callable:
+    """The group's replay, started on the pool where there is one; calling the result waits for it."""
+    if pool is None:
+        return lambda: replay(model, hw, group, budgets, workload_for)
+    return pool.submit(replay, model, hw, group, budgets, workload_for).result
+
+
+def _price_group(model, hw, params, scenarios, members, replayed, ranges, out: list) -> None:
+    """A group's replayed budgets priced for each load mode its members ask for, into `out`."""
+    for mode in sorted({scenarios[i].load_mode for i in members}):
+        priced = price(model, hw, params, replayed, ranges, load_mode=mode)
+        for i in members:
+            if scenarios[i].load_mode == mode:
+                out[i] = priced.at(scenarios[i].budget_mib).prediction
 
 
 def _exact(sc) -> bool:
