@@ -161,8 +161,11 @@ def recommend(
 ) -> list[Option]:
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM), each at
     `base`'s request (streams, draft tokens and acceptance, context, prompt, depth, build). `workload_for` may be a
-    ReplayMemo: budgets it has already replayed (for another card) are reused."""
+    ReplayMemo: budgets it has already replayed (for another card) are reused; it is called from threads at once
+    (a ReplayMemo or a threads.cache_once function builds the workload once)."""
     _prefetch_prompt_routing(model)
+    if has_cache(base.build):  # every candidate replays the base's workload: built while the candidates are made
+        _in_background(lambda: workload_for(base), "workload")
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
@@ -183,14 +186,20 @@ def recommend(
 def _prefetch_prompt_routing(model: ModelSpec) -> None:
     """The prompt routing curve every prediction prices (cached once per routing), computed on a thread while the
     candidates replay: the replays release the GIL, and their single-threaded parts leave a core idle."""
+    _in_background(lambda: window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1), "routing")
 
-    def compute() -> None:
+
+def _in_background(compute: Callable[[], object], name: str) -> None:
+    """compute() on a thread, for a cache its caller's own call later finds filled (or fills, after a failure: not
+    kept, that call computes it again and says why)."""
+
+    def run() -> None:
         try:
-            window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1)
-        except Exception:  # noqa: BLE001 - not kept: the prediction's own call computes it again and says why
+            compute()
+        except Exception:  # noqa: BLE001 - see above
             return
 
-    threading.Thread(target=compute, name="prompt-routing", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
