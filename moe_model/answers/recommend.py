@@ -17,6 +17,7 @@ from moe_model.answers.usability import usability
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
@@ -246,7 +247,7 @@ def _predictions(
         groups.setdefault(replace(sc, budget_mib=0, load_mode="mmap"), []).append(i)
     out: list[Prediction | None] = [None] * len(scenarios)
     jobs = [(group, sorted({scenarios[i].budget_mib for i in members})) for group, members in groups.items()]
-    with worker_pool(len(jobs)) as pool:
+    with worker_pool(len(jobs) if parallel_kernels_may_overlap() else 1) as pool:  # their kernels may be parallel
         replays = [_replay_job(pool, model, hw, group, budgets, workload_for) for group, budgets in jobs]
         for n, (members, replayed) in enumerate(zip(groups.values(), replays, strict=True)):
             _price_group(model, hw, params, scenarios, members, replayed(), ranges, out)

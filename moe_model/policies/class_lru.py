@@ -37,6 +37,7 @@ from moe_model.limits import (
 from moe_model.llama.lru_kernel import MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
 from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, budgets
 from moe_model.policies.knobs import Knob
@@ -326,7 +327,7 @@ def _kernel(items: tuple) -> Kernel:
         state_bytes,
         ns_per_lookup,
         lanes=False,  # its feed runs the pool sizes on numba's threads (prange): one pass at a time,
-        lane_feed=feed_in_turn,  # or several passes at once, each on one thread
+        lane_feed=feed_in_turn if parallel_kernels_may_overlap() else None,  # or several at once, each on one thread
     )
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from moe_model.limits import CLASS_LRU_BAND_ALL, CLASS_LRU_BAND_STRIDE
 from moe_model.llama.simulate import Kernel
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.class_lru import (
     BAND_READINGS,
     NAME,
@@ -86,7 +87,7 @@ def band_kernel() -> Kernel:
         lambda n_layer, n_expert, caps: state_bytes(n_layer, n_expert, caps) * (1 + n),
         lambda n_caps: ns_per_lookup(n_caps) + n * ns_per_lookup(len(band_sample(n_caps))),
         lanes=False,
-        lane_feed=_band_feed_in_turn,
+        lane_feed=_band_feed_in_turn if parallel_kernels_may_overlap() else None,
         band=band_hits,
         band_readings=tuple(reading_name(r) for r in readings),
     )

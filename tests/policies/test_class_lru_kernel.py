@@ -5,6 +5,10 @@ through simulate_budgets on a two-group model."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -19,6 +23,8 @@ from moe_model.policies import class_lru, class_lru_band
 from moe_model.readers.model_spec import load_model
 from moe_model.routing.synthetic import Knobs, Shape, generate
 from moe_model.workload import Batching
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _with_more_pools(case, rng):
@@ -65,3 +71,23 @@ def test_a_two_group_curve_counts_alike_with_its_passes_on_threads_and_in_turn_a
         alone = [_curve(kernel, [b], work, model)[0] for b in budgets]
         assert on_threads == in_turn == alone
         assert on_threads[1] == on_threads[2] and on_threads[4][:3] == on_threads[5][:3]
+
+
+def test_where_numba_has_only_its_workqueue_layer_the_passes_run_in_turn_and_the_process_lives():
+    """numba's workqueue layer aborts the process when two threads launch parallel kernels at once: there the
+    groups' passes and recommend's replays run one after another."""
+    code = (
+        "from moe_model.numba_cache import parallel_kernels_may_overlap as overlap; "
+        "from moe_model.policies import class_lru; "
+        "from moe_model.readers.model_spec import load_model; "
+        "from moe_model.llama.batching import build_workload; from moe_model.llama.simulate import simulate_budgets; "
+        "from moe_model.routing.synthetic import Knobs, Shape, generate; from moe_model.workload import Batching; "
+        f"m = load_model({str(SAMPLE / 'models' / 'Qwen3-30B-A3B-Q4_K_M.gguf')!r}); "
+        "w = build_workload(generate(Shape(48, 128, 8), Knobs(), 50), Batching(), 128); "
+        "k = class_lru.kernel(); simulate_budgets(m, w, [900, 4000], kernel=k); "
+        "print(overlap(), k.lane_feed is None)"
+    )
+    env = os.environ | {"NUMBA_THREADING_LAYER": "workqueue"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True"]
