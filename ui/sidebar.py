@@ -11,6 +11,7 @@ from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.limits import shown
+from moe_model.llama.builds import named_release_note, parse_build
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
@@ -348,10 +349,40 @@ def sidebar_session(note: str) -> None:
     st.sidebar.caption(note)
 
 
+def _read_build(text) -> tuple[int | None, str]:
+    """A build box's text as a build number by the CLI's rule (moe_model.llama.builds.parse_build), or why not."""
+    try:
+        return parse_build(str(text)), ""
+    except MoeModelError as err:
+        return None, str(err)
+
+
+def _typed_build() -> None:
+    """The build box's callback: a text that reads as a build is kept before the page runs (a refused one is not)."""
+    key = SCENARIO["build"].url_key
+    build, _ = _read_build(st.session_state[key])
+    if build is not None:
+        st.session_state.setdefault("kept", {})[key] = build
+
+
 def sidebar_build() -> int:
-    """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU): the declared setting's
-    widget, kept across pages and in the URL like the other sidebar settings."""
-    return int(control(st.sidebar, SCENARIO["build"]))
+    """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU), typed as the CLI's
+    `--build` takes it (b12569, 12569 or a named release such as v1.0.0), kept across pages and in the URL; a text
+    that is no build is refused in one line, the last build kept meanwhile."""
+    s = SCENARIO["build"]
+    build, state = int(kept_setting(s)), st.session_state
+    if _read_build(state.get(s.url_key))[0] not in (None, build):  # another control kept a build (calibrated logs)
+        state[s.url_key] = f"b{build}"
+    state.setdefault(s.url_key, f"b{build}")
+    text = st.sidebar.text_input(s.widget.label, key=s.url_key, on_change=_typed_build, help=s.help)
+    typed, why = _read_build(text)
+    if typed is None:
+        st.sidebar.error(f"{literal(why, None)}. Priced with b{build} meanwhile.")
+        return build
+    if note := named_release_note(text):
+        st.sidebar.caption(note)
+    keep(**{s.url_key: typed})
+    return typed
 
 
 def sidebar_calibrated() -> bool:

@@ -88,9 +88,9 @@ def test_model_page_shows_llama_servers_lines_and_follows_the_budget():
 
 def test_the_sidebar_build_is_kept_in_the_url_and_names_the_policy_and_known_problems():
     at = open_page("pages/model_budget.py", build="11549")
-    assert at.sidebar.number_input(key="build").value == 11549
+    assert at.sidebar.text_input(key="build").value == "b11549"
     assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
-    at.sidebar.number_input(key="build").set_value(12569).run()
+    at.sidebar.text_input(key="build").set_value("12569").run()
     assert any("Hit rates: class-lru-b12170 (modelled), llama.cpp b12569." in c.value for c in at.caption)
     assert at.query_params["build"] == "12569"
     at.slider(key="budget").set_value(49).run()
@@ -287,12 +287,30 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
+def test_the_build_box_takes_a_named_release_a_tag_or_a_number_and_refuses_anything_else_in_one_line():
+    at = open_page("pages/model_budget.py")
+    box = at.sidebar.text_input(key="build")
+    box.set_value("v1.0.0").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.query_params["build"] == "12353"  # the CLI's rule (llama.builds.parse_build): v1.0.0 is b12353
+    assert any("v1.0.0 is read as b12353" in c.value for c in at.sidebar.caption)
+    assert any("llama.cpp b12353." in c.value for c in at.caption)
+    for typed in ("b12100", "12100"):
+        at.sidebar.text_input(key="build").set_value(typed).run()
+        assert at.query_params["build"] == "12100" and not at.error
+    at.sidebar.text_input(key="build").set_value("latest").run()
+    refusals = [e.value for e in at.sidebar.error]
+    assert len(refusals) == 1 and "\n" not in refusals[0] and "12569, b12569 or a named release" in refusals[0]
+    assert "Priced with b12100 meanwhile" in refusals[0] and at.query_params["build"] == "12100"
+    assert not at.exception and any("llama.cpp b12100." in c.value for c in at.caption)
+
+
 def test_explores_policy_choice_follows_a_build_switch_to_one_without_the_cpu_share():
     """b12569 offers the CPU share's policy; switched to b12180 the choice keeps what that build can run (the whole
     comparison failed before)."""
     at = open_page("pages/explore.py")
     assert "cpu-share-b12191" in at.multiselect(key="policies").value
-    at.sidebar.number_input(key="build").set_value(12180).run()
+    at.sidebar.text_input(key="build").set_value("b12180").run()
     assert not at.exception, [e.value for e in at.exception]
     kept = at.multiselect(key="policies")
     assert "cpu-share-b12191" not in kept.options and "cpu-share-b12191" not in kept.value and kept.value

@@ -149,7 +149,7 @@ def test_a_calibrated_machine_replaces_the_sidebars_kept_edits_and_brings_its_lo
     assert at.sidebar.selectbox(key="lm").value == "mmap"  # the load mode the runs were calibrated with
     assert any("5.0 x16" in c.value for c in at.sidebar.caption)  # the H200's own link, not the T4's 3.0
     # and the build its logs show (no `build:` line, a cache size line in MiB only: b11549), named with hit rates
-    assert at.session_state["machine"].build == 11549 and at.sidebar.number_input(key="build").value == 11549
+    assert at.session_state["machine"].build == 11549 and at.sidebar.text_input(key="build").value == "b11549"
     assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
 
 
@@ -438,7 +438,7 @@ def test_shopping_says_the_cpu_shares_note_once_when_the_share_is_on_on_a_build_
     note = f"{said[0].upper()}{said[1:]}."
     at = open_page("pages/shopping.py", model=SMALL_MODEL, cards="RTX 4090;RTX 5090", share="0.5")
     assert not at.exception and _share_captions(at) == [note]  # once, not per card
-    at.sidebar.number_input(key="build").set_value(CPU_SHARE_BUILD - 1).run()
+    at.sidebar.text_input(key="build").set_value(str(CPU_SHARE_BUILD - 1)).run()
     assert not at.exception and _share_captions(at) == []
 
 
