@@ -465,4 +465,4 @@ def apply_setting(sc: Scenario) -> None:
     widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], f"{budget}_box": controls[budget]}
     for key, value in widgets.items():
         st.session_state[key] = value
-    st.session_state.pop(budget, None)  # the slider snaps to its curve's stops: it follows the box's value
+    st.session_state.pop(budget, None)  # the slider starts again at the kept budget, clamped to what this page fits
