@@ -73,6 +73,10 @@ def _header_labels(headers: list[Upload]) -> dict[str, Upload]:
     return {u.label if names.count(u.name) == 1 else f"{u.name} ({u.digest}, uploaded)": u for u in headers}
 
 
+def _label_of(headers: dict[str, Upload], digest: str) -> str | None:
+    return next((label for label, u in headers.items() if u.digest == digest), None)
+
+
 def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
     link names an upload this session does not hold (said, never replaced by another model silently)."""
@@ -82,7 +86,7 @@ def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     linked = parse_url_value(raw)
     if linked is None:
         return kept("model", DEFAULT_MODEL, choices=models)
-    held = next((label for label, u in headers.items() if u.digest == linked[0]), None)
+    held = _label_of(headers, linked[0])
     if held is not None:
         return held
     st.sidebar.warning(f"This view used an uploaded header ({literal(linked[1])}): upload it again to see it.")
@@ -147,9 +151,12 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     kept_headers = _header_labels(session_uploads().of_kind("header"))
     options = [*models, *kept_headers, UPLOAD_HEADER, FROM_PATH]
     choice = _linked_model(models, kept_headers)
-    kind = st.sidebar.selectbox(
-        "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
-    )
+    uploaded = st.session_state.pop("model_uploaded", None)  # the digest of a header kept on the last run
+    index = options.index(choice) if choice in options else 0
+    if uploaded is not None:  # chosen at once: the picker names it, not "upload a header prefix"
+        st.session_state["model_choice"] = _label_of(kept_headers, uploaded) or choice
+        index = 0  # the state names the choice (a start index beside it is logged as a conflict)
+    kind = st.sidebar.selectbox("Model", options, index=index, key="model_choice")
     sidebar_uploads()
     if kind in kept_headers:
         return _uploaded_model(kept_headers[kind])
@@ -161,15 +168,17 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
             return _default_model()
         data = upload.getvalue()
         held = session_uploads().get(content_key(data))
-        if held is not None:
-            return _uploaded_model(held)
+        if held is not None:  # a header this session holds already: picked by its name
+            st.session_state["model_uploaded"] = held.digest
+            st.rerun()
         try:  # a header that does not parse is refused before the session keeps it; the sidebar goes on
             cached_model(data)
         except MoeModelError as err:
             st.sidebar.error(f"{literal(upload.name)}: {literal(err, None)}. Showing the {literal(DEFAULT_MODEL)}.")
             return _default_model()
-        if keep_upload("header", upload.name, data) is not None:
-            st.rerun()  # the sidebar's list of uploads, drawn above, names it too
+        if (held := keep_upload("header", upload.name, data)) is not None:
+            st.session_state["model_uploaded"] = held.digest
+            st.rerun()  # the picker and the sidebar's list of uploads, drawn above, name it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
     if kind == FROM_PATH:
         return _path_model(models)

@@ -131,9 +131,20 @@ def test_uploading_a_header_prefix_reads_it_and_a_short_one_says_how_much_more()
     upload_header(at)
     at.run()
     assert not at.exception and "6 layers, q6_K" in at.code[0].value
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes()[:5000], "application/octet-stream"))
+    upload_header(at, GT_HEADER.read_bytes()[:5000])
     at.run()
     assert not at.exception and any("head -c" in e.value for e in at.error)
+
+
+def test_an_uploaded_header_is_the_pickers_choice_right_after_the_upload():
+    at = open_page("pages/model_budget.py")
+    upload_header(at)
+    at.run()
+    assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)"  # not "upload a header prefix"
+    assert any("synthetic-qwen3moe" in c.value for c in at.caption) and not at.exception
+    assert "GGUF header prefix" not in [u.label for u in at.sidebar.get("file_uploader")]
+    at.switch_page("pages/explore.py").run()  # and every page's, at once
+    assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)" and not at.exception
 
 
 def test_explore_budget_and_concurrency_change_the_chart_data():
