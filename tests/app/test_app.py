@@ -230,12 +230,12 @@ def test_learn_page_steps_and_its_counts_match_the_simulator():
     at = open_page("pages/learn.py")
     for _ in range(5):
         at.button(key="learn_next").click().run()
-    assert at.slider(key="learn_slider").value == 5
+    assert at.slider(key="learn_slider").value == 6  # 1-based: the slider reads the "Step 6/..." it shows
     assert any("simulator agrees" in c.value for c in at.caption)
     at.slider(key="learn_slider").set_value(60).run()
     assert any("simulator agrees" in c.value for c in at.caption)
     at.button(key="learn_reset").click().run()
-    assert at.slider(key="learn_slider").value == 0
+    assert at.slider(key="learn_slider").value == 1
     at.slider(key="learn_budget").set_value(17).run()
     assert any("refuse to start" in e.value for e in at.error) and not at.exception
 
@@ -400,11 +400,35 @@ def test_logs_page_several_runs_make_a_measured_curve():
     assert len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"]) and "-np 1" in curve["name"]
 
 
+def test_learns_step_slider_is_1_based_and_the_pools_line_above_the_settings_changes_with_step():
+    at = open_page("pages/learn.py")
+    slider = at.slider(key="learn_slider")
+    last = int(slider.max)
+    assert slider.min == 1 and slider.value == 1
+    step, pools = _learn_step_and_pools(at)
+    assert step.startswith(f"**Step 1/{last}**") and ":orange-background[L0E" in pools  # the first uploads
+    at.slider(key="learn_slider").set_value(9).run()
+    assert _learn_step_and_pools(at)[0].startswith(f"**Step 9/{last}**")  # issue 38: "8" on "Step 9/196"
+    seen = {_learn_step_and_pools(at)[1]}
+    for _ in range(3):
+        at.button(key="learn_next").click().run()
+        seen.add(_learn_step_and_pools(at)[1])
+    assert len(seen) > 1 and at.slider(key="learn_slider").value == 12 and not at.exception
+    texts = [m.value for m in at.main.markdown]  # the step and its pools come before the toy's settings
+    assert texts.index(_learn_step_and_pools(at)[1]) < texts.index("**The toy's settings**")
+
+
+def _learn_step_and_pools(at) -> tuple[str, str]:
+    """Learn's step line and its pools line (the first policy's)."""
+    step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
+    return step, next(m.value for m in at.markdown if m.value.startswith("**Pools"))
+
+
 def test_learn_more_users_or_drafts_mean_bigger_ubatches():
     at = open_page("pages/learn.py")
     at.slider(key="learn_users").set_value(2).run()
     at.slider(key="learn_draft").set_value(2).run()
-    at.slider(key="learn_slider").set_value(4).run()
+    at.slider(key="learn_slider").set_value(5).run()  # step 5: the record at index 4
     step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
     assert "6 token(s)" in step and not at.exception  # 2 users x (2 drafts + 1)
 
@@ -487,7 +511,7 @@ def test_learn_renders_a_class_lru_step_with_the_victims_score_and_the_readings(
 
     at = open_page("pages/learn.py")  # its defaults: 48 MiB, one user, no draft, mixed quant
     at.radio(key="learn_policy").set_value("class-lru-b12170").run()
-    at.slider(key="learn_slider").set_value(20).run()
+    at.slider(key="learn_slider").set_value(21).run()  # step 21: the record at index 20
     view = class_lru_step(toy_workload(1, 0, 0), plan_cache(toy_model(True), 48), N_EXPERT, 20)
     notes = [m.value for m in at.markdown if m.value.startswith("- ")]
     assert not at.exception and view.changes  # a step an open reading changes
