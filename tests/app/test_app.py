@@ -316,6 +316,13 @@ def test_the_build_box_takes_a_named_release_a_tag_or_a_number_and_refuses_anyth
     assert not at.exception and any("llama.cpp b12100." in c.value for c in at.caption)
 
 
+def test_explore_at_a_build_before_the_cache_says_it_has_none_and_what_it_would_take():
+    at = open_page("pages/explore.py", build="11000")
+    said = " ".join(c.value for c in at.caption)
+    assert "llama.cpp b11000 has no MoE cache" in said and "b11480 or later" in said
+    assert "b11000's cache" not in said and not at.exception  # no intro about a cache the build lacks
+
+
 def test_explores_policy_choice_follows_a_build_switch_to_one_without_the_cpu_share():
     """b12569 offers the CPU share's policy; switched to b12180 the choice keeps what that build can run (the whole
     comparison failed before)."""
