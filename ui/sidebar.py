@@ -7,7 +7,7 @@ import os
 
 import streamlit as st
 
-from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError, app_words
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.limits import shown
@@ -346,7 +346,7 @@ def _host_parts(hw: Hardware) -> Hardware:
         try:
             hw = described(hw, **{key: text})
         except MoeModelError as err:
-            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {literal(err, None)}")
+            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {literal(app_words(err), None)}")
     return hw
 
 

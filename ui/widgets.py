@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from moe_model.answers.fit_advice import FitChange
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, app_words
 from moe_model.fits.calibration import prompt_speed
 from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
@@ -27,7 +27,7 @@ def friendly_errors():
     try:
         yield
     except MoeModelError as err:
-        st.error(literal(err, None))
+        st.error(literal(app_words(err), None))  # the app's controls named, not the CLI's flags
     except Exception as err:  # noqa: BLE001 - the page must never show a traceback
         st.error(f"Something went wrong: {type(err).__name__}: {literal(err)}")
         print(traceback.format_exc())
