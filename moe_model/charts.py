@@ -17,6 +17,7 @@ import plotly.io as pio
 from moe_model.fits.log_timings import request_label
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.logged import LogRouting
 from moe_model.speed.streams import speed_label, total_over_streams
 from moe_model.speed.time_model import Prediction
@@ -109,7 +110,9 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     _readings_band(fig, results)
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
-    return _layout(fig, "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+    build = results[0].build if results else None  # chosen by build (policies.simulate_build): named in the title
+    title = f"Simulated hit rate: {hit_rate_wording(results[0].policy, build).tag}, llama.cpp b{build}" if build else ""
+    return _layout(fig, title or "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
 
 
 def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:
