@@ -320,9 +320,10 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     pick = calibrated.class_lru if use_calibrated else None  # the ClassLRU reading its b12170+ logs picked
     st.session_state["class_lru_reading"] = tuple(pick["reading"].items()) if pick else ()
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
+    held = "mmap'd (pageable)" if load_mode == "mmap" else "pinned (CUDA_Host)"
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
-        f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. "
+        f"Host experts are {held}. "
         f"Source: {literal(hw.source, None)}"
     )
     return hw, time_model, load_mode

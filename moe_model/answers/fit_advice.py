@@ -69,7 +69,9 @@ def run_state(pred: Prediction, host: HostMemory | None) -> str:
             f"{host.ram_mib / 1024:g} GiB); its speed prices the drive's reads (the disk term, a model)"
         )
     said = f"fits: {vram.free_mib:,.0f} MiB of VRAM free"
-    said += f" (too close to call: less than llama.cpp's {vram.margin_mib:,.0f} MiB margin)" if vram.tight else ""
+    said += (
+        f" (too close to call: it leaves less than llama.cpp's {vram.margin_mib:,.0f} MiB margin)" if vram.tight else ""
+    )
     if host is None:
         return said
     if not host.ram_stated:
@@ -337,7 +339,7 @@ def _ranges_call(first: tuple[float, float], second: tuple[float, float]) -> str
     with both ranges."""
     both = f"{first[0]:.1f}-{first[1]:.1f} against {second[0]:.1f}-{second[1]:.1f} t/s"
     if range_verdict(first, second) == TOO_CLOSE:
-        return f"too close to call, the ranges overlap ({both})"
+        return f"the ranges overlap ({both}), so the difference is too close to call"
     return f"the predictions' ranges are apart ({both})"
 
 

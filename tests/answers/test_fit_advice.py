@@ -138,7 +138,11 @@ def test_shoppings_verdict_names_the_faster_card_by_how_much_and_whether_the_ran
     close = range_verdict((a, b), (c, d)) == "too close to call"
     assert close == (a <= d)  # the faster card's range reaches into the slower one's
     both = f"({a:.1f}-{b:.1f} against {c:.1f}-{d:.1f} t/s)"
-    call = f"too close to call, the ranges overlap {both}" if close else f"the predictions' ranges are apart {both}"
+    call = (
+        f"the ranges overlap {both}, so the difference is too close to call"
+        if close
+        else f"the predictions' ranges are apart {both}"
+    )
     said = shopping_verdict(answers)
     assert said == f"the {fast.hardware.name} is {pct} % faster than the {slow.hardware.name} at 128 GiB of RAM: {call}"
     assert all(a.fit_line is None for a in answers)  # both run: nothing to add
@@ -206,6 +210,16 @@ def test_the_state_of_a_setting_is_said_the_same_way_for_each_outcome(qwen30b):
     assert state(RTX3060.with_changes(ram_gib=8.0), pinned).startswith("does not fit in RAM: needs 19 GiB")
     assert state(RTX3060, Scenario(Placement(cpu_moe=True), 20_000)).startswith("does not fit: ")
     assert state(RTX3060, Scenario(Placement(cpu_moe=True), 10)).startswith("does not start: ")
+    tight = state(RTX3060.with_changes(ram_gib=32.0), Scenario(Placement(cpu_moe=True), 9600))
+    assert "MiB of VRAM free (too close to call: it leaves less than llama.cpp's 1,024 MiB margin)" in tight  # a verb
+
+
+def test_the_shopping_verdicts_call_on_two_ranges_is_a_clause_with_a_verb():
+    from moe_model.answers.fit_advice import _ranges_call
+
+    overlap = "the ranges overlap (1.0-3.0 against 2.0-4.0 t/s), so the difference is too close to call"
+    assert _ranges_call((1.0, 3.0), (2.0, 4.0)) == overlap  # was "too close to call, the ranges overlap (...)"
+    assert _ranges_call((5.0, 6.0), (2.0, 4.0)) == "the predictions' ranges are apart (5.0-6.0 against 2.0-4.0 t/s)"
 
 
 def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build_that_has_it(qwen30b):

@@ -298,6 +298,13 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
+def test_the_sidebars_machine_line_says_how_the_host_experts_are_held_in_a_sentence():
+    at = open_page("pages/model_budget.py")
+    assert any("RAM. Host experts are mmap'd (pageable). Source: " in c.value for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="lm").set_value("none").run()
+    assert any("Host experts are pinned (CUDA_Host). " in c.value for c in at.sidebar.caption)
+
+
 def test_the_build_box_takes_a_named_release_a_tag_or_a_number_and_refuses_anything_else_in_one_line():
     at = open_page("pages/model_budget.py")
     box = at.sidebar.text_input(key="build")
