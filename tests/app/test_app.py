@@ -298,9 +298,11 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
-def test_the_sidebars_machine_line_says_how_the_host_experts_are_held_in_a_sentence():
+def test_the_sidebars_machine_line_and_the_captions_under_the_titles_are_sentences_with_a_verb():
     at = open_page("pages/model_budget.py")
     assert any("RAM. Host experts are mmap'd (pageable). Source: " in c.value for c in at.sidebar.caption)
+    assert any(c.value.startswith("This app computes what") for c in at.sidebar.caption)  # was "..., computed before"
+    assert any(c.value.startswith("This page computes what") for c in at.main.caption)
     at.sidebar.selectbox(key="lm").set_value("none").run()
     assert any("Host experts are pinned (CUDA_Host). " in c.value for c in at.sidebar.caption)
 
