@@ -380,11 +380,13 @@ def sidebar_build() -> int:
     `--build` takes it (b12569, 12569 or a named release such as v1.0.0), kept across pages and in the URL; a text
     that is no build is refused in one line, the last build kept meanwhile."""
     s = SCENARIO["build"]
+    linked = _read_build(st.query_params.get(s.url_key, ""))[0]  # a link's b12569 or v1.0.0 (else warned below)
+    if linked is not None and s.url_key not in st.session_state.setdefault("kept", {}):
+        keep(**{s.url_key: linked})
     build, state = int(kept_setting(s)), st.session_state
     if _read_build(state.get(s.url_key))[0] not in (None, build):  # another control kept a build (calibrated logs)
         state[s.url_key] = f"b{build}"
-    state.setdefault(s.url_key, f"b{build}")
-    text = st.sidebar.text_input(s.widget.label, key=s.url_key, on_change=_typed_build, help=s.help)
+    text = st.sidebar.text_input(s.widget.label, f"b{build}", key=s.url_key, on_change=_typed_build, help=s.help)
     typed, why = _read_build(text)
     if typed is None:
         st.sidebar.error(f"{literal(why, None)}. Priced with b{build} meanwhile.")

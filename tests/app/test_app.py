@@ -323,6 +323,8 @@ def test_the_build_box_takes_a_named_release_a_tag_or_a_number_and_refuses_anyth
     assert len(refusals) == 1 and "\n" not in refusals[0] and "12569, b12569 or a named release" in refusals[0]
     assert "Priced with b12100 meanwhile" in refusals[0] and at.query_params["build"] == "12100"
     assert not at.exception and any("llama.cpp b12100." in c.value for c in at.caption)
+    linked = open_page("pages/model_budget.py", build="v1.0.0")  # a link takes the same forms
+    assert linked.sidebar.text_input(key="build").value == "b12353" and not linked.warning and not linked.exception
 
 
 def test_explore_at_a_build_before_the_cache_says_it_has_none_and_what_it_would_take():
