@@ -161,6 +161,7 @@ MAX_LOG_AMOUNT = 1e15  # MiB or ms one log line gives: 10^15 MiB is ~1 ZiB uploa
 
 # --- machine files (calibrate) ---
 MAX_MACHINE_RUNS = 48  # runs calibrated at once: one refit per run left out, so time grows as its square (12: ~25 s)
+MAX_CHECKED_RUNS = 48  # runs set beside their range predicted before calibration at once (each priced: ~1 s)
 MAX_RUN_REQUESTS = 1_000_000  # requests one server run timed: a busy day
 MAX_BUILD = 10**9  # a llama.cpp build number (b12569 today)
 MAX_MACHINE_FILE_BYTES = 1024 * 1024  # ~1 KiB a run: read whole, so capped
@@ -196,3 +197,11 @@ def available_memory_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+# --- what a person can work with (answers.usability): the lines a setting is called slow or unusable at ---
+UNUSABLE_DECODE_TPS = 2.0  # below ~2 t/s a reply of a few hundred tokens takes minutes: not a chat
+SLOW_DECODE_TPS = 5.0  # below ~5 t/s text arrives slower than people read it
+UNUSABLE_FIRST_TOKEN_S = 60.0  # a minute before the first token: a person gives up on the request
+SLOW_FIRST_TOKEN_S = 15.0  # beyond ~15 s a person waits visibly
+NEAREST_ROW_SIZE_RATIO = 2.0  # a family's 30B row says little of its 235B model: measured rows beyond 2x are not shown

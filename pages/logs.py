@@ -5,17 +5,20 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from moe_model.answers.before_calibration import time_model_before, uncalibrated
 from moe_model.charts import measured_curves
 from moe_model.fits.log_timings import crosscheck, point_from_run
 from moe_model.fits.machine_fit import calibrate_logs
+from moe_model.fits.routing_from_logs import unused_logs
 from moe_model.resources import data_path
 from ui.cached import cached_log, content_key
 from ui.host_run import calibration_machine, sidebar_host_run
+from ui.log_checks import checked_logs
 from ui.session_logs import log_machine, same_model, uploaded_logs
 from ui.sidebar import sidebar_build, sidebar_hardware, sidebar_model
 from ui.startup import through_app
 from ui.state import keep, kept
-from ui.tables import calibration_table, readable, run_summary
+from ui.tables import before_calibration_table, calibration_table, readable, run_summary
 from ui.text import chart_literal, literal
 from ui.uploads import keep_upload, session_uploads, uploader_key
 from ui.widgets import friendly_errors
@@ -45,6 +48,24 @@ def example_picks(have_uploads: bool) -> list[str]:
     )
     keep(log_examples=";".join(picks))
     return picks
+
+
+def show_before_calibration(files: list[tuple[str, bytes]], matching: list, model, hw, host_run, build) -> None:
+    """Each run of the sidebar's model beside the range predicted for its settings before calibration: on the
+    machine calibrate starts from (the logs' GPU, the CPU run applied), with none of this calibration."""
+    machine, held = calibration_machine(log_machine(matching, uncalibrated(hw)), model, host_run)
+    result = checked_logs(files, model, machine, time_model_before(bool(held)), build)
+    st.subheader("Did each run land in the range predicted before calibration?")
+    st.markdown(f"**{literal(result.summary, None)}**")
+    if result.runs:
+        st.dataframe(before_calibration_table(result), hide_index=True, width="stretch", key="before_calibration")
+    st.caption(
+        f"Predicted for each run's own settings (from its log) with {literal(result.predicted_with, None)}; a run "
+        "timed on its server's first request is set beside the first-request figure. Outside: how far past the "
+        "nearer end of the range."
+    )
+    for skipped in result.not_checked:
+        st.caption(f"Not checked: {literal(skipped.name)}: {literal(skipped.why, None)}.")
 
 
 with friendly_errors():
@@ -128,10 +149,16 @@ with friendly_errors():
         if frame["moe_cache_mib"].notna().sum() > 1:
             st.plotly_chart(measured_curves(chart_literal(frame)), width="stretch", key="measured_curve")
     matching = [r for r in all_runs if same_model(r, model)]
+    if matching:
+        read = {name for name, _ in parsed}
+        show_before_calibration([(n, d) for n, d in files if n in read], matching, model, hw, host_run, build)
     if uploaded_logs(model):
+        every = uploaded_logs(model, every=True)
+        unused = unused_logs(every, model, log_machine(matching, hw), build)
         st.caption(
-            f"Your uploaded logs of {literal(model.name)} pin the routing on every page that predicts (their decode "
-            "hit rates, fitted once per log set when a page first needs it, ~20 s)."
+            f"{len(every) - len(unused)} of your {len(every)} uploaded logs pin the routing of {literal(model.name)} "
+            "on every page that predicts (their decode hit rates, fitted once per log set when a page first needs "
+            "it, ~20 s)." + "".join(f" Not used: {literal(name)}: {literal(why, None)}." for name, why in unused)
         )
     if matching and st.button("Calibrate the time model on these runs", key="calibrate"):
         machine, held = calibration_machine(log_machine(matching, hw), model, host_run)
@@ -158,7 +185,7 @@ with friendly_errors():
         if result.accepted:
             st.session_state["machine"] = result
             st.success(
-                f"Fitted {', '.join(result.fitted)} ({result.reason}; load mode {result.load_mode}; {result.engine} "
+                f"Fitted {result.fitted_words} ({result.reason}; load mode {result.load_mode}; {result.engine} "
                 "runs): every page now "
                 f"uses this machine (sidebar); predictions on it carry ±{100 * result.rel_error:.1f} % (its runs' "
                 "error when left out)."

@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
-from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note, shopping_verdict
+from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note
+from moe_model.answers.shopping_lead import fit_lines, shopping_lead
 from moe_model.charts import shopping_bars
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
@@ -12,12 +13,14 @@ from moe_model.policies.knobs import SHARE
 from moe_model.speed.hardware import PRESETS, Hardware
 from moe_model.speed.ranges import POLICY_SOURCE
 from moe_model.speed.streams import per_stream_tps, speed_label
+from ui.badges import badge
 from ui.cached import bundled_traces, trace_workload
 from ui.cached_recommend import cached_recommend_cards
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.machine import in_host
 from ui.request import app_scenario, kept_page_controls
 from ui.session_logs import log_routing
+from ui.shopping_table import table
 from ui.sidebar import (
     policy_caption,
     sidebar_build,
@@ -34,7 +37,7 @@ from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Hardware shopping")
-verdict = st.empty()  # filled once every card is simulated: the answer leads the page
+verdict = st.empty()  # filled once every card is simulated: the answer for the user's own card leads the page
 st.caption(
     "Predicted with the calibrated time model and simulated hit rates (a model, not a measurement). "
     "Parameters fitted across the measured machines; each range is the error on machines left out of the fit. "
@@ -59,6 +62,7 @@ def readings_columns(p) -> dict:
     return {
         "readings low t/s": round(band.low_tps, 1) if band else 0.0,
         "readings high t/s": round(band.high_tps, 1) if band else 0.0,
+        "readings t/s": f"{band.low_tps:.1f}–{band.high_tps:.1f}" if band else "",
     }
 
 
@@ -88,7 +92,7 @@ def routing_choice(model, routing):
     return kind, traces.get(kind)
 
 
-TOTALS = ("decode t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, and named so
+TOTALS = ("decode t/s", "decode range t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, named so
 
 
 def shown(frame: pd.DataFrame, concurrency: int) -> pd.DataFrame:
@@ -109,6 +113,7 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool, 
         "best setting": best.label if best.usable else "nothing fits (VRAM or RAM)",
         "what would fit": answer.fit_line or "",
         "decode t/s": round(p.decode_tps, 1) if best.usable else 0.0,
+        "decode range t/s": f"{p.decode_tps_range[0]:.1f}–{p.decode_tps_range[1]:.1f}" if best.usable else "",
         "low t/s": round(p.decode_tps_range[0], 1) if best.usable else 0.0,
         "high t/s": round(p.decode_tps_range[1], 1) if best.usable else 0.0,
         **(readings_columns(p if best.usable else None) if banded else {}),
@@ -124,6 +129,7 @@ def row(answer: CardAnswer, mine: bool, prefill_rel_error: float, banded: bool, 
         "first token range s": f"{ps.ttft_s_range[0]:.2f}–{ps.ttft_s_range[1]:.2f}" if best.usable else "",
         "decode is": basis.decode,
         "hit rate is": basis.hit_rate,
+        "prompt is": basis.prompt,
         "cache verdict": best.verdict if best.usable else "",
         "RAM": best.host.verdict.split(":")[0] if best.host else "",
         "command": best.command if best.usable else "",
@@ -170,7 +176,7 @@ with friendly_errors():
     rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
     reading = request.policy_reading  # the calibrated machine's ClassLRU reading: every card replays it, no band
     each = cached_recommend_cards(model, path, hardware, tms, request, routing, work)
-    answers, my_basis, routed = [], None, TRACE if work is not None else LOGS if routing else SYNTHETIC
+    answers, bases, routed = [], [], TRACE if work is not None else LOGS if routing else SYNTHETIC
     shared = request.with_knobs({SHARE.name: 0.0})  # the build's own policy: a CPU share is each pick's own
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):
         answers.append(card_answer(model, hw, options))
@@ -179,29 +185,31 @@ with friendly_errors():
             prefill_rel_error=tm.prefill_rel_error,
         )  # fmt: skip
         rows.append(row(answers[-1], is_mine, tm.prefill_rel_error, not reading, basis))
-        my_basis = basis if is_mine else my_basis
+        bases.append(basis)
         bar.progress(len(rows) / len(machines), f"{len(rows)} of {len(machines)} cards simulated")
-        so_far.dataframe(shown(pd.DataFrame(rows), concurrency), hide_index=True, width="stretch")
+        table(shown(pd.DataFrame(rows), concurrency), concurrency, so_far)
     bar.empty()
     so_far.empty()
     frame = pd.DataFrame(rows)
     with verdict.container():
-        st.info(f"**{shopping_verdict(answers)}**")
-        fastest = max((a.best for a in answers if a.best), key=lambda o: o.prediction.decode_tps, default=None)
-        if fastest:
-            range_caption(fastest.prediction)
-        fit_lines = [a.fit_line for a in answers if a.fit_line]
-        if fit_lines:
-            st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fit_lines))
+        lead = shopping_lead(model.name, answers, [b.decode for b in bases])
+        (st.warning if lead.warns else st.info)("\n\n".join(lead.lines(badge)))  # slow or unusable: never a success
+        if lead.nearest_line:
+            st.caption(lead.nearest_line)
+        if answers[0].best:
+            range_caption(answers[0].best.prediction)
+        fits = fit_lines(answers)
+        if fits:
+            st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fits))
         share = shopping_share_note(model, answers, request.cpu_share, build)
         if share:  # one line for every card: it depends on the model and the build, not the card
             st.caption(f"{share[0].upper()}{share[1:]}.")
     running = frame[frame["command"] != ""]
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
         st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
-    st.dataframe(shown(frame, concurrency), hide_index=True, width="stretch")
+    table(shown(frame, concurrency), concurrency)
     st.caption(policy_caption(shared))
-    st.caption(f"Your machine: {my_basis.line}" + (f" Host: {host_run.described}." if host_run else ""))
+    st.caption(f"Your machine: {bases[0].line}" + (f" Host: {host_run.described}." if host_run else ""))
     if reading:
         picked = ", ".join(f"{k} {v}" for k, v in reading)
         st.caption(f"ClassLRU's reading your logs picked ({picked}), replayed alone for every card: no readings band.")

@@ -16,13 +16,13 @@ CARD_EDITS = {_KEYS[name]: name for name in ("vram_gib", "gpu_bw_gbs", "pcie_lan
 
 
 def in_host(card: Hardware, host: Hardware) -> Hardware:
-    """`card` in the host of `host`: the host's RAM, memory, CPU and their measured terms; the link at the
-    lower PCIe generation of the card and the host's slot; measured link rates kept where the card's line
-    carries them (a slower line gets them derived)."""
-    gen = min(card.pcie_gen, host.pcie_gen)
-    rates = link_rates(host, line_gbs(gen, card.pcie_lanes, host.host))
+    """`card` in the host of `host`: the host's RAM, memory, CPU and their measured terms; the card's own link
+    (an eGPU preset's is its enclosure's, e.g. PCIe 3.0 x4) at the lower PCIe generation of it and the host's slot;
+    measured link rates kept where that line carries them (a slower line gets them derived)."""
+    gen, lanes = min(card.link_gen, host.pcie_gen), card.link_lanes  # the enclosure goes with its card
+    rates = link_rates(host, line_gbs(gen, lanes, host.host))
     own = {name: getattr(host, name) for name in HOST_FIELDS}
-    return card.with_changes(pcie_gen=gen, host=host.host, **rates, **own)
+    return card.with_changes(pcie_gen=gen, pcie_lanes=lanes, host=host.host, **rates, **own)
 
 
 def link_rates(hw: Hardware, line_gbs: float) -> dict[str, float | None]:

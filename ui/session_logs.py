@@ -35,8 +35,9 @@ def log_machine(runs: Sequence[LogRun], fallback: Hardware) -> Hardware:
         return fallback
 
 
-def uploaded_logs(model: ModelSpec) -> list[tuple[str, list[LogRun]]]:
-    """(name, runs of this model) of every log the session keeps; files that do not parse are left out."""
+def uploaded_logs(model: ModelSpec, every: bool = False) -> list[tuple[str, list[LogRun]]]:
+    """(name, runs of this model) of every log the session keeps; files that do not parse or hold no run of this
+    model are left out, unless `every` (then with no runs: each upload is counted and said why it is not used)."""
     out = []
     uploads = session_uploads().of_kind("log")
     names = [u.name for u in uploads]
@@ -44,8 +45,8 @@ def uploaded_logs(model: ModelSpec) -> list[tuple[str, list[LogRun]]]:
         try:
             runs = [r for r in cached_log(upload.data) if same_model(r, model)]
         except MoeModelError:
-            continue
-        if runs:  # two uploads of one name are told apart by their content
+            runs = []
+        if runs or every:  # two uploads of one name are told apart by their content
             out.append((upload.name if names.count(upload.name) == 1 else f"{upload.name} ({upload.digest})", runs))
     return out
 
@@ -54,7 +55,7 @@ def log_routing(model: ModelSpec, hw: Hardware, build: int | None = None) -> Log
     """The routing fitted to the session's logs of this model (None without a logged hit rate), through the
     policy of each log's build (`build` for logs that name none): fitted once per log set and build, with a
     progress bar (~20 s for six logs), then kept for the session."""
-    logs = uploaded_logs(model)
+    logs = uploaded_logs(model, every=True)  # every upload, so the routing says which it did not use and why
     machine = log_machine([r for _, runs in logs for r in runs], hw)
     if not any(logged_hit_rates(runs, model, machine, name, build) for name, runs in logs):
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from moe_model.readers.buffer_words import buffer_words
 from moe_model.readers.logs import LogRun
 from moe_model.speed.streams import column_label
 
@@ -64,10 +65,6 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename(columns=lambda name: labels.get(name, name.replace("_", " ")))
 
 
-def _mib(buffers: dict) -> str:
-    return ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in buffers.items())
-
-
 def _stats(stats) -> str:
     rate = "no lookups" if stats.hit_rate is None else f"{100 * stats.hit_rate:.1f} %"
     return f"{stats.hits:,} hits, {stats.misses:,} misses ({rate}), {stats.uploaded_mib:,.0f} MiB uploaded"
@@ -106,7 +103,7 @@ def run_summary(run: LogRun) -> pd.DataFrame:
         ("compute_buffers_mib", "compute buffers"),
     ):
         if where.get(key):
-            rows.append((label, _mib(where[key])))
+            rows.append((label, buffer_words(where[key])))
     rows += [
         (f"MoE cache on {d.name}", f"{d.cache_mib:,.2f} MiB for {d.host_experts_mib:,.0f} MiB of host experts")
         for d in run.devices
@@ -149,3 +146,34 @@ def calibration_table(result) -> pd.DataFrame:
             "judges the fit": ["yes" if r.name in result.judged else "no" for r in runs],
         }
     )
+
+
+def _range(check) -> str:
+    return f"{check.predicted_tps:,.1f} ({check.low_tps:,.1f}-{check.high_tps:,.1f})"
+
+
+def _pct_or_dash(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}"
+
+
+def before_calibration_table(result) -> pd.DataFrame:
+    """Each run's measured speeds beside the range predicted before calibration (answers.before_calibration), as
+    text: the figures as the page says them, "inside" or how far outside."""
+    rows = [
+        {
+            "run": r.name,
+            "budget MiB": f"{r.budget_mib:,}",
+            "streams (-np)": r.concurrency,
+            "timed": r.request,
+            "decode t/s measured": f"{r.decode.measured_tps:,.1f}",
+            "decode t/s predicted (range)": _range(r.decode),
+            "decode": r.decode.words,
+            "prompt t/s measured": "-" if r.prompt is None else f"{r.prompt.measured_tps:,.1f}",
+            "prompt t/s predicted (range)": "-" if r.prompt is None else _range(r.prompt),
+            "prompt": "-" if r.prompt is None else r.prompt.words,
+            "hit rate % logged": _pct_or_dash(r.logged_hit_rate),
+            "hit rate % predicted": _pct_or_dash(r.predicted_hit_rate),
+        }
+        for r in result.runs
+    ]
+    return pd.DataFrame(rows)

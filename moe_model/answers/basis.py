@@ -40,6 +40,10 @@ class Basis:
         word = {"hit_rate": self.hit_rate, "decode_tps": self.decode, "prefill_tps": self.prompt}[name]
         return f"{word} ({dict(self.why)[name]})"
 
+    def tag(self, name: str) -> str:
+        """The badge a figure carries in text, e.g. '[calibrated]', for a field of as_dict."""
+        return f"[{self.as_dict()[name]}]"
+
     @property
     def line(self) -> str:
         """One line for a page or a command: every number's basis."""

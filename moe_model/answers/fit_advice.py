@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from moe_model.answers.recommend import Option
-from moe_model.answers.verdict import TOO_CLOSE
 from moe_model.limits import MIN_ADVICE_CTX
 from moe_model.llama.builds import has_cpu_share
 from moe_model.llama.slot_plan import Placement, min_budget_mib
@@ -21,7 +20,7 @@ from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.scenario import Layout, Scenario, context_for_depth, resolve
 from moe_model.speed.streams import speed_note
-from moe_model.speed.time_model import Prediction, range_verdict
+from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import kv_bytes_per_elem
 
 CTX_STEP = 256  # llama.cpp pads the context to a multiple of 256 cells
@@ -310,52 +309,8 @@ def ram_words(hw: Hardware) -> str:
     return f"{hw.ram_gib:g} GiB of RAM" if hw.host.ram_stated else "any RAM that holds it (RAM not stated)"
 
 
-def shopping_verdict(answers: Sequence[CardAnswer]) -> str:
-    """The one line a buyer reads first: which card is faster and whether the prediction can tell them apart (the
-    two ranges apart or not), or, when none runs, the least RAM that would let one run. Every card sits in the
-    same host, so the RAM is the first card's."""
-    ram = ram_words(answers[0].hardware)
-    running = sorted((a for a in answers if a.best), key=lambda a: -a.best.prediction.decode_tps)
-    if not running:
-        return _none_runs(answers, ram)
-    first = running[0].best.prediction
-    name = running[0].hardware.name
-    streaming = f"; the {name} {running[0].streaming_note}" if running[0].streaming_note else ""
-    if len(running) == 1:
-        lead = f"only the {name} runs it" if len(answers) > 1 else f"the {name} runs it"
-        note = speed_note(first.decode_tps, first.scenario.concurrency)
-        return f"{lead} at {ram}: {first.decode_tps:.1f} t/s{note}{streaming}"
-    second = running[1].best.prediction
-    faster = round(100 * (first.decode_tps / second.decode_tps - 1))
-    than = running[1].hardware.name
-    call = _ranges_call(first.decode_tps_range, second.decode_tps_range)
-    if faster == 0:
-        return f"the {name} and the {than} are as fast at {ram}: {call}{streaming}"
-    return f"the {name} is {faster} % faster than the {than} at {ram}: {call}{streaming}"
-
-
-def _ranges_call(first: tuple[float, float], second: tuple[float, float]) -> str:
-    """Whether two predictions can be told apart, by the verdicts' rule (overlapping ranges: too close to call),
-    with both ranges."""
-    both = f"{first[0]:.1f}-{first[1]:.1f} against {second[0]:.1f}-{second[1]:.1f} t/s"
-    if range_verdict(first, second) == TOO_CLOSE:
-        return f"the ranges overlap ({both}), so the difference is too close to call"
-    return f"the predictions' ranges are apart ({both})"
-
-
 def shopping_share_note(model: ModelSpec, answers: Sequence[CardAnswer], cpu_share: float, build: int) -> str | None:
     """The CPU share's note (where it does not apply, this model), once for every card: where the user's share is
     on (on a build that has it) or a card's pick uses one; None otherwise."""
     picked = any(a.best.prediction.scenario.cpu_share > 0 for a in answers if a.best)
     return share_note(model) if picked or (cpu_share > 0 and has_cpu_share(build)) else None
-
-
-def _none_runs(answers: Sequence[CardAnswer], ram: str) -> str:
-    n = len(answers)
-    who = "neither card fits" if n == 2 else f"none of the {n} cards fits"
-    who = f"the {answers[0].hardware.name} does not fit" if n == 1 else who
-    needs = [(c.ram_gib, a.hardware.name) for a in answers for c in a.advice.would_fit if c.kind == "ram" and c.ram_gib]
-    if not needs:
-        return f"{who} {ram}: {answers[0].advice.summary}"
-    gib, name = min(needs)
-    return f"{who} {ram}: {gib} GiB of RAM would let the {name} run"

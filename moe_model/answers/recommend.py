@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from moe_model.answers.usability import usability
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
@@ -79,6 +80,7 @@ class Option:
             "streams_from_disk": self.host.streams,
             "ram_needed_mib": self.host.used_mib,
             **self.cache.as_dict(),
+            **(usability(p).as_dict() if self.usable else {"usability": None, "usability_line": None}),
             "command": self.command,
             "scenario": p.as_dict()["scenario"],
         } | p.scenario.policy_fields()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from moe_model.readers.buffer_words import buffer_words
 from moe_model.workload import Workload, WorkloadStream
 
 if TYPE_CHECKING:
@@ -97,11 +98,16 @@ def format_run(run: dict, check: list | None) -> str:
         )
     if p:
         lines.append(
-            f"  placement: {p.get('offloaded_layers', '?')}/{p.get('total_layers', '?')} layers offloaded, "
-            f"buffers {p.get('model_buffers_mib', {})}, parallel {p.get('n_seq_max', 1)}, ctx {p.get('n_ctx', '?')}"
+            f"  placement: {p.get('offloaded_layers', '?')}/{p.get('total_layers', '?')} layers on the GPU (-ngl), "
+            f"streams (-np) {p.get('n_seq_max', 1)}, context (-c) {p.get('n_ctx', '?')}"
         )
+        lines += [
+            f"  {what}: {buffer_words(p[key])}"
+            for key, what in (("model_buffers_mib", "model weights"), ("kv_buffers_mib", "KV cache"))
+            if p.get(key)
+        ]
     lines += [
-        f"  {d['name']} MoE cache {d['cache_mib']:.2f} MiB for {d['host_experts_mib']:.2f} MiB of host experts"
+        f"  MoE cache on {d['name']}: {d['cache_mib']:,.2f} MiB for {d['host_experts_mib']:,.2f} MiB of host experts"
         for d in run["devices"]
     ]
     lines += [

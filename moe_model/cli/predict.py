@@ -29,6 +29,7 @@ from moe_model.speed.hardware import MIN_RATE
 from moe_model.speed.host_memory import whole_gib
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
+from moe_model.speed.term_words import term_words
 from moe_model.workload import Workload, WorkloadStream
 
 
@@ -145,9 +146,20 @@ def _routing(args: argparse.Namespace, model: ModelSpec) -> tuple[float, str]:
     return preset.spread_points, f"routing preset {preset.name} ({preset.match}; a model)"
 
 
+def _nearest(row, model_name: str) -> dict | None:
+    """The JSON's `nearest_measured`: the cited row nearest the prediction (answers.nearest_row), or None."""
+    return row.as_dict(model_name) if row else None
+
+
+def _vram_line(vram) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in vram.as_dict().items())
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from moe_model.answers.fit_advice import run_state
     from moe_model.answers.known_problems import known_problems
+    from moe_model.answers.nearest_row import nearest_row
+    from moe_model.answers.usability import usability
     from moe_model.answers.verdict import cache_verdict
     from moe_model.fits.calibration import default_time_model
     from moe_model.pricing.curve import curve
@@ -192,7 +204,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "load_mode_source": args.load_mode_source,
             "basis": basis.as_dict(),
             "command": command_line(args.model, pred.scenario, pred.layout.placement),
+            "nearest_measured": _nearest(nearest_row(model.name, pred.scenario, hw), model.name),
         }
+        | (usability(pred).as_dict() if pred.usable and host.runs else {"usability": None, "usability_line": None})
         | _host_run_fields(given)
     )
     if args.json:
@@ -209,24 +223,28 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {given.described}")
     for problem in problems:
         print(f"  known problem: {problem}")
-    print(f"  {out['state']}")
+    print(f"  {out['state']} [modelled]")
     if not pred.usable or not host.runs:
         return 0
     if pred.vram.tight:
         print(f"  {pred.vram.verdict}")
+    print(f"  {out['usability_line']}")
     lo, hi = pred.decode_tps_range
     print(
         f"  decode {pred.decode_tps:.1f} t/s (range {lo:.1f}-{hi:.1f}){speed_note(pred.decode_tps, sc.concurrency)} "
-        f"at {sc.context_depth:,} tokens of context, "
-        f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} ({routing})"
+        f"{basis.tag('decode_tps')} at {sc.context_depth:,} tokens of context, "
+        f"hit rate {'-' if pred.hit_rate is None else f'{100 * pred.hit_rate:.1f}%'} {basis.tag('hit_rate')} "
+        f"({routing})"
     )
+    if out["nearest_measured"]:
+        print(f"  {out['nearest_measured']['sentence']}")
     for source in pred.range_sources:
-        print(f"    range from {source.source}: {source.low_tps:.1f}-{source.high_tps:.1f} t/s")
+        print(f"    range from {source.source}: {source.low_tps:.1f}-{source.high_tps:.1f} t/s [modelled]")
     if step := out["range_step"]:
-        print(f"  {step}")
+        print(f"  {step} [modelled]")
     print(
         f"  prompt of {sc.prompt_tokens:,} tokens: {pred.prefill_tps:.0f} t/s, first token after {pred.ttft_s:.2f} s "
-        "(steady state: the requests after the server's first)"
+        f"{basis.tag('prefill_tps')} (steady state: the requests after the server's first)"
     )
     first = pred.first_request
     if first and (first.cold_fills or abs(first.prefill_tps / pred.prefill_tps - 1) > 0.01):
@@ -235,15 +253,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
             f"  first request after start: decode {first.decode_tps:.1f} t/s (range {low:.1f}-{high:.1f})"
             f"{speed_note(first.decode_tps, sc.concurrency)} over {sc.n_predict} tokens "
             f"({first.cold_fills:.0f} experts uploaded into empty slots), prompt {first.prefill_tps:.0f} t/s, "
-            f"first token after {first.ttft_s:.2f} s; not counted: {first.excludes}"
+            f"first token after {first.ttft_s:.2f} s [modelled]; not counted: {first.excludes}"
         )
     if args.budget_mib:
-        print(f"  {said.sentence}")
-    print("  decode ms per ubatch: " + ", ".join(f"{k} {v:.2f}" for k, v in pred.breakdown_ms.items() if v))
-    print("  VRAM MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in pred.vram.as_dict().items()))
+        print(f"  {said.sentence} [modelled]")
+    terms = ", ".join(f"{term_words(k)} {v:.2f}" for k, v in pred.breakdown_ms.items() if v)
+    print(f"  decode ms per ubatch [modelled]: {terms}")
+    print("  VRAM MiB [modelled; the cache's slots replayed, exact]: " + _vram_line(pred.vram))
     ram = pred.layout.ram
     print(
-        f"  RAM MiB: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
+        f"  RAM MiB [modelled]: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "
         f"reserve_assumed {ram.reserve_mib:.0f}, total {ram.ram_mib:.0f} "
         f"({ram.state if ram.ram_stated else 'RAM not stated: priced as if it fits'})"
     )
@@ -343,6 +362,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
             + speed_note(best["decode_tps"], streams)
             + (f" ({100 * margin:.0f} % ahead of the next)" if margin is not None else "")
         )
+        print(f"  {best['usability_line']}")
         print(f"  {best['verdict_line']}")
         print(f"  {best['command']}")
     if advice.would_fit:
@@ -351,6 +371,7 @@ def _print_recommendation(ranked: list[dict], best: dict | None, margin: float |
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    from moe_model.answers.before_calibration import before_calibration, time_model_before
     from moe_model.fits.calibration import default_time_model
     from moe_model.fits.host_fit import HOST_SETTLED
     from moe_model.fits.machine_fit import calibrate_logs, parse_logs, save_machine
@@ -358,13 +379,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     model, hw = load_model(args.model), _named_preset(args.hardware)
     hw, _, given = _host_run(args, model, hw, 0.0)  # the host record's CPU rate, threads, RAM and drive
     held = HOST_SETTLED if given else ()
-    result = calibrate_logs(parse_logs(args.logs), model, hw, default_time_model().params, args.build, held)
+    logs = parse_logs(args.logs)
+    result = calibrate_logs(logs, model, hw, default_time_model().params, args.build, held)
+    before = before_calibration(logs, model, hw, time_model_before(bool(given)), args.build)
     if args.json:
-        print(to_json(result.as_dict() | _host_run_fields(given)))
+        print(to_json(result.as_dict() | _host_run_fields(given) | {"before_calibration": before.as_dict()}))
     else:
         if given:
             print(given.described)
         _print_calibration(result, hw, model)
+        _print_before(before)
     if not result.accepted:
         print(f"error: calibration refused: {result.reason}", file=sys.stderr)
         return 1
@@ -378,7 +402,7 @@ def _print_calibration(result, hw, model) -> None:
     built = f"{result.engine} build {result.build}" if result.build else f"{result.engine}, build not logged"
     print(
         f"{hw.name} ({result.gpu or 'GPU not logged'}), {result.model or model.name}, {built}, load mode "
-        f"{result.load_mode}: fitted {', '.join(result.fitted)} on {len(result.fit_errors)} runs"
+        f"{result.load_mode}: fitted {result.fitted_words} on {len(result.fit_errors)} runs"
     )
     width = max(map(len, result.fit_errors))
     for run in result.runs:
@@ -400,6 +424,22 @@ def _print_calibration(result, hw, model) -> None:
     if pick := result.class_lru:
         reading = ", ".join(f"{k} {v}" for k, v in pick["reading"].items())
         print(f"  ClassLRU reading nearest the logged hit rates: {reading} ({pick['rms_points']:.1f} points RMS)")
+
+
+def _print_before(before) -> None:
+    """Each run beside the range predicted for its settings before this calibration, and how many fell inside."""
+    print("  before calibration, each run's decode beside the range predicted for its settings with:")
+    print(f"    {before.predicted_with}")
+    width = max((len(r.name) for r in before.runs), default=0)
+    for r in before.runs:
+        d = r.decode
+        print(
+            f"    {r.name:{width}} {d.measured_tps:8.1f} t/s, predicted {d.predicted_tps:.1f} ({d.low_tps:.1f}-"
+            f"{d.high_tps:.1f}), {r.request}: {d.words}"
+        )
+    for skipped in before.not_checked:
+        print(f"    not checked: {skipped.name}: {skipped.why}")
+    print(f"  {before.summary}")
 
 
 # the scenario flags of predict and recommend (predict adds the placement, the budget and --policy)

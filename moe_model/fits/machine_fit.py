@@ -55,6 +55,7 @@ from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.rates import TimeParams, cpu_expert_gbs, upload_gbs
 from moe_model.speed.scenario import LOAD_MODES
+from moe_model.speed.term_words import MACHINE_TERM_WORDS
 
 MACHINE_BOUNDS = {"pageable_gbs": (0.3, 64.0), "pinned_gbs": (0.3, 64.0), "cpu_expert_gbs": (1.0, 500.0)}
 MAX_MACHINE_ERROR = 0.25  # refuse a machine fit whose one-stream runs, each left out in turn, are predicted worse
@@ -208,6 +209,12 @@ class MachineFit:
     engine: str = MAINLINE  # mainline llama.cpp, or the qvac-fabric fork (never both: machine_points refuses it)
     class_lru: dict | None = None  # b12170+ logs: the ClassLRU reading they picked (log_reading.ReadingPick)
     held: tuple[str, ...] = ()  # machine terms not fitted: a host record measured them (host_fit.HOST_SETTLED)
+
+    @property
+    def fitted_words(self) -> str:
+        """The fitted terms in plain words ("the CPU's expert rate, the upload rate, ..."); the JSON keeps their
+        field names."""
+        return ", ".join(MACHINE_TERM_WORDS.get(term, term) for term in self.fitted)
 
     @property
     def request(self) -> str:

@@ -5,6 +5,7 @@ instead of the model's preset."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from moe_model.fits.points import decode_hit_rate, scenario_of_run
 from moe_model.llama.server_warm_up import start_up_probe
@@ -78,4 +79,34 @@ def routing_from_logs(
     """The routing fitted to these logs' decode hit rates ((name, parsed runs) each), from the model's preset,
     each log simulated through its build's policy (measurements.run_build: `build` only where the log shows none)."""
     points = [p for name, runs in logs for p in logged_hit_rates(runs, model, hw, name, build)]
-    return fit_to_logs(model, points, preset_for(model), progress=progress)
+    fitted = fit_to_logs(model, points, preset_for(model), progress=progress)
+    return replace(fitted, given=len(logs), not_used=unused_logs(logs, model, hw, build))
+
+
+def unused_logs(
+    logs: Sequence[tuple[str, Sequence[LogRun]]], model: ModelSpec, hw: Hardware, build: int | None = None
+) -> tuple[tuple[str, str], ...]:
+    """(name, why) of each log no decode hit rate comes from (a log of another model: given with no runs)."""
+    return tuple(
+        (name, _why_unused(runs, model, build))
+        for name, runs in logs
+        if not logged_hit_rates(runs, model, hw, name, build)
+    )
+
+
+def _why_unused(runs: Sequence[LogRun], model: ModelSpec, build: int | None) -> str:
+    """Why none of these runs gives a decode hit rate, in words (logged_hit_rates' conditions, in its order)."""
+    if not runs:
+        return f"no run of {model.name} in it"
+    reasons = []
+    for run in runs:
+        stats = run.decode_stats
+        if not run.starts:
+            reasons.append("the server did not start")
+        elif not scenario_of_run(run, model, build).budget_mib:
+            reasons.append("no MoE cache (--moe-cache-mib 0 or none), so no hit rate")
+        elif not (stats and stats.hits + stats.misses):
+            reasons.append("no hit rates logged (llama-server prints them when it is stopped cleanly)")
+        else:
+            reasons.append("no decoded token went through a cached layer")
+    return "; ".join(dict.fromkeys(reasons))

@@ -96,6 +96,8 @@ class LogRouting:
     start: RoutingPreset  # the preset the fit started from
     miss_spread: float = 0.0  # one log: ± log factor on the misses at other budgets (one_log_miss_spread)
     name: str = LOG_ROUTING_NAME
+    given: int = 0  # logs the user gave (0: those the points come from)
+    not_used: tuple[tuple[str, str], ...] = ()  # (log, why) of each given log no hit rate came from
 
     @property
     def spreads(self) -> tuple[float, float]:
@@ -104,8 +106,16 @@ class LogRouting:
 
     @property
     def fitted_to(self) -> str:
-        n = len(self.points)
+        """'fitted to your 6 logs', or 'fitted to 5 of your 6 logs' where some gave no hit rate (files, not runs)."""
+        n = len({p.name.rpartition("#")[0] or p.name for p in self.points})
+        if self.given > n:
+            return f"fitted to {n} of your {self.given} logs"
         return f"fitted to your {n} log{'s' if n != 1 else ''}"
+
+    @property
+    def unused_words(self) -> str:
+        """The given logs no hit rate came from, each with why ('' when every log was used)."""
+        return "; ".join(f"{name}: {why}" for name, why in self.not_used)
 
     @property
     def match(self) -> str:
@@ -117,7 +127,8 @@ class LogRouting:
             spread = f"misses x/÷{np.exp(self.miss_spread):.2f} at other budgets"
         else:
             spread = f"±{self.spread_points:.1f} hit-rate points"
-        return f"{self.fitted_to}, {spread}: {self.knobs}"
+        unused = f" (not used: {self.unused_words})" if self.not_used else ""
+        return f"{self.fitted_to}{unused}, {spread}: {self.knobs}"
 
     def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
         """A run like the logged ones (their decode length, a pool only the start-up warm-up filled), batched; its

@@ -10,9 +10,10 @@ of a bandwidth each path reaches fitted across every measured machine. A measure
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from functools import cache
 
 from moe_model.errors import MoeModelError
-from moe_model.settings import Widget, setting
+from moe_model.settings import Widget, setting, settings_of
 
 # CPU families the time model tells apart (a fitted copy rate and CPU-path efficiency each)
 CPU_FAMILIES = {
@@ -24,6 +25,12 @@ PCIE_GENS = (3, 4, 5)
 PCIE_LANES = (1, 2, 4, 8, 16)
 DRIVES = ("hdd", "sata", "nvme3", "nvme4", "nvme5")  # drive classes of moe_model/data/host_parts.json
 MIN_RATE = 0.001  # the least GiB or GB/s a machine field takes (a zero rate would divide by zero)
+
+
+@cache
+def _declared() -> dict:
+    """Host's declared settings, read once (every Host checks its fields against them)."""
+    return settings_of(Host)
 
 
 @dataclass(frozen=True)
@@ -99,19 +106,14 @@ class Host:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stated", tuple(self.stated))  # JSON gives a list
-        checks = {
-            "ram_gib": 1 <= self.ram_gib <= 16384,
-            "mem_channels": 1 <= self.mem_channels <= 64,
-            "mem_mts": 400 <= self.mem_mts <= 20000,
-            "threads": 1 <= self.threads <= 1024,
-            "ghz": 0.5 <= self.ghz <= 7.0,
-            "cpu_family": self.cpu_family in CPU_FAMILIES,
+        checks = {  # each declared field's bounds and choices, as its flag refuses them
+            name: getattr(self, name) is None or not spec.refusal(getattr(self, name))
+            for name, spec in _declared().items()
+        }
+        checks |= {  # the fields no flag declares
             "slot_gen": self.slot_gen is None or self.slot_gen in PCIE_GENS,
             "slot_lanes": self.slot_lanes is None or self.slot_lanes in PCIE_LANES,
-            "mem_bw_gbs": self.mem_bw_gbs is None or MIN_RATE <= self.mem_bw_gbs <= 2000,
-            "copy_gbs": self.copy_gbs is None or MIN_RATE <= self.copy_gbs <= 2000,
             "drive": self.drive is None or self.drive in DRIVES,
-            "disk_gbs": self.disk_gbs is None or MIN_RATE <= self.disk_gbs <= 200,
             "stated": set(self.stated) <= {f.name for f in fields(Host)},
         }
         bad = [k for k, ok in checks.items() if not ok]

@@ -203,7 +203,7 @@ def _layer_arrays(model: ModelSpec, layout: Layout) -> tuple[np.ndarray, ...]:
 
 
 @lru_cache(maxsize=256)  # read by every decode and prompt term of every fit trial
-def _kv_layers_on(model: ModelSpec, sc: Scenario, layout: Layout) -> tuple[int, int]:
+def _kv_layers_on(layout: Layout) -> tuple[int, int]:
     """KV layers attended on the GPU and on the host (--no-kv-offload, or layers -ngl leaves on the CPU)."""
     return len(layout.layers.on_gpu("kv")), len(layout.layers.on_host("kv"))
 
@@ -213,7 +213,7 @@ def attention_ms(model: ModelSpec, hw: Hardware, params: TimeParams, sc: Scenari
     without flash attention, at its own share of the bandwidth): GPU bandwidth for KV on the GPU, the CPU rate for KV
     in host memory."""
     per_layer = _attention_bytes(model, sc, sc.context_depth, sc.tokens_per_ubatch)
-    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    on_gpu, on_host = _kv_layers_on(layout)
     gpu = hw.gpu_bw_gbs * GB * (params.gpu_eff if sc.flash_attn_on else params.nofa_attn_eff)
     return per_layer * (on_gpu / gpu + on_host / (cpu_expert_gbs(hw, params, pinned=False) * GB)) * MS
 
@@ -254,12 +254,12 @@ def decode_terms(
         "experts_cpu": float((cpu_work.sum() - hidden.sum()) * MS),
         "split": params.split_us(hw) * int(split_layers.sum()) / 1e3,
         "draft": params.draft_ms * sc.draft_tokens,
-        "disk": float(((host_read + uploaded * slot) * _page_miss(model, hw, sc, layout)).sum() / disk) * MS,
+        "disk": float(((host_read + uploaded * slot) * _page_miss(model, layout)).sum() / disk) * MS,
     }
 
 
 @lru_cache(maxsize=256)
-def _page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> np.ndarray:
+def _page_miss(model: ModelSpec, layout: Layout) -> np.ndarray:
     """Per layer, the share of its host reads the page cache misses (0 where the mmap'd experts fit in RAM)."""
     miss = np.zeros(model.n_layer)
     memory = layout.ram
@@ -347,12 +347,12 @@ def _prompt_ubatch_ms(
         "experts_cpu": ub.cpu_bytes / (cpu_expert_gbs(hw, params, sc.pinned, model) * GB) * MS,
         "sync": params.sync_us(hw) * ub.host_layers / 1e3,
         "fixed": params.prompt_ubatch_ms,
-        "disk": (ub.uploaded_bytes + ub.cpu_bytes) * _mean_page_miss(model, hw, sc, layout) / disk * MS,
+        "disk": (ub.uploaded_bytes + ub.cpu_bytes) * _mean_page_miss(model, layout) / disk * MS,
     }
 
 
-def _mean_page_miss(model: ModelSpec, hw: Hardware, sc: Scenario, layout: Layout) -> float:
-    miss = _page_miss(model, hw, sc, layout)
+def _mean_page_miss(model: ModelSpec, layout: Layout) -> float:
+    miss = _page_miss(model, layout)
     return float(miss[list(layout.host_layers)].mean()) if layout.host_layers else 0.0
 
 
@@ -371,7 +371,7 @@ def _prompt_attention_ms(
     """Attention of prompt ubatches of `tokens` queries whose mean contexts add up to `context`: QK and AV
     multiply-adds on the GPU, the scores' traffic without flash attention, K and V read from the host when
     they live there."""
-    on_gpu, on_host = _kv_layers_on(model, sc, layout)
+    on_gpu, on_host = _kv_layers_on(layout)
     flops = 4 * model.n_head * model.head_dim_k * tokens * context * model.kv_layers
     scores = 0.0 if sc.flash_attn_on else SCORE_PASSES * model.n_head * tokens * context * 4 * model.kv_layers
     host_kv = kv_bytes_per_token(model, sc) * context * on_host

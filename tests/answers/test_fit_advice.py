@@ -111,9 +111,6 @@ def test_recommend_says_nothing_fits_and_what_would(qwen30b):
     assert fine.fits and fine.summary.startswith("fits: ") and "; best: " in fine.summary and fine.would_fit == ()
 
 
-# --- Shopping's verdict (issue 32) ---
-
-
 def _answers(model, ram_gib: float, *cards: str):
     """Each card in a host of `ram_gib`, ranked by recommend on a short synthetic workload (the page's own path)."""
     from moe_model.answers.fit_advice import card_answer
@@ -125,55 +122,6 @@ def _answers(model, ram_gib: float, *cards: str):
         out.append(card_answer(model, hw, recommend(model, hw, default_time_model().params, Scenario(),
                                                     lambda sc: work, "m.gguf")))  # fmt: skip
     return out
-
-
-def test_shoppings_verdict_names_the_faster_card_by_how_much_and_whether_the_ranges_tell_them_apart(qwen30b):
-    from moe_model.answers.fit_advice import shopping_verdict
-    from moe_model.speed.time_model import range_verdict
-
-    answers = _answers(qwen30b, 128.0, "RTX 4080 16GB", "RTX 4090")
-    fast, slow = sorted(answers, key=lambda a: -a.best.prediction.decode_tps)
-    pct = round(100 * (fast.best.prediction.decode_tps / slow.best.prediction.decode_tps - 1))
-    (a, b), (c, d) = fast.best.prediction.decode_tps_range, slow.best.prediction.decode_tps_range
-    close = range_verdict((a, b), (c, d)) == "too close to call"
-    assert close == (a <= d)  # the faster card's range reaches into the slower one's
-    both = f"({a:.1f}-{b:.1f} against {c:.1f}-{d:.1f} t/s)"
-    call = (
-        f"the ranges overlap {both}, so the difference is too close to call"
-        if close
-        else f"the predictions' ranges are apart {both}"
-    )
-    said = shopping_verdict(answers)
-    assert said == f"the {fast.hardware.name} is {pct} % faster than the {slow.hardware.name} at 128 GiB of RAM: {call}"
-    assert all(a.fit_line is None for a in answers)  # both run: nothing to add
-
-
-def test_when_neither_card_runs_the_verdict_names_the_least_ram_that_lets_one_run(qwen235b):
-    """2 GiB leaves no page cache beside the reserve: not even mmap'd experts run (at 64 GiB they stream, below)."""
-    from moe_model.answers.fit_advice import shopping_verdict
-
-    answers = _answers(qwen235b, 2.0, "RTX 4080 16GB", "RTX 4090")
-    needs = {a.hardware.name: min(c.ram_gib for c in a.advice.would_fit if c.kind == "ram") for a in answers}
-    least = min(needs, key=needs.get)
-    assert (
-        shopping_verdict(answers)
-        == f"neither card fits 2 GiB of RAM: {needs[least]} GiB of RAM would let the {least} run"
-    )
-    assert [a.fit_line.split(": ", 1)[0] for a in answers] == ["RTX 4080 16GB", "RTX 4090"]  # what would fit, each
-    assert all(f"{needs[a.hardware.name]} GiB of RAM" in a.fit_line for a in answers)
-
-
-def test_where_the_best_setting_streams_from_disk_the_verdict_says_so_and_the_ram_that_ends_it(qwen235b):
-    from moe_model.answers.fit_advice import shopping_verdict
-
-    answers = _answers(qwen235b, 64.0, "RTX 4080 16GB", "RTX 4090")
-    assert all(a.best and a.best.host.streams for a in answers)
-    fastest = max(answers, key=lambda a: a.best.prediction.decode_tps)
-    needed = fastest.best.host.needed_gib
-    said = shopping_verdict(answers)
-    assert "faster than the" in said and f"the {fastest.hardware.name} streams its experts from disk" in said
-    assert f"({needed} GiB of RAM would end it)" in said and needed > 64
-    assert all("streams its experts from disk" in a.fit_line for a in answers)
 
 
 def test_the_summary_says_the_state_first_streaming_from_disk_before_the_speed(qwen235b):
@@ -212,14 +160,6 @@ def test_the_state_of_a_setting_is_said_the_same_way_for_each_outcome(qwen30b):
     assert state(RTX3060, Scenario(Placement(cpu_moe=True), 10)).startswith("does not start: ")
     tight = state(RTX3060.with_changes(ram_gib=32.0), Scenario(Placement(cpu_moe=True), 9600))
     assert "MiB of VRAM free (too close to call: it leaves less than llama.cpp's 1,024 MiB margin)" in tight  # a verb
-
-
-def test_the_shopping_verdicts_call_on_two_ranges_is_a_clause_with_a_verb():
-    from moe_model.answers.fit_advice import _ranges_call
-
-    overlap = "the ranges overlap (1.0-3.0 against 2.0-4.0 t/s), so the difference is too close to call"
-    assert _ranges_call((1.0, 3.0), (2.0, 4.0)) == overlap  # was "too close to call, the ranges overlap (...)"
-    assert _ranges_call((5.0, 6.0), (2.0, 4.0)) == "the predictions' ranges are apart (5.0-6.0 against 2.0-4.0 t/s)"
 
 
 def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build_that_has_it(qwen30b):

@@ -372,7 +372,7 @@ def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_o
     logs = [("run5_b25.log", RUN5_B25.read_bytes(), "text/plain"), ("np4.log", RUN3_NP4.read_bytes(), "text/plain")]
     at.get("file_uploader")[0].set_value(logs)
     at.run()
-    points = at.dataframe[-1].value.set_index("point")
+    points = next(d.value for d in at.dataframe if "point" in d.value.columns).set_index("point")  # measured points
     assert points.loc["run5_b25.log#1", "request"] == "steady state"  # four requests: the three after the first
     assert points.loc["np4.log#1", "request"] == "first request"  # the four concurrent requests include the first
     at.switch_page("pages/explore.py").run()
@@ -382,22 +382,31 @@ def test_explore_labels_its_prediction_and_each_logged_point_and_draws_a_point_o
     assert trace(charts(at)["0"], "measured")["text"] == ["np4.log#1 (first request)"] and not at.exception
 
 
+def _lead(at: AppTest) -> str:
+    """Shopping's first message: a warning where the user's card runs nothing, slowly or unusably, else an info."""
+    first = next(e for e in at.main if e.type in ("warning", "info", "success", "error"))
+    assert first.type in ("warning", "info"), first.type  # never a success box
+    return first.value
+
+
 def test_shopping_leads_with_one_verdict_and_what_would_fit_and_draws_no_empty_chart():
     # issue 32: the answer sat in a wide table's 15th column and the chart was an empty -1..1 axis
     cards = "RTX 4080 16GB;RTX 4090"
     at = open_page("pages/shopping.py", model=QWEN235_FILE, gpu="RTX 4090", ram="2", cards=cards)
-    verdict = at.main.info[0].value  # the first message on the page
-    assert verdict.startswith("**neither card fits 2 GiB of RAM: ") and "GiB of RAM would let the RTX" in verdict
+    lead = at.main.warning[0].value  # the first message on the page: the user's card runs nothing
+    assert lead == _lead(at) and lead.startswith("Your RTX 4090: nothing runs (")
+    assert "\n\nNeither card fits 2 GiB of RAM: " in lead and "GiB of RAM would let the RTX" in lead
     fits = next(m.value for m in at.main.markdown if m.value.startswith("**What would fit**, per card:"))
     assert "- RTX 4080 16GB: " in fits and "- RTX 4090: " in fits and not at.get("plotly_chart")
     # mmap'd experts stream from disk at a RAM the user states (48 GiB: the preset's own 64 is never priced)
     at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(48.0).run()
-    verdict = at.main.info[0].value
-    assert " % faster than the RTX 4" in verdict and "streams its experts from disk (" in verdict
+    lead = _lead(at)
+    assert " % faster than " in lead and "stream their experts from disk (" in lead
+    assert "This setting is unusable: " in lead and lead == at.main.warning[0].value  # never a success box
     assert any(c.value.startswith("Range from:") and "widest source" in c.value for c in at.main.caption)
     at.sidebar.number_input(key="hw_ram_RTX 4090").set_value(128.0).run()
-    verdict = at.main.info[0].value
-    assert " % faster than the RTX 4" in verdict and " at 128 GiB of RAM: " in verdict and not at.exception
+    lead = _lead(at)
+    assert " % faster than " in lead and " at 128 GiB of RAM, " in lead and not at.exception
     assert len(charts(at)["0"]["data"][0]["x"]) == 2  # both cards run: both bars
 
 

@@ -30,7 +30,7 @@ def test_the_logs_calibration_holds_the_cpu_runs_rate_and_checks_the_no_cache_ru
     next(u for u in at.get("file_uploader") if u.label.startswith("llama-server")).set_value(logs).run()
     at.button(key="calibrate").click().run()
     assert not at.exception and _row(at, "off")["judges the fit"] == "no"  # alone it pins the CPU rate
-    assert "cpu_expert_gbs" in at.success[0].value
+    assert "the CPU's expert rate" in at.success[0].value and "cpu_expert_gbs" not in at.success[0].value
     host = (RUN11 / "run11c" / "host_default.json").read_bytes()
     uploader = next(u for u in at.sidebar.get("file_uploader") if "your CPU run" in u.label)
     uploader.set_value(("host.json", host, "application/json")).run()
@@ -38,7 +38,7 @@ def test_the_logs_calibration_holds_the_cpu_runs_rate_and_checks_the_no_cache_ru
     assert not at.exception and not at.error and not at.sidebar.warning
     off = _row(at, "off")
     assert off["judges the fit"] == "yes" and abs(float(off["error when left out %"])) <= 15
-    assert "cpu_expert_gbs" not in at.success[0].value and "pageable_gbs" in at.success[0].value
+    assert "the CPU's expert rate" not in at.success[0].value and "the upload rate" in at.success[0].value
     held = [c.value for c in at.caption if c.value.startswith("Held from your CPU run (host record)")]
     assert len(held) == 1 and "at 16 threads (measured, not fitted)" in held[0]
     machine = at.session_state["machine"].hardware

@@ -395,7 +395,7 @@ def test_predict_at_ngl_0_keeps_every_layer_in_ram_and_the_gpu_holds_only_its_bu
     assert code == 0 and pred["fits_vram"] and pred["vram"]["dense"] == pred["vram"]["experts_on_gpu"] == 0
     assert pred["ram"]["experts"] > 16_000 and pred["ram_state"] == "fits" and pred["host_layers"] == 48
     code, text, _ = main_exit(capsys, *args)
-    assert code == 0 and "does not fit" not in text and "RAM MiB: experts 16740" in text
+    assert code == 0 and "does not fit" not in text and "RAM MiB [modelled]: experts 16740" in text
 
 
 @pytest.mark.parametrize("ubatch", ["512", "4096", "8192"])

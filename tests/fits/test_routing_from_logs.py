@@ -11,13 +11,14 @@ from conftest import GROUNDTRUTH
 from moe_model.fits.calibration import default_time_model
 from moe_model.fits.machine_fit import calibrate_machine
 from moe_model.fits.points import log_points, measured_kind_tps
-from moe_model.fits.routing_from_logs import logged_hit_rates, routing_from_logs
+from moe_model.fits.routing_from_logs import logged_hit_rates, routing_from_logs, unused_logs
 from moe_model.llama.builds import EXACT_BUILD, MAINLINE_BUILD
 from moe_model.llama.simulate import LRU_KERNEL
 from moe_model.policies import class_lru
 from moe_model.pricing.workloads import synthetic_workload
 from moe_model.readers.logs import parse_log
 from moe_model.readers.model_spec import load_model
+from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.range_inputs import RangeInputs
 from moe_model.speed.scenario import resolve
@@ -63,6 +64,19 @@ def test_each_logged_hit_rate_is_fitted_through_its_builds_policy(run3):
     (mainline,) = logged_hit_rates(later, model, hw, "minany")
     assert exact.kernel == LRU_KERNEL
     assert mainline.kernel == class_lru.kernel() and mainline.kernel.name == "class-lru-b12170"
+
+
+def test_a_log_without_a_hit_rate_is_named_with_why(run3):
+    """run5's six mmap logs: the no-cache one gives no hit rate, and says so (the routing counts it as given)."""
+    model, hw, _ = run3
+    run5 = data_path("groundtruth", "run5", "logs")
+    cases = ("mm_b10", "mm_b25", "mm_b50", "mm_b75", "mm_full", "mm_off")
+    logs = [(f"server_{c}.log", parse_log(run5 / f"server_{c}.log")) for c in cases] + [("other.log", [])]
+    unused = dict(unused_logs(logs, model, hw))
+    assert unused == {
+        "server_mm_off.log": "no MoE cache (--moe-cache-mib 0 or none), so no hit rate",
+        "other.log": f"no run of {model.name} in it",
+    }
 
 
 def test_runs_without_a_cache_or_statistics_give_no_hit_rate(run3):

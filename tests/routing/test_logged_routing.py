@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT
@@ -65,6 +66,16 @@ def test_the_fit_reproduces_hit_rates_the_routing_can_produce_and_reports_a_spre
 def test_the_routing_says_it_was_fitted_to_the_logs_and_with_what_spread(four_logs):
     routing = four_logs[1]
     assert routing.describe().startswith(f"fitted to your 4 logs, ±{routing.spread_points:.1f} hit-rate points")
+
+
+def test_the_routing_counts_the_logs_given_and_says_which_gave_no_hit_rate_and_why(four_logs):
+    """Six logs given, one without a cache: 'fitted to 5 of your 6 logs' and the one named, never '5 logs' alone;
+    two runs of one file count as one log."""
+    routing = replace(four_logs[1], given=5, not_used=(("server_off.log", "no MoE cache"),))
+    assert routing.fitted_to == "fitted to 4 of your 5 logs"
+    assert routing.describe().startswith("fitted to 4 of your 5 logs (not used: server_off.log: no MoE cache), ±")
+    two_runs = [replace(p, name=f"a.log#{i + 1}") for i, p in enumerate(four_logs[0][:2])]
+    assert replace(four_logs[1], points=tuple(two_runs)).fitted_to == "fitted to your 1 log"
 
 
 def test_one_log_carries_its_in_fit_error_and_the_measured_one_log_factor_on_the_misses(one_log):

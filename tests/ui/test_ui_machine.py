@@ -71,3 +71,32 @@ def test_the_line_rate_is_the_slower_of_the_card_and_the_hosts_slot():
     assert line_gbs(5, 16, egpu.host) == line_gbs(3, 4, egpu.host) == egpu.line_gbs  # the enclosure's 3.0 x4
     assert line_gbs(3, 1, egpu.host) == egpu.line_gbs / 4  # fewer lanes than the slot: the card's
     assert line_gbs(4, 16, preset("RTX 4090").host) == preset("RTX 4090").line_gbs  # no slot limit: the card's
+
+
+EGPU = "eGPU RTX 4090, PCIe 3.0 x4"
+
+
+def test_an_egpu_in_the_users_host_keeps_its_enclosures_link_and_is_priced_as_that_card_on_that_link(qwen30b):
+    """Issue 38: Shopping's eGPU row showed the host's PCIe 4.0 x16 and exactly the desktop 4090's numbers. In the
+    user's host it keeps its enclosure's 3.0 x4 and is priced as the eGPU preset itself in a host of that RAM."""
+    from moe_model.answers.recommend import recommend
+    from moe_model.fits.calibration import default_time_model
+    from moe_model.pricing.workloads import synthetic_workload
+    from moe_model.speed.scenario import Scenario
+
+    mine = preset("RTX 4080 16GB").with_changes(ram_gib=64.0)
+    egpu, desktop = in_host(PRESETS[EGPU], mine), in_host(PRESETS["RTX 4090"], mine)
+    assert (egpu.pcie_label, desktop.pcie_label) == ("PCIe 3.0 x4", "PCIe 4.0 x16")
+    own = PRESETS[EGPU].with_changes(ram_gib=64.0)  # the eGPU as the sidebar's machine
+    assert egpu.line_gbs == own.line_gbs == line_gbs(3, 4, own.host)
+    work = synthetic_workload(qwen30b, Scenario(), n_tokens=400)
+    params = default_time_model().params
+
+    def decode(hw) -> list[tuple[str, float]]:
+        options = recommend(qwen30b, hw, params, Scenario(), lambda sc: work, "m.gguf")
+        return [(o.label, o.prediction.decode_tps) for o in options if o.usable]
+
+    on_x4, on_x16 = decode(egpu), dict(decode(desktop))
+    assert on_x4 == decode(own)  # the same card on the same link: the same prices, setting by setting
+    slower = [label for label, tps in on_x4 if tps < on_x16[label]]
+    assert slower and all(tps <= on_x16[label] for label, tps in on_x4)  # the x4 link uploads slower, never faster
