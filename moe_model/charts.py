@@ -6,6 +6,7 @@ Colours come from the Okabe-Ito palette, which stays distinguishable with colour
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,9 @@ from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.logged import LogRouting
+from moe_model.speed.ranges import largest_step
 from moe_model.speed.streams import speed_label, total_over_streams
+from moe_model.speed.term_words import term_words
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 
@@ -59,45 +62,83 @@ def for_notebook(fig: go.Figure, include_plotlyjs: bool | str = True) -> Noteboo
     return NotebookFigure(fig, include_plotlyjs)
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+BUDGET_AXIS = "expert cache budget (--moe-cache-mib, MiB)"
+LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0, "yanchor": "bottom"}
+
+
+SUBTITLE_CHARS = 50  # a subtitle's line: fits a 340 px column (Explore's half width at a 1400 px window)
+
+
+def _top_px(subtitle: str) -> int:
+    """The top margin: the title's line and each of the subtitle's."""
+    return 54 + 16 * len(textwrap.wrap(subtitle, SUBTITLE_CHARS))
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> go.Figure:
+    """Title (short: it is never wrapped; details go in the smaller `subtitle`), axis titles and the legend placed
+    so none covers another: axes make room for their labels (automargin) and the legend sits at the figure's foot,
+    under the x axis's title, never on it."""
     if pio.templates.default != TEMPLATE:  # else the figure was born with it (use_template_by_default)
         fig.update_layout(template=TEMPLATE)
     fig.update_layout(
-        title=title,
+        title={
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "xref": "container",
+            "pad": {"l": 10},
+            "font": {"size": 16},
+            "subtitle": {"text": _wrap(subtitle, SUBTITLE_CHARS), "font": {"size": 12}},
+        },
         xaxis_title=x,
         yaxis_title=y,
         height=380,
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
-        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 60, "r": 20, "t": _top_px(subtitle), "b": 50},
+        legend=LEGEND_BELOW,
     )
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    """Plotly draws one line per <br>: a long sentence wrapped for a hover box or a label."""
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
+def _legend_line(fig: go.Figure, name: str, color: str, dash: str = "solid") -> None:
+    """A legend entry for a line drawn as a shape (shapes have none): words in the legend, not on the plot."""
+    fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line={"color": color, "dash": dash},
+                    hoverinfo="skip")  # fmt: skip
 
 
 def _mark(fig: go.Figure, budget_mib: float | None) -> None:
+    """The chosen budget: a dotted line, named in the legend (a label on the plot met the other labels there)."""
     if budget_mib is not None:
-        fig.add_vline(x=budget_mib, line_dash="dot", line_color="#555", annotation_text=f"{budget_mib:g} MiB")
+        fig.add_vline(x=budget_mib, line_dash="dot", line_color="#555")
+        _legend_line(fig, f"your budget: {budget_mib:,.0f} MiB", "#555", "dot")
 
 
 def shade_unfit(fig: go.Figure, fits_mib: float, end_mib: float) -> go.Figure:
-    """Grey out the budgets past the largest that fits the GPU's memory."""
+    """Grey out the budgets past the largest that fits the GPU's memory, named in the legend."""
     if fits_mib < end_mib:
-        fig.add_vrect(
-            x0=fits_mib,
-            x1=end_mib,
-            fillcolor="#999999",
-            opacity=0.2,
-            line_width=0,
-            annotation_text="does not fit VRAM",
-            annotation_position="top right",
-        )
+        fig.add_vrect(x0=fits_mib, x1=end_mib, fillcolor="#999999", opacity=0.2, line_width=0)
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=f"does not fit VRAM (over {fits_mib:,.0f} MiB)",
+            marker={"symbol": "square", "size": 12, "color": "rgba(153, 153, 153, 0.4)"}, hoverinfo="skip",
+        )  # fmt: skip
     return fig
+
+
+DECODE_HITS = "decoding (llama.cpp's ubatch <= 8)"
+PROMPT_HITS = "prompts (llama.cpp's ubatch > 8)"
 
 
 def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = None) -> go.Figure:
     """Hit rate against budget, split like llama.cpp's statistics (ubatch <= 8 and > 8)."""
     fig = go.Figure()
     budgets = [r.budget_mib for r in results]
-    for name, attr, color in (("ubatch <= 8", "small", OKABE_ITO[4]), ("ubatch > 8", "large", OKABE_ITO[5])):
+    for name, attr, color in ((DECODE_HITS, "small", OKABE_ITO[4]), (PROMPT_HITS, "large", OKABE_ITO[5])):
         rates = [getattr(r, attr).hit_rate for r in results]
         if any(v is not None for v in rates):
             fig.add_scatter(
@@ -110,9 +151,9 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     _readings_band(fig, results)
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
-    build = results[0].build if results else None  # chosen by build (policies.simulate_build): named in the title
-    title = f"Simulated hit rate: {hit_rate_wording(results[0].policy, build).tag}, llama.cpp b{build}" if build else ""
-    return _layout(fig, title or "Simulated hit rate", "--moe-cache-mib", "hit rate (%)")
+    build = results[0].build if results else None  # chosen by build (policies.simulate_build): named under the title
+    policy = f"{hit_rate_wording(results[0].policy, build).tag}, llama.cpp b{build}" if build else ""
+    return _layout(fig, "Simulated hit rate", BUDGET_AXIS, "hit rate (%)", policy)
 
 
 def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:
@@ -145,8 +186,8 @@ def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placemen
             hovertemplate="%{customdata[0]}: %{y:.1f} % logged at %{x:,} MiB, %{customdata[1]:.1f} % fitted"
             "<extra></extra>",
         )
-    fig.update_layout(title=f"{fig.layout.title.text or 'Hit rate'}: routing {routing.fitted_to}, "
-                      f"±{routing.spread_points:.1f} points")  # fmt: skip
+    said = f"routing {routing.fitted_to}, ±{routing.spread_points:.1f} points"
+    fig.update_layout(title_subtitle_text=_wrap(said, SUBTITLE_CHARS), margin_t=_top_px(said))
     return fig
 
 
@@ -160,7 +201,7 @@ def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None)
         line={"color": MISS},
     )
     _mark(fig, mark_budget)
-    return _layout(fig, "Uploads over the host link (simulated)", "--moe-cache-mib", "MiB per token")
+    return _layout(fig, "Uploads over the host link (simulated)", BUDGET_AXIS, "MiB per decoded token")
 
 
 def _with_request(measured: pd.DataFrame) -> list[str]:
@@ -205,10 +246,12 @@ def speed_curve(
         line={"color": OKABE_ITO[4]},
         hovertemplate=f"%{{x:,}} MiB: %{{y:.1f}} t/s decode{total} (model, {steady})<extra></extra>",
     )
-    for i, (name, value) in enumerate(baselines.items()):
-        fig.add_hline(
-            y=value, line_dash="dash", line_color=OKABE_ITO[(i + 5) % 8], annotation_text=f"{name}: {value:.1f}"
-        )
+    for i, (name, value) in enumerate(baselines.items()):  # in the legend: labels at the lines' ends collided
+        fig.add_scatter(
+            x=[budgets[0], budgets[-1]] if len(budgets) else [], y=[value, value], mode="lines",
+            name=f"{name}: {value:.1f} t/s", line={"dash": "dash", "color": OKABE_ITO[(i + 5) % 8]},
+            hovertemplate=f"{name}: {value:.1f} t/s decode{total} (model)<extra></extra>",
+        )  # fmt: skip
     if measured is not None and len(measured):
         fig.add_scatter(
             x=measured["moe_cache_mib"],
@@ -220,52 +263,98 @@ def speed_curve(
             hovertemplate="%{text}: %{y} t/s" + total + " at %{x} MiB",
         )
     _mark(fig, mark_budget)
-    return _layout(fig, "Decode speed", "--moe-cache-mib", speed_label("tokens / s", concurrency))
+    return _layout(fig, "Decode speed", BUDGET_AXIS, speed_label("tokens / s", concurrency))
 
 
 def layer_hit_rates(result: SimResult) -> go.Figure:
     lookups = np.maximum(result.layer_lookups, 1)
     rate = np.where(result.layer_lookups > 0, 100 * result.layer_hits / lookups, np.nan)
     fig = go.Figure(go.Bar(x=np.arange(len(rate)), y=rate, marker_color=COLD, name="hit rate"))
-    return _layout(fig, f"Hit rate per layer at {result.budget_mib} MiB (simulated)", "layer", "hit rate (%)")
+    fig.update_xaxes(tick0=0, dtick=max(1, round(len(rate) / 10)))  # whole layers: no -0.5 tick in the corner
+    return _layout(fig, f"Hit rate per layer at {result.budget_mib:,} MiB (simulated)", "layer", "hit rate (%)")
+
+
+SMALL_SHARE = 0.08  # a term under this share of every bar's time is grouped as "other" (its parts in the hover)
+
+
+def _per_token_ms(p: Prediction) -> dict[str, float]:
+    return {t: ms / max(p.scenario.decoded_per_ubatch, 1e-9) for t, ms in p.breakdown_ms.items() if ms > 0}
 
 
 def time_breakdown(predictions: dict[str, Prediction]) -> go.Figure:
-    """Stacked milliseconds per decoded token, one bar per configuration."""
+    """Milliseconds per decoded token, one horizontal bar per configuration, each term a segment labelled in
+    words (term_words) where the label fits, and in the legend; terms small in every bar are one "other" segment,
+    its parts named in its hover."""
     fig = go.Figure()
-    names = list(predictions)
-    terms = sorted({t for p in predictions.values() for t in p.breakdown_ms})
-    for i, term in enumerate(terms):
-        values = [
-            p.breakdown_ms.get(term, 0.0) / max(p.scenario.decoded_per_ubatch, 1e-9) for p in predictions.values()
-        ]
-        fig.add_bar(x=names, y=values, name=term, marker_color=OKABE_ITO[i % 8])
-    fig.update_layout(barmode="stack")
-    return _layout(fig, "Where the time goes (model)", "", "ms per decoded token")
+    ms = {name: _per_token_ms(p) for name, p in predictions.items()}
+    totals = {name: sum(terms.values()) or 1.0 for name, terms in ms.items()}
+    rows = [f"{name}<br>{sum(ms[name].values()):.1f} ms per token" for name in ms]
+    order = sorted({t for terms in ms.values() for t in terms}, key=lambda t: -max(v.get(t, 0.0) for v in ms.values()))
+    big = [t for t in order if any(ms[n].get(t, 0.0) >= SMALL_SHARE * totals[n] for n in ms)]
+    for i, term in enumerate(big):
+        words = term_words(term)
+        values = [ms[n].get(term, 0.0) for n in ms]
+        fig.add_bar(
+            y=rows, x=values, orientation="h", name=words, marker_color=OKABE_ITO[i % 8],
+            text=[_wrap(words, 14) if v >= SMALL_SHARE * totals[n] else "" for v, n in zip(values, ms, strict=True)],
+            textposition="inside", insidetextanchor="middle", textangle=0,
+            customdata=[100 * v / totals[n] for v, n in zip(values, ms, strict=True)],
+            hovertemplate=f"{words}: %{{x:.2f}} ms per token (%{{customdata:.0f}} %)<extra></extra>",
+        )  # fmt: skip
+    small = [t for t in order if t not in big]
+    if small:
+        parts = [[", ".join(f"{term_words(t)} {ms[n].get(t, 0.0):.2f} ms" for t in small)] for n in ms]
+        fig.add_bar(
+            y=rows, x=[sum(ms[n].get(t, 0.0) for t in small) for n in ms], orientation="h", name="other",
+            marker_color="#BBBBBB", customdata=parts, text=["other"] * len(rows), textposition="inside", textangle=0,
+            hovertemplate="other: %{x:.2f} ms per token (%{customdata[0]})<extra></extra>",
+        )  # fmt: skip
+    fig = _layout(fig, "Time per decoded token (model)", "ms per decoded token", "",
+                  "labels where they fit; every part in the legend and on hover")  # fmt: skip
+    fig.update_yaxes(autorange="reversed")
+    legend_px = 22 * (len(big) + bool(small))  # room for one entry a row (a narrow column) so it never scrolls
+    fig.update_layout(barmode="stack", height=150 + 70 * len(rows) + legend_px, legend_traceorder="normal",
+                      uniformtext={"minsize": 9, "mode": "hide"})  # fmt: skip
+    return fig
+
+
+VRAM_PART_WORDS = {
+    "dense": "dense weights",
+    "experts_on_gpu": "experts kept on the GPU",
+    "kv_cache": "KV cache (the context)",
+    "compute_buffers_estimate": "compute buffers (estimate)",
+    "moe_cache": "expert cache (--moe-cache-mib)",
+    "cuda_reserve_assumed": "reserved by CUDA (assumed)",
+    "free": "free",
+}
 
 
 def vram_bar(vram: VramBreakdown) -> go.Figure:
+    """The GPU's memory as one bar of its parts in words, the card's size and the part llama.cpp keeps free as
+    lines named in the legend."""
     fig = go.Figure()
-    parts = {k: v for k, v in vram.as_dict().items() if k not in ("total",)}
-    for i, (name, mib) in enumerate(parts.items()):
+    parts = {k: v for k, v in vram.as_dict().items() if k in VRAM_PART_WORDS and v > 0}
+    for key, mib in parts.items():
+        name, i = VRAM_PART_WORDS[key], list(VRAM_PART_WORDS).index(key)  # a part keeps its colour when one is 0
         fig.add_bar(
-            y=["VRAM"],
-            x=[max(mib, 0.0)],
-            name=name,
-            orientation="h",
-            marker_color=OKABE_ITO[i % 8],
-            hovertemplate=f"{name}: %{{x:.0f}} MiB",
-        )
-    fig.update_layout(barmode="stack", height=200)
-    fig = _layout(fig, f"GPU memory: {vram.vram_mib:.0f} MiB", "MiB", "")
-    fig.update_layout(height=220)
+            y=[""], x=[max(mib, 0.0)], name=name, orientation="h",
+            marker_color="#EEEEEE" if key == "free" else OKABE_ITO[i % 8],
+            hovertemplate=f"{name}: %{{x:,.0f}} MiB<extra></extra>",
+        )  # fmt: skip
+    fig.add_vline(x=vram.vram_mib, line_color="#000000")
+    _legend_line(fig, f"the GPU's {vram.vram_mib:,.0f} MiB", "#000000")
+    fig.add_vline(x=vram.vram_mib - vram.margin_mib, line_color="#555555", line_dash="dot")
+    _legend_line(fig, f"llama.cpp keeps {vram.margin_mib:,.0f} MiB free (--fit)", "#555555", "dot")
+    fig.update_layout(barmode="stack")
+    fig = _layout(fig, f"GPU memory: {vram.used_mib:,.0f} of {vram.vram_mib:,.0f} MiB used", "MiB", "")
+    fig.update_layout(height=200 + 20 * len(fig.data), legend_traceorder="normal")  # one entry a row fits
     return fig
 
 
 def plan_slots(plan: CachePlan) -> go.Figure:
     """Slots per group against the group's experts: what share of each pool the budget buys."""
     fig = go.Figure()
-    names = [f"CUDA{g.device} {g.type_name} ({g.n_layers} layers)" for g in plan.groups]
+    names = [f"GPU {g.device}: {g.type_name} experts<br>({g.n_layers} layers)" for g in plan.groups]
     fig.add_bar(x=names, y=[g.n_slots if plan.starts else 0 for g in plan.groups], name="slots", marker_color=HOT)
     fig.add_bar(
         x=names,
@@ -274,7 +363,7 @@ def plan_slots(plan: CachePlan) -> go.Figure:
         marker_color="#BBBBBB",
     )
     fig.update_layout(barmode="stack")
-    return _layout(fig, "Slots per group", "", "experts (layer x expert)")
+    return _layout(fig, "Cache slots per group of layers", "", "experts (one per layer and expert)")
 
 
 def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -> go.Figure:
@@ -296,9 +385,8 @@ def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -
         )
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return _layout(
-        fig, "Each machine predicted by a fit that never saw it", "measured decode t/s", "predicted decode t/s"
-    )
+    said = "each machine predicted by a fit that never saw it"
+    return _layout(fig, "Left-out predictions", "measured decode t/s", "predicted decode t/s", said)
 
 
 POOL_STATES = (  # value, name in the legend, colour (Okabe-Ito blue/orange/purple for the marked cells)
@@ -367,11 +455,7 @@ def pool_heatmap(
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig = _layout(fig, "Slot pool", "", "")
-    fig.update_layout(
-        height=max(240, 70 * rows + 150),
-        margin={"l": 10, "r": 10, "t": 60, "b": 80},
-        legend={"orientation": "h", "y": 0, "yanchor": "top"},
-    )
+    fig.update_layout(height=max(240, 70 * rows + 150) + 22 * len(POOL_STATES), margin={"l": 10, "r": 10})
     return fig
 
 
@@ -386,12 +470,12 @@ def measured_curves(frame: pd.DataFrame) -> go.Figure:
             x=group["moe_cache_mib"],
             y=group["decode_tps"],
             mode="lines+markers",
-            name=name,
+            name=_wrap(name, 40),
             marker_color=OKABE_ITO[i % len(OKABE_ITO)],
             customdata=_with_request(group.assign(id=group["source"])),
             hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
         )
-    return _layout(fig, "Measured decode speed from these runs", "--moe-cache-mib (MiB)", "decode tokens / s")
+    return _layout(fig, "Measured decode speed from these runs", BUDGET_AXIS, "decode tokens / s")
 
 
 def shopping_bars(frame: pd.DataFrame, concurrency: int = 1) -> go.Figure:
@@ -414,8 +498,12 @@ def shopping_bars(frame: pd.DataFrame, concurrency: int = 1) -> go.Figure:
         hovertemplate="%{x}: %{y:.1f} t/s decode" + total + " (model)<br>%{customdata}<extra></extra>",
     )
     _readings_bars(fig, frame)
-    title = "Best predicted setting per card (model; bars: the range)"
-    return _layout(fig, title, "", speed_label("decode tokens / s", concurrency))
+    fig.add_scatter(  # each card's speed above its whisker: readable on a short bar, never on the whisker
+        x=frame["GPU"], y=frame[["high t/s", "decode t/s"]].max(axis=1), mode="text", textposition="top center",
+        text=[f"{v:.1f} t/s" for v in frame["decode t/s"]], showlegend=False, hoverinfo="skip", cliponaxis=False,
+    )  # fmt: skip
+    title, said = "Best decode speed per card (model)", "whiskers: the range; hover a bar for its setting"
+    return _layout(fig, title, "", speed_label("decode tokens / s", concurrency), said)
 
 
 def _readings_bars(fig: go.Figure, frame: pd.DataFrame) -> None:
@@ -461,4 +549,49 @@ def policy_curves(
     _mark(fig, mark_budget)
     if percent:
         fig.update_yaxes(range=[0, 100])
-    return _layout(fig, "Replacement policies on the same workload", "--moe-cache-mib", y_title)
+    return _layout(fig, "Replacement policies on the same workload", BUDGET_AXIS, y_title)
+
+
+RANGE_WHOLE = "whole range"
+
+
+def _tps(value: float) -> str:
+    """A speed with one decimal, or two significant digits under 1 t/s (0.04, not 0.0)."""
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
+def _source_hover(s, tps: float) -> str:
+    if s.settled:
+        return f"{_wrap(s.narrowed_by)}"
+    lo, hi = s.without_tps
+    return f"narrowed by: {_wrap(s.narrowed_by)}<br>settled, the range would be at best {lo:.1f}-{hi:.1f} t/s"
+
+
+def range_bar(pred: Prediction) -> go.Figure:
+    """The decode range as drawn bars on a log scale: the whole range on top, each source under it (largest first)
+    spanning the speeds it alone allows, the prediction marked; what narrows each source in its hover (grey: a
+    source no step narrows)."""
+    tps, (lo, hi) = pred.decode_tps, pred.decode_tps_range
+    names = [RANGE_WHOLE, *(s.source for s in pred.range_sources)]
+    lows, highs = [lo, *(s.low_tps for s in pred.range_sources)], [hi, *(s.high_tps for s in pred.range_sources)]
+    rows = [f"{n}: {_tps(a)}-{_tps(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
+    whole = _wrap(largest_step(tps, pred.range_sources) or "every source at its worst together")
+    fig = go.Figure()
+    fig.add_bar(
+        y=rows, base=lows, x=[b - a for a, b in zip(lows, highs, strict=True)], orientation="h", width=0.6,
+        marker_color=[OKABE_ITO[4]] + ["#999999" if s.settled else OKABE_ITO[1] for s in pred.range_sources],
+        customdata=[whole, *(_source_hover(s, tps) for s in pred.range_sources)], showlegend=False,
+        hovertemplate="%{y}<br>%{customdata}<extra></extra>",
+    )  # fmt: skip
+    fig.add_scatter(
+        y=rows, x=[tps] * len(rows), mode="markers", name=f"the prediction: {tps:.1f} t/s",
+        marker={"symbol": "line-ns", "size": 18, "line": {"width": 3, "color": OKABE_ITO[7]}}, showlegend=False,
+        hovertemplate=f"the prediction: {tps:.1f} t/s<extra></extra>",
+    )  # fmt: skip
+    axis = speed_label("t/s", pred.scenario.concurrency) + " (log scale)"
+    fig = _layout(fig, "Decode range by source", axis, "",
+                  f"black line: the prediction, {tps:.1f} t/s; hover a bar: what narrows it")  # fmt: skip
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(type="log")  # the sources multiply: on a log scale each bar's length is its share of the range
+    fig.update_layout(height=170 + 34 * len(rows))
+    return fig

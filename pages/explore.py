@@ -70,7 +70,7 @@ from ui.widgets import (
     friendly_errors,
     model_flag_path,
     prompt_text,
-    range_caption,
+    range_chart,
     runnable,
 )
 
@@ -103,7 +103,7 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
         f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
         f"{best.cache.sentence}."
     )
-    range_caption(p)
+    range_chart(p, "best_range")
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
     st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
@@ -182,7 +182,7 @@ def headline(answer: Answer, view: ExploreCurve, advice, prefill_rel_error: floa
             f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
             f"VRAM left {pred.vram.free_mib:,.0f} MiB. {said[:1].upper()}{said[1:]}.{first_request_text(pred)}"
         )
-        range_caption(pred)
+        range_chart(pred, "range")
     else:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 
@@ -200,8 +200,8 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
     a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
     b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
     a.plotly_chart(layer_hit_rates(point.simulated), width="stretch", key="layers")
-    compare = {**baselines, f"{placement_name} + {point.budget_mib} MiB": point.prediction}
-    b.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
+    compare = {**baselines, f"{placement_name} + {point.budget_mib:,} MiB": point.prediction}
+    st.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
     for note in point.prediction.notes:
         st.caption(note)
 

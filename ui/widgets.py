@@ -1,5 +1,6 @@
 """In-page widgets and messages: each declared setting's widget (control), the budget's slider and number box,
-the fit verdicts, library errors as messages (never a traceback), and how a printed command names the model."""
+the fit verdicts, the decode range (as words or drawn), library errors as messages (never a traceback), and how a
+printed command names the model."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from moe_model.answers.fit_advice import FitChange
+from moe_model.charts import range_bar
 from moe_model.errors import MoeModelError, app_words
 from moe_model.fits.calibration import prompt_speed
 from moe_model.settings import Setting
@@ -126,3 +128,13 @@ def runnable(commands: str, source: str) -> str:
         return commands
     name = source.rsplit("/", 1)[-1]
     return f"MODEL=/path/to/{name}  # your full model file: this app read only its header\n{commands}"
+
+
+def range_chart(pred: Prediction, key: str) -> None:
+    """The decode range drawn with its sources (charts.range_bar), and under it the one step that would narrow it
+    most (what narrows each source is in its bar's hover)."""
+    if not pred.range_sources:
+        return
+    st.plotly_chart(range_bar(pred), width="stretch", key=key)
+    step = largest_step(pred.decode_tps, pred.range_sources)
+    st.caption(f"{step[:1].upper()}{step[1:]}.")

@@ -11,6 +11,7 @@ import pytest
 from conftest import GPT_OSS, GROUNDTRUTH, GT_HEADER, QWEN30B, ROOT
 from streamlit.testing.v1 import AppTest
 
+from moe_model.charts import DECODE_HITS
 from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.policies import REFERENCE
 from moe_model.speed.hardware import unknown_gpu
@@ -41,9 +42,27 @@ def upload_header(at: AppTest, data: bytes | None = None) -> None:
     at.sidebar.get("file_uploader")[0].set_value(("h.gguf", data or GT_HEADER.read_bytes(), "application/octet-stream"))
 
 
+RANGE_TITLE = "Decode range by source"  # charts.range_bar's, drawn in a headline above the page's charts
+
+
+def _figures(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def _is_range(fig: dict) -> bool:
+    return fig["layout"].get("title", {}).get("text") == RANGE_TITLE
+
+
 def charts(at: AppTest) -> dict[str, dict]:
-    """Plotly figures on the page in order, as the JSON the browser receives."""
-    return {str(i): json.loads(c.proto.spec) for i, c in enumerate(at.get("plotly_chart"))}
+    """Plotly figures on the page in order, as the JSON the browser receives; the drawn decode ranges of the
+    headline left out (range_rows reads them), so that "0" is the page's first chart."""
+    return {str(i): f for i, f in enumerate(f for f in _figures(at) if not _is_range(f))}
+
+
+def range_rows(at: AppTest) -> list[str]:
+    """The rows of the page's first drawn decode range (charts.range_bar): "whole range: lo-hi t/s", then each
+    source's "source: lo-hi t/s"."""
+    return next(f for f in _figures(at) if _is_range(f))["data"][0]["y"]
 
 
 def _values(v):
@@ -150,12 +169,12 @@ def test_an_uploaded_header_is_the_pickers_choice_right_after_the_upload():
 def test_explore_budget_and_concurrency_change_the_chart_data():
     at = open_page("pages/explore.py", model=SMALL_MODEL)
     figs = charts(at)
-    speed_before, hits_before = figs["0"], trace(figs["1"], "ubatch <= 8")["y"]
+    speed_before, hits_before = figs["0"], trace(figs["1"], DECODE_HITS)["y"]
     at.slider(key="budget").set_value(6000).run()
     figs = charts(at)
     assert figs["0"]["layout"]["shapes"] != speed_before["layout"]["shapes"]  # the marked budget moved
     at.slider(key="np").set_value(4).run()
-    assert trace(charts(at)["1"], "ubatch <= 8")["y"] != hits_before  # 4 streams: other hit rates
+    assert trace(charts(at)["1"], DECODE_HITS)["y"] != hits_before  # 4 streams: other hit rates
     assert not at.exception
 
 
@@ -279,7 +298,7 @@ def test_explore_replays_a_bundled_real_trace_that_fits_the_model():
     assert recorded in at.radio(key="workload").options
     at.radio(key="workload").set_value(recorded).run()
     assert at.radio(key="workload").value == recorded and at.query_params["workload"] == recorded
-    assert not at.exception and trace(charts(at)["1"], "ubatch <= 8")["y"]
+    assert not at.exception and trace(charts(at)["1"], DECODE_HITS)["y"]
 
 
 def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_top():
@@ -294,7 +313,8 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     ]
     hits, tps = figs
     lru, best = trace(hits, f"{REFERENCE} (exact)")["y"], trace(hits, "belady (exact)")["y"]
-    assert len(hits["data"]) == 2 and all(b >= a for a, b in zip(lru, best, strict=True) if a is not None)
+    policies = [t for t in hits["data"] if t.get("mode") == "lines+markers"]  # the budget mark: a legend line
+    assert len(policies) == 2 and all(b >= a for a, b in zip(lru, best, strict=True) if a is not None)
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
