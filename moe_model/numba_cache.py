@@ -5,6 +5,7 @@ folder that cannot be written is skipped, each said in one line."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -51,6 +52,17 @@ def openmp_as_llama_cpp_runs_it() -> None:
 
 use_user_cache_dir()
 sleep_between_parallel_kernels()
+
+
+@functools.cache
+def parallel_kernels_may_overlap() -> bool:
+    """Whether two threads may launch numba parallel kernels at once: yes with its OpenMP or TBB layer, no with its
+    workqueue layer (where neither loads), which aborts the process when they do."""
+    import numba
+    from numba.np.ufunc.parallel import _launch_threads
+
+    _launch_threads()  # numba picks its layer at the first parallel launch: this makes that choice now
+    return numba.threading_layer() != "workqueue"
 
 
 # --- a kernel cache that heals: what numba's own cache does not (it raises, and every simulation fails with it) ---

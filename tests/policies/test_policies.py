@@ -18,6 +18,7 @@ from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
+from moe_model.policies.class_lru_kernel import _OWNER_SHIFT, _best, _head_score
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
 from moe_model.policies.stepper import STEPPABLE, ReadingChange, Victim, class_lru_step, steps
@@ -82,12 +83,12 @@ def _victim(slots, ties_high=False, n_expert=8, age_planning=False):
     list holds only slot c, which holds an expert of the (layer, last use) given."""
     n = len(slots)
     links = np.array(
-        [[-1, -1, layer * n_expert + c, (layer << class_lru._OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
+        [[-1, -1, layer * n_expert + c, (layer << _OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
     )
     used, first = np.array([t for _, t in slots]), np.arange(n)  # each class's list: its one slot
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
-    scores = np.array([class_lru._head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
-    return int(first[class_lru._best(scores, ties_high)])
+    scores = np.array([_head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
+    return int(first[_best(scores, ties_high)])
 
 
 def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():
