@@ -136,6 +136,7 @@ APP_UPLOAD_PEAK_BYTES = 768 * 1024**2  # the estimated peak of reading one uploa
 APP_LOG_BYTES = 32 * 1024**2  # one uploaded log: real -lv 4 logs of long runs are a few MiB
 APP_IDLE_RELEASE_S = 30  # no session connected this long: the shared results go and the memory goes back
 APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first compilation (a slow, busy machine)
+APP_COMPILE_POLL_S = 1.0  # how often the page's note of that compilation's elapsed seconds moves
 
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)

@@ -15,6 +15,10 @@ from pathlib import Path
 
 from moe_model.errors import one_line
 
+# the kernels' first compilation as measured: ~14 s (README, `python -m moe_model.warmup` on a quiet machine), 64 s on
+# a loaded one (issue 38): said as that, never as a bound a busy machine would break
+COMPILE_TIME = "about 14 s on a quiet machine, a minute or more on a busy one"
+
 _SET_HERE = "MOE_MODEL_SET_OMP_WAIT_POLICY"  # what this module set, so that only that is undone
 
 
@@ -172,7 +176,7 @@ def _set_aside(folder: Path, err: Exception) -> None:
             return
         say(
             f"the kernel cache folder {folder} could not be read ({_why(err)}): set aside as {aside.name}, "
-            "the kernels are compiled again (15-60 s)"
+            f"the kernels are compiled again ({COMPILE_TIME})"
         )
 
 

@@ -13,7 +13,7 @@ import streamlit as st
 from moe_model.answers.basis import MODELLED
 from moe_model.answers.fit_advice import FitChange
 from moe_model.charts import range_bar
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, app_words
 from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import largest_step
@@ -30,45 +30,32 @@ def friendly_errors():
     try:
         yield
     except MoeModelError as err:
-        st.error(literal(err, None))
+        st.error(literal(app_words(err), None))  # the app's controls named, not the CLI's flags
     except Exception as err:  # noqa: BLE001 - the page must never show a traceback
         st.error(f"Something went wrong: {type(err).__name__}: {literal(err)}")
         print(traceback.format_exc())
 
 
 def _follow(moved: str, other: str) -> None:
-    """The budget's slider and number box show one value: the one the user just changed sets the other."""
+    """The budget's slider and number box show one value: the one the user just changed sets the other (a typed
+    budget off the slider's stops is shown on the slider as typed; a drag moves to the next stop)."""
     st.session_state[other] = st.session_state[moved]
-
-
-def _snap_to_stop(step: int, top: int) -> None:
-    """A typed budget moves the slider to its nearest stop; the number box keeps the exact value."""
-    key = SCENARIO["budget_mib"].url_key
-    st.session_state[key] = min(top, round(st.session_state[f"{key}_box"] / step) * step)
 
 
 def budget_slider(box, top: int, step: int = 1) -> int:
     """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
-    `top` (speed.curve.slider_top); the box's value is the budget, kept across pages and in the URL."""
+    `top` (speed.curve.slider_top) and showing the same value; the box's value is the budget, kept across pages and
+    in the URL."""
     s = SCENARIO["budget_mib"]
     key, label, lo = s.url_key, s.widget.label, s.widget.lo
     value = kept_setting(s, top)
     chosen = st.session_state.setdefault("kept", {}).get(key)
     if chosen is not None and chosen > top:  # the context, placement or machine changed what fits: say so
         box.info(f"The budget {chosen:,} MiB no longer fits this setting: now {top:,} MiB, the largest that does.")
-    box.slider(
-        label,
-        lo,
-        top,
-        min(top, round(value / step) * step),
-        step,
-        key=key,
-        on_change=_follow,
-        args=(key, f"{key}_box"),
-    )
+    box.slider(label, lo, top, value, step, key=key, on_change=_follow, args=(key, f"{key}_box"))
     budget = int(
         box.number_input(
-            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_snap_to_stop, args=(step, top)
+            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_follow, args=(f"{key}_box", key)
         )
     )
     keep(**{key: budget})

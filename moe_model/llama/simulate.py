@@ -168,6 +168,8 @@ class SimResult:
     layer_lookups: np.ndarray
     decode_tokens: int
     band: PolicyBand | None = None  # a modelled policy's open readings (Kernel.band); None where exact
+    policy: str = ""  # the policy replayed (its kernel's name)
+    build: int | None = None  # the llama.cpp build whose policy that is, where the caller chose it by build
 
     @property
     def starts(self) -> bool:
@@ -458,6 +460,7 @@ def _results(
                 lookups[:, :, b].sum(axis=1),
                 decode_tokens,
                 _band_at(kernel, small, large, band[:, :, b], decode_tokens, bool(replayed[b])),
+                kernel.name,
             )
         )
     return out

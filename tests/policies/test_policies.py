@@ -587,3 +587,18 @@ def test_class_lru_step_names_the_victims_score_and_the_open_readings_that_evict
     )
     assert "with ties = high-class this step would evict L0E0 instead" in view.lines()
     assert class_lru_step(work, plan, 8, 2).step.victims == ()  # a hit evicts nothing
+
+
+def test_simulate_build_replays_the_policy_of_the_build_the_default_one_unless_told():
+    """Issue 38: the notebook's curve was the exact LRU (11.8 % at 161 MiB) where the default build gives 20.89 %."""
+    from moe_model.llama.builds import MAINLINE_BUILD
+    from moe_model.policies import simulate_build
+    from moe_model.readers.model_spec import load_model
+
+    model, work = load_model(GT_HEADER), load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    default, old = simulate_build(model, work, [161]), simulate_build(model, work, [161], build=11549)
+    assert (default[0].policy, default[0].build) == ("class-lru-b12170", MAINLINE_BUILD)
+    assert round(100 * default[0].hit_rate, 2) == 20.89 and default[0].band is not None  # with its readings' band
+    assert (old[0].policy, old[0].build) == (REFERENCE, 11549)
+    assert old[0].hit_rate == simulate_budgets(model, work, [161])[0].hit_rate
+    assert round(100 * old[0].hit_rate, 1) == 11.8
