@@ -21,7 +21,7 @@ PAGES = [
 ]
 
 st.sidebar.title("MoE Cache Explorer")
-st.sidebar.caption("llama.cpp's MoE expert cache (b11480+), computed before you start a server.")
+st.sidebar.caption("This app computes what llama.cpp's MoE expert cache (b11480+) does before you start a server.")
 prepare_process()  # once: kernels (a fresh install compiles in a subprocess), imports, then gc.freeze()
 app_runs()
 page = st.navigation(PAGES)

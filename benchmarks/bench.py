@@ -265,8 +265,9 @@ def bench_class_lru() -> None:
     ours, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
-    try:
-        one, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
+    try:  # one core: the pool sizes in turn, and the groups' passes too (one lane)
+        with mock.patch("moe_model.threads.available_cores", lambda: 1):
+            one, _, _ = timed(lambda: simulate_budgets(model, work, budgets, kernel=kernel))
     finally:
         numba.set_num_threads(threads)
     report(

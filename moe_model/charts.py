@@ -18,6 +18,7 @@ import plotly.io as pio
 from moe_model.fits.log_timings import request_label
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
+from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.logged import LogRouting
 from moe_model.speed.ranges import largest_step
 from moe_model.speed.streams import speed_label, total_over_streams
@@ -150,7 +151,9 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     _readings_band(fig, results)
     _mark(fig, mark_budget)
     fig.update_yaxes(range=[0, 100])
-    return _layout(fig, "Simulated hit rate", BUDGET_AXIS, "hit rate (%)")
+    build = results[0].build if results else None  # chosen by build (policies.simulate_build): named under the title
+    policy = f"{hit_rate_wording(results[0].policy, build).tag}, llama.cpp b{build}" if build else ""
+    return _layout(fig, "Simulated hit rate", BUDGET_AXIS, "hit rate (%)", policy)
 
 
 def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:

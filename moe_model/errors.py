@@ -54,6 +54,20 @@ class UnknownGpuError(MoeModelError):
         super().__init__(message)
 
 
+class ControlError(MoeModelError):
+    """A refusal whose advice names the CLI's flags (its message) and, as `app`, the app's controls: the app shows
+    its own words, never a flag it has no box for."""
+
+    def __init__(self, message: str, app: str) -> None:
+        self.app = app
+        super().__init__(message)
+
+
+def app_words(err: BaseException) -> str:
+    """A library error as the app says it: a ControlError's words for the app's controls, else its message."""
+    return err.app if isinstance(err, ControlError) else str(err)
+
+
 class LinkRateError(MoeModelError):
     """A measured host-to-device rate above the link's line rate: not this link's (Hardware.with_link_gbs)."""
 

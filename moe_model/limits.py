@@ -139,6 +139,7 @@ APP_COMPILE_WAIT_S = 300  # the longest a page waits for the kernels' first comp
 APP_PAGE_WORKERS = 2  # threads running pages' long work (curves, comparisons) for every session: one per core here
 APP_PROGRESS_S = 0.25  # how often a page waiting for its long work redraws its progress (and can be interrupted)
 APP_SESSION_LOOK_S = 2.0  # how often the server looks for closed sessions whose page work is to be stopped
+APP_COMPILE_POLL_S = 1.0  # how often the page's note of that compilation's elapsed seconds moves
 
 # --- hardware flags ---
 MAX_VRAM_GIB = 65_536  # 64 TiB, beyond any single host's GPUs: caps --fit-target-mib (one GPU: Hardware's range)

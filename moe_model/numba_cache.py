@@ -5,6 +5,7 @@ folder that cannot be written is skipped, each said in one line."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -13,6 +14,10 @@ import time
 from pathlib import Path
 
 from moe_model.errors import one_line
+
+# the kernels' first compilation as measured: ~14 s (README, `python -m moe_model.warmup` on a quiet machine), 64 s on
+# a loaded one (issue 38): said as that, never as a bound a busy machine would break
+COMPILE_TIME = "about 14 s on a quiet machine, a minute or more on a busy one"
 
 _SET_HERE = "MOE_MODEL_SET_OMP_WAIT_POLICY"  # what this module set, so that only that is undone
 
@@ -47,6 +52,17 @@ def openmp_as_llama_cpp_runs_it() -> None:
 
 use_user_cache_dir()
 sleep_between_parallel_kernels()
+
+
+@functools.cache
+def parallel_kernels_may_overlap() -> bool:
+    """Whether two threads may launch numba parallel kernels at once: yes with its OpenMP or TBB layer, no with its
+    workqueue layer (where neither loads), which aborts the process when they do."""
+    import numba
+    from numba.np.ufunc.parallel import _launch_threads
+
+    _launch_threads()  # numba picks its layer at the first parallel launch: this makes that choice now
+    return numba.threading_layer() != "workqueue"
 
 
 # --- a kernel cache that heals: what numba's own cache does not (it raises, and every simulation fails with it) ---
@@ -160,7 +176,7 @@ def _set_aside(folder: Path, err: Exception) -> None:
             return
         say(
             f"the kernel cache folder {folder} could not be read ({_why(err)}): set aside as {aside.name}, "
-            "the kernels are compiled again (15-60 s)"
+            f"the kernels are compiled again ({COMPILE_TIME})"
         )
 
 

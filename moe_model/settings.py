@@ -27,7 +27,7 @@ DEFAULT_CPU_SHARE = 0.5  # --moe-cache-cpu-share where the CPU-share policy is n
 
 @dataclass(frozen=True)
 class Widget:
-    """The app's control of a setting: `kind` (slider, number, select_slider, selectbox), its range and step or
+    """The app's control of a setting: `kind` (slider, number, text, select_slider, selectbox), its range and step or
     its options; `start` where the app opens elsewhere than at the library's default; `hi` None: the page's."""
 
     label: str

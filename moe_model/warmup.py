@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_model.numba_cache import unwritable
+from moe_model.numba_cache import COMPILE_TIME, unwritable
 
 PACKAGE = Path(__file__).resolve().parent
 KERNEL_FOLDERS = ("llama", "policies")  # every @njit kernel lives in these folders
@@ -74,7 +74,10 @@ def ensure_compiled(say: Callable[[str], None]) -> None:
     cache folder cannot be written (numba_cache says so once): each kernel then compiles, in memory, when used."""
     if is_compiled() or unwritable(stamp_path().parent):
         return
-    say("compiling the simulation kernels once for this install (15-60 s; `python -m moe_model.warmup` does it ahead)")
+    say(
+        f"compiling the simulation kernels once for this install ({COMPILE_TIME}; `python -m moe_model.warmup` does "
+        "it ahead)"
+    )
     say(f"compiled the kernels in {warm_up():.1f} s")
 
 

@@ -16,6 +16,8 @@ from moe_model.answers.explore import (
     simulated_prompt_tokens,
 )
 from moe_model.answers.fit_advice import recommend_advice, would_fit
+from moe_model.answers.headline import headline_figures
+from moe_model.answers.usability import usability
 from moe_model.charts import (
     hit_rate_curve,
     layer_hit_rates,
@@ -26,14 +28,14 @@ from moe_model.charts import (
     time_breakdown,
     upload_curve,
 )
-from moe_model.fits.log_timings import load_reference, request_label
+from moe_model.fits.log_timings import load_reference
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import REFERENCE, available_at
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.pricing.curve import budget_axis
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
-from moe_model.speed.streams import speed_label, speed_note
+from moe_model.speed.streams import speed_label
 from ui.background import awaited, start
 from ui.cached import (
     Inputs,
@@ -48,6 +50,13 @@ from ui.cached import (
     workload_npz,
 )
 from ui.cached_recommend import cached_recommend
+from ui.headline import (
+    best_details,
+    details,
+    metric_cards,
+    nearest_caption,
+    usability_box,
+)
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.request import app_scenario
 from ui.session_logs import log_routing
@@ -71,7 +80,6 @@ from ui.widgets import (
     fit_verdicts,
     friendly_errors,
     model_flag_path,
-    prompt_text,
     range_chart,
     runnable,
 )
@@ -80,6 +88,7 @@ through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Explore")
 intro = st.empty()  # filled once the sidebar has chosen the build: its words depend on the policy it runs
+cards = st.container()  # the headline's figures, across the page above the controls, filled once they are known
 
 
 def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, replays_trace: bool, basis: Basis) -> None:
@@ -97,14 +106,9 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
             st.info("**What would fit**:\n" + "\n".join(f"- {c.text}" for c in advice.would_fit))
         return
     p = best.prediction
-    lo, hi = p.decode_tps_range
-    st.success(
-        f"**Best setting: {best.label}**: {p.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, {basis.decode}, "
-        f"{request_label(first=False)}; hit rate {basis.hit_rate})"
-        f"{speed_note(p.decode_tps, p.scenario.concurrency)} at "
-        f"{p.scenario.context_depth:,} tokens of context; {prompt_text(p, time_model.prefill_rel_error)}; "
-        f"{best.cache.sentence}."
-    )
+    said = best_details(best.label, p, best.cache.sentence, time_model.prefill_rel_error, basis)
+    usability_box(st, said, usability(p), basis.decode)
+    nearest_caption(st, model.name, p, hw)
     range_chart(p, "best_range")
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
     st.code(runnable(best.command, source), language="bash", wrap_lines=True)
@@ -160,32 +164,21 @@ def workload(model, model_key: str, base, routing):
     return work, f"synthetic:{model_key}:{batching}:{sim_prompt}", None
 
 
-def first_request_text(pred) -> str:
-    """The server's first request beside the steady state, where its cold pool makes it slower."""
-    first = pred.first_request
-    if not first or not first.cold_fills or first.decode_tps >= 0.99 * pred.decode_tps:
-        return ""
-    return f" {first.decode_words()}."
-
-
-def headline(answer: Answer, advice, prefill_rel_error: float, basis: Basis) -> None:
-    """The answer at the chosen budget, first: whether it starts and fits (what would, when not), its decode speed
-    at the context depth, its prompt speed and time to first token, and the cache's verdict."""
-    budget, pred, said = answer.point.budget_mib, answer.point.prediction, answer.cache.sentence
-    usable = fit_verdicts(pred.vram, answer.host, advice)
+def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points: float) -> None:
+    """The answer at the chosen budget, first: its four figures as cards and whether it is usable (what would
+    help, when not), whether it starts and fits (what would, when not), then the details and the nearest
+    measurement."""
+    budget, pred, prefill_error = answer.point.budget_mib, answer.point.prediction, inputs.tm.prefill_rel_error
+    runs = pred.starts and answer.runs
+    if runs:
+        metric_cards(cards, headline_figures(pred, basis, prefill_error, spread_points))
+        usability_box(st, "", usability(pred), basis.decode)
+    fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
         st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
-    elif usable:
-        lo, hi = pred.decode_tps_range
-        st.markdown(
-            f"**At {budget:,} MiB**: {pred.decode_tps:.1f} t/s decode (range {lo:.1f}–{hi:.1f}, {basis.decode}, "
-            f"{request_label(first=False)})"
-            f"{speed_note(pred.decode_tps, pred.scenario.concurrency)} at "
-            f"{pred.scenario.context_depth:,} tokens of context; {prompt_text(pred, prefill_rel_error)}; "
-            f"hit rate {100 * (pred.hit_rate or 0):.1f} % {basis.hit_rate} "
-            f"(simulated, {pred.scenario.policy_name}), {len(pred.layout.host_layers)} layers' experts in host memory, "
-            f"VRAM left {pred.vram.free_mib:,.0f} MiB. {said[:1].upper()}{said[1:]}.{first_request_text(pred)}"
-        )
+    elif runs:
+        st.markdown(details(pred, answer.cache.sentence, prefill_error, basis))
+        nearest_caption(st, inputs.model.name, pred, inputs.hw)
         range_chart(pred, "range")
     else:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
@@ -301,7 +294,7 @@ with friendly_errors():
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
             fits = answer.point.prediction.usable and answer.host.fits
             advice = () if fits else would_fit(model, hw, answer.point.prediction.scenario)
-            headline(answer, advice, time_model.prefill_rel_error, basis)
+            headline(answer, advice, inputs, basis, spreads[0])
             st.caption(policy_caption(base))
             st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)

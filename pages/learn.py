@@ -66,20 +66,39 @@ def slot_notes(step: Step, gi: int) -> list[str]:
     return [f"c{c}, CRF {crf:.2f}" if c >= 0 else "" for c, crf in zip(step.classes[gi], step.crf[gi], strict=True)]
 
 
+def marks(step: Step, gi: int) -> dict[int, str]:
+    """This step's slots of group `gi`: "fill" where a miss was uploaded, "hit" where a cached expert was used."""
+    if step.group != gi:
+        return {}
+    slots = step.slots[gi]
+    hit = {int(i): "hit" for i, kk in enumerate(slots) if kk % N_EXPERT in step.hits and kk // N_EXPERT == step.layer}
+    return {s: "fill" for _, s in step.fills} | hit
+
+
+CHIP = {"hit": ":blue-background[{}]", "fill": ":orange-background[{}]"}  # the heatmap's hit and upload colours
+
+
+def pool_line(step: Step, gi: int, n_slots: int) -> str:
+    """One group's pool after this step on one line, next eviction first, this step's hits and uploads marked: the
+    pools' change in view beside the Step button (the heatmaps are further down)."""
+    slots, mark = step.slots[gi], marks(step, gi)
+    order = step.order[gi] if step.order else range(len(slots))
+    cells = [
+        CHIP.get(mark.get(s), "{}").format(f"L{slots[s] // N_EXPERT}E{slots[s] % N_EXPERT}")
+        for s in order
+        if slots[s] >= 0
+    ]
+    empty = n_slots - len(cells)
+    return f"group {gi + 1}: " + (" ".join(cells) or "empty") + (f" (+{empty} empty)" if empty > 0 and cells else "")
+
+
 def draw_pools(step: Step, plan, model, work, budget: int, policy: str, index: int) -> None:
     """Every group's pool after this step under `policy`, its eviction order, and the simulator's check."""
     for gi, (group, slots) in enumerate(zip(plan.groups, step.slots, strict=True)):
         if not group.cached:
             st.warning(f"group {gi + 1} ({group.type_name}) got too few slots and is not cached")
             continue
-        mark = {}
-        if step.group == gi:
-            mark |= {s: "fill" for _, s in step.fills}
-            mark |= {
-                int(i): "hit"
-                for i, kk in enumerate(slots)
-                if kk % N_EXPERT in step.hits and kk // N_EXPERT == step.layer
-            }
+        mark = marks(step, gi)
         order = step.order[gi] if step.order else ()
         fig = pool_heatmap(slots, N_EXPERT, mark, order, slot_notes(step, gi))
         fig.update_layout(
@@ -144,6 +163,8 @@ picks in a pool of GPU **slots**; one slot holds one expert's gate, up and down 
 """)
 
 with friendly_errors(), right:
+    stepper = st.container()  # filled once the settings below are read: the step and its pools in the first view
+    st.markdown("**The toy's settings**")
     c1, c2, c5 = st.columns(3)
     budget = c1.slider("--moe-cache-mib", 10, MAX_TOY_BUDGET, 48, key="learn_budget")
     concurrency = c2.slider("users", 1, 4, 1, key="learn_users")
@@ -177,7 +198,7 @@ with friendly_errors(), right:
     model = toy_model(mixed)
     plan = plan_cache(model, budget)
     if not plan.starts:
-        st.error(f"llama-server would refuse to start: {plan.error}. " + " ".join(plan.warnings))
+        stepper.error(f"llama-server would refuse to start: {plan.error}. " + " ".join(plan.warnings))
         st.stop()
     st.caption(" | ".join(plan.log_lines()))
     work = toy_workload(concurrency, draft, 40 if prompt else 0)
@@ -186,23 +207,35 @@ with friendly_errors(), right:
     key = (budget, concurrency, draft, mixed, prompt, policy, both)
     state = st.session_state
     if state.get("learn_key") != key:  # new settings: start again
-        state.learn_key, state.learn_slider = key, 0
+        state.learn_key, state.learn_slider = key, 1
     if state.pop("learn_advance", False):  # Play asked for the next step on the last run
-        state.learn_slider = state.get("learn_slider", 0) + 1
-    b1, b2, b3 = st.columns(3)
-    if b1.button("Reset", key="learn_reset"):
-        state.learn_slider = 0
-    if b2.button("Step", key="learn_next"):
-        state.learn_slider = state.get("learn_slider", 0) + 1
-    playing = b3.toggle("Play", False, key="learn_play")
-    state.learn_slider = min(state.get("learn_slider", 0), len(trail) - 1)
-    index = st.slider("step", 0, len(trail) - 1, key="learn_slider")
-    step = trail[index]
-    st.markdown(
-        f"**Step {index + 1}/{len(trail)}**: ubatch {step.ubatch}, layer {step.layer}, {step.n_tokens} token(s): "
-        f"**{step.path}**. Hits {list(step.hits)}, uploaded {[e for e, _ in step.fills]}, "
-        f"evicted {[f'L{layer}E{e}' for layer, e in step.evicted]}."
-    )
+        state.learn_slider = state.get("learn_slider", 1) + 1
+    with stepper:
+        b1, b2, b3 = st.columns(3)
+        if b1.button("Reset", key="learn_reset"):
+            state.learn_slider = 1
+        if b2.button("Step", key="learn_next"):
+            state.learn_slider = state.get("learn_slider", 1) + 1
+        playing = b3.toggle("Play", False, key="learn_play")
+        state.learn_slider = min(max(state.get("learn_slider", 1), 1), len(trail))
+        number = st.slider("step", 1, len(trail), key="learn_slider", help="the step shown, 1 to the last")
+        index = number - 1
+        step = trail[index]
+        st.markdown(
+            f"**Step {number}/{len(trail)}**: ubatch {step.ubatch}, layer {step.layer}, {step.n_tokens} token(s): "
+            f"**{step.path}**. Hits {list(step.hits)}, uploaded {[e for e, _ in step.fills]}, "
+            f"evicted {[f'L{layer}E{e}' for layer, e in step.evicted]}."
+        )
+        for name in shown:
+            lines = [
+                pool_line(trails[name][index], gi, group.n_slots)
+                for gi, group in enumerate(plan.groups)
+                if group.cached
+            ]
+            st.markdown(
+                f"**Pools{f' ({name})' if both else ''}** after this step, next eviction first "
+                "(:blue-background[hit], :orange-background[uploaded]):  \n" + "  \n".join(lines)
+            )
     group_slots = plan.groups[step.group].n_slots if step.group is not None else min(g.n_slots for g in plan.groups)
     st.info(why(step, model.n_expert_used, group_slots))
     n_cpu = sum(s.path == "CPU" for s in trail)

@@ -30,7 +30,7 @@ from ui.widgets import budget_slider, fit_verdicts, friendly_errors, model_flag_
 through_app()  # a link opened on a fresh server runs app.py first (ui.startup)
 
 st.header("Model & budget")
-st.caption("What `--moe-cache-mib N` buys, computed exactly as llama.cpp b11549 does from the GGUF header.")
+st.caption("This page computes what `--moe-cache-mib N` buys from the GGUF header, exactly as llama.cpp b11549 does.")
 
 with friendly_errors():
     model, source, model_key = sidebar_model()

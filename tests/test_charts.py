@@ -15,9 +15,10 @@ from plotly.offline import get_plotlyjs
 
 from moe_model import charts
 from moe_model.charts import for_notebook, hit_rate_curve, overlay_logged_hits, shopping_bars
+from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
-from moe_model.policies import class_lru_band
+from moe_model.policies import class_lru_band, simulate_build
 from moe_model.routing.logged import LoggedHitRate, LogRouting, RunLength
 from moe_model.routing.synthetic import MATCH_MODEL, Knobs, RoutingPreset
 from moe_model.routing.toy import toy_model, toy_workload
@@ -83,6 +84,14 @@ def test_the_hit_rate_curve_of_a_class_lru_build_draws_its_readings_band_and_the
     assert len(edges) == 1 and all(hi >= lo for hi, lo in zip(edges[0].y, fills[0].y, strict=True))
     exact = hit_rate_curve(simulate_budgets(model, work, budgets))
     assert not any(t.fill == "tonexty" for t in exact.data)
+
+
+def test_a_hit_rate_curve_replayed_by_build_names_its_policy_and_build_the_default_builds_unless_told():
+    model, work = toy_model(), toy_workload(concurrency=4)
+    default = hit_rate_curve(simulate_build(model, work, [12, 24, 48]))
+    assert default.layout.title.subtitle.text == f"class-lru-b12170 (modelled), llama.cpp b{MAINLINE_BUILD}"
+    told = hit_rate_curve(simulate_build(model, work, [12, 24, 48], build=11549))
+    assert told.layout.title.subtitle.text == "lru-b11549 (exact), llama.cpp b11549"
 
 
 def test_shopping_bars_draw_classlru_readings_as_a_filled_band_where_a_card_has_one():

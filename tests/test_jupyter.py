@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from moe_model.llama.builds import MAINLINE_BUILD
+
 nbformat = pytest.importorskip("nbformat", reason="requirements-dev.txt: nbformat, nbclient, ipykernel")
 nbclient = pytest.importorskip("nbclient", reason="requirements-dev.txt: nbformat, nbclient, ipykernel")
 
@@ -93,6 +95,8 @@ def test_the_jupyter_cells_run_from_another_directory_after_pip_install_e(
     done = _execute([*cells, where_from], editable_python, tmp_path, monkeypatch)
     figure = _figure_outputs(done[0])
     assert figure and PLOTLY_MIME in figure[0]  # drawn live
+    title = figure[0][PLOTLY_MIME]["layout"]["title"]  # its policy and build named: the default build's
+    assert title["subtitle"]["text"] == f"class-lru-b12170 (modelled), llama.cpp b{MAINLINE_BUILD}"
     html = figure[0]["text/html"]
     assert "Plotly.newPlot" in html and "* plotly.js v" in html  # what an HTML export keeps, plotly.js inside it
     assert not re.search(r"<script[^>]*\bsrc=", html)  # so it draws with no network

@@ -60,7 +60,8 @@ def test_a_corrupted_cache_index_is_set_aside_in_one_line_and_the_kernels_compil
     (line,) = out.stderr.splitlines()
     aside = re.fullmatch(
         rf"the kernel cache folder {re.escape(str(cache))} could not be read \(EOFError: Ran out of input\): set "
-        r"aside as (numba\.broken-[-0-9]+), the kernels are compiled again \(15-60 s\)",
+        r"aside as (numba\.broken-[-0-9]+), the kernels are compiled again "
+        r"\(about 14 s on a quiet machine, a minute or more on a busy one\)",
         line,
     )
     assert aside and (tmp_path / aside[1]).is_dir() and sorted((tmp_path / aside[1]).glob("*/*.nbi")) != []

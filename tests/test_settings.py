@@ -58,7 +58,7 @@ URL_KEYS = {  # the app's URL keys of declared settings, with their widget's (lo
     "cpu": (1.0, 2000.0, None),
     "threads": (1, 1024, None),
     "ram": (1.0, 16384.0, 8.0),
-    "build": (1, 10**9, 1),
+    "build": (1, 10**9, None),
 }
 DECLARED = [settings_of(cls) for cls in (Scenario, Placement, Batching, Hardware, Host)]
 

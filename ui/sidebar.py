@@ -7,10 +7,11 @@ import os
 
 import streamlit as st
 
-from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError
+from moe_model.errors import LinkRateError, MoeModelError, UnknownGpuError, app_words
 from moe_model.fits.calibration import TimeModel, default_time_model
 from moe_model.fits.machine_fit import MachineFit
 from moe_model.limits import shown
+from moe_model.llama.builds import named_release_note, parse_build
 from moe_model.llama.slot_plan import Placement
 from moe_model.readers.http import prefix_command
 from moe_model.readers.model_spec import ModelSpec
@@ -72,6 +73,10 @@ def _header_labels(headers: list[Upload]) -> dict[str, Upload]:
     return {u.label if names.count(u.name) == 1 else f"{u.name} ({u.digest}, uploaded)": u for u in headers}
 
 
+def _label_of(headers: dict[str, Upload], digest: str) -> str | None:
+    return next((label for label, u in headers.items() if u.digest == digest), None)
+
+
 def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     """The option the kept or linked model names: a bundled model, a kept upload, or the upload widget when a
     link names an upload this session does not hold (said, never replaced by another model silently)."""
@@ -81,7 +86,7 @@ def _linked_model(models: list[str], headers: dict[str, Upload]) -> str:
     linked = parse_url_value(raw)
     if linked is None:
         return kept("model", DEFAULT_MODEL, choices=models)
-    held = next((label for label, u in headers.items() if u.digest == linked[0]), None)
+    held = _label_of(headers, linked[0])
     if held is not None:
         return held
     st.sidebar.warning(f"This view used an uploaded header ({literal(linked[1])}): upload it again to see it.")
@@ -146,9 +151,12 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
     kept_headers = _header_labels(session_uploads().of_kind("header"))
     options = [*models, *kept_headers, UPLOAD_HEADER, FROM_PATH]
     choice = _linked_model(models, kept_headers)
-    kind = st.sidebar.selectbox(
-        "Model", options, index=options.index(choice) if choice in options else 0, key="model_choice"
-    )
+    uploaded = st.session_state.pop("model_uploaded", None)  # the digest of a header kept on the last run
+    index = options.index(choice) if choice in options else 0
+    if uploaded is not None:  # chosen at once: the picker names it, not "upload a header prefix"
+        st.session_state["model_choice"] = _label_of(kept_headers, uploaded) or choice
+        index = 0  # the state names the choice (a start index beside it is logged as a conflict)
+    kind = st.sidebar.selectbox("Model", options, index=index, key="model_choice")
     sidebar_uploads()
     if kind in kept_headers:
         return _uploaded_model(kept_headers[kind])
@@ -160,15 +168,17 @@ def sidebar_model() -> tuple[ModelSpec, str, str]:
             return _default_model()
         data = upload.getvalue()
         held = session_uploads().get(content_key(data))
-        if held is not None:
-            return _uploaded_model(held)
+        if held is not None:  # a header this session holds already: picked by its name
+            st.session_state["model_uploaded"] = held.digest
+            st.rerun()
         try:  # a header that does not parse is refused before the session keeps it; the sidebar goes on
             cached_model(data)
         except MoeModelError as err:
             st.sidebar.error(f"{literal(upload.name)}: {literal(err, None)}. Showing the {literal(DEFAULT_MODEL)}.")
             return _default_model()
-        if keep_upload("header", upload.name, data) is not None:
-            st.rerun()  # the sidebar's list of uploads, drawn above, names it too
+        if (held := keep_upload("header", upload.name, data)) is not None:
+            st.session_state["model_uploaded"] = held.digest
+            st.rerun()  # the picker and the sidebar's list of uploads, drawn above, name it too
         return cached_model(data), upload.name, f"upload:{content_key(data)}"
     if kind == FROM_PATH:
         return _path_model(models)
@@ -310,9 +320,10 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     pick = calibrated.class_lru if use_calibrated else None  # the ClassLRU reading its b12170+ logs picked
     st.session_state["class_lru_reading"] = tuple(pick["reading"].items()) if pick else ()
     load_mode = control(st.sidebar, SCENARIO["load_mode"])
+    held = "mmap'd (pageable)" if load_mode == "mmap" else "pinned (CUDA_Host)"
     st.sidebar.caption(
         f"{hw.vram_gib:g} GiB, {hw.gpu_bw_gbs:g} GB/s, {hw.pcie_label}, {hw.backend}, {hw.ram_gib:g} GiB RAM. "
-        f"{'Pinned (CUDA_Host)' if load_mode != 'mmap' else 'mmap (pageable)'} host experts. "
+        f"Host experts are {held}. "
         f"Source: {literal(hw.source, None)}"
     )
     return hw, time_model, load_mode
@@ -336,7 +347,7 @@ def _host_parts(hw: Hardware) -> Hardware:
         try:
             hw = described(hw, **{key: text})
         except MoeModelError as err:
-            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {literal(err, None)}")
+            st.sidebar.warning(f"{HOST_PARTS[key].split(' (')[0]}: {literal(app_words(err), None)}")
     return hw
 
 
@@ -348,10 +359,42 @@ def sidebar_session(note: str) -> None:
     st.sidebar.caption(note)
 
 
+def _read_build(text) -> tuple[int | None, str]:
+    """A build box's text as a build number by the CLI's rule (moe_model.llama.builds.parse_build), or why not."""
+    try:
+        return parse_build(str(text)), ""
+    except MoeModelError as err:
+        return None, str(err)
+
+
+def _typed_build() -> None:
+    """The build box's callback: a text that reads as a build is kept before the page runs (a refused one is not)."""
+    key = SCENARIO["build"].url_key
+    build, _ = _read_build(st.session_state[key])
+    if build is not None:
+        st.session_state.setdefault("kept", {})[key] = build
+
+
 def sidebar_build() -> int:
-    """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU): the declared setting's
-    widget, kept across pages and in the URL like the other sidebar settings."""
-    return int(control(st.sidebar, SCENARIO["build"]))
+    """The llama.cpp build the server runs (b12170+: ClassLRU, b11480-b12169: the exact LRU), typed as the CLI's
+    `--build` takes it (b12569, 12569 or a named release such as v1.0.0), kept across pages and in the URL; a text
+    that is no build is refused in one line, the last build kept meanwhile."""
+    s = SCENARIO["build"]
+    linked = _read_build(st.query_params.get(s.url_key, ""))[0]  # a link's b12569 or v1.0.0 (else warned below)
+    if linked is not None and s.url_key not in st.session_state.setdefault("kept", {}):
+        keep(**{s.url_key: linked})
+    build, state = int(kept_setting(s)), st.session_state
+    if _read_build(state.get(s.url_key))[0] not in (None, build):  # another control kept a build (calibrated logs)
+        state[s.url_key] = f"b{build}"
+    text = st.sidebar.text_input(s.widget.label, f"b{build}", key=s.url_key, on_change=_typed_build, help=s.help)
+    typed, why = _read_build(text)
+    if typed is None:
+        st.sidebar.error(f"{literal(why, None)}. Priced with b{build} meanwhile.")
+        return build
+    if note := named_release_note(text):
+        st.sidebar.caption(note)
+    keep(**{s.url_key: typed})
+    return typed
 
 
 def sidebar_calibrated() -> bool:
@@ -434,4 +477,4 @@ def apply_setting(sc: Scenario) -> None:
     widgets = {**controls, "placement": PLACEMENTS[controls["placement"]], f"{budget}_box": controls[budget]}
     for key, value in widgets.items():
         st.session_state[key] = value
-    st.session_state.pop(budget, None)  # the slider snaps to its curve's stops: it follows the box's value
+    st.session_state.pop(budget, None)  # the slider starts again at the kept budget, clamped to what this page fits

@@ -10,15 +10,16 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from moe_model.answers.basis import MODELLED
 from moe_model.answers.fit_advice import FitChange
 from moe_model.charts import range_bar
-from moe_model.errors import MoeModelError
-from moe_model.fits.calibration import prompt_speed
+from moe_model.errors import MoeModelError, app_words
 from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
 from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
+from ui.badges import badge
 from ui.state import SCENARIO, keep, kept_setting
 from ui.text import literal
 
@@ -29,45 +30,32 @@ def friendly_errors():
     try:
         yield
     except MoeModelError as err:
-        st.error(literal(err, None))
+        st.error(literal(app_words(err), None))  # the app's controls named, not the CLI's flags
     except Exception as err:  # noqa: BLE001 - the page must never show a traceback
         st.error(f"Something went wrong: {type(err).__name__}: {literal(err)}")
         print(traceback.format_exc())
 
 
 def _follow(moved: str, other: str) -> None:
-    """The budget's slider and number box show one value: the one the user just changed sets the other."""
+    """The budget's slider and number box show one value: the one the user just changed sets the other (a typed
+    budget off the slider's stops is shown on the slider as typed; a drag moves to the next stop)."""
     st.session_state[other] = st.session_state[moved]
-
-
-def _snap_to_stop(step: int, top: int) -> None:
-    """A typed budget moves the slider to its nearest stop; the number box keeps the exact value."""
-    key = SCENARIO["budget_mib"].url_key
-    st.session_state[key] = min(top, round(st.session_state[f"{key}_box"] / step) * step)
 
 
 def budget_slider(box, top: int, step: int = 1) -> int:
     """--moe-cache-mib as a slider moving in `step` MiB and a number box for any exact value, both ending at
-    `top` (speed.curve.slider_top); the box's value is the budget, kept across pages and in the URL."""
+    `top` (speed.curve.slider_top) and showing the same value; the box's value is the budget, kept across pages and
+    in the URL."""
     s = SCENARIO["budget_mib"]
     key, label, lo = s.url_key, s.widget.label, s.widget.lo
     value = kept_setting(s, top)
     chosen = st.session_state.setdefault("kept", {}).get(key)
     if chosen is not None and chosen > top:  # the context, placement or machine changed what fits: say so
         box.info(f"The budget {chosen:,} MiB no longer fits this setting: now {top:,} MiB, the largest that does.")
-    box.slider(
-        label,
-        lo,
-        top,
-        min(top, round(value / step) * step),
-        step,
-        key=key,
-        on_change=_follow,
-        args=(key, f"{key}_box"),
-    )
+    box.slider(label, lo, top, value, step, key=key, on_change=_follow, args=(key, f"{key}_box"))
     budget = int(
         box.number_input(
-            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_snap_to_stop, args=(step, top)
+            f"exact {label} (MiB)", lo, top, value, key=f"{key}_box", on_change=_follow, args=(f"{key}_box", key)
         )
     )
     keep(**{key: budget})
@@ -98,10 +86,12 @@ def control(box, s: Setting, hi=None):
 def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChange] = ()) -> bool:
     """Lead with whether the setting fits VRAM and RAM; True when it runs (VRAM too close to call, or mmap'd experts
     streaming from disk: a warning). When not, what would (`advice`: fit_advice.would_fit for this setting)."""
-    (st.success if vram.fits else st.warning if vram.tight else st.error)(vram.verdict)
-    (st.success if host.fits else st.warning if host.runs else st.error)(host.verdict)
+    tag = badge(MODELLED)  # the memory accounts are the model's (the cache's slots replayed exactly within them)
+    (st.success if vram.fits else st.warning if vram.tight else st.error)(f"{tag} {vram.verdict}")
+    (st.success if host.fits else st.warning if host.runs else st.error)(f"{tag} {host.verdict}")
     if advice:
-        st.info("**What would fit** (each alone, checked as above):\n" + "\n".join(f"- {c.text}" for c in advice))
+        lines = "\n".join(f"- {c.text} {tag}" for c in advice)
+        st.info(f"**What would fit** (each alone, checked as above):\n{lines}")
     return (vram.fits or vram.tight) and host.runs
 
 
@@ -111,17 +101,6 @@ def range_caption(pred: Prediction) -> None:
         return
     parts = " · ".join(f"{s.source} {s.low_tps:.1f}–{s.high_tps:.1f}" for s in pred.range_sources)
     st.caption(f"Range from: {parts}. {largest_step(pred.decode_tps, pred.range_sources)}.")
-
-
-def prompt_text(pred: Prediction, prefill_rel_error: float) -> str:
-    """The prompt's figures beside a decode speed: prompt t/s and time to first token, each with its range where
-    the calibration measured one (calibration.prompt_speed), labelled as a model."""
-    ps = prompt_speed(pred, prefill_rel_error)
-    (lo, hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
-    ranged = prefill_rel_error > 0
-    speed = f"{ps.prefill_tps:,.0f} t/s" + (f" (range {lo:,.0f}–{hi:,.0f})" if ranged else "")
-    ttft = f"{ps.ttft_s:.2f} s" + (f" (range {first:.2f}–{last:.2f})" if ranged else "")
-    return f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed}, first token after {ttft} (a model)"
 
 
 MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line

@@ -68,7 +68,9 @@ def run_state(pred: Prediction, host: HostMemory | None) -> str:
             f"{host.ram_mib / 1024:g} GiB); its speed prices the drive's reads (the disk term, a model)"
         )
     said = f"fits: {vram.free_mib:,.0f} MiB of VRAM free"
-    said += f" (too close to call: less than llama.cpp's {vram.margin_mib:,.0f} MiB margin)" if vram.tight else ""
+    said += (
+        f" (too close to call: it leaves less than llama.cpp's {vram.margin_mib:,.0f} MiB margin)" if vram.tight else ""
+    )
     if host is None:
         return said
     if not host.ram_stated:

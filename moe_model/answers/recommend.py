@@ -17,6 +17,7 @@ from moe_model.answers.usability import usability
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
@@ -30,6 +31,7 @@ from moe_model.speed.scenario import Scenario, cache_room_mib, fit_layers
 from moe_model.speed.server_command import command_line
 from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.time_model import Prediction
+from moe_model.threads import worker_pool
 from moe_model.workload import Workload
 
 CPU_SHARES = (0.5, 0.95)
@@ -162,8 +164,11 @@ def recommend(
 ) -> list[Option]:
     """Every candidate's prediction, best first (those that start and fit the GPU's memory and the RAM), each at
     `base`'s request (streams, draft tokens and acceptance, context, prompt, depth, build). `workload_for` may be a
-    ReplayMemo: budgets it has already replayed (for another card) are reused."""
+    ReplayMemo: budgets it has already replayed (for another card) are reused; it is called from threads at once
+    (a ReplayMemo or a threads.cache_once function builds the workload once)."""
     _prefetch_prompt_routing(model)
+    if has_cache(base.build):  # every candidate replays the base's workload: built while the candidates are made
+        _in_background(lambda: workload_for(base), "workload")
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
@@ -184,14 +189,20 @@ def recommend(
 def _prefetch_prompt_routing(model: ModelSpec) -> None:
     """The prompt routing curve every prediction prices (cached once per routing), computed on a thread while the
     candidates replay: the replays release the GIL, and their single-threaded parts leave a core idle."""
+    _in_background(lambda: window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1), "routing")
 
-    def compute() -> None:
+
+def _in_background(compute: Callable[[], object], name: str) -> None:
+    """compute() on a thread, for a cache its caller's own call later finds filled (or fills, after a failure: not
+    kept, that call computes it again and says why)."""
+
+    def run() -> None:
         try:
-            window_distinct(model.n_expert, model.n_expert_used, prompt_knobs(model), 1)
-        except Exception:  # noqa: BLE001 - not kept: the prediction's own call computes it again and says why
+            compute()
+        except Exception:  # noqa: BLE001 - see above
             return
 
-    threading.Thread(target=compute, name="prompt-routing", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario, memo: ReplayMemo) -> None:
@@ -228,21 +239,37 @@ def _predictions(
     progress=None,
 ) -> list[Prediction]:
     """Each candidate through the curve pipeline: candidates that differ only in budget and load mode share one
-    replay (a curve over their budgets), priced for each load mode (the counts do not depend on it)."""
+    replay (a curve over their budgets), priced for each load mode (the counts do not depend on it). The groups
+    replay on threads (their kernels release the GIL), each priced here as soon as it and those before it are
+    replayed."""
     groups: dict[Scenario, list[int]] = {}
     for i, sc in enumerate(scenarios):
         groups.setdefault(replace(sc, budget_mib=0, load_mode="mmap"), []).append(i)
     out: list[Prediction | None] = [None] * len(scenarios)
-    for n, (group, members) in enumerate(groups.items()):
-        replayed = replay(model, hw, group, sorted({scenarios[i].budget_mib for i in members}), workload_for)
-        for mode in sorted({scenarios[i].load_mode for i in members}):
-            priced = price(model, hw, params, replayed, ranges, load_mode=mode)
-            for i in members:
-                if scenarios[i].load_mode == mode:
-                    out[i] = priced.at(scenarios[i].budget_mib).prediction
-        if progress:
-            progress((n + 1) / len(groups))
+    jobs = [(group, sorted({scenarios[i].budget_mib for i in members})) for group, members in groups.items()]
+    with worker_pool(len(jobs) if parallel_kernels_may_overlap() else 1) as pool:  # their kernels may be parallel
+        replays = [_replay_job(pool, model, hw, group, budgets, workload_for) for group, budgets in jobs]
+        for n, (members, replayed) in enumerate(zip(groups.values(), replays, strict=True)):
+            _price_group(model, hw, params, scenarios, members, replayed(), ranges, out)
+            if progress:
+                progress((n + 1) / len(groups))
     return out
+
+
+def _replay_job(pool, model: ModelSpec, hw: Hardware, group: Scenario, budgets: list[int], workload_for) -> Callable:
+    """The group's replay, started on the pool where there is one; calling the result waits for it."""
+    if pool is None:
+        return lambda: replay(model, hw, group, budgets, workload_for)
+    return pool.submit(replay, model, hw, group, budgets, workload_for).result
+
+
+def _price_group(model, hw, params, scenarios, members, replayed, ranges, out: list) -> None:
+    """A group's replayed budgets priced for each load mode its members ask for, into `out`."""
+    for mode in sorted({scenarios[i].load_mode for i in members}):
+        priced = price(model, hw, params, replayed, ranges, load_mode=mode)
+        for i in members:
+            if scenarios[i].load_mode == mode:
+                out[i] = priced.at(scenarios[i].budget_mib).prediction
 
 
 def _exact(sc) -> bool:

@@ -42,10 +42,15 @@ class Usability:
     @property
     def sentence(self) -> str:
         """One sentence with a verb, e.g. 'This setting is unusable: 0.1 t/s decode is below 2 t/s; more RAM ...'."""
+        return self.tagged("")
+
+    def tagged(self, tag: str) -> str:
+        """The sentence with `tag` (a page's basis badge) closing each part that quotes a figure."""
         if self.word == USABLE:
             return "This setting is usable: decode and the first token are within what a person waits for."
-        said = f"This setting is {self.word}: {'; '.join(self.why)}."
-        return said + (f" What would help: {self.remedy}." if self.remedy else "")
+        end = f" {tag}." if tag else "."
+        said = f"This setting is {self.word}: {'; '.join(self.why)}{end}"
+        return said + (f" What would help: {self.remedy}{end}" if self.remedy else "")
 
     def as_dict(self) -> dict:
         return {"usability": self.word, "usability_line": self.sentence}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import lru_cache
 
 from moe_model.cli.args import (
     BUILD_FOR_UNLOGGED,
@@ -30,6 +29,7 @@ from moe_model.speed.host_memory import whole_gib
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.speed.term_words import term_words
+from moe_model.threads import cache_once
 from moe_model.workload import Workload, WorkloadStream
 
 
@@ -87,9 +87,9 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
     from moe_model.pricing.workloads import synthetic_workload, workload_scenario
 
     path = getattr(args, "trace", None)
-    opened = lru_cache(maxsize=1)(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
+    opened = cache_once(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
-    @lru_cache(maxsize=16)
+    @cache_once  # once, whichever of recommend's threads asks first (the others wait for it)
     def batched(sc, whole: bool) -> Workload | WorkloadStream:
         """`sc`: workload_scenario's (the key the app's workloads share)."""
         if not path:
@@ -259,7 +259,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"  {said.sentence} [modelled]")
     terms = ", ".join(f"{term_words(k)} {v:.2f}" for k, v in pred.breakdown_ms.items() if v)
     print(f"  decode ms per ubatch [modelled]: {terms}")
-    print("  VRAM MiB [modelled; the cache's slots replayed, exact]: " + _vram_line(pred.vram))
+    print("  VRAM MiB [modelled; the cache's slots replayed]: " + _vram_line(pred.vram))
     ram = pred.layout.ram
     print(
         f"  RAM MiB [modelled]: experts {ram.experts_mib:.0f}, other {ram.other_mib:.0f}, kv_cache {ram.kv_mib:.0f}, "

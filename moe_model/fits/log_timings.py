@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from moe_model.llama.builds import MAINLINE_BUILD, build_of_mib_only_log, has_cache, has_cpu_share
 from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min_budget_mib, plan_cache, smallest_budget
@@ -18,6 +17,9 @@ from moe_model.policies.wording import hit_rate_wording
 from moe_model.readers.logs import FORK, LogRun, Timing
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.resources import data_path
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REFERENCE_CSV = data_path("reference-measurements.csv")
 COLUMNS = (
@@ -30,6 +32,8 @@ COLUMNS = (
 
 def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     """The measured reference table (cited sources), in the shared schema."""
+    import pandas as pd  # ~0.5-1 s to import: only the reference tables need it
+
     frame = pd.read_csv(path)
     frame["decode_tps_per_stream"] = frame["decode_tps"] / frame["parallel"].fillna(1)  # decode_tps: the total
     for column in COLUMNS:

@@ -22,8 +22,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from moe_model.errors import MoeModelError
 from moe_model.fits.log_timings import decode_tps_of, infer_budget, infer_placement, load_reference, run_build
@@ -40,6 +39,9 @@ from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.scenario import Layout, Scenario, resolve
 from moe_model.speed.time_model import cold_fills
 from moe_model.speed.traffic import Traffic, from_hit_rate, from_workload, start_up_fills
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODELS = data_path("models")
 GROUNDTRUTH = data_path("groundtruth")
@@ -151,6 +153,8 @@ def _t4_rows() -> pd.DataFrame:
 
 def t4_points() -> list[Point]:
     """The T4 rows that started; --fit placements as the tool itself computes them."""
+    import pandas as pd  # ~0.5-1 s to import: only the reference tables need it
+
     hw, model = preset("Tesla T4"), _model("Qwen3-30B-A3B-Q4_K_M.gguf")
     points = []
     for _, row in _t4_rows().iterrows():
@@ -172,6 +176,8 @@ def t4_points() -> list[Point]:
 def t4_predict_argv() -> dict[str, tuple[list[str], float, float | None]]:
     """Each seed T4 row that started, as the plain `predict` command a user would type, with its measured decode
     and prompt t/s (the prompt's length is not stated: the command's default is used)."""
+    import pandas as pd  # ~0.5-1 s to import: only the reference tables need it
+
     model = str(MODELS / "Qwen3-30B-A3B-Q4_K_M.gguf")
     out = {}
     for _, row in _t4_rows().iterrows():
@@ -317,12 +323,16 @@ def field_machines() -> dict[str, Hardware]:
 
 def field_rows() -> pd.DataFrame:
     """The field table joined with our reading of each row (field_rows.csv)."""
+    import pandas as pd  # ~0.5-1 s to import: only the reference tables need it
+
     table = pd.read_csv(data_path("field-measurements.csv"))
     rows = pd.read_csv(data_path("field_rows.csv"))
     return rows.join(table[["gpu", "model", "hit_rate_small_pct", "source_url_or_repo_path"]], on="row")
 
 
 def field_points() -> list[Point]:
+    import pandas as pd  # ~0.5-1 s to import: only the reference tables need it
+
     machines = field_machines()
     points = []
     for _, r in field_rows().iterrows():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from moe_model.errors import MoeModelError
-from moe_model.limits import MAX_BUILD
+from moe_model.limits import MAX_BUILD, shown
 
 FIRST_CACHE_BUILD = 11480  # release b11480 (#29887): the first with --moe-cache-mib, plain LRU
 CLASS_LRU_BUILD = 12170  # release b12170 (#31233): ClassLRU replaces the plain LRU
@@ -41,9 +41,20 @@ def parse_build(text: str) -> int:
     if not digits.isdigit():
         raise MoeModelError(
             f"a llama.cpp build is a release number, e.g. {MAINLINE_BUILD}, b{MAINLINE_BUILD} or a named release "
-            f"(v1.0.0): {text!r}"
+            f"(v1.0.0): {shown(text)!r}"
         )
     return check_build(int(digits))
+
+
+def named_release_note(text: str) -> str | None:
+    """How a named release (`v1.0.0`) was read, in one line; None for a bNNNNN or a number (read as given)."""
+    named = _SEMVER.fullmatch(text.strip().lower())
+    if not named or named.group(1) not in NAMED_RELEASES:
+        return None
+    return (
+        f"v{named.group(1)} is read as b{NAMED_RELEASES[named.group(1)]}, the earliest build it can be (it came after "
+        "b12352 and before b12375; this tool's build rules answer the same for any of them)"
+    )
 
 
 def _named_release(version: str) -> int:

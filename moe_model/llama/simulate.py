@@ -56,6 +56,8 @@ class Kernel:
     state_bytes: Callable[[int, int, np.ndarray], int]  # (n_layer, n_expert, caps)
     ns_per_lookup: Callable[[int], float]  # kernel time per lookup of a pass over n pool sizes
     lanes: bool = True  # passes may run at once on threads (feed releases the GIL and starts no threads itself)
+    # with lanes False, a feed that starts no threads: several passes then run at once on threads with it
+    lane_feed: Callable[..., None] | None = None
     # a modelled policy's other readings: (hits [n_readings, n_caps], which pool sizes they replayed [n_caps])
     band: Callable[[object], tuple[np.ndarray, np.ndarray]] | None = None
     band_readings: tuple[str, ...] = ()  # their names
@@ -167,6 +169,8 @@ class SimResult:
     layer_lookups: np.ndarray
     decode_tokens: int
     band: PolicyBand | None = None  # a modelled policy's open readings (Kernel.band); None where exact
+    policy: str = ""  # the policy replayed (its kernel's name)
+    build: int | None = None  # the llama.cpp build whose policy that is, where the caller chose it by build
 
     @property
     def starts(self) -> bool:
@@ -386,7 +390,7 @@ def simulate_plans(
     ]
     group_of_layer, slots = _group_slots(plans, stream.n_layer)
     bypassed = np.zeros(len(plans), dtype=np.int64)
-    lanes = Lanes(len(passes) if kernel.lanes else 1, kernel.feed)  # one lane: each pass fed inline, in turn
+    lanes = _lanes(kernel, len(passes))
     fed = 0
     try:
         for chunk in stream.chunks():
@@ -404,6 +408,15 @@ def simulate_plans(
     finally:
         lanes.close()
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens, kernel)
+
+
+def _lanes(kernel: Kernel, n_passes: int) -> Lanes:
+    """A lane per pass where its feed may run beside others (one lane: each pass fed inline, in turn)."""
+    if kernel.lanes:
+        return Lanes(n_passes, kernel.feed)
+    if kernel.lane_feed is not None and n_passes > 1:  # the passes share the cores, not each pass's pool sizes
+        return Lanes(n_passes, kernel.lane_feed)
+    return Lanes(1, kernel.feed)
 
 
 def _results(
@@ -451,6 +464,7 @@ def _results(
                 lookups[:, :, b].sum(axis=1),
                 decode_tokens,
                 _band_at(kernel, small, large, band[:, :, b], decode_tokens, bool(replayed[b])),
+                kernel.name,
             )
         )
     return out

@@ -6,9 +6,11 @@ Adding a policy: one module with a `POLICY = Policy(...)` and one line in POLICI
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.builds import check_cache_flags, uses_class_lru
+from moe_model.llama.builds import MAINLINE_BUILD, check_cache_flags, uses_class_lru
+from moe_model.llama.simulate import SimResult, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies import belady, class_lru, class_lru_band, cpu_share, lazy_unload, lru, per_layer, static_set
 from moe_model.policies.base import EXACT, MODELLED, Policy, PolicyResult
@@ -105,3 +107,18 @@ def run_policy(
     if unknown:
         raise MoeModelError(f"policy {name} has no knob {sorted(unknown)}; its knobs: {sorted(policy.knobs)}")
     return policy.run(model, work, budgets_mib, placement, **knobs)
+
+
+def simulate_build(
+    model: ModelSpec,
+    work: Workload,
+    budgets_mib: Sequence[int],
+    build: int = MAINLINE_BUILD,
+    placement: Placement | None = None,
+) -> list[SimResult]:
+    """simulate_budgets with the policy llama.cpp `build` runs (the default build's unless told: mainline's ClassLRU,
+    a modelled policy, with its open readings' band), each result naming that policy and build (a notebook's chart
+    titles itself with them)."""
+    policy = get_policy(policy_for_build(build))
+    kernel = policy.band_kernel() if policy.band_kernel else policy.kernel()
+    return [replace(r, build=build) for r in simulate_budgets(model, work, budgets_mib, placement, kernel)]

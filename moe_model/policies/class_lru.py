@@ -27,18 +27,19 @@ from dataclasses import dataclass
 from math import floor, log2
 
 import numpy as np
-from numba import prange, set_parallel_chunksize
+from numba import get_num_threads, set_num_threads, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
     CLASS_LRU_NS_PER_LOOKUP_BUDGET,
     SIM_NS_PER_LOOKUP_PASS,
 )
-from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.llama.lru_kernel import MODE_SKIP
 from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
-from moe_model.numba_cache import njit
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
+from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, budgets
 from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
@@ -119,10 +120,13 @@ def decayed(crf: float, age_tokens: float, half_life_tokens: float = HALF_LIFE_T
 
 @dataclass(frozen=True, eq=False)
 class ClassLruState:
-    """One pass's state between chunks: the shared CRF and clocks, and per pool size its slots and lists."""
+    """One pass's state between chunks: the shared CRF and clocks, and per pool size its slots and lists (the
+    per-pool arrays hold each distinct pool size once: equal sizes replay alike)."""
 
-    caps: np.ndarray
-    offsets: np.ndarray  # first slot of each pool size
+    caps: np.ndarray  # the pool sizes asked for
+    pick: np.ndarray  # [len(caps)] each one's distinct pool size
+    pool_caps: np.ndarray  # the distinct pool sizes, ascending
+    offsets: np.ndarray  # first slot of each distinct pool size
     half_life: float
     n_classes: int
     increment: float
@@ -168,10 +172,13 @@ def _check(k: dict) -> None:
 def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
     k = KNOBS | knobs
     _check(k)
-    caps = np.asarray(caps, dtype=np.int64)
+    given = np.asarray(caps, dtype=np.int64)
+    caps, pick = np.unique(given, return_inverse=True)
     n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
     total = int(caps.sum())
     return ClassLruState(
+        given,
+        pick.reshape(-1),
         caps,
         np.concatenate(([0], np.cumsum(caps))).astype(np.int64),
         float(k["half_life_tokens"]),
@@ -213,13 +220,19 @@ def ns_per_lookup(n_caps: int) -> float:
 
 
 def feed(s: ClassLruState, rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_expert: int) -> None:
-    """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass."""
+    """Replay one chunk of a group's records (offsets into this chunk's `ids`), continuing the pass; its pool sizes
+    on numba's threads."""
     replay(s, entries(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k, n_expert))
 
 
-def replay(s: ClassLruState, e: Entries) -> None:
+def feed_in_turn(s: ClassLruState, *chunk) -> None:
+    """`feed` with the pool sizes in turn on this thread (Kernel.lane_feed: passes running beside each other)."""
+    replay(s, entries(*chunk), threads=False)
+
+
+def replay(s: ClassLruState, e: Entries, threads: bool = True) -> None:
     """Replay a chunk's entries (`entries`), continuing the pass."""
-    _replay(s, _prepare(s, e))
+    _replay(s, _prepare(s, e), threads)
 
 
 @dataclass(frozen=True, eq=False)
@@ -266,275 +279,33 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
     return e.rec_layer, e.rec_mode, e.rec_large, e.start, e.key, ent_cls, e.by_key, rec_now, clock0, by_crf, e.chose
 
 
-def _replay(s: ClassLruState, prepared: tuple) -> None:
-    """Every pool size of s's pass replays a prepared chunk (in parallel where cores are free)."""
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel = prepared
+def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
+    """Every pool size of s's pass replays a prepared chunk: on numba's threads, or (not `threads`) on this one."""
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
+    knobs = (s.group_clock, s.age_planning, s.ties_high, s.share, inv)
+    pools = (s.pool_caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits, s.probe,
+             s.remainder, s.cpu, s.cpu_split, s.cpu_selections)  # fmt: skip
+    threads_before = get_num_threads()
+    if not threads:
+        set_num_threads(1)  # this thread's own setting: the passes beside it keep theirs
     chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
     try:
-        _budgets(
-            rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, s.group_clock,
-            s.age_planning, s.ties_high, inv, s.caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last,
-            s.filled, s.hits, s.probe, s.share, by_crf, ent_sel, s.remainder, s.cpu, s.cpu_split, s.cpu_selections,
-        )  # fmt: skip
+        budgets(*prepared, *pools, *knobs)
     finally:
         set_parallel_chunksize(chunksize)
+        set_num_threads(threads_before)
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]) of everything fed so far."""
-    return s.hits.copy(), s.distinct.copy(), s.probe.copy()
+    return s.hits[:, :, s.pick], s.distinct.copy(), s.probe[s.pick]
 
 
 def cpu_counts(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CPU share's counts per layer and pool size [n_layer, n_caps]: missed experts only the CPU computes
     (never uploaded), missed experts uploaded that the CPU also computes for some of their selections, and the
     (token, chosen expert) selections computed on the CPU."""
-    return s.cpu.copy(), s.cpu_split.copy(), s.cpu_selections.copy()
-
-
-@njit(cache=True, nogil=True)
-def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start, ent_key, ent_sorted, ent_sel):
-    """Per record: its distinct experts (first appearance) with the tokens that chose each, and a pool record's
-    keys in expert-id order."""
-    seen = np.zeros(n_expert, dtype=np.int64)
-    chose = np.zeros(n_expert, dtype=np.int32)  # tokens of this record that chose the expert
-    n = 0
-    for r in range(len(rec_mode)):
-        ent_start[r] = n
-        if rec_mode[r] == MODE_SKIP:
-            continue
-        base = rec_layer[r] * n_expert
-        nu = 0
-        for i in range(rec_off[r], rec_off[r] + rec_ntok[r] * k):
-            e = ids[i]
-            if seen[e] != r + 1:
-                seen[e] = r + 1
-                chose[e] = 0
-                ent_key[n + nu] = base + e
-                nu += 1
-            chose[e] += 1
-        for q in range(n, n + nu):
-            ent_sel[q] = chose[ent_key[q] - base]
-        if rec_mode[r] == MODE_CACHE:
-            for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
-                q, key = j, ent_key[n + j]
-                while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
-                    ent_sorted[n + q] = ent_sorted[n + q - 1]
-                    q -= 1
-                ent_sorted[n + q] = n + j
-        n += nu
-    ent_start[len(rec_mode)] = n
-
-
-@njit(cache=True, nogil=True)
-def _shared(
-    rec_layer, rec_ntok, rec_mode, rec_large, crf, last_use, clock, half_life, increment, n_classes,
-    group_clock, per_token, ent_start, ent_key, ent_sel, ent_cls, ent_crf, rec_now, distinct,
-):  # fmt: skip
-    """Per pool record: each key's CRF after this use and its class, and the clock; what every pool size of the
-    pass shares."""
-    for r in range(len(rec_mode)):
-        if rec_mode[r] != MODE_CACHE:
-            continue
-        layer = rec_layer[r]
-        c = 0 if group_clock else layer
-        clock[c] += rec_ntok[r]
-        now = clock[c]
-        rec_now[r] = now
-        distinct[layer, rec_large[r]] += ent_start[r + 1] - ent_start[r]
-        for q in range(ent_start[r], ent_start[r + 1]):
-            key = ent_key[q]
-            add = increment * ent_sel[q] if per_token else increment
-            value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
-            crf[key], ent_crf[q] = value, value
-            last_use[key] = now
-            cls = int(np.floor(np.log2(value))) if value > 0 else 0
-            ent_cls[q] = min(n_classes - 1, max(0, cls))
-
-
-@njit(cache=True, nogil=True)
-def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
-    """Each pool record's entries by CRF after this use, lowest first, ties by expert id (the CPU share's order)."""
-    order = np.empty(len(ent_sorted), dtype=np.int32)
-    for r in range(len(rec_mode)):
-        if rec_mode[r] != MODE_CACHE:
-            continue
-        lo = ent_start[r]
-        for j in range(lo, ent_start[r + 1]):  # insertion sort of the key-ordered entries: stable, a handful each
-            q, entry = j, ent_sorted[j]
-            while q > lo and ent_crf[order[q - 1]] > ent_crf[entry]:
-                order[q] = order[q - 1]
-                q -= 1
-            order[q] = entry
-    return order
-
-
-_PREV, _NEXT, _KEY, _CLS = 0, 1, 2, 3  # ClassLruState.links: a slot's neighbours in its class list, key, class
-_OWNER_SHIFT, _CLS_MASK = 8, 255  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _unlink(s, links, first, last):
-    """Take slot s out of its class list (a slot not yet in a list has class -1)."""
-    if links[s, _CLS] < 0:
-        return
-    c = links[s, _CLS] & _CLS_MASK
-    p, n = links[s, _PREV], links[s, _NEXT]
-    if p >= 0:
-        links[p, _NEXT] = n
-    else:
-        first[c] = n
-    if n >= 0:
-        links[n, _PREV] = p
-    else:
-        last[c] = p
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _append(s, c, owner, links, first, last):
-    """Make slot s (its key's clock index `owner`) the most recently used of class c's list."""
-    t = last[c]
-    links[s, _PREV], links[s, _NEXT], links[s, _CLS] = t, -1, (owner << _OWNER_SHIFT) | c
-    if t >= 0:
-        links[t, _NEXT] = s
-    else:
-        first[c] = s
-    last[c] = s
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _head_score(c, links, used, first, me, now, clock, inv, age_planning=False):
-    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
-    `me`) used its head (then it holds only slots this plan used); the age in the slot's own layer clock, or with
-    age_planning in this plan()'s (never below 0: another layer's clock can be ahead)."""
-    h = first[c]
-    if h < 0:
-        return -1.0
-    owner = links[h, _CLS] >> _OWNER_SHIFT
-    if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
-        return -1.0
-    if age_planning:
-        return max(now - used[h], 0) * inv[c]
-    return (clock[owner] - used[h]) * inv[c]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _best(scores, ties_high):
-    """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
-    best, best_score = -1, -1.0
-    if ties_high:
-        for c in range(len(scores)):
-            if scores[c] >= best_score and scores[c] >= 0:
-                best, best_score = c, scores[c]
-    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
-        for c in range(len(scores)):
-            if scores[c] > best_score:
-                best, best_score = c, scores[c]
-    return best
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _share_split(
-    lo, hi, slot_of, ent_key, by_crf, ent_sel, share, remainder, b, layer, r, on_cpu, cpu, cpu_split, cpu_selections
-):  # fmt: skip
-    """policies.cpu_share.split_selections's rule in the kernel: the share of the record's missed selections (a
-    remainder carried) goes to the CPU, the lowest CRF first; experts all of whose selections go are marked."""
-    missed = 0
-    for j in range(lo, hi):
-        if slot_of[ent_key[j]] < 0:
-            missed += ent_sel[j]
-    remainder[b] += share * missed
-    left = min(missed, int(remainder[b]))
-    remainder[b] -= left
-    cpu_selections[layer, b] += left
-    for j in range(lo, hi):
-        if left == 0:
-            break
-        q = by_crf[j]
-        if slot_of[ent_key[q]] >= 0:
-            continue
-        if ent_sel[q] <= left:
-            on_cpu[ent_key[q]] = r + 1
-            cpu[layer, b] += 1
-        else:
-            cpu_split[layer, b] += 1
-        left -= min(left, ent_sel[q])
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _budgets(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, group_clock,
-    age_planning, ties_high, inv, caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe,
-    share, by_crf, ent_sel, remainder, cpu, cpu_split, cpu_selections,
-):  # fmt: skip
-    """Every pool size of the pass replays the chunk on its own (in parallel where cores are free). With a CPU
-    share, once a pool is full that share of each record's missed selections is computed on the CPU (policies.
-    cpu_share: the lowest CRF first); a missed expert all of whose selections go there is not kept."""
-    for b in prange(len(caps)):
-        first, last, slot_of = first_all[b], last_all[b], slot_of_all[b]
-        scores = np.empty(len(inv), dtype=np.float64)
-        clock = clock0.copy()
-        found = np.zeros(2 * hits.shape[0], dtype=np.int64)  # this pool size's hits per (layer, class)
-        on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
-        for r in range(len(rec_mode)):
-            lo, hi = ent_start[r], ent_start[r + 1]
-            mode = rec_mode[r]
-            if mode == MODE_SKIP or lo == hi:
-                continue
-            if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
-                for q in range(lo, hi):
-                    if slot_of[ent_key[q]] >= 0:
-                        probe[b] += 1
-                continue
-            layer, now = rec_layer[r], rec_now[r]
-            owner = 0 if group_clock else layer
-            clock[owner] = now
-            n_hit = 0
-            for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
-                s = slot_of[ent_key[q]]
-                if s >= 0:
-                    n_hit += 1
-                    used[s] = now
-                    c = ent_cls[q]
-                    if last[c] != s:  # already its class's most recent: the list is unchanged
-                        _unlink(s, links, first, last)
-                        _append(s, c, owner, links, first, last)
-            found[layer * 2 + rec_large[r]] += n_hit
-            if n_hit == hi - lo:
-                continue
-            if share > 0 and filled[b] == caps[b]:
-                _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, remainder, b, layer, r, on_cpu, cpu,
-                             cpu_split, cpu_selections)  # fmt: skip
-            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-            for j in range(lo, hi):  # then the misses in expert-id order
-                q = ent_sorted[j]
-                key = ent_key[q]
-                if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
-                    continue
-                if filled[b] < caps[b]:
-                    s = offsets[b] + filled[b]
-                    filled[b] += 1
-                else:
-                    if not scored:
-                        for c in range(len(inv)):
-                            scores[c] = _head_score(
-                                c, links, used, first, owner, now, clock, inv, age_planning
-                            )  # fmt: skip
-                        scored = True
-                    c = _best(scores, ties_high)
-                    s = first[c]
-                    _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
-                    slot_of[links[s, _KEY]] = -1
-                slot_of[key] = s
-                used[s] = now
-                links[s, _KEY] = key
-                _append(s, ent_cls[q], owner, links, first, last)
-                if scored and first[ent_cls[q]] == s:  # it joined an empty list: its head is now this plan's
-                    scores[ent_cls[q]] = -1.0
-        for i in range(len(found)):
-            hits[i // 2, i % 2, b] += found[i]
+    return s.cpu[:, s.pick], s.cpu_split[:, s.pick], s.cpu_selections[:, s.pick]
 
 
 def kernel(**knobs) -> Kernel:
@@ -555,7 +326,8 @@ def _kernel(items: tuple) -> Kernel:
         results,
         state_bytes,
         ns_per_lookup,
-        lanes=False,  # its feed runs the pool sizes on numba's threads (prange): one pass at a time
+        lanes=False,  # its feed runs the pool sizes on numba's threads (prange): one pass at a time,
+        lane_feed=feed_in_turn if parallel_kernels_may_overlap() else None,  # or several at once, each on one thread
     )
 
 

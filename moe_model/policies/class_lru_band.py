@@ -11,6 +11,7 @@ import numpy as np
 
 from moe_model.limits import CLASS_LRU_BAND_ALL, CLASS_LRU_BAND_STRIDE
 from moe_model.llama.simulate import Kernel
+from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.class_lru import (
     BAND_READINGS,
     NAME,
@@ -49,24 +50,28 @@ def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple) 
     return BandState(new_state(caps, n_layer, n_expert), sampled, others)
 
 
-def _band_feed(s: BandState, *chunk) -> None:
+def _band_feed(s: BandState, *chunk, threads: bool = True) -> None:
     """Every reading replays the same chunk (one stream of records for the default and the band): its records'
-    distinct experts found once."""
+    distinct experts found once; each reading's pool sizes on numba's threads, or (not `threads`) on this one."""
     shared = entries(*chunk)
     for state in (s.default, *s.others):
-        replay(state, shared)
+        replay(state, shared, threads)
+
+
+def _band_feed_in_turn(s: BandState, *chunk) -> None:
+    _band_feed(s, *chunk, threads=False)
 
 
 def band_hits(s: BandState) -> tuple[np.ndarray, np.ndarray]:
     """Each band reading's hits at every pool size of the pass [n_readings, n_caps]: replayed where sampled, else
     the default's plus the band reading's offset from it, interpolated linearly in pool size; and which pool
     sizes were replayed."""
-    caps, default = s.default.caps, s.default.hits.sum(axis=(0, 1))
+    caps, default = s.default.caps, results(s.default)[0].sum(axis=(0, 1))
     out = np.empty((len(s.others), len(caps)), dtype=np.float64)
     for i, other in enumerate(s.others):
-        offset = other.hits.sum(axis=(0, 1)) - default[s.sampled]
-        out[i] = default + np.interp(caps, caps[s.sampled], offset)
-        out[i, s.sampled] = other.hits.sum(axis=(0, 1))
+        replayed = results(other)[0].sum(axis=(0, 1))
+        out[i] = default + np.interp(caps, caps[s.sampled], replayed - default[s.sampled])
+        out[i, s.sampled] = replayed
     return out, np.isin(np.arange(len(caps)), s.sampled)
 
 
@@ -82,6 +87,7 @@ def band_kernel() -> Kernel:
         lambda n_layer, n_expert, caps: state_bytes(n_layer, n_expert, caps) * (1 + n),
         lambda n_caps: ns_per_lookup(n_caps) + n * ns_per_lookup(len(band_sample(n_caps))),
         lanes=False,
+        lane_feed=_band_feed_in_turn if parallel_kernels_may_overlap() else None,
         band=band_hits,
         band_readings=tuple(reading_name(r) for r in readings),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moe_model.llama.builds import CLASS_LRU_BUILD, FIRST_CACHE_BUILD, has_cache
 from moe_model.policies import EXACT, get_policy, policy_for_build
 
 
@@ -28,6 +29,14 @@ def hit_rate_wording(policy_name: str, build: int, cpu_share: float = 0.0) -> Hi
     policy = get_policy(policy_name)
     runs = policy_for_build(build, cpu_share)
     tag = f"{policy.name} ({policy.label})"
+    if not has_cache(build):  # a build before the cache: no hit rate is its own
+        sentence = (
+            f"llama.cpp b{build} has no MoE cache: --moe-cache-mib came in b{FIRST_CACHE_BUILD}, so a cache takes "
+            f"b{FIRST_CACHE_BUILD} or later; the hit rates shown are {tag}'s, what b{FIRST_CACHE_BUILD}-"
+            f"b{CLASS_LRU_BUILD - 1} would serve"
+        )
+        line = f"llama.cpp b{build} has no MoE cache (it came in b{FIRST_CACHE_BUILD}); hit rates: {tag}."
+        return HitRateWording(policy.name, policy.label, tag, line, sentence)
     if policy.name != runs:
         sentence = f"Hit rates are {policy.name}'s ({policy.label}), not the policy llama.cpp b{build} runs ({runs})"
     elif policy.label == EXACT:

@@ -24,6 +24,7 @@ from moe_model.llama.slot_plan import CachePlan, Placement, full_budget_mib, min
 from moe_model.policies import PolicyResult
 from moe_model.progress import watched_steps
 from moe_model.readers.model_spec import ModelSpec
+from moe_model.settings import settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host_memory import host_memory
 from moe_model.speed.range_inputs import NO_RANGE, RangeInputs
@@ -366,6 +367,19 @@ def slider_top(lowest_mib: int, full_mib: int, fits_mib: int) -> int:
     return max(min(full_mib, fits_mib), 1) if fits_mib >= lowest_mib else max(full_mib, 1)
 
 
+BUDGET_START_MIB = settings_of(Scenario)["budget_mib"].widget.start  # the budget every page opens at
+
+
+def slider_step(top_mib: int, n_stops: int, start_mib: int = BUDGET_START_MIB) -> int:
+    """A budget slider's step: at most `n_stops` stops up to `top_mib`, on a divisor of the budget the app opens at
+    (so that budget is a stop and the slider reads what the number box says: 10,000, not 10,048), else on a 1-2-5
+    ladder (a round figure)."""
+    least = max(1, -(-top_mib // n_stops))
+    if least <= start_mib:
+        return next(d for d in range(least, start_mib + 1) if start_mib % d == 0)
+    return next(s for k in range(len(str(least)) + 1) for s in (10**k, 2 * 10**k, 5 * 10**k) if s >= least)
+
+
 def budget_axis(
     model: ModelSpec,
     hw: Hardware,
@@ -379,6 +393,6 @@ def budget_axis(
     full = full_budget_mib(model, placement) or 1
     fits = cache_room_mib(model, hw, base, placement)
     top = slider_top(lowest, full, fits)
-    step = max(1, -(-top // n_stops))
+    step = slider_step(top, n_stops)
     budgets = tuple(sorted(set(np.linspace(lowest, max(full, lowest), n_spread).astype(int).tolist())))
     return BudgetAxis(lowest, full, fits, top, step, budgets)

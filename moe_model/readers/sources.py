@@ -126,7 +126,9 @@ def check_url(url: str, private_hosts: bool = False) -> tuple[str, ...] | None:
     for address in addresses:
         if not is_public(ipaddress.ip_address(address.split("%", 1)[0])):
             raise SourceError(
-                f"{parts.hostname[:100]} is a local or private address: this deployment fetches public hosts only"
+                f"{parts.hostname[:100]} is a local or private address: this deployment fetches public hosts only "
+                f"(its operator allows private ones with {ENV_PRIVATE}=on, or {SECRET_KEYS[ENV_PRIVATE]} = true "
+                f"under [{SECRETS_TABLE}] in .streamlit/secrets.toml)"
             )
     return addresses
 

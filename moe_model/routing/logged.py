@@ -128,7 +128,7 @@ class LogRouting:
         else:
             spread = f"±{self.spread_points:.1f} hit-rate points"
         unused = f" (not used: {self.unused_words})" if self.not_used else ""
-        return f"{self.fitted_to}{unused}, {spread}: {self.knobs}"
+        return f"{self.fitted_to}{unused}, {spread}: {self.knobs.words}"
 
     def workload(self, model: ModelSpec, batching: Batching, seed: int = 0) -> Workload:
         """A run like the logged ones (their decode length, a pool only the start-up warm-up filled), batched; its

@@ -61,6 +61,15 @@ class Knobs:
         if not (0 <= self.skew <= 6 and all(0 <= x <= 1 for x in (self.working_set, self.drift, self.reuse))):
             raise WorkloadError(f"knobs out of range: skew 0..6, working set, drift and reuse 0..1, got {self}")
 
+    @property
+    def words(self) -> str:
+        """The knobs in plain words, for a page or a command (the module docstring says what each does)."""
+        return (
+            f"expert popularity spread {self.skew:.2f}, each sequence drawing on {100 * self.working_set:.0f} % of a "
+            f"layer's experts, popularity drifting {100 * self.drift:.1f} % a token, {100 * self.reuse:.0f} % of the "
+            "previous token's experts picked again"
+        )
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -361,7 +370,7 @@ class RoutingPreset:
 
     def describe(self) -> str:
         """One line for a caption: which preset, why, and its spread."""
-        return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs}"
+        return f"{self.name} preset ({self.match}; ±{self.spread_points:.1f} hit-rate points): {self.knobs.words}"
 
 
 def _preset(name: str, entry: dict, match: str, spread: float | None = None) -> RoutingPreset:

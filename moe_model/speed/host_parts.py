@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import ControlError, MoeModelError
 from moe_model.resources import data_path
+from moe_model.settings import settings_of
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.host import Host
 
@@ -91,8 +92,12 @@ def cpu_named(text: str) -> Cpu:
     names = [c.name for c in cpus()]
     near = difflib.get_close_matches(text, names, n=1, cutoff=0.3)
     hint = f" (nearest: {near[0]})" if near else ""
-    raise MoeModelError(
-        f"unknown CPU {text[:60]!r}{hint}: give its figures instead (--threads N --cpu-ghz G, and the RAM kit)"
+    unknown = f"unknown CPU {text[:60]!r}{hint}"
+    threads = settings_of(Host)["threads"].widget.label  # the app has a box for the threads, none for the clock
+    raise ControlError(
+        f"{unknown}: give its figures instead (--threads N --cpu-ghz G, and the RAM kit)",
+        f"{unknown}: leave it out and give its thread count instead ({threads!r} under 'edit this machine'), and "
+        "the RAM kit",
     )
 
 

@@ -295,7 +295,7 @@ class Scenario:
         parse=parse_build,
         metavar="NNNNN",
         url_key="build",
-        widget=Widget("llama.cpp build (bNNNNN)", "number", lo=1, hi=MAX_BUILD, step=1),
+        widget=Widget(f"llama.cpp build (b{MAINLINE_BUILD}, {MAINLINE_BUILD} or v1.0.0)", "text", lo=1, hi=MAX_BUILD),
     )
 
     def __post_init__(self) -> None:

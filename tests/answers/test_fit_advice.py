@@ -158,6 +158,8 @@ def test_the_state_of_a_setting_is_said_the_same_way_for_each_outcome(qwen30b):
     assert state(RTX3060.with_changes(ram_gib=8.0), pinned).startswith("does not fit in RAM: needs 19 GiB")
     assert state(RTX3060, Scenario(Placement(cpu_moe=True), 20_000)).startswith("does not fit: ")
     assert state(RTX3060, Scenario(Placement(cpu_moe=True), 10)).startswith("does not start: ")
+    tight = state(RTX3060.with_changes(ram_gib=32.0), Scenario(Placement(cpu_moe=True), 9600))
+    assert "MiB of VRAM free (too close to call: it leaves less than llama.cpp's 1,024 MiB margin)" in tight  # a verb
 
 
 def test_shopping_says_the_cpu_shares_note_once_where_the_share_is_on_on_a_build_that_has_it(qwen30b):

@@ -63,3 +63,10 @@ def test_experts_streaming_from_disk_name_the_ram_that_ends_it():
     said = usability(p)
     assert said.word == UNUSABLE
     assert f"{p.layout.ram.needed_gib} GiB of RAM" in said.remedy
+
+
+def test_a_tag_closes_each_part_of_the_sentence_that_quotes_a_figure(t4):
+    said = usability(replace(t4, decode_tps=UNUSABLE_DECODE_TPS / 2))
+    tagged = said.tagged("[modelled]")
+    assert tagged.count("[modelled].") == 2 and tagged.replace(" [modelled]", "") == said.sentence
+    assert usability(t4).tagged("[modelled]") == usability(t4).sentence  # usable: no figure quoted

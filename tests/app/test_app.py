@@ -107,9 +107,9 @@ def test_model_page_shows_llama_servers_lines_and_follows_the_budget():
 
 def test_the_sidebar_build_is_kept_in_the_url_and_names_the_policy_and_known_problems():
     at = open_page("pages/model_budget.py", build="11549")
-    assert at.sidebar.number_input(key="build").value == 11549
+    assert at.sidebar.text_input(key="build").value == "b11549"
     assert any("Hit rates: lru-b11549 (exact), llama.cpp b11549." in c.value for c in at.caption)
-    at.sidebar.number_input(key="build").set_value(12569).run()
+    at.sidebar.text_input(key="build").set_value("12569").run()
     assert any("Hit rates: class-lru-b12170 (modelled), llama.cpp b12569." in c.value for c in at.caption)
     assert at.query_params["build"] == "12569"
     at.slider(key="budget").set_value(49).run()
@@ -150,9 +150,20 @@ def test_uploading_a_header_prefix_reads_it_and_a_short_one_says_how_much_more()
     upload_header(at)
     at.run()
     assert not at.exception and "6 layers, q6_K" in at.code[0].value
-    at.sidebar.get("file_uploader")[0].set_value(("h.gguf", GT_HEADER.read_bytes()[:5000], "application/octet-stream"))
+    upload_header(at, GT_HEADER.read_bytes()[:5000])
     at.run()
     assert not at.exception and any("head -c" in e.value for e in at.error)
+
+
+def test_an_uploaded_header_is_the_pickers_choice_right_after_the_upload():
+    at = open_page("pages/model_budget.py")
+    upload_header(at)
+    at.run()
+    assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)"  # not "upload a header prefix"
+    assert any("synthetic-qwen3moe" in c.value for c in at.caption) and not at.exception
+    assert "GGUF header prefix" not in [u.label for u in at.sidebar.get("file_uploader")]
+    at.switch_page("pages/explore.py").run()  # and every page's, at once
+    assert at.sidebar.selectbox(key="model_choice").value == "h.gguf (uploaded)" and not at.exception
 
 
 def test_explore_budget_and_concurrency_change_the_chart_data():
@@ -238,12 +249,12 @@ def test_learn_page_steps_and_its_counts_match_the_simulator():
     at = open_page("pages/learn.py")
     for _ in range(5):
         at.button(key="learn_next").click().run()
-    assert at.slider(key="learn_slider").value == 5
+    assert at.slider(key="learn_slider").value == 6  # 1-based: the slider reads the "Step 6/..." it shows
     assert any("simulator agrees" in c.value for c in at.caption)
     at.slider(key="learn_slider").set_value(60).run()
     assert any("simulator agrees" in c.value for c in at.caption)
     at.button(key="learn_reset").click().run()
-    assert at.slider(key="learn_slider").value == 0
+    assert at.slider(key="learn_slider").value == 1
     at.slider(key="learn_budget").set_value(17).run()
     assert any("refuse to start" in e.value for e in at.error) and not at.exception
 
@@ -307,12 +318,48 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
 
 
+def test_the_sidebars_machine_line_and_the_captions_under_the_titles_are_sentences_with_a_verb():
+    at = open_page("pages/model_budget.py")
+    assert any("RAM. Host experts are mmap'd (pageable). Source: " in c.value for c in at.sidebar.caption)
+    assert any(c.value.startswith("This app computes what") for c in at.sidebar.caption)  # was "..., computed before"
+    assert any(c.value.startswith("This page computes what") for c in at.main.caption)
+    at.sidebar.selectbox(key="lm").set_value("none").run()
+    assert any("Host experts are pinned (CUDA_Host). " in c.value for c in at.sidebar.caption)
+
+
+def test_the_build_box_takes_a_named_release_a_tag_or_a_number_and_refuses_anything_else_in_one_line():
+    at = open_page("pages/model_budget.py")
+    box = at.sidebar.text_input(key="build")
+    box.set_value("v1.0.0").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.query_params["build"] == "12353"  # the CLI's rule (llama.builds.parse_build): v1.0.0 is b12353
+    assert any("v1.0.0 is read as b12353" in c.value for c in at.sidebar.caption)
+    assert any("llama.cpp b12353." in c.value for c in at.caption)
+    for typed in ("b12100", "12100"):
+        at.sidebar.text_input(key="build").set_value(typed).run()
+        assert at.query_params["build"] == "12100" and not at.error
+    at.sidebar.text_input(key="build").set_value("latest").run()
+    refusals = [e.value for e in at.sidebar.error]
+    assert len(refusals) == 1 and "\n" not in refusals[0] and "12569, b12569 or a named release" in refusals[0]
+    assert "Priced with b12100 meanwhile" in refusals[0] and at.query_params["build"] == "12100"
+    assert not at.exception and any("llama.cpp b12100." in c.value for c in at.caption)
+    linked = open_page("pages/model_budget.py", build="v1.0.0")  # a link takes the same forms
+    assert linked.sidebar.text_input(key="build").value == "b12353" and not linked.warning and not linked.exception
+
+
+def test_explore_at_a_build_before_the_cache_says_it_has_none_and_what_it_would_take():
+    at = open_page("pages/explore.py", build="11000")
+    said = " ".join(c.value for c in at.caption)
+    assert "llama.cpp b11000 has no MoE cache" in said and "b11480 or later" in said
+    assert "b11000's cache" not in said and not at.exception  # no intro about a cache the build lacks
+
+
 def test_explores_policy_choice_follows_a_build_switch_to_one_without_the_cpu_share():
     """b12569 offers the CPU share's policy; switched to b12180 the choice keeps what that build can run (the whole
     comparison failed before)."""
     at = open_page("pages/explore.py")
     assert "cpu-share-b12191" in at.multiselect(key="policies").value
-    at.sidebar.number_input(key="build").set_value(12180).run()
+    at.sidebar.text_input(key="build").set_value("b12180").run()
     assert not at.exception, [e.value for e in at.exception]
     kept = at.multiselect(key="policies")
     assert "cpu-share-b12191" not in kept.options and "cpu-share-b12191" not in kept.value and kept.value
@@ -391,11 +438,35 @@ def test_logs_page_several_runs_make_a_measured_curve():
     assert len(curve["x"]) == 3 and curve["y"] == sorted(curve["y"]) and "-np 1" in curve["name"]
 
 
+def test_learns_step_slider_is_1_based_and_the_pools_line_above_the_settings_changes_with_step():
+    at = open_page("pages/learn.py")
+    slider = at.slider(key="learn_slider")
+    last = int(slider.max)
+    assert slider.min == 1 and slider.value == 1
+    step, pools = _learn_step_and_pools(at)
+    assert step.startswith(f"**Step 1/{last}**") and ":orange-background[L0E" in pools  # the first uploads
+    at.slider(key="learn_slider").set_value(9).run()
+    assert _learn_step_and_pools(at)[0].startswith(f"**Step 9/{last}**")  # issue 38: "8" on "Step 9/196"
+    seen = {_learn_step_and_pools(at)[1]}
+    for _ in range(3):
+        at.button(key="learn_next").click().run()
+        seen.add(_learn_step_and_pools(at)[1])
+    assert len(seen) > 1 and at.slider(key="learn_slider").value == 12 and not at.exception
+    texts = [m.value for m in at.main.markdown]  # the step and its pools come before the toy's settings
+    assert texts.index(_learn_step_and_pools(at)[1]) < texts.index("**The toy's settings**")
+
+
+def _learn_step_and_pools(at) -> tuple[str, str]:
+    """Learn's step line and its pools line (the first policy's)."""
+    step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
+    return step, next(m.value for m in at.markdown if m.value.startswith("**Pools"))
+
+
 def test_learn_more_users_or_drafts_mean_bigger_ubatches():
     at = open_page("pages/learn.py")
     at.slider(key="learn_users").set_value(2).run()
     at.slider(key="learn_draft").set_value(2).run()
-    at.slider(key="learn_slider").set_value(4).run()
+    at.slider(key="learn_slider").set_value(5).run()  # step 5: the record at index 4
     step = next(m.value for m in at.markdown if m.value.startswith("**Step"))
     assert "6 token(s)" in step and not at.exception  # 2 users x (2 drafts + 1)
 
@@ -451,7 +522,8 @@ def test_uploading_a_header_with_block_count_2_to_the_32_is_refused_with_the_lim
 def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     at = open_page("pages/explore.py", prompt="131072")
     at.toggle(key="sim_prompts").set_value(True).run()
-    assert not at.exception and not at.error
+    assert not at.exception  # the only error: a 131,072-token prompt's first token takes minutes, unusable
+    assert [e.value.split(":")[0] for e in at.error] == ["This setting is unusable"]
     # 8 sequences of 500 tokens: the 4,000 that predict and recommend replay
     assert any("Prompt routing is simulated for the first 2,034 tokens" in c.value for c in at.caption)
 
@@ -478,7 +550,7 @@ def test_learn_renders_a_class_lru_step_with_the_victims_score_and_the_readings(
 
     at = open_page("pages/learn.py")  # its defaults: 48 MiB, one user, no draft, mixed quant
     at.radio(key="learn_policy").set_value("class-lru-b12170").run()
-    at.slider(key="learn_slider").set_value(20).run()
+    at.slider(key="learn_slider").set_value(21).run()  # step 21: the record at index 20
     view = class_lru_step(toy_workload(1, 0, 0), plan_cache(toy_model(True), 48), N_EXPERT, 20)
     notes = [m.value for m in at.markdown if m.value.startswith("- ")]
     assert not at.exception and view.changes  # a step an open reading changes

@@ -27,3 +27,11 @@ def test_explore_prices_a_model_whose_mmapd_experts_exceed_ram_and_says_it_strea
     assert any("page from disk" in w.value for w in at.warning)
     said = [m.value for m in (*at.markdown, *at.caption, *at.info) if "GiB per token from disk" in m.value]
     assert said and any("t/s decode" in m.value for m in at.markdown)
+
+
+def test_an_unknown_cpu_is_one_warning_naming_the_apps_box_not_the_clis_flags():
+    at = open_page("pages/model_budget.py")
+    at.sidebar.text_input(key="host_cpu_model").set_value("Pentium 4 HT").run()
+    (said,) = [w.value for w in at.sidebar.warning if w.value.startswith("CPU model")]
+    assert "unknown CPU" in said and "nearest" in said and "CPU threads (-t)" in said and not at.exception
+    assert "--threads" not in said and "--cpu-ghz" not in said  # issue 38: CLI flags inside the app

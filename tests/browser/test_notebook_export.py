@@ -7,6 +7,8 @@ import re
 import pytest
 from conftest import ROOT
 
+from moe_model.llama.builds import MAINLINE_BUILD
+
 pytestmark = pytest.mark.browser
 
 
@@ -29,4 +31,6 @@ def test_the_readmes_notebook_figure_exported_to_html_draws_offline(browser, tmp
     tab.goto(page.as_uri())
     tab.locator(".plotly-graph-div .main-svg").first.wait_for(timeout=30_000)  # plotly.js drew the figure
     assert tab.locator(".plotly-graph-div .scatterlayer .trace").count() >= 1 and not outside, outside
+    drawn = tab.locator(".plotly-graph-div .infolayer").first.text_content()  # the policy and build it replayed
+    assert f"class-lru-b12170 (modelled), llama.cpp b{MAINLINE_BUILD}" in drawn, drawn
     tab.close()

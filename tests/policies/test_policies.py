@@ -18,6 +18,7 @@ from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
+from moe_model.policies.class_lru_kernel import _OWNER_SHIFT, _best, _head_score
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
 from moe_model.policies.stepper import STEPPABLE, ReadingChange, Victim, class_lru_step, steps
@@ -82,12 +83,12 @@ def _victim(slots, ties_high=False, n_expert=8, age_planning=False):
     list holds only slot c, which holds an expert of the (layer, last use) given."""
     n = len(slots)
     links = np.array(
-        [[-1, -1, layer * n_expert + c, (layer << class_lru._OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
+        [[-1, -1, layer * n_expert + c, (layer << _OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
     )
     used, first = np.array([t for _, t in slots]), np.arange(n)  # each class's list: its one slot
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
-    scores = np.array([class_lru._head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
-    return int(first[class_lru._best(scores, ties_high)])
+    scores = np.array([_head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
+    return int(first[_best(scores, ties_high)])
 
 
 def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():
@@ -586,3 +587,18 @@ def test_class_lru_step_names_the_victims_score_and_the_open_readings_that_evict
     )
     assert "with ties = high-class this step would evict L0E0 instead" in view.lines()
     assert class_lru_step(work, plan, 8, 2).step.victims == ()  # a hit evicts nothing
+
+
+def test_simulate_build_replays_the_policy_of_the_build_the_default_one_unless_told():
+    """Issue 38: the notebook's curve was the exact LRU (11.8 % at 161 MiB) where the default build gives 20.89 %."""
+    from moe_model.llama.builds import MAINLINE_BUILD
+    from moe_model.policies import simulate_build
+    from moe_model.readers.model_spec import load_model
+
+    model, work = load_model(GT_HEADER), load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    default, old = simulate_build(model, work, [161]), simulate_build(model, work, [161], build=11549)
+    assert (default[0].policy, default[0].build) == ("class-lru-b12170", MAINLINE_BUILD)
+    assert round(100 * default[0].hit_rate, 2) == 20.89 and default[0].band is not None  # with its readings' band
+    assert (old[0].policy, old[0].build) == (REFERENCE, 11549)
+    assert old[0].hit_rate == simulate_budgets(model, work, [161])[0].hit_rate
+    assert round(100 * old[0].hit_rate, 1) == 11.8

@@ -36,6 +36,13 @@ def test_a_policy_the_build_does_not_run_is_never_worded_as_its_cache(policy, ru
     assert words.sentence == f"Hit rates are {policy}'s (exact), not the policy llama.cpp b12569 runs ({runs})"
 
 
+def test_a_build_before_the_cache_is_said_to_have_none_and_what_a_cache_takes():
+    words = hit_rate_wording(REFERENCE, 11000)
+    assert words.sentence.startswith("llama.cpp b11000 has no MoE cache: --moe-cache-mib came in b11480, so a cache ")
+    assert "takes b11480 or later" in words.sentence and "b11000's cache" not in words.sentence
+    assert words.line == "llama.cpp b11000 has no MoE cache (it came in b11480); hit rates: lru-b11549 (exact)."
+
+
 def _cli_text(capsys, *args: str) -> str:
     assert main(list(args)) == 0
     return capsys.readouterr().out

@@ -182,6 +182,14 @@ def test_every_shard_of_a_split_model_passes_the_folder_policy(tmp_path):
     assert load_model(first, check_path=partial(check_path, policy=inside)).n_layer == 94  # positive control
 
 
+def test_the_private_address_refusal_names_the_setting_that_allows_it_in_one_line():
+    with pytest.raises(SourceError) as err:
+        check_url("http://127.0.0.1/m.gguf")
+    said = str(err.value)
+    assert "MOE_EXPLORER_PRIVATE_URLS=on" in said and "private_urls = true" in said and "\n" not in said
+    assert policy_from_env("localhost", {"MOE_EXPLORER_PRIVATE_URLS": "on"}).private_hosts  # the setting it names
+
+
 @pytest.mark.parametrize("host", ["[::ffff:0:a9fe:a9fe]", "[fec0::1]"])
 def test_the_ipv6_forms_of_issue_39_typed_as_literals_are_refused_with_the_others(host):
     with pytest.raises(SourceError, match="local or private address: this deployment fetches public hosts only"):

@@ -274,3 +274,9 @@ def test_routing_drawn_on_threads_is_the_one_thread_routing_and_the_stream_it_al
     assert hashlib.sha256(drawn[2].tobytes()).hexdigest() == (
         "1f3ede67ee3a3ff766d1b7934b638eec7d0f8f96dcaafe6d9db403c8418fc2ba"
     )
+
+
+def test_knobs_and_presets_are_described_in_words_not_as_a_dataclass():
+    said = Knobs(skew=0.9496, working_set=0.6, drift=0.01, reuse=0.3).words
+    assert said.startswith("expert popularity spread 0.95, each sequence drawing on 60 % of a layer's experts")
+    assert "Knobs(" not in preset_for(load_model(QWEN30B)).describe()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from moe_model.errors import MoeModelError
+from moe_model.errors import MoeModelError, app_words
 from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.host import DRIVES, Host
@@ -39,8 +39,10 @@ def test_a_cpu_is_found_by_its_model_number(typed, name):
 
 
 def test_an_unknown_cpu_is_one_line_with_the_nearest_and_how_to_give_figures():
-    with pytest.raises(MoeModelError, match="nearest.*--threads"):
+    with pytest.raises(MoeModelError, match="nearest.*--threads") as err:
         cpu_named("Ryzen 7 7700XT")
+    app = app_words(err.value)  # the app's words name its box, not a flag
+    assert "'CPU threads (-t)' under 'edit this machine'" in app and "--" not in app and "\n" not in app
 
 
 def test_a_ram_kit_gives_ram_channels_and_speed():

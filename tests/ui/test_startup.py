@@ -50,4 +50,4 @@ def test_a_page_opened_by_its_link_on_a_fresh_server_runs_through_app_py():
     at.switch_page("pages/learn.py")  # Streamlit's pages-folder mode: the page's file alone, as on a fresh server
     at.run()
     assert [t.value for t in at.sidebar.title] == ["MoE Cache Explorer"] and not at.exception
-    assert at.session_state[startup.APP_RAN] and at.slider(key="learn_slider").value == 0
+    assert at.session_state[startup.APP_RAN] and at.slider(key="learn_slider").value == 1

@@ -1,0 +1,93 @@
+"""ClassLRU's faster replay (moe_model/policies/class_lru_kernel.py: pool sizes in per-pool copies, equal pool sizes
+replayed once, passes on threads) counts exactly as the kernel before it (tests/policies/reference_class_lru.py): on
+random cases with repeated pool sizes and pools at and beyond the working set, on numba's threads and in turn, and
+through simulate_budgets on a two-group model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import reference_class_lru as before
+from conftest import SAMPLE
+from test_class_lru import random_case
+
+from moe_model.llama.batching import build_workload
+from moe_model.llama.simulate import simulate_budgets
+from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
+from moe_model.policies import class_lru, class_lru_band
+from moe_model.readers.model_spec import load_model
+from moe_model.routing.synthetic import Knobs, Shape, generate
+from moe_model.workload import Batching
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _with_more_pools(case, rng):
+    """The case's pool sizes, some repeated, one holding every key and one beyond, shuffled (not ascending)."""
+    inputs, caps, knobs, share, n_layer, n_expert = case
+    every = n_layer * n_expert
+    more = np.concatenate([caps, rng.choice(caps, size=2), [every, every + 5]])
+    return inputs, rng.permutation(more), knobs, share, n_layer, n_expert
+
+
+def _counts(module, case, feed):
+    inputs, caps, knobs, share, n_layer, n_expert = case
+    state = module.new_state(caps, n_layer, n_expert, share=share, **knobs)
+    for chunk in inputs:
+        feed(state, *chunk)
+    cpu = module.cpu_counts(state)
+    return (*module.results(state), cpu[0] if isinstance(cpu, tuple) else cpu)
+
+
+def test_repeated_pool_sizes_and_pools_beyond_the_working_set_count_as_the_kernel_before_on_threads_and_in_turn():
+    rng = np.random.default_rng(38)
+    for _ in range(300):
+        case = _with_more_pools(random_case(rng), rng)
+        want = _counts(before, case, before.feed)
+        for feed in (class_lru.feed, class_lru.feed_in_turn):
+            got = _counts(class_lru, case, feed)
+            assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), (feed.__name__, case)
+
+
+def _curve(kernel, budgets, work, model):
+    return [(r.small.hits, r.small.misses, r.large.hits, r.layer_hits.tolist(), r.band) for r in
+            simulate_budgets(model, work, budgets, kernel=kernel)]  # fmt: skip
+
+
+def test_a_two_group_curve_counts_alike_with_its_passes_on_threads_and_in_turn_alone():
+    model = load_model(SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")  # two groups: q6_K and q4_K layers
+    work = build_workload(generate(Shape(48, 128, 8), Knobs(), 300, seed=5), Batching(concurrency=2), 128)
+    top = full_budget_mib(model)
+    budgets = [min_budget_mib(model), 900, 900, 4000, top, top + 2000]  # repeated, the full cache and beyond
+    for kernel in (class_lru.kernel(), class_lru.kernel(clock="group"), class_lru_band.band_kernel()):
+        on_threads = _curve(kernel, budgets, work, model)
+        with mock.patch("moe_model.threads.available_cores", lambda: 1):  # one lane: each pass in turn
+            in_turn = _curve(kernel, budgets, work, model)
+        alone = [_curve(kernel, [b], work, model)[0] for b in budgets]
+        assert on_threads == in_turn == alone
+        assert on_threads[1] == on_threads[2] and on_threads[4][:3] == on_threads[5][:3]
+
+
+def test_where_numba_has_only_its_workqueue_layer_the_passes_run_in_turn_and_the_process_lives():
+    """numba's workqueue layer aborts the process when two threads launch parallel kernels at once: there the
+    groups' passes and recommend's replays run one after another."""
+    code = (
+        "from moe_model.numba_cache import parallel_kernels_may_overlap as overlap; "
+        "from moe_model.policies import class_lru; "
+        "from moe_model.readers.model_spec import load_model; "
+        "from moe_model.llama.batching import build_workload; from moe_model.llama.simulate import simulate_budgets; "
+        "from moe_model.routing.synthetic import Knobs, Shape, generate; from moe_model.workload import Batching; "
+        f"m = load_model({str(SAMPLE / 'models' / 'Qwen3-30B-A3B-Q4_K_M.gguf')!r}); "
+        "w = build_workload(generate(Shape(48, 128, 8), Knobs(), 50), Batching(), 128); "
+        "k = class_lru.kernel(); simulate_budgets(m, w, [900, 4000], kernel=k); "
+        "print(overlap(), k.lane_feed is None)"
+    )
+    env = os.environ | {"NUMBA_THREADING_LAYER": "workqueue"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True"]
