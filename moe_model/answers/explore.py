@@ -13,7 +13,7 @@ import pandas as pd
 
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.limits import MAX_ROUTING_DRAWS
-from moe_model.llama.pool_rule import MAX_BATCH
+from moe_model.llama.pool_rule import MAX_BATCH, too_large_for_pool
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import Placement
 from moe_model.policies.wording import hit_rate_wording
@@ -199,7 +199,7 @@ def simulated_prompt_tokens(prompt_tokens: int, model: ModelSpec, n_tokens: int 
 def prompt_routing_note(sc: Scenario) -> str:
     """Why simulating the prompts leaves the headline almost as it was, where it does: llama.cpp's pool rule
     (pool_rule.pool_need) sends a ubatch of more than MAX_BATCH tokens past the pool."""
-    if sc.prompt_ubatch <= MAX_BATCH:
+    if not too_large_for_pool(sc.prompt_ubatch):
         return ""
     return (
         f"Prompt ubatches of {sc.prompt_ubatch:,} tokens (-ub) bypass the cache's pool (llama.cpp's limit is "

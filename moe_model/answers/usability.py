@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from moe_model.limits import SLOW_DECODE_TPS, SLOW_FIRST_TOKEN_S, UNUSABLE_DECODE_TPS, UNUSABLE_FIRST_TOKEN_S
 from moe_model.speed.host_memory import STREAMS
+from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.term_words import term_words
 from moe_model.speed.time_model import Prediction
 
@@ -56,10 +57,13 @@ class Usability:
         return {"usability": self.word, "usability_line": self.sentence}
 
 
-def _why(decode_tps: float, first_token_s: float, low_tps: float, long_s: float) -> tuple[str, ...]:
-    why = []
-    if decode_tps < low_tps:
-        why.append(f"{decode_tps:.1f} t/s decode is below {low_tps:g} t/s")
+def _why(p: Prediction, low_tps: float, long_s: float) -> tuple[str, ...]:
+    """The figures past the lines; decode is judged per stream, the speed each waiting person sees."""
+    why, streams, first_token_s = [], p.scenario.concurrency, p.ttft_s
+    stream_tps = per_stream_tps(p.decode_tps, streams)
+    if stream_tps < low_tps:
+        total = f" ({p.decode_tps:.1f} t/s total over {streams} streams)" if streams > 1 else ""
+        why.append(f"{stream_tps:.1f} t/s decode{' per stream' if streams > 1 else ''}{total} is below {low_tps:g} t/s")
     if first_token_s > long_s:
         why.append(f"the first token comes after {first_token_s:.0f} s, more than {long_s:g} s")
     return tuple(why)
@@ -79,10 +83,11 @@ def remedy(p: Prediction, prompt: bool = False) -> str:
 
 def usability(p: Prediction) -> Usability:
     """A usable prediction's word: unusable under the UNUSABLE_* lines, slow under the SLOW_* ones."""
-    unusable = _why(p.decode_tps, p.ttft_s, UNUSABLE_DECODE_TPS, UNUSABLE_FIRST_TOKEN_S)
+    stream_tps = per_stream_tps(p.decode_tps, p.scenario.concurrency)
+    unusable = _why(p, UNUSABLE_DECODE_TPS, UNUSABLE_FIRST_TOKEN_S)
     if unusable:
-        return Usability(UNUSABLE, unusable, remedy(p, prompt=p.decode_tps >= UNUSABLE_DECODE_TPS))
-    slow = _why(p.decode_tps, p.ttft_s, SLOW_DECODE_TPS, SLOW_FIRST_TOKEN_S)
+        return Usability(UNUSABLE, unusable, remedy(p, prompt=stream_tps >= UNUSABLE_DECODE_TPS))
+    slow = _why(p, SLOW_DECODE_TPS, SLOW_FIRST_TOKEN_S)
     if slow:
-        return Usability(SLOW, slow, remedy(p, prompt=p.decode_tps >= SLOW_DECODE_TPS))
+        return Usability(SLOW, slow, remedy(p, prompt=stream_tps >= SLOW_DECODE_TPS))
     return Usability(USABLE, (), "")

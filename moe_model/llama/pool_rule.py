@@ -27,6 +27,11 @@ def pool_need(n_tokens, k: int, n_expert: int):
     return need if need.ndim else int(need)
 
 
+def too_large_for_pool(n_tokens: int) -> bool:
+    """Whether a ubatch of n_tokens is past max_batch, so it bypasses every pool whatever its size."""
+    return n_tokens > MAX_BATCH
+
+
 def uses_pool(n_tokens, k: int, n_expert: int, n_slots: int):
     """True where a record of n_tokens tokens uses a pool of n_slots slots (b11549 get_slot_map).
     Works on an int or an array of token counts."""

@@ -70,3 +70,10 @@ def test_a_tag_closes_each_part_of_the_sentence_that_quotes_a_figure(t4):
     tagged = said.tagged("[modelled]")
     assert tagged.count("[modelled].") == 2 and tagged.replace(" [modelled]", "") == said.sentence
     assert usability(t4).tagged("[modelled]") == usability(t4).sentence  # usable: no figure quoted
+
+
+def test_decode_is_judged_per_stream_and_says_the_total(t4):
+    four = replace(t4, scenario=replace(t4.scenario, concurrency=4), decode_tps=4 * UNUSABLE_DECODE_TPS * 0.9)
+    said = usability(four)
+    assert said.word == UNUSABLE  # 7.2 t/s in all is 1.8 t/s for each of the 4 people waiting
+    assert "1.8 t/s decode per stream (7.2 t/s total over 4 streams) is below 2 t/s" in said.sentence
