@@ -22,6 +22,11 @@ TRACE, GIVEN, LOGS, SYNTHETIC = "trace", "given", "logs", "synthetic"  # where t
 ROUTINGS = (TRACE, GIVEN, LOGS, SYNTHETIC)
 
 
+def text_tag(word: str) -> str:
+    """A basis word as plain text shows it beside a figure, e.g. '[modelled]' (a page draws its badge instead)."""
+    return f"[{word}]"
+
+
 @dataclass(frozen=True)
 class Basis:
     """Each shown number's basis (one of the four words) and why, in a few words."""
@@ -42,7 +47,7 @@ class Basis:
 
     def tag(self, name: str) -> str:
         """The badge a figure carries in text, e.g. '[calibrated]', for a field of as_dict."""
-        return f"[{self.as_dict()[name]}]"
+        return text_tag(self.as_dict()[name])
 
     @property
     def line(self) -> str:

@@ -10,17 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from moe_model.answers.basis import text_tag
 from moe_model.answers.fit_advice import CardAnswer, ram_words
 from moe_model.answers.nearest_row import MeasuredRow, nearest_row
 from moe_model.answers.usability import USABLE, Usability, usability
 from moe_model.answers.verdict import TOO_CLOSE
 from moe_model.speed.streams import speed_note
 from moe_model.speed.time_model import range_verdict
-
-
-def text_tag(word: str) -> str:
-    """A basis word as plain text shows it, e.g. '[modelled]' (a page passes its badge instead)."""
-    return f"[{word}]"
 
 
 @dataclass(frozen=True)

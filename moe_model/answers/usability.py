@@ -9,16 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moe_model.limits import SLOW_DECODE_TPS, SLOW_FIRST_TOKEN_S, UNUSABLE_DECODE_TPS, UNUSABLE_FIRST_TOKEN_S
-from moe_model.speed.host_memory import STREAMS
 from moe_model.speed.streams import per_stream_tps
 from moe_model.speed.term_words import term_words
 from moe_model.speed.time_model import Prediction
 
 USABLE, SLOW, UNUSABLE = "usable", "slow", "unusable"
 
-# what shortens each decode term, in words a buyer acts on
+# what shortens each term, in words a buyer acts on (the disk term is only there when the experts stream: remedy
+# names the RAM that ends it)
 _REMEDIES = {
-    "disk": "more RAM, so the experts stay in memory instead of being read from the drive",
     "experts_cpu": "a larger cache budget or more layers on the GPU, so fewer experts run on the CPU",
     "upload": "a larger cache budget (fewer misses) or a faster link to the GPU",
     "experts_gpu": "a GPU with more memory bandwidth",
@@ -72,7 +71,7 @@ def _why(p: Prediction, low_tps: float, long_s: float) -> tuple[str, ...]:
 def remedy(p: Prediction, prompt: bool = False) -> str:
     """What would shorten the slowest part: the RAM the experts need where they stream, else the largest term of
     the decode (or, `prompt`, the prompt's) time."""
-    if p.layout.ram.state == STREAMS:
+    if p.layout.ram.streams:
         return f"{p.layout.ram.needed_gib} GiB of RAM, so the experts stay in memory, not read from the drive"
     terms = p.prefill_breakdown_ms if prompt else p.breakdown_ms
     if not terms:
