@@ -22,13 +22,12 @@ from moe_model.fits.machine_fit import FITTED_TERMS, MODEL_FIELDS
 from moe_model.fits.points import Point, log_points
 from moe_model.limits import MAX_CHECKED_RUNS
 from moe_model.pricing.curve import WorkloadFor, curve
-from moe_model.pricing.workloads import batched_synthetic, synthetic_trace, workload_scenario
+from moe_model.pricing.workloads import SyntheticSource
 from moe_model.readers.logs import LogRun
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.hardware import Hardware, preset
 from moe_model.speed.range_inputs import RangeInputs
-from moe_model.speed.scenario import Scenario
 from moe_model.speed.time_model import Prediction
 
 
@@ -177,20 +176,6 @@ def _why_not(run: LogRun, model: ModelSpec) -> str | None:
     return None
 
 
-class _Synthetic:
-    """The model's routing preset, generated once and batched once per way a server batches it."""
-
-    def __init__(self, model: ModelSpec) -> None:
-        self.model, self.trace, self.batched = model, None, {}
-
-    def __call__(self, sc: Scenario):
-        key = workload_scenario(sc)
-        if key not in self.batched:
-            self.trace = self.trace or synthetic_trace(self.model)
-            self.batched[key] = batched_synthetic(self.model, sc, self.trace)
-        return self.batched[key]
-
-
 def _speed(measured: float, tps: float, rng: tuple[float, float]) -> SpeedCheck:
     return SpeedCheck(float(measured), float(tps), float(rng[0]), float(rng[1]))  # plain floats: JSON and repr
 
@@ -227,7 +212,7 @@ def check_log(
     `build` for a log that names none; `workload_for` the preset's workload batched as a scenario's server would
     (the app passes its cached one, which Explore shares). A run that cannot be priced, or one past `max_runs`
     priced ones, is named with the reason, never dropped."""
-    ranges, work = time_model.ranges(preset_for(model).spreads), workload_for or _Synthetic(model)
+    ranges, work = time_model.ranges(preset_for(model).spreads), workload_for or SyntheticSource(model)
     checks: list[RunCheck] = []
     skipped: list[NotChecked] = []
     for run in runs:
@@ -285,7 +270,7 @@ def before_calibration(
     workload_for: WorkloadFor | None = None,
 ) -> BeforeCalibration:
     """check_log over several logs ((name, parsed runs) each), as one table."""
-    work = workload_for or _Synthetic(model)  # one synthetic routing for every log
+    work = workload_for or SyntheticSource(model)  # one synthetic routing for every log
     parts: list[BeforeCalibration] = []
     for name, runs in logs:
         left = MAX_CHECKED_RUNS - sum(len(p.runs) for p in parts)

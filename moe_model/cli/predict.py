@@ -84,16 +84,17 @@ def _workload_source(args: argparse.Namespace, model: ModelSpec):
 
     A trace is streamed for the exact LRU (never held whole, as `simulate` does); a policy other than it
     replays one whole Workload, so for those the trace is loaded, within the in-memory limits."""
-    from moe_model.pricing.workloads import synthetic_workload, workload_scenario
+    from moe_model.pricing.workloads import SyntheticSource, workload_scenario
 
     path = getattr(args, "trace", None)
+    synthetic = SyntheticSource(model)  # one trace, batched once per batching
     opened = cache_once(lambda: open_trace(path, cap=trace_cap(args)))  # opened when a replay needs it
 
     @cache_once  # once, whichever of recommend's threads asks first (the others wait for it)
     def batched(sc, whole: bool) -> Workload | WorkloadStream:
         """`sc`: workload_scenario's (the key the app's workloads share)."""
         if not path:
-            return synthetic_workload(model, sc)
+            return synthetic(sc)
         batching = server_batching(model.architecture, sc.build, **sc.request.batching_fields)
         if whole:  # a stream is read again whole; a token trace open_trace already holds is reused
             held = load_any(path) if isinstance(opened(), WorkloadStream) else opened()

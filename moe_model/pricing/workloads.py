@@ -3,6 +3,8 @@ generated once per token count and batched as a scenario's server would."""
 
 from __future__ import annotations
 
+import threading
+
 from moe_model.llama.batching import build_workload, server_batching
 from moe_model.llama.server_warm_up import start_up_probe
 from moe_model.readers.model_spec import ModelSpec
@@ -51,3 +53,20 @@ def drafting(sc: Scenario) -> Batching:
     """How a server of `sc` batches a decode trace (streams and drafting, and the start-up seq_rm probe where its
     build makes it), for a trace or a routing fitted to logs."""
     return Batching(**sc.request.batching_fields, start_up_probe=start_up_probe(sc.build))
+
+
+class SyntheticSource:
+    """The model's routing preset as a workload source (a WorkloadFor): the trace generated once, batched once per
+    way a server batches it (workload_scenario's key). Safe to share between threads (recommend's): the first
+    caller of a key builds it, the others wait for it."""
+
+    def __init__(self, model: ModelSpec) -> None:
+        self.model, self._trace, self._batched, self._lock = model, None, {}, threading.Lock()
+
+    def __call__(self, sc: Scenario) -> Workload:
+        key = workload_scenario(sc)
+        with self._lock:
+            if key not in self._batched:
+                self._trace = self._trace or synthetic_trace(self.model)
+                self._batched[key] = batched_synthetic(self.model, key, self._trace)
+            return self._batched[key]
