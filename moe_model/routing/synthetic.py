@@ -34,6 +34,7 @@ from moe_model.limits import (
     MAX_SYNTHETIC_DRAWS,
     MAX_SYNTHETIC_TOKENS,
     MAX_TRACE_IDS,
+    ROUTING_READ_AHEAD,
     ROUTING_ROWS_CELLS_PER_THREAD,
     available_cores,
     check_at_most,
@@ -121,28 +122,49 @@ def _check_length(n_tokens: int, seq_len: int) -> np.ndarray:
     return lengths
 
 
+class _Numbers:
+    """The generator's uniform numbers in the order they are drawn, read ahead in blocks of at most `block`:
+    rng.random(n) then rng.random(m) draws what rng.random(n + m) does, so reading ahead changes no number.
+    `certain`: how many the caller will surely take (each draw's noise aside), never read beyond (a streamed
+    trace's next sequences continue the same generator)."""
+
+    def __init__(self, rng: np.random.Generator, certain: int, block: int) -> None:
+        self.rng, self.left, self.block = rng, certain, block
+        self.buf, self.pos = np.empty(0), 0
+
+    def take(self, n: int, certain: bool = True) -> np.ndarray:
+        """The next n numbers (a view: the caller may overwrite them); `certain`: counted in `certain`."""
+        self.left -= n if certain else 0
+        if self.pos + n > len(self.buf):
+            ahead = min(self.block, self.left)  # this take consumes what is left of the buffer: read on from it
+            self.buf = np.concatenate((self.buf[self.pos :], self.rng.random(n - (len(self.buf) - self.pos) + ahead)))
+            self.pos = 0
+        self.pos += n
+        return self.buf[self.pos - n : self.pos]
+
+
 def _draw(rows: slice, u: np.ndarray, keep, weights, prev, k: int) -> None:
     """One step's top-k draw for these rows of (sequence, layer), in place in u's rows: the numbers of
     `_pick(where(active, base + _gumbel, -inf), k)` on any split of the rows (weights - log(-log(u)) is -inf
-    where weights is: log(-log(u)) is never -inf, u < 1)."""
+    where weights is: log(-log(u)) is never -inf, u < 1). The k smallest of log(-log(u)) - weights, the experts
+    kept from the previous token at -inf: the same values, negated exactly, as the largest of weights + gumbel."""
     scores = u[rows]
     np.log(scores, out=scores)
     np.negative(scores, out=scores)
     np.log(scores, out=scores)
-    np.subtract(weights[rows], scores, out=scores)  # base + gumbel: top-k of these = draw by popularity
+    np.subtract(scores, weights[rows], out=scores)
     if keep is not None:
-        held = prev[rows]
-        np.put_along_axis(scores, held, np.where(keep[rows], np.inf, np.take_along_axis(scores, held, axis=-1)), -1)
-    np.negative(scores, out=scores)
-    prev[rows] = np.argpartition(scores, k - 1, axis=-1)[:, :k]  # _pick's order of the k
+        row, held = keep[rows].nonzero()
+        scores[row, prev[rows][row, held]] = -np.inf
+    prev[rows] = scores.argpartition(k - 1, axis=-1)[:, :k]  # _pick's order of the k (the method: ~16k calls)
 
 
 def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray, rng: np.random.Generator):
     """Routing of sequences of these lengths decoded in parallel: [sum(lengths), n_layer, k] int16.
 
-    The random numbers are drawn in one stream, in the same order at any thread count (a step's next numbers while
-    its arithmetic and top-k run on threads over (sequence, layer) rows, where a step has enough of them: numpy
-    releases the GIL)."""
+    The random numbers are drawn in one stream, in the same order at any thread count (read ahead in blocks:
+    _Numbers), a step's arithmetic and top-k on threads over (sequence, layer) rows where a step has enough of
+    them (numpy releases the GIL)."""
     n_seq, seq_len = len(lengths), int(lengths.max())
     n_layer, n_expert, k = shape.n_layer, shape.n_expert, shape.k
     n_rows = n_seq * n_layer
@@ -150,27 +172,29 @@ def _sequences(shape: Shape, knobs: Knobs, lengths: np.ndarray, base: np.ndarray
     active = np.zeros((n_seq, n_layer, n_expert), dtype=bool)  # each sequence's working set, drawn by popularity
     first = _pick(base + _gumbel(rng, (n_seq, n_layer, n_expert)), n_active)
     np.put_along_axis(active, first, True, axis=-1)
-    weights = np.where(active, base, -np.inf)  # kept up to date by the drift's swaps
-    u, out = np.empty((2, n_rows, n_expert)), np.empty((seq_len, n_rows, k), dtype=np.int16)
-    prev = np.empty((n_rows, k), dtype=np.intp)
+    weights = np.where(active, base, -np.inf).reshape(n_rows, n_expert)  # kept up to date by the drift's swaps
+    out, prev = np.empty((seq_len, n_rows, k), dtype=np.int16), np.empty((n_rows, k), dtype=np.intp)
     n_parts = min(available_cores(), n_rows * n_expert // ROUTING_ROWS_CELLS_PER_THREAD) or 1
     parts = [slice(r[0], r[-1] + 1) for r in np.array_split(np.arange(n_rows), n_parts)]
-    drifting = knobs.drift > 0 and n_active < n_expert
-    rng.random(out=u[0])
+    drifting, reusing = knobs.drift > 0 and n_active < n_expert, knobs.reuse > 0
+    certain = seq_len * n_rows * n_expert + (seq_len - 1) * n_rows * k * reusing + seq_len * n_rows * drifting
+    numbers = _Numbers(rng, certain, max(n_rows * (n_expert + k + 1), ROUTING_READ_AHEAD))
+    u = numbers.take(n_rows * n_expert).reshape(n_rows, n_expert)
     with worker_pool(n_parts) as pool:
         for t in range(seq_len):
-            keep = rng.random((n_rows, k)) < knobs.reuse if t > 0 and knobs.reuse > 0 else None
-            jobs = [(rows, u[t % 2], keep, weights.reshape(n_rows, n_expert), prev, k) for rows in parts]
+            keep = numbers.take(n_rows * k).reshape(n_rows, k) < knobs.reuse if t > 0 and reusing else None
+            jobs = [(rows, u, keep, weights, prev, k) for rows in parts]
             running = [pool.submit(_draw, *job) for job in jobs] if pool else [_draw(*job) for job in jobs]
-            swaps = rng.random((n_seq, n_layer)) < knobs.drift if drifting else None
-            noise = rng.random((int(swaps.sum()), n_expert)) if drifting and swaps.any() else None
+            swaps = numbers.take(n_rows).reshape(n_seq, n_layer) < knobs.drift if drifting else None
+            n_swaps = int(np.count_nonzero(swaps)) if drifting else 0
+            noise = numbers.take(n_swaps * n_expert, certain=False).reshape(n_swaps, n_expert) if n_swaps else None
             if t + 1 < seq_len:
-                rng.random(out=u[(t + 1) % 2])  # the stream's next numbers, drawn while this step's are used
+                u = numbers.take(n_rows * n_expert).reshape(n_rows, n_expert)  # read while this step's are used
             for job in running if pool else ():
                 job.result()
             out[t] = prev
-            if drifting:
-                _swap_members(active, swaps, base, noise, weights)
+            if n_swaps:
+                _swap_members(active, swaps, base, noise, weights.reshape(n_seq, n_layer, n_expert))
     out = out.reshape(seq_len, n_seq, n_layer, k)
     return np.concatenate([out[: lengths[s], s] for s in range(n_seq)])
 
