@@ -16,7 +16,7 @@ import numpy as np
 from moe_model.answers.usability import usability
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
-from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib
+from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib, useful_budget_mib
 from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
@@ -104,7 +104,9 @@ def _placement(base: Scenario, **fields) -> Placement:
 def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]:
     """--fit, --fit + 10 % cache, --cpu-moe over budgets (mmap and pinned), --n-cpu-moe K + budget, CPU shares:
     those the build has (no cache before b11480, no CPU share before b12191). The --cpu-moe budgets are the
-    model's budget_grid below the largest that fits this card, and that one: cards share every other."""
+    model's budget_grid below the largest that fits this card, and that one: cards share every other. No budget
+    is offered above the one that caches every expert (useful_budget_mib: a larger one changes nothing), so each
+    outcome is listed once."""
     cache, share = has_cache(base.build), has_cpu_share(base.build)
     share &= set(dict(base.knobs)) <= {SHARE.name}  # a ClassLRU reading given: the CPU share's policy has none
     shares = sorted({*CPU_SHARES, base.cpu_share} - {0.0})  # the user's own share beside the two offered
@@ -117,14 +119,14 @@ def candidates(model: ModelSpec, hw: Hardware, base: Scenario) -> list[Scenario]
         out.append(replace(base, placement=fit, budget_mib=max(int(host_mib * 0.1), 1)))
     cpu_moe = _placement(base, cpu_moe=True)
     lo = min_budget_mib(model, cpu_moe) or 0
-    hi = cache_room_mib(model, hw, base, cpu_moe)
+    hi = useful_budget_mib(model, cache_room_mib(model, hw, base, cpu_moe), cpu_moe)
     top, grid = max(hi, lo), budget_grid(model, cpu_moe)  # below the smallest that starts: that one, not fitting
     budgets = sorted({b for b in grid if b < top} | {top, 0}) if cache else [0]
     for mode in ("mmap", "none"):
         out += [replace(base, placement=cpu_moe, budget_mib=b, load_mode=mode) for b in budgets if b == 0 or b >= lo]
     for k in sorted({max(1, k_fit), (k_fit + model.n_layer) // 2}):
         placement = _placement(base, cpu_moe=False, n_cpu_moe=k)
-        budget = cache_room_mib(model, hw, base, placement)
+        budget = useful_budget_mib(model, cache_room_mib(model, hw, base, placement), placement)
         lowest = min_budget_mib(model, placement)
         out.append(replace(base, placement=placement))
         if cache and lowest and budget >= lowest:

@@ -414,6 +414,13 @@ def full_budget_mib(model: ModelSpec, placement: Placement | None = None) -> int
     return smallest_budget(model, placement, lambda p: p.starts and all(g.n_slots == g.max_slots for g in p.groups))
 
 
+def useful_budget_mib(model: ModelSpec, budget_mib: int, placement: Placement | None = None) -> int:
+    """`budget_mib`, or full_budget_mib where it is larger: from there every group holds all its experts (the
+    ctor's slot loop stops at max), so the same slots, buffers and VRAM: a larger budget changes nothing."""
+    full = full_budget_mib(model, placement or Placement())
+    return budget_mib if full is None else min(budget_mib, full)
+
+
 def plan_report(model: ModelSpec, budget_mib: int, placement: Placement | None = None) -> dict:
     """The plan as plain data (the `plan --json` contract): what starts, slots per group, key budgets."""
     placement = placement or Placement()

@@ -213,3 +213,20 @@ def test_recommend_offers_the_users_own_cpu_share_beside_the_two_it_tries(qwen30
 
     offered = candidates(qwen30b, preset("3060"), Scenario(Placement(cpu_moe=True), 0, knobs=(("share", 0.8),)))
     assert {sc.cpu_share for sc in offered} == {0.0, 0.5, 0.8, 0.95}
+
+
+def test_a_card_with_room_for_every_expert_lists_each_cache_outcome_once(qwen30b):
+    """An H100 has room for more than the 16,746 MiB that cache every expert of Qwen3-30B: 81,920 MiB was offered
+    beside 16,746 MiB with identical results. No budget above each placement's full one is offered now."""
+    from moe_model.answers.recommend import candidates
+    from moe_model.llama.slot_plan import full_budget_mib, plan_cache
+
+    seen = set()
+    for sc in candidates(qwen30b, preset("h100"), Scenario()):
+        if sc.budget_mib and not sc.placement.fit:
+            assert sc.budget_mib <= full_budget_mib(qwen30b, sc.placement)
+            plan = plan_cache(qwen30b, sc.budget_mib, sc.placement)
+            outcome = (sc.placement, sc.load_mode, sc.cpu_share, tuple(g.n_slots for g in plan.groups))
+            assert outcome not in seen
+            seen.add(outcome)
+    assert (Placement(cpu_moe=True), "mmap", 0.0, (3072, 3072)) in seen  # the full cache is still offered

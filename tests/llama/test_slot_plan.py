@@ -6,7 +6,15 @@ import pytest
 from conftest import GPT_OSS, GT_BUDGETS, MIXTRAL, SAMPLE, gt_log_lines
 
 from moe_model.errors import MoeModelError
-from moe_model.llama.slot_plan import CPU, MIB, Placement, full_budget_mib, min_budget_mib, plan_cache
+from moe_model.llama.slot_plan import (
+    CPU,
+    MIB,
+    Placement,
+    full_budget_mib,
+    min_budget_mib,
+    plan_cache,
+    useful_budget_mib,
+)
 from moe_model.readers.model_spec import load_model
 
 
@@ -59,6 +67,16 @@ def test_qwen30b_floor_50_starts_49_refuses_and_16746_caches_all(qwen30b):
     assert full_budget_mib(qwen30b) == 16746
     assert [g.n_slots for g in plan_cache(qwen30b, 16746).groups] == [3072, 3072]
     assert [g.n_slots for g in plan_cache(qwen30b, 16745).groups] == [3071, 3071]
+
+
+def test_a_budget_above_the_one_that_caches_every_expert_changes_nothing_and_is_capped_there(qwen30b):
+    full, larger = plan_cache(qwen30b, 16746), plan_cache(qwen30b, 81920)
+    assert [g.n_slots for g in larger.groups] == [g.n_slots for g in full.groups] == [3072, 3072]
+    assert larger.device_cache_bytes == full.device_cache_bytes and larger.starts and not larger.warnings
+    assert [useful_budget_mib(qwen30b, b) for b in (50, 16745, 16746, 81920)] == [50, 16745, 16746, 16746]
+    one_layer = Placement(cpu_moe=False, n_cpu_moe=1)  # the cap is the placement's own: one layer's experts
+    assert useful_budget_mib(qwen30b, 81920, one_layer) == full_budget_mib(qwen30b, one_layer) < 16746
+    assert useful_budget_mib(qwen30b, 81920, Placement(cpu_moe=False)) == 81920  # nothing cacheable: nothing capped
 
 
 def test_two_gpu_doc_example_gives_four_groups_of_916_slots(qwen30b):
