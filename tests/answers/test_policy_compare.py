@@ -20,7 +20,7 @@ from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching
 
 TRACE = GROUNDTRUTH / "traces" / "b25.npz"
-BUDGETS = (97, 633, 144384)  # the recommender's grid for this model on an H200 (--cpu-moe; shares at the top)
+BUDGETS = (97, 633, 1614)  # the recommender's grid for this model on an H200 (--cpu-moe; shares at its full budget)
 
 
 def cli_json(capsys, *argv: str) -> dict:
@@ -61,7 +61,7 @@ def test_explore_policy_chart_and_recommend_agree_to_the_digit(explore, capsys):
 
     for budget in (97, 633):  # the default build (mainline) runs ClassLRU
         assert option(budget, 0.0) == explore.decode_tps[CLASS_LRU][BUDGETS.index(budget)]
-    assert option(144384, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(144384)]
+    assert option(1614, 0.5) == explore.decode_tps[CPU_SHARE][BUDGETS.index(1614)]
 
 
 @pytest.mark.parametrize("share", [0.2, 0.5, 0.8])
