@@ -306,25 +306,31 @@ def _timed_process(argv: list[str], cwd: Path) -> tuple[float, float]:
 
 
 def bench_recommend(baseline: Path | None = None, repeat: int = 3) -> None:
-    """`recommend` for Qwen3-235B-A22B on an RTX 4090 (fresh processes, warm numba cache), best of `repeat`; with
-    a baseline checkout, its runs alternate with ours."""
+    """`recommend` for Qwen3-235B-A22B on an RTX 4090 (fresh processes, warm numba cache), best of `repeat` and the
+    median; with a baseline checkout, its runs alternate with ours (the ratio is of the best runs)."""
     argv = [sys.executable, "-m", "moe_model", "recommend", "--model", QWEN_235B, "--hardware", "RTX 4090"]
     trees = {"this checkout": ROOT} | ({"baseline": baseline.resolve()} if baseline else {})
     for tree in trees.values():
         subprocess.run(argv, check=True, capture_output=True, cwd=tree)  # compile (or load the numba cache)
+    load_before = os.getloadavg()[0]
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     for _ in range(repeat):
         for name, tree in trees.items():
             runs[name].append(_timed_process(argv, tree))
     best = {name: min(r) for name, r in runs.items()}
+    median = {name: sorted(r)[len(r) // 2] for name, r in runs.items()}
     wall, cpu = best["this checkout"]
-    result = f"**{wall:.1f} s** wall, {cpu:.1f} s CPU (best of {repeat})"
+    result = (
+        f"**{wall:.1f} s** wall, {cpu:.1f} s CPU (best of {repeat}; median {median['this checkout'][0]:.1f} s, "
+        f"{median['this checkout'][1]:.1f} s CPU; load {load_before:.1f} at the start)"
+    )
     if baseline:
         base_wall, base_cpu = best["baseline"]
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=baseline)
+        base_median = median["baseline"]
         result += (
-            f"; the baseline checkout (commit {commit.stdout.strip() or '?'}) {base_wall:.1f} s, {base_cpu:.1f} s CPU: "
-            f"**{base_wall / wall:.2f}x** ours"
+            f"; the baseline checkout (commit {commit.stdout.strip() or '?'}) {base_wall:.1f} s, {base_cpu:.1f} s CPU "
+            f"(median {base_median[0]:.1f} s, {base_median[1]:.1f} s CPU): **{base_wall / wall:.2f}x** ours"
         )
     report("`recommend --model Qwen3-235B-A22B --hardware 'RTX 4090'` (fresh processes, warm numba cache)", result)
 
@@ -364,13 +370,14 @@ def main() -> None:
     parser.add_argument("--write", metavar="MD", help="also write the table of this run (docs/benchmarks-latest.md)")
     parser.add_argument("--only", help=f"a comma-separated subset of {', '.join(BENCHES)}")
     parser.add_argument("--baseline", type=Path, help="another checkout whose `recommend` alternates with ours")
+    parser.add_argument("--repeat", type=int, default=3, help="`recommend` runs of each checkout (best and median)")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(BENCHES)
     if unknown := [n for n in names if n not in BENCHES]:
         parser.error(f"unknown benchmark {', '.join(unknown)}: choose from {', '.join(BENCHES)}")
     started, load = datetime.now(timezone.utc), os.getloadavg()
     for name in names:
-        BENCHES[name](args.baseline) if name == "recommend" else BENCHES[name]()
+        BENCHES[name](args.baseline, args.repeat) if name == "recommend" else BENCHES[name]()
     if args.write:
         write_markdown(Path(args.write), started, load)
 
