@@ -65,6 +65,17 @@ def parallel_kernels_may_overlap() -> bool:
     return numba.threading_layer() != "workqueue"
 
 
+def load_kernel_context() -> None:
+    """What numba's first cached-kernel load in a process sets up (its CPU target's registries and runtime: ~0.2 s,
+    the same for every kernel), done now under its compiler lock as that load does it (after that, a few
+    milliseconds): a caller can do it while a thread makes the kernels' inputs."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+
+
 # --- a kernel cache that heals: what numba's own cache does not (it raises, and every simulation fails with it) ---
 
 NOTICES: list[str] = []  # the lines said about the kernel cache in this process (the app may show them)

@@ -94,3 +94,24 @@ def test_a_cache_on_a_full_disk_is_skipped_in_one_line_and_the_kernels_kept_in_m
         f"the kernel cache folder {cache} cannot be written (OSError: File too large): this run keeps the kernels "
         "in memory"
     ]
+
+
+def test_the_kernel_context_is_set_up_ahead_as_a_first_kernel_load_would_and_its_lock_given_back():
+    """recommend sets numba's context up while its workload is drawn (load_kernel_context): a fresh process has
+    none, has it after the call, and another thread can take numba's compiler lock at once."""
+    code = (
+        "import threading\n"
+        "from numba.core.base import builtin_registry\n"
+        "from numba.core.compiler_lock import global_compiler_lock\n"
+        "from numba.core.registry import cpu_target\n"
+        "from moe_model.numba_cache import load_kernel_context\n"
+        "before = builtin_registry in cpu_target.target_context._registries\n"
+        "load_kernel_context()\n"
+        "free = []\n"
+        "taker = threading.Thread(target=lambda: free.append(global_compiler_lock._lock.acquire(blocking=False)))\n"
+        "taker.start()\n"
+        "taker.join()\n"
+        "print(before, builtin_registry in cpu_target.target_context._registries, free)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.stdout.split() == ["False", "True", "[True]"], out.stderr

@@ -17,7 +17,7 @@ from moe_model.answers.usability import usability
 from moe_model.answers.verdict import CacheVerdict, cache_verdict
 from moe_model.llama.builds import has_cache, has_cpu_share
 from moe_model.llama.slot_plan import Placement, full_budget_mib, min_budget_mib, useful_budget_mib
-from moe_model.numba_cache import parallel_kernels_may_overlap
+from moe_model.numba_cache import load_kernel_context, parallel_kernels_may_overlap
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
@@ -169,6 +169,8 @@ def recommend(
     ReplayMemo: budgets it has already replayed (for another card) are reused; it is called from threads at once
     (a ReplayMemo or a threads.cache_once function builds the workload once)."""
     _prefetch(model, base, workload_for)
+    if has_cache(base.build):  # the first replay's setup, done while the workload is drawn (it would wait for it)
+        load_kernel_context()
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
