@@ -136,9 +136,11 @@ class _Numbers:
         """The next n numbers (a view: the caller may overwrite them); `certain`: counted in `certain`."""
         self.left -= n if certain else 0
         if self.pos + n > len(self.buf):
-            ahead = min(self.block, self.left)  # this take consumes what is left of the buffer: read on from it
-            self.buf = np.concatenate((self.buf[self.pos :], self.rng.random(n - (len(self.buf) - self.pos) + ahead)))
-            self.pos = 0
+            have = len(self.buf) - self.pos  # this take consumes what is left of the buffer: read on from it
+            buf = np.empty(n + min(self.block, self.left))
+            buf[:have] = self.buf[self.pos :]
+            self.rng.random(out=buf[have:])
+            self.buf, self.pos = buf, 0
         self.pos += n
         return self.buf[self.pos - n : self.pos]
 
