@@ -108,6 +108,7 @@ SIM_CHUNK_LOOKUPS = 1 << 20  # and expert ids per chunk (4 MiB as int32): large 
 SIM_CHUNK_BYTES_PER_RECORD = 64  # a chunk's record arrays and masks, per record (each pass adds its modes' byte)
 SIM_CHUNK_BYTES_PER_ID = 4  # a chunk's expert ids (int32 at most)
 LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
+ROUTING_STORED_BYTES = 128 * 2**20  # synthetic routing kept between runs (routing.stored), least recently used dropped
 ROUTING_READ_AHEAD = 65_536  # synthetic routing: uniform numbers drawn at once (512 KiB), at least a step's
 ROUTING_ROWS_CELLS_PER_THREAD = 32_768  # synthetic routing: (row x expert) scores per thread and step, ~0.3 ms
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes

@@ -22,11 +22,16 @@ COMPILE_TIME = "about 14 s on a quiet machine, a minute or more on a busy one"
 _SET_HERE = "MOE_MODEL_SET_OMP_WAIT_POLICY"  # what this module set, so that only that is undone
 
 
+def user_cache_folder(name: str) -> Path:
+    """$XDG_CACHE_HOME (or ~/.cache)/moe-cache-explorer/NAME: what this install keeps between runs (not made here)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moe-cache-explorer" / name
+
+
 def use_user_cache_dir() -> None:
-    """NUMBA_CACHE_DIR = $XDG_CACHE_HOME (or ~/.cache)/moe-cache-explorer/numba, unless already set."""
+    """NUMBA_CACHE_DIR = user_cache_folder("numba"), unless already set."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moe-cache-explorer" / "numba"
+    folder = user_cache_folder("numba")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -8,7 +8,7 @@ import threading
 from moe_model.llama.batching import build_workload, server_batching
 from moe_model.llama.server_warm_up import start_up_probe
 from moe_model.readers.model_spec import ModelSpec
-from moe_model.routing.synthetic import Shape, generate, preset_for
+from moe_model.routing.synthetic import Shape, generate_stored, preset_for
 from moe_model.speed.scenario import Scenario
 from moe_model.workload import Batching, TokenTrace, Workload
 
@@ -25,10 +25,10 @@ def synthetic_workload(
 
 def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS) -> TokenTrace:
     """The tokens' routing under the model's preset, before any batching: callers that batch it several ways
-    (Explore, the recommender) can generate it once."""
+    (Explore, the recommender) can generate it once (and it is drawn once per install: routing.stored)."""
     preset = preset_for(model)
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
-    return generate(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")
+    return generate_stored(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")
 
 
 def batched_synthetic(model: ModelSpec, sc: Scenario, trace: TokenTrace, prompts: bool = False) -> Workload:

@@ -42,6 +42,7 @@ from moe_model.limits import (
 from moe_model.llama.batching import build_workload
 from moe_model.readers.traces import make_token_trace
 from moe_model.resources import data_path
+from moe_model.routing.stored import stored
 from moe_model.threads import cache_once, worker_pool
 from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
 
@@ -220,6 +221,16 @@ def generate(
     tokens = _sequences(shape, knobs, lengths, base, rng)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     return make_token_trace(tokens, offsets, label=label or f"synthetic {knobs}")
+
+
+def generate_stored(shape: Shape, knobs: Knobs, n_tokens: int, seed: int = 0, label: str = "") -> TokenTrace:
+    """`generate`'s trace (sequences of SEQ_LEN), drawn once per install and read back after (routing.stored): the
+    preset's trace every command replays."""
+    lengths = _check_length(n_tokens, SEQ_LEN)
+    _check_size(shape, n_tokens)
+    inputs = (shape, knobs, n_tokens, SEQ_LEN, seed)
+    tokens = stored("trace", inputs, lambda: generate(shape, knobs, n_tokens, seed=seed).experts)
+    return make_token_trace(tokens, np.concatenate([[0], np.cumsum(lengths)]), label=label or f"synthetic {knobs}")
 
 
 def stream_workload(
@@ -453,20 +464,30 @@ RANDOM_WEIGHT_MODELS = ("synthetic-qwen3moe",)
 RANDOM_WEIGHT_KNOBS = Knobs(skew=1.2, working_set=1.0, drift=0.0, reuse=0.0)
 
 
+WINDOW_SIZES = 2 ** np.arange(int(np.log2(WINDOW_CURVE_TOKENS)))  # the curve's windows, 1 to 8,192 tokens
+WINDOW_SIZES.setflags(write=False)
+
+
 @cache_once  # every page's prompt pricing asks for it first thing: sessions opening together wait for one
 def _window_curve(n_expert: int, k: int, knobs: Knobs) -> tuple[np.ndarray, np.ndarray]:
-    """Mean distinct experts per layer in windows of 2^i consecutive tokens of one synthetic sequence."""
+    """Mean distinct experts per layer in windows of 2^i consecutive tokens of one synthetic sequence (drawn once
+    per install: routing.stored)."""
+    inputs = (n_expert, k, knobs, WINDOW_CURVE_TOKENS, WINDOW_CURVE_LAYERS)
+    return WINDOW_SIZES, stored("window_curve", inputs, lambda: _drawn_window_curve(n_expert, k, knobs))
+
+
+def _drawn_window_curve(n_expert: int, k: int, knobs: Knobs) -> np.ndarray:
+    """_window_curve's means, drawn."""
     shape = Shape(WINDOW_CURVE_LAYERS, n_expert, k)
     trace = generate(shape, knobs, WINDOW_CURVE_TOKENS, seq_len=WINDOW_CURVE_TOKENS, seed=0)
-    sizes = 2 ** np.arange(int(np.log2(WINDOW_CURVE_TOKENS)))
     means = []
-    for size in sizes:
+    for size in WINDOW_SIZES:
         picks = trace.experts[: WINDOW_CURVE_TOKENS // size * size].astype(np.int64)
         windows = picks.reshape(-1, size, WINDOW_CURVE_LAYERS, k).transpose(0, 2, 1, 3).reshape(-1, size * k)
         flags = np.zeros((len(windows), n_expert), dtype=bool)
         flags[np.arange(len(windows))[:, None], windows] = True
         means.append(flags.sum(axis=-1).mean())
-    return sizes, np.array(means)
+    return np.array(means)
 
 
 def window_distinct(n_expert: int, k: int, knobs: Knobs, tokens: int) -> float:

@@ -389,8 +389,8 @@ def test_explores_inputs_are_keyed_by_their_content_and_a_point_is_computed_once
 def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
     from moe_model.pricing import workloads
 
-    model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate
-    monkeypatch.setattr(workloads, "generate", lambda *a, **k: generated.append(a) or real(*a, **k))
+    model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate_stored
+    monkeypatch.setattr(workloads, "generate_stored", lambda *a, **k: generated.append(a) or real(*a, **k))
     monkeypatch.setattr(cached, "_any_session_connected", lambda: True)  # an AppTest's idle release keeps off
     for cache in (cached.synthetic_tokens, cached.cached_batched_synthetic, cached_recommend.recommend_memo):
         cache.clear()
