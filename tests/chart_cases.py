@@ -111,6 +111,10 @@ def chart_cases() -> dict[str, Callable[[], go.Figure]]:
         ),  # fmt: skip
         "layer_hit_rates": lambda: charts.layer_hit_rates(sims[2]),
         "time_breakdown": lambda: charts.time_breakdown(preds),
+        "time_breakdown_with_basis": lambda: charts.with_basis(charts.time_breakdown(preds), "calibrated"),
+        "layer_hit_rates_with_basis": lambda: charts.with_basis(
+            charts.layer_hit_rates(sims[2]), "modelled", ("measured", "your logs' points")
+        ),
         "vram_bar": lambda: charts.vram_bar(cached.vram),
         "plan_slots": lambda: charts.plan_slots(cached.layout.plan),
         "left_out_predictions": lambda: charts.left_out_predictions(
