@@ -158,12 +158,13 @@ with friendly_errors():
     work = None if trace is None else trace_workload(trace, model.n_expert, request)
     routing = routing if kind == LOGS_ROUTING else None
     cards = chosen_cards(mine.name)
+    recorded = f"; {badge(MEASURED)} threads and RAM from your CPU run where it recorded them" if host_run else ""
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
         f"(decode{speed_label('', concurrency)}, prompt and first-token figures: a model, with the held-out "
         "error's range), "
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
-        f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
+        f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar{recorded}). Each pick compares mmap'd and pinned "
         f"(--load-mode none) host experts. Decode speeds: the {request_label(first=False)} (the requests after a "
         "server's first)."
         + (f" Routing {routing.describe()}." if routing else "")

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1.element_tree import Block
-from test_app import _values, open_page
+from test_app import SMALL_MODEL, _values, open_page
+from test_app_host_run import SLOW_RUN, _upload
 
 from moe_model.answers.basis import CALIBRATED, MEASURED, MODELLED, REPLAYED
 
@@ -174,6 +175,14 @@ def test_every_figure_on_shopping_says_how_it_is_known(shopping):
         "info" if shopping.main.warning else ""
     }
     assert unbadged(shopping) == {}
+
+
+def test_with_your_cpu_run_every_figure_on_shopping_still_says_how_it_is_known():
+    """A host record calibrates every card and restates the host's RAM and threads as it measured them."""
+    at = open_page("pages/shopping.py", model=SMALL_MODEL, gpu="RTX 3060 12GB")
+    _upload(at, "host.json", SLOW_RUN.to_json().encode())
+    assert not at.exception and set(at.dataframe[0].value["decode is"]) == {CALIBRATED}
+    assert unbadged(at) == {}
 
 
 def test_the_range_hints_name_the_apps_controls_never_a_command_line_flag(explore, shopping):
