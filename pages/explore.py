@@ -6,7 +6,7 @@ then the curve and the policy comparison from page-work threads (ui.background).
 
 import streamlit as st
 
-from moe_model.answers.basis import LOGS, MEASURED, MODELLED, SYNTHETIC, TRACE, Basis, prediction_basis
+from moe_model.answers.basis import CALIBRATED, LOGS, MEASURED, MODELLED, SYNTHETIC, TRACE, Basis, prediction_basis
 from moe_model.answers.explore import (
     Answer,
     ExploreCurve,
@@ -137,7 +137,9 @@ def workload(model, model_key: str, base, routing):
         keep(workload=kind)
     batching = f"{base.concurrency}:{base.draft_tokens}:{base.accept_rate}"
     if kind == LOGS_ROUTING:
-        st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
+        st.caption(
+            f"{badge(CALIBRATED)} Routing {routing.describe()} (a model of your routing; prompts not simulated)."
+        )
         work = cached_log_workload(model, routing, base)
         return work, f"logs:{routing_key(routing)}:{batching}", None
     upload = trace_upload() if kind == kinds[-1] else None
@@ -313,16 +315,8 @@ with friendly_errors():
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
         view = awaited(curve_job, "Simulating the cache at every budget")
         baselines = fitting_no_cache(view)
-        curve_charts(
-            view,
-            answer,
-            chart_literal(measured),
-            budget,
-            placement_name,
-            baselines,
-            routing if from_logs else None,
-            basis,
-        )
+        fitted = routing if from_logs else None  # the routing fitted to the logs, where it is replayed
+        curve_charts(view, answer, chart_literal(measured), budget, placement_name, baselines, fitted, basis)
         st.caption(
             f"{badge(basis.decode)} Time model parameters: {time_model.source}. Routing: "
             + (
