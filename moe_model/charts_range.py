@@ -8,17 +8,12 @@ import plotly.graph_objects as go
 
 from moe_model.answers.basis import text_tag
 from moe_model.charts import OKABE_ITO, _layout, _wrap, with_basis
-from moe_model.speed.ranges import largest_step
+from moe_model.speed.ranges import largest_step, tps_text
 from moe_model.speed.streams import speed_label
 from moe_model.speed.time_model import Prediction
 
 RANGE_WHOLE = "whole range"
 RANGE_TITLE = "Decode range by source"
-
-
-def _tps(value: float) -> str:
-    """A speed with one decimal, or two significant digits under 1 t/s (0.04, not 0.0)."""
-    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
 def _source_hover(s, tps: float, tag: str) -> str:
@@ -37,7 +32,7 @@ def range_bar(pred: Prediction, basis: str) -> go.Figure:
     tps, (lo, hi), tag = pred.decode_tps, pred.decode_tps_range, text_tag(basis)
     names = [RANGE_WHOLE, *(s.source for s in pred.range_sources)]
     lows, highs = [lo, *(s.low_tps for s in pred.range_sources)], [hi, *(s.high_tps for s in pred.range_sources)]
-    rows = [f"{n}: {_tps(a)}-{_tps(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
+    rows = [f"{n}: {tps_text(a)}-{tps_text(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
     whole = _wrap(f"{largest_step(tps, pred.range_sources, app=True) or 'every source at its worst together'} {tag}")
     fig = go.Figure()
     fig.add_bar(

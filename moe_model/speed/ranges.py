@@ -135,6 +135,15 @@ def _with_without(tps: float, source: RangeSource, every: list[RangeSource]) -> 
     return replace(source, without_tps=combine(tps, others))
 
 
+def tps_text(tps: float) -> str:
+    """A speed as a range's words say it: one decimal, two significant digits under 1 t/s (0.04, not 0.0)."""
+    return f"{tps:.1f}" if tps >= 1 else f"{tps:.2g}"
+
+
+def _span(low: float, high: float) -> str:
+    return f"{tps_text(low)}-{tps_text(high)}"
+
+
 def largest_step(tps: float, sources: tuple[RangeSource, ...], app: bool = False) -> str | None:
     """One line naming the largest source a step narrows and what that step would do to the whole range: never
     narrower than what stays (a calibrated machine's own error stays; calibrating leaves the machine's own); the
@@ -143,23 +152,22 @@ def largest_step(tps: float, sources: tuple[RangeSource, ...], app: bool = False
         return None
     lo, hi = combine(tps, sources)
     steps = [s for s in sources if not s.settled]
-    kept = "; ".join(f"the {s.source} ({s.low_tps:.1f}-{s.high_tps:.1f} t/s) is {s.narrowed(app)}" for s in sources
+    kept = "; ".join(f"the {s.source} ({_span(s.low_tps, s.high_tps)} t/s) is {s.narrowed(app)}" for s in sources
                      if s.settled)  # fmt: skip
     if not steps:
-        return f"the range {lo:.1f}-{hi:.1f} t/s stays: {kept}"
+        return f"the range {_span(lo, hi)} t/s stays: {kept}"
     top = steps[0]
     widest = f"{kept}; widest source a step narrows" if kept else "widest source"
     if len(sources) == 1:
-        return f"the range {lo:.1f}-{hi:.1f} t/s is the {top.source}'s alone: {top.narrowed(app)} narrows it"
-    new_lo, new_hi = top.without_tps
-    said = f"{widest}: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); "
+        return f"the range {_span(lo, hi)} t/s is the {top.source}'s alone: {top.narrowed(app)} narrows it"
+    said = f"{widest}: {top.source} ({_span(top.low_tps, top.high_tps)} t/s); "
     if top.source == TIME_MODEL_SOURCE:  # calibrating leaves the machine's own error, unknown before it is run
         return said + (
-            f"the other sources alone span {new_lo:.1f}-{new_hi:.1f} t/s of the range {lo:.1f}-{hi:.1f}; "
+            f"the other sources alone span {_span(*top.without_tps)} t/s of the range {_span(lo, hi)}; "
             f"{top.narrowed(app)} replaces its ±{100 * (top.high_tps / tps - 1):.0f} % "
             f"({'the Logs page' if app else 'calibrate'} reports it)"
         )
     return said + (
-        f"settling it would narrow the range {lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s: "
+        f"settling it would narrow the range {_span(lo, hi)} to at best {_span(*top.without_tps)} t/s: "
         f"{top.narrowed(app)}"
     )

@@ -141,3 +141,9 @@ def test_every_source_says_its_step_in_the_apps_words_and_the_json_keeps_the_com
     assert step == largest_step(pred.decode_tps, pred.range_sources).replace(
         pred.range_sources[0].narrowed_by, pred.range_sources[0].app_narrowed_by
     ) and not flag.search(step)
+
+
+def test_a_range_under_one_token_a_second_keeps_two_significant_digits():
+    """0.05-0.08 t/s read '0.1-0.1' (issue 38's unusable 235B on a drive): under 1 t/s two digits stay."""
+    slow = (RangeSource(TIME_MODEL_SOURCE, 0.051, 0.077, "a", settled=True),)
+    assert largest_step(0.063, slow) == "the range 0.051-0.077 t/s stays: the time model (0.051-0.077 t/s) is a"
