@@ -168,9 +168,9 @@ def recommend(
     `base`'s request (streams, draft tokens and acceptance, context, prompt, depth, build). `workload_for` may be a
     ReplayMemo: budgets it has already replayed (for another card) are reused; it is called from threads at once
     (a ReplayMemo or a threads.cache_once function builds the workload once)."""
+    if has_cache(base.build):  # the first replay's setup, while the workload is built and the candidates made
+        _in_background(load_kernel_context, "kernel context")
     _prefetch(model, base, workload_for)
-    if has_cache(base.build):  # the first replay's setup, done while the workload is drawn (it would wait for it)
-        load_kernel_context()
     scenarios = candidates(model, hw, base)
     preds = _predictions(model, hw, params, scenarios, workload_for, ranges, progress)
     baselines = {(p.layout.placement, p.scenario.load_mode): p for p in preds if p.scenario.budget_mib == 0}
