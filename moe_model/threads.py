@@ -3,6 +3,7 @@ them at once (the groups of a model, the budgets of a policy). One core, or one 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import queue
 import threading
@@ -13,14 +14,22 @@ from contextlib import contextmanager
 from moe_model.limits import LANE_QUEUE_JOBS, available_cores
 
 
+class _CallersContext(ThreadPoolExecutor):
+    """Each job runs in a copy of its submitter's context: a watched caller's checkpoints (moe_model.progress) reach
+    the work it hands to the pool, so a stopped page stops its replays too."""
+
+    def submit(self, fn: Callable, /, *args, **kwargs):
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
 @contextmanager
 def worker_pool(n_jobs: int) -> Iterator[Executor | None]:
-    """A pool of min(n_jobs, cores) threads, or None where that is one."""
+    """A pool of min(n_jobs, cores) threads (each job in its submitter's context), or None where that is one."""
     n = min(n_jobs, available_cores())
     if n < 2:
         yield None
         return
-    with ThreadPoolExecutor(n) as pool:
+    with _CallersContext(n) as pool:
         yield pool
 
 

@@ -111,3 +111,18 @@ def test_cache_once_a_failure_wakes_the_waiting_threads_and_one_of_them_computes
         t.join(timeout=10)
     assert not any(t.is_alive() for t in threads)  # nobody left waiting
     assert failed == [0] and calls == [5, 5] and out[1] is out[2] == [5]  # one retry, its answer shared
+
+
+def test_a_worker_pools_jobs_see_their_submitters_watch_so_a_stopped_caller_stops_them(monkeypatch):
+    from moe_model.progress import Watch, WorkStoppedError, checkpoint, watching
+    from moe_model.threads import worker_pool
+
+    monkeypatch.setattr("moe_model.threads.available_cores", lambda: 2)
+    watch = Watch()
+    with watching(watch), worker_pool(2) as pool:
+        assert pool is not None
+        pool.submit(checkpoint, "on the pool", 1, 2).result()
+        assert (watch.step, watch.done) == ("on the pool", 1)
+        watch.stop.set()
+        with pytest.raises(WorkStoppedError):
+            pool.submit(checkpoint).result()

@@ -1,14 +1,15 @@
-"""A page's long work (Explore's curve, the policy comparison) off the script thread: the page draws its answer first
-and then waits for the rest with a progress bar, so a control changed meanwhile reruns at once. The work is shared by
-every session asking for the same key (its result goes to ui.cached's STORE) and stopped, at its next
-moe_model.progress checkpoint, once no session wants it: each session wants one key per slot (a new -np replaces the
-old curve), a session that goes to another page wants none of its pages' work, and a closed session nothing."""
+"""A page's long work (Explore's curve, best setting and policy comparison; Shopping's cards) off the script thread:
+the page draws its answer first and then waits for the rest with a progress bar, so a control changed meanwhile
+reruns at once. The work is shared by every session asking for the same key (its result goes to ui.cached's STORE)
+and stopped, at its next moe_model.progress checkpoint, once no session wants it: each session wants one key per slot
+(a new -np replaces the old curve), a session that goes to another page wants none of its pages' work, and a closed
+session nothing."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -56,6 +57,15 @@ def on_page(page: str) -> None:
             _PAGE[sid] = page
             for slot in list(_WANTED.get(sid, {})):
                 _release(sid, slot)
+
+
+def keep_only(prefix: str, slots: Collection[str] = ()) -> None:
+    """This run asks for none of its session's slots under `prefix` but `slots`: the others are released (a card
+    taken off the list, a block switched off)."""
+    sid = _session_id() or "-"
+    with _LOCK:
+        for slot in [s for s in _WANTED.get(sid, {}) if s.startswith(prefix) and s not in slots]:
+            _release(sid, slot)
 
 
 def _release(sid: str, slot: str) -> None:
