@@ -53,7 +53,7 @@ class Lanes:
     the job at once. `close()` waits for every lane and raises the first error a job raised."""
 
     def __init__(self, n_lanes: int, fn: Callable) -> None:
-        self.fn, self.errors = fn, []
+        self.fn, self.errors, self.dropping = fn, [], False
         threaded = n_lanes > 1 and available_cores() > 1
         self.queues = [queue.Queue(LANE_QUEUE_JOBS) for _ in range(n_lanes)] if threaded else []
         self.threads = [threading.Thread(target=self._run, args=(q,), daemon=True) for q in self.queues]
@@ -62,7 +62,7 @@ class Lanes:
 
     def _run(self, jobs: queue.Queue) -> None:
         while (job := jobs.get()) is not None:
-            if not self.errors:  # after an error the rest is drained, not run
+            if not self.errors and not self.dropping:  # after an error (or drop_queued) the rest is drained, not run
                 try:
                     self.fn(*job)
                 except BaseException as err:  # noqa: BLE001 - handed to the producer by close()
@@ -75,6 +75,10 @@ class Lanes:
             self.queues[lane].put(job)
         else:
             self.fn(*job)
+
+    def drop_queued(self) -> None:
+        """The jobs still queued are drained, not run (their producer stopped: nobody waits for what they make)."""
+        self.dropping = True
 
     def close(self) -> None:
         for q in self.queues:

@@ -126,3 +126,23 @@ def test_a_worker_pools_jobs_see_their_submitters_watch_so_a_stopped_caller_stop
         watch.stop.set()
         with pytest.raises(WorkStoppedError):
             pool.submit(checkpoint).result()
+
+
+def test_lanes_told_to_drop_their_queued_jobs_finish_the_running_one_and_run_no_other(monkeypatch):
+    monkeypatch.setattr("moe_model.threads.available_cores", lambda: 2)
+    running, gate, ran = threading.Event(), threading.Event(), []
+
+    def job(i):
+        running.set()
+        gate.wait(10)
+        ran.append(i)
+
+    lanes = Lanes(2, job)
+    lanes.put(0, (0,))
+    assert running.wait(10)
+    for i in (1, 2, 3):
+        lanes.put(0, (i,))
+    lanes.drop_queued()  # their producer was stopped (simulate_plans at a checkpoint)
+    gate.set()
+    lanes.close()
+    assert ran == [0]
