@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from moe_model.limits import APP_PAGE_WORKERS, APP_PROGRESS_S, APP_SESSION_LOOK_S
-from moe_model.progress import Watch, WorkStoppedError, watching
+from moe_model.progress import Watch, WorkStoppedError, checkpoint, watching
 from ui.cached import STORE, wait_for_kernels
 
 _POOL = ThreadPoolExecutor(APP_PAGE_WORKERS, thread_name_prefix="page-work")
@@ -59,12 +59,14 @@ def on_page(page: str) -> None:
                 _release(sid, slot)
 
 
-def keep_only(prefix: str, slots: Collection[str] = ()) -> None:
-    """This run asks for none of its session's slots under `prefix` but `slots`: the others are released (a card
-    taken off the list, a block switched off)."""
-    sid = _session_id() or "-"
+def keep_only(prefix: str, wanted: Mapping[str, tuple] | None = None) -> None:
+    """Of its session's slots under `prefix`, this run wants only `wanted`'s, each at its key (an app_cached key_of):
+    the others are released at once, before the page waits for any (a card taken off the list or asked at another
+    request, a block switched off), so that no work it will not wait for goes on."""
+    sid, wanted = _session_id() or "-", wanted or {}
     with _LOCK:
-        for slot in [s for s in _WANTED.get(sid, {}) if s.startswith(prefix) and s not in slots]:
+        mine = _WANTED.get(sid, {})
+        for slot in [s for s, key in mine.items() if s.startswith(prefix) and wanted.get(s) != key]:
             _release(sid, slot)
 
 
@@ -100,6 +102,7 @@ def _look_for_closed_sessions() -> None:
 def _run(job: Job, compute: Callable[[], object]) -> object:
     try:
         with watching(job.watch):
+            checkpoint("starting")  # released while it was queued: it never starts
             value, _kept = STORE.get_or_compute(job.key, compute)
         return value
     finally:

@@ -21,6 +21,7 @@ from ui.background import awaited, keep_only, start
 from ui.cached import app_cached, cached_batched_synthetic, file_key, replay_memo
 
 BEST, CARDS = "explore:best", "shopping:"  # the page-work slots (ui.background) of Explore's pick, Shopping's cards
+SHARED = f"{CARDS}shared"  # the replays Shopping's cards share
 
 
 @app_cached("Generating routing...")
@@ -115,11 +116,12 @@ def cached_recommend_cards(
     tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
     calls = [(model, command_path, hw, t, request, routing, work) for hw, t in zip(hardware, tms, strict=True)]
     missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not _cached_recommend.is_cached(*call))
-    slots = [f"{CARDS}{i}" for i in range(len(calls))]
-    keep_only(CARDS, [*slots, f"{CARDS}shared"] if len(missing) > 1 else slots)  # a card taken off: its work stops
-    if len(missing) > 1:
-        shared = start(f"{CARDS}shared", _shared_replays, model, missing, request, routing, work)
-        awaited(shared, "Replaying what these cards share", box)
-    jobs = [start(slot, _cached_recommend, *call) for slot, call in zip(slots, calls, strict=True)]
-    for n, (job, hw) in enumerate(zip(jobs, hardware, strict=True)):
-        yield awaited(job, f"Ranking the {hw.name}'s settings (card {n + 1} of {len(jobs)})", box)
+    cards = {f"{CARDS}{i}": call for i, call in enumerate(calls)}
+    shared = (model, missing, request, routing, work) if len(missing) > 1 else None
+    wanted = {slot: _cached_recommend.key_of(*call) for slot, call in cards.items()}
+    keep_only(CARDS, wanted | ({SHARED: _shared_replays.key_of(*shared)} if shared else {}))
+    if shared:
+        awaited(start(SHARED, _shared_replays, *shared), "Replaying what these cards share", box)
+    for n, (slot, call) in enumerate(cards.items()):  # one at a time: other sessions' work is not queued behind them
+        job = start(slot, _cached_recommend, *call)
+        yield awaited(job, f"Ranking the {call[2].name}'s settings (card {n + 1} of {len(cards)})", box)
