@@ -12,14 +12,21 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 
 from moe_model.limits import LANE_QUEUE_JOBS, available_cores
+from moe_model.progress import checkpoint
 
 
 class _CallersContext(ThreadPoolExecutor):
     """Each job runs in a copy of its submitter's context: a watched caller's checkpoints (moe_model.progress) reach
-    the work it hands to the pool, so a stopped page stops its replays too."""
+    the work it hands to the pool, so a stopped page stops its replays too, and a job not started by then never
+    starts."""
 
     def submit(self, fn: Callable, /, *args, **kwargs):
-        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+        return super().submit(contextvars.copy_context().run, _checked, fn, *args, **kwargs)
+
+
+def _checked(fn: Callable, *args, **kwargs):
+    checkpoint()
+    return fn(*args, **kwargs)
 
 
 @contextmanager

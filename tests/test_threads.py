@@ -113,7 +113,7 @@ def test_cache_once_a_failure_wakes_the_waiting_threads_and_one_of_them_computes
     assert failed == [0] and calls == [5, 5] and out[1] is out[2] == [5]  # one retry, its answer shared
 
 
-def test_a_worker_pools_jobs_see_their_submitters_watch_so_a_stopped_caller_stops_them(monkeypatch):
+def test_a_worker_pools_jobs_see_their_submitters_watch_and_none_starts_once_it_is_stopped(monkeypatch):
     from moe_model.progress import Watch, WorkStoppedError, checkpoint, watching
     from moe_model.threads import worker_pool
 
@@ -124,8 +124,10 @@ def test_a_worker_pools_jobs_see_their_submitters_watch_so_a_stopped_caller_stop
         pool.submit(checkpoint, "on the pool", 1, 2).result()
         assert (watch.step, watch.done) == ("on the pool", 1)
         watch.stop.set()
+        ran = []
         with pytest.raises(WorkStoppedError):
-            pool.submit(checkpoint).result()
+            pool.submit(ran.append, "a job submitted once its caller stopped").result()
+        assert not ran
 
 
 def test_lanes_told_to_drop_their_queued_jobs_finish_the_running_one_and_run_no_other(monkeypatch):
