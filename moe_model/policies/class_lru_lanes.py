@@ -1,0 +1,200 @@
+"""ClassLRU's pool sizes replayed over shared class queues (class_lru_kernel.queues), up to 64 pool sizes a lane.
+
+A slot's class list and its place in it follow from its key's latest use alone (the class after that use, the
+order of the uses), which every pool size shares, except within one record: there a pool's hits are appended
+first, in first-appearance order, then its misses in expert-id order. So a pool size keeps only which keys it
+holds (one bit a key in its lane's word), whether each key's latest use was a hit there, and per class a head:
+a place in the shared queue before which no use is in its list. Hits cost one word read for the lane's 64 pool
+sizes; only misses are worked per pool size."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
+
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.numba_cache import njit
+
+LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
+_POS, _DIES, _TIME, _OWNER = 0, 1, 2, 3  # a pool's cached list head per class: queue place (-1: look), its use
+_CPU, _SPLIT, _SELECTIONS = 0, 1, 2  # rows of a pool's CPU share counts per layer
+
+
+@intrinsic
+def _low_bit(typingctx, x):
+    """Index of x's lowest set bit (x != 0): LLVM's cttz."""
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(builder.cttz(args[0], ir.Constant(ir.IntType(1), 1)), ir.IntType(64))
+
+    return types.int64(types.uint64), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_head(c, bit, now_rec, q, res, hitf, heads, cached):
+    """The least recently used slot of class c's list in this pool (its queue place), -1 when the list is empty
+    or holds only this record's uses; moves the pool's head past uses out of its list and caches the find."""
+    start, key, rec, dies, skip = q
+    p, end = start[c] + heads[c], start[c + 1]
+    while p < end and rec[p] < now_rec:
+        if dies[p] <= now_rec:
+            p = skip[p]
+        elif not res[key[p]] & bit:
+            p += 1
+        else:
+            break
+    heads[c] = p - start[c]
+    if p == end or rec[p] >= now_rec:  # empty, or every use left is this plan()'s
+        return -1
+    head, first = p, p  # within the record: its first hit, else its miss of the lowest expert id
+    if not hitf[key[p]] & bit:
+        i = p + 1
+        while i < end and rec[i] == rec[first]:
+            if dies[i] > now_rec and res[key[i]] & bit:
+                if hitf[key[i]] & bit:
+                    head = i
+                    break
+                if key[i] < key[head]:
+                    head = i
+            i += 1
+    cached[c, _POS], cached[c, _DIES] = head, dies[head]
+    return head
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf, heads, cached, inv, age_planning):
+    """age / 2^c of class c's head, -1 when it has none outside this plan() (the kernel before's _head_score)."""
+    if cached[c, _POS] < 0 or cached[c, _DIES] <= now_rec:
+        h = _find_head(c, bit, now_rec, q, res, hitf, heads, cached)
+        if h < 0:
+            return -1.0
+        cached[c, _TIME], cached[c, _OWNER] = q_time[h], q_owner[h]
+    if age_planning:
+        return max(now - cached[c, _TIME], 0) * inv[c]
+    return (clock[cached[c, _OWNER]] - cached[c, _TIME]) * inv[c]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _best(scores, ties_high):
+    """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
+    best, best_score = -1, -1.0
+    if ties_high:
+        for c in range(len(scores)):
+            if scores[c] >= best_score and scores[c] >= 0:
+                best, best_score = c, scores[c]
+    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
+        for c in range(len(scores)):
+            if scores[c] > best_score:
+                best, best_score = c, scores[c]
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _share_split(lo, hi, bit, res, ent_key, by_crf, ent_sel, share, rem, layer, mark, stamp, counts):
+    """policies.cpu_share.split_selections's rule: the share of the record's missed selections (a remainder
+    carried in rem[0]) goes to the CPU, the lowest CRF first; experts all of whose selections go are marked
+    (mark[entry - lo] = stamp). counts: the pool's [_CPU, _SPLIT, _SELECTIONS] rows per layer."""
+    missed = 0
+    for j in range(lo, hi):
+        if not res[ent_key[j]] & bit:
+            missed += ent_sel[j]
+    rem[0] += share * missed
+    left = min(missed, int(rem[0]))
+    rem[0] -= left
+    counts[_SELECTIONS, layer] += left
+    for j in range(lo, hi):
+        if left == 0:
+            break
+        e = by_crf[j]
+        if res[ent_key[e]] & bit:
+            continue
+        if ent_sel[e] <= left:
+            mark[e - lo] = stamp
+            counts[_CPU, layer] += 1
+        else:
+            counts[_SPLIT, layer] += 1
+        left -= min(left, ent_sel[e])
+
+
+@njit(cache=True, nogil=True)
+def _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, mask, res, hitf, fill, heads, cached, misses,
+          share_counts, remainder, probe):  # fmt: skip
+    """One lane's pool sizes replay the chunk: each record's hits in one word read per key, then, per pool size
+    that missed, its misses in expert-id order (class_lru_kernel's rule before this layout)."""
+    rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel = chunk
+    group_clock, age_planning, ties_high, share, inv = knobs
+    clock = clock0.copy()
+    scores = np.empty(len(inv), dtype=np.float64)
+    most = 1
+    for r in range(len(rec_mode)):
+        most = max(most, ent_start[r + 1] - ent_start[r])
+    mark = np.zeros(most if share > 0 else 0, dtype=np.int64)  # the share's CPU-only entries: stamp of the split
+    stamp, rem = 0, np.zeros(1, dtype=np.float64)
+    one = np.uint64(1)
+    for r in range(len(rec_mode)):
+        lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
+        if mode == MODE_SKIP or lo == hi:
+            continue
+        if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
+            for e in range(lo, hi):
+                held = res[ent_key[e]] & mask
+                while held:
+                    probe[_low_bit(held)] += 1
+                    held &= held - one
+            continue
+        layer, now, now_rec = rec_layer[r], rec_now[r], rec0 + r
+        me = 0 if group_clock else layer
+        clock[me] = now
+        missed = np.uint64(0)
+        for e in range(lo, hi):  # every pool's hits: its latest use becomes this one, a hit where the key is held
+            held = res[ent_key[e]]
+            hitf[ent_key[e]] = held
+            missed |= ~held
+        missed &= mask
+        while missed:  # then each pool size with a miss, on its own
+            b = _low_bit(missed)
+            missed &= missed - one
+            bit, n_miss, f = one << np.uint64(b), 0, fill[b]
+            split = share > 0 and f == caps[b]
+            if split:
+                rem[0], stamp = remainder[b], stamp + 1
+                _share_split(lo, hi, bit, res, ent_key, by_crf, ent_sel, share, rem, layer, mark, stamp,
+                             share_counts[b])  # fmt: skip
+                remainder[b] = rem[0]
+            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
+            for j in range(lo, hi):
+                e = ent_sorted[j]
+                key = ent_key[e]
+                if res[key] & bit:
+                    continue
+                n_miss += 1
+                if split and mark[e - lo] == stamp:
+                    continue
+                if f < caps[b]:
+                    f += 1
+                else:
+                    if not scored:
+                        for c in range(len(inv)):
+                            scores[c] = _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf,
+                                               heads[b], cached[b], inv, age_planning)  # fmt: skip
+                        scored = True
+                    c = _best(scores, ties_high)
+                    res[q[1][cached[b, c, _POS]]] &= ~bit
+                    cached[b, c, _POS] = -1
+                    scores[c] = _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf, heads[b],
+                                       cached[b], inv, age_planning)  # fmt: skip
+                res[key] |= bit
+            fill[b] = f
+            misses[b, rec_large[r], layer] += n_miss
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def lanes(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, masks, res, hitf, fill, heads, cached, misses,
+          share_counts, remainder, probe):  # fmt: skip
+    """Every lane of the pass replays the chunk on its own (on numba's threads): the lanes share only the queues."""
+    for lane in prange(len(masks)):
+        _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps[lane], masks[lane], res[lane], hitf[lane],
+              fill[lane], heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane], probe[lane])  # fmt: skip
