@@ -163,6 +163,10 @@ class ClassLruState:
     def filled(self) -> np.ndarray:
         return self.per_pool(self.fill)
 
+    def held(self) -> np.ndarray:
+        """[n_pools, n_keys] whether each distinct pool size holds the key."""
+        return (self.res[self.lane_of] >> self.bit_of.astype(np.uint64)[:, None]) & np.uint64(1) == 1
+
     @property
     def hits(self) -> np.ndarray:
         """[n_layer, 2, n_pools] the lookups each pool size held."""

@@ -18,7 +18,8 @@ from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
-from moe_model.policies.class_lru_kernel import _OWNER_SHIFT, _best, _head_score
+from moe_model.policies.class_lru_kernel import NEVER
+from moe_model.policies.class_lru_lanes import _best, _score
 from moe_model.policies.lru_lists import lru_lists_pass
 from moe_model.policies.static_set import split_workload
 from moe_model.policies.stepper import STEPPABLE, ReadingChange, Victim, class_lru_step, steps
@@ -79,16 +80,23 @@ def test_class_lru_keeps_a_hot_expert_through_a_burst_of_one_off_experts():
 
 
 def _victim(slots, ties_high=False, n_expert=8, age_planning=False):
-    """The class_lru kernel's choice during a plan() of layer 1 at clock 11 (layer 0's clock is at 10): class c's
-    list holds only slot c, which holds an expert of the (layer, last use) given."""
-    n = len(slots)
-    links = np.array(
-        [[-1, -1, layer * n_expert + c, (layer << _OWNER_SHIFT) | c] for c, (layer, _) in enumerate(slots)]
-    )
-    used, first = np.array([t for _, t in slots]), np.arange(n)  # each class's list: its one slot
+    """The class_lru kernel's choice during a plan() (record 100) of layer 1 at clock 11 (layer 0's clock is at
+    10): class c's list holds only one use, of an expert of the (layer, last use) given (a use of layer 1 at 11 is
+    this plan()'s)."""
+    n, now_rec, bit = len(slots), 100, np.uint64(1)
+    start = np.arange(n + 1, dtype=np.int64)
+    key = np.array([layer * n_expert + c for c, (layer, _) in enumerate(slots)], dtype=np.int32)
+    rec = np.array([now_rec if (layer, t) == (1, 11) else t for layer, t in slots], dtype=np.int64)
+    dies, skip = np.full(n, NEVER, dtype=np.int64), start[1:].copy()
+    time, owner = np.array([t for _, t in slots], dtype=np.int64), np.array([lay for lay, _ in slots], dtype=np.int32)
+    res, hitf = np.full(2 * n_expert, bit), np.zeros(2 * n_expert, dtype=np.uint64)
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
-    scores = np.array([_head_score(c, links, used, first, 1, 11, clock, inv, age_planning) for c in range(n)])
-    return int(first[_best(scores, ties_high)])
+    heads, cached, q = np.zeros(n, dtype=np.int64), np.full((n, 4), -1, dtype=np.int64), (start, key, rec, dies, skip)
+    scores = np.array(
+        [_score(c, bit, 11, now_rec, 1, clock, q, time, owner, res, hitf, heads, cached, inv, age_planning)
+         for c in range(n)]
+    )  # fmt: skip
+    return _best(scores, ties_high)
 
 
 def test_class_lru_evicts_the_largest_age_over_two_to_the_class_among_untouched_list_heads():
