@@ -315,12 +315,12 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
         s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
-    start, key, time, owner, rec, dies, skip = queues(
+    start, key, time, owner, rec, dies, death = queues(
         e.rec_layer, e.rec_mode, rec_now, e.start, e.key, ent_cls, s.rec0[0], s.group_clock, s.n_classes,
         len(s.crf), *s.carried,
     )  # fmt: skip
     chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose)
-    return chunk, (start, key, rec, dies, skip), time, owner, clock0
+    return chunk, (start, key, rec, dies, death), time, owner, clock0
 
 
 def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:

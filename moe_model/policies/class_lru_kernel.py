@@ -98,30 +98,28 @@ def queues(
 ):  # fmt: skip
     """Every pool size's class lists as one queue per class of uses, in the order the lists append them: the
     latest uses carried from earlier chunks (car_*, class by class), then this chunk's pool records' entries in
-    first-appearance order. A use stays in a pool's list while it is its key's latest (until `dies`, the record of
-    the key's next use) and the key is in that pool; `skip` jumps over uses that die no later than this one.
-    Records are numbered across chunks (rec0: this chunk's first)."""
-    nxt = np.full(n_keys, NEVER, dtype=np.int64)  # the next use of each key, walking backwards
-    ent_dies = np.empty(len(ent_key), dtype=np.int64)
-    count = car_start[1:] - car_start[:-1]
-    for r in range(len(rec_mode) - 1, -1, -1):
-        if rec_mode[r] != MODE_CACHE:
-            continue
-        for q in range(ent_start[r], ent_start[r + 1]):
-            ent_dies[q] = nxt[ent_key[q]]
-            nxt[ent_key[q]] = rec0 + r
-            count[ent_cls[q]] += 1
+    first-appearance order, then a sentinel (record NEVER). A use stays in a pool's list while it is its key's
+    latest (until `dies`, the record of the key's next use: `death[entry]` is the queue place that entry ends) and
+    the key is in that pool. Records are numbered across chunks (rec0: this chunk's first)."""
+    count = car_start[1:] - car_start[:-1] + 1
+    for r in range(len(rec_mode)):
+        if rec_mode[r] == MODE_CACHE:
+            for q in range(ent_start[r], ent_start[r + 1]):
+                count[ent_cls[q]] += 1
     start = np.zeros(n_classes + 1, dtype=np.int64)
     start[1:] = np.cumsum(count)
     n = start[-1]
-    key, owner = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
-    time, rec, dies, skip = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    key, owner = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
+    time, rec, dies = np.zeros(n, np.int64), np.full(n, NEVER, np.int64), np.full(n, NEVER, np.int64)
+    death = np.full(len(ent_key), -1, dtype=np.int64)
+    latest = np.full(n_keys, -1, dtype=np.int64)  # each key's latest use's queue place
     at = start[:-1].copy()
     for c in range(n_classes):
         for i in range(car_start[c], car_start[c + 1]):
             p = at[c]
             at[c] += 1
-            key[p], time[p], owner[p], rec[p], dies[p] = car_key[i], car_time[i], car_owner[i], car_rec[i], nxt[car_key[i]]
+            key[p], time[p], owner[p], rec[p] = car_key[i], car_time[i], car_owner[i], car_rec[i]
+            latest[car_key[i]] = p
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
@@ -129,17 +127,12 @@ def queues(
         for q in range(ent_start[r], ent_start[r + 1]):
             p = at[ent_cls[q]]
             at[ent_cls[q]] += 1
-            key[p], time[p], owner[p], rec[p], dies[p] = ent_key[q], rec_now[r], o, rec0 + r, ent_dies[q]
-    stack = np.empty(max(1, n), dtype=np.int64)
-    for c in range(n_classes):  # the next use to the right that dies later (a monotonic stack)
-        top = 0
-        for p in range(start[c + 1] - 1, start[c] - 1, -1):
-            while top > 0 and dies[stack[top - 1]] <= dies[p]:
-                top -= 1
-            skip[p] = stack[top - 1] if top > 0 else start[c + 1]
-            stack[top] = p
-            top += 1
-    return start, key, time, owner, rec, dies, skip
+            key[p], time[p], owner[p], rec[p] = ent_key[q], rec_now[r], o, rec0 + r
+            if latest[ent_key[q]] >= 0:
+                death[q] = latest[ent_key[q]]
+                dies[death[q]] = rec0 + r
+            latest[ent_key[q]] = p
+    return start, key, time, owner, rec, dies, death
 
 
 @njit(cache=True, nogil=True)
@@ -154,10 +147,10 @@ def carry(start, key, time, owner, rec, dies, heads, car_start, car_key, car_tim
         car_start[c] = n
         for p in range(start[c], start[c + 1]):
             before[p + c] = n - car_start[c]
-            if dies[p] == NEVER:
+            if dies[p] == NEVER and rec[p] != NEVER:  # a latest use, not the sentinel
                 car_key[n], car_time[n], car_owner[n], car_rec[n] = key[p], time[p], owner[p], rec[p]
                 n += 1
-        before[start[c + 1] + c] = n - car_start[c]  # a head past its queue's end
+        before[start[c + 1] + c] = n - car_start[c]  # unreachable: a head stops at the sentinel
     car_start[n_classes] = n
     flat = heads.reshape(-1, n_classes)
     for i in range(flat.shape[0]):

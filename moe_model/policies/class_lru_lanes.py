@@ -34,25 +34,29 @@ def _low_bit(typingctx, x):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find_head(c, bit, now_rec, q, res, hitf, heads, cached):
+def _alive(p, nxt):
+    """The first queue place from p whose use is still its key's latest (nxt: the lane's union-find of ended
+    uses, halved as it is walked)."""
+    while nxt[p] != p:
+        nxt[p] = nxt[nxt[p]]
+        p = nxt[p]
+    return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_head(b, c, bit, now_rec, start, key, rec, dies, nxt, res, hitf, heads, cached):
     """The least recently used slot of class c's list in this pool (its queue place), -1 when the list is empty
     or holds only this record's uses; moves the pool's head past uses out of its list and caches the find."""
-    start, key, rec, dies, skip = q
-    p, end = start[c] + heads[c], start[c + 1]
-    while p < end and rec[p] < now_rec:
-        if dies[p] <= now_rec:
-            p = skip[p]
-        elif not res[key[p]] & bit:
-            p += 1
-        else:
-            break
-    heads[c] = p - start[c]
-    if p == end or rec[p] >= now_rec:  # empty, or every use left is this plan()'s
+    p = _alive(start[c] + heads[b, c], nxt)
+    while rec[p] < now_rec and not res[key[p]] & bit:  # a latest use whose key this pool evicted
+        p = _alive(p + 1, nxt)
+    heads[b, c] = p - start[c]
+    if rec[p] >= now_rec:  # empty, or every use left is this plan()'s (the sentinel's record is NEVER)
         return -1
     head, first = p, p  # within the record: its first hit, else its miss of the lowest expert id
     if not hitf[key[p]] & bit:
         i = p + 1
-        while i < end and rec[i] == rec[first]:
+        while rec[i] == rec[first]:
             if dies[i] > now_rec and res[key[i]] & bit:
                 if hitf[key[i]] & bit:
                     head = i
@@ -60,21 +64,22 @@ def _find_head(c, bit, now_rec, q, res, hitf, heads, cached):
                 if key[i] < key[head]:
                     head = i
             i += 1
-    cached[c, _POS], cached[c, _DIES] = head, dies[head]
+    cached[b, c, _POS], cached[b, c, _DIES] = head, dies[head]
     return head
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf, heads, cached, inv, age_planning):
+def _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf, heads, cached, inv,
+           age_planning):  # fmt: skip
     """age / 2^c of class c's head, -1 when it has none outside this plan() (the kernel before's _head_score)."""
-    if cached[c, _POS] < 0 or cached[c, _DIES] <= now_rec:
-        h = _find_head(c, bit, now_rec, q, res, hitf, heads, cached)
+    if cached[b, c, _POS] < 0 or cached[b, c, _DIES] <= now_rec:
+        h = _find_head(b, c, bit, now_rec, start, key, rec, dies, nxt, res, hitf, heads, cached)
         if h < 0:
             return -1.0
-        cached[c, _TIME], cached[c, _OWNER] = q_time[h], q_owner[h]
+        cached[b, c, _TIME], cached[b, c, _OWNER] = time[h], owner[h]
     if age_planning:
-        return max(now - cached[c, _TIME], 0) * inv[c]
-    return (clock[cached[c, _OWNER]] - cached[c, _TIME]) * inv[c]
+        return max(now - cached[b, c, _TIME], 0) * inv[c]
+    return (clock[cached[b, c, _OWNER]] - cached[b, c, _TIME]) * inv[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -119,21 +124,16 @@ def _share_split(lo, hi, bit, res, ent_key, by_crf, ent_sel, share, rem, layer, 
         left -= min(left, ent_sel[e])
 
 
-@njit(cache=True, nogil=True)
-def _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, mask, res, hitf, fill, heads, cached, misses,
+@njit(cache=True, nogil=True, _nrt=False)  # no reference counts in the loops: it allocates nothing
+def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill, heads, cached, misses,
           share_counts, remainder, probe):  # fmt: skip
     """One lane's pool sizes replay the chunk: each record's hits in one word read per key, then, per pool size
     that missed, its misses in expert-id order (class_lru_kernel's rule before this layout)."""
     rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel = chunk
+    start, key, rec, dies, death = q
     group_clock, age_planning, ties_high, share, inv = knobs
-    clock = clock0.copy()
-    scores = np.empty(len(inv), dtype=np.float64)
-    most = 1
-    for r in range(len(rec_mode)):
-        most = max(most, ent_start[r + 1] - ent_start[r])
-    mark = np.zeros(most if share > 0 else 0, dtype=np.int64)  # the share's CPU-only entries: stamp of the split
-    stamp, rem = 0, np.zeros(1, dtype=np.float64)
-    one = np.uint64(1)
+    clock, scores, mark, rem, nxt = work
+    stamp, one = 0, np.uint64(1)
     for r in range(len(rec_mode)):
         lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
         if mode == MODE_SKIP or lo == hi:
@@ -148,6 +148,9 @@ def _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, mask, res, hitf,
         layer, now, now_rec = rec_layer[r], rec_now[r], rec0 + r
         me = 0 if group_clock else layer
         clock[me] = now
+        for e in range(lo, hi):  # the uses this record ends leave every list
+            if death[e] >= 0:
+                nxt[death[e]] = death[e] + 1
         missed = np.uint64(0)
         for e in range(lo, hi):  # every pool's hits: its latest use becomes this one, a hit where the key is held
             held = res[ent_key[e]]
@@ -167,8 +170,8 @@ def _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, mask, res, hitf,
             scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
             for j in range(lo, hi):
                 e = ent_sorted[j]
-                key = ent_key[e]
-                if res[key] & bit:
+                k = ent_key[e]
+                if res[k] & bit:
                     continue
                 n_miss += 1
                 if split and mark[e - lo] == stamp:
@@ -178,23 +181,35 @@ def _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, mask, res, hitf,
                 else:
                     if not scored:
                         for c in range(len(inv)):
-                            scores[c] = _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf,
-                                               heads[b], cached[b], inv, age_planning)  # fmt: skip
+                            scores[c] = _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf,
+                                               heads, cached, inv, age_planning)  # fmt: skip
                         scored = True
                     c = _best(scores, ties_high)
-                    res[q[1][cached[b, c, _POS]]] &= ~bit
+                    res[key[cached[b, c, _POS]]] &= ~bit
                     cached[b, c, _POS] = -1
-                    scores[c] = _score(c, bit, now, now_rec, me, clock, q, q_time, q_owner, res, hitf, heads[b],
-                                       cached[b], inv, age_planning)  # fmt: skip
-                res[key] |= bit
+                    scores[c] = _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf, heads,
+                                       cached, inv, age_planning)  # fmt: skip
+                res[k] |= bit
             fill[b] = f
             misses[b, rec_large[r], layer] += n_miss
 
 
+@njit(cache=True, nogil=True)
+def _work(n_rec, ent_start, n_places, clock0, n_classes, share):
+    """A lane's scratch arrays: its clocks, the heads' scores, the share's marks (one per entry of the largest
+    record), its carried remainder and the union-find over the queue places (every use alive until it ends)."""
+    most = 1
+    for r in range(n_rec):
+        most = max(most, ent_start[r + 1] - ent_start[r])
+    mark = np.zeros(most if share > 0 else 0, dtype=np.int64)
+    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), np.arange(n_places)
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def lanes(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps, masks, res, hitf, fill, heads, cached, misses,
+def lanes(chunk, q, time, owner, rec0, clock0, knobs, caps, masks, res, hitf, fill, heads, cached, misses,
           share_counts, remainder, probe):  # fmt: skip
     """Every lane of the pass replays the chunk on its own (on numba's threads): the lanes share only the queues."""
     for lane in prange(len(masks)):
-        _lane(chunk, q, q_time, q_owner, rec0, clock0, knobs, caps[lane], masks[lane], res[lane], hitf[lane],
-              fill[lane], heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane], probe[lane])  # fmt: skip
+        work = _work(len(chunk[1]), chunk[4], len(q[1]), clock0, len(knobs[4]), knobs[3])
+        _lane(chunk, q, time, owner, rec0, knobs, work, caps[lane], masks[lane], res[lane], hitf[lane], fill[lane],
+              heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane], probe[lane])  # fmt: skip
