@@ -140,14 +140,14 @@ class ClassLruState:
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
     rec0: np.ndarray  # [1] records fed so far (records are numbered across chunks)
-    carried: tuple  # (start [n_classes + 1], key, time, owner, record) of each key's latest use, class by class
+    carried: tuple  # (start [n_classes + 1], key, time, owner, record, rank) of each key's latest use, class by class
     lane_caps: np.ndarray  # [n_lanes, 64] each bit's pool size (0: no pool)
     masks: np.ndarray  # [n_lanes] uint64: the bits in use
     res: np.ndarray  # [n_lanes, n_keys] uint64: the pools that hold the key
     hitf: np.ndarray  # [n_lanes, n_keys] uint64: the pools where the key's latest use was a hit
     fill: np.ndarray  # [n_lanes, 64] slots taken so far (empty slots are used in order)
     heads: np.ndarray  # [n_lanes, 64, n_classes] places in the class queues before which no use is in the list
-    cached: np.ndarray  # [n_lanes, 64, n_classes, 4] each list's head last found (class_lru_lanes._POS...)
+    cached: np.ndarray  # [n_lanes, 64, n_classes, 5] each list's head last found (class_lru_lanes._POS...)
     misses: np.ndarray  # [n_lanes, 64, 2, n_layer]
     distinct: np.ndarray  # [n_layer, 2]
     lane_probe: np.ndarray  # [n_lanes, 64] probe hits
@@ -209,7 +209,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     masks = np.zeros(n_lanes, dtype=np.uint64)
     np.bitwise_or.at(masks, lane_of, np.left_shift(np.uint64(1), bit_of.astype(np.uint64)))
     carried = (np.zeros(n_cls + 1, dtype=np.int64), np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64),
-               np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64))  # fmt: skip
+               np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64), np.empty(n_keys, dtype=np.int32))  # fmt: skip
     per_bit = (n_lanes, LANE_BITS)
     return ClassLruState(
         given,
@@ -235,7 +235,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         np.zeros((n_lanes, n_keys), dtype=np.uint64),
         np.zeros(per_bit, dtype=np.int64),
         np.zeros((*per_bit, n_cls), dtype=np.int64),
-        np.full((*per_bit, n_cls, 4), -1, dtype=np.int64),
+        np.full((*per_bit, n_cls, 5), -1, dtype=np.int64),
         np.zeros((*per_bit, 2, n_layer), dtype=np.int64),
         np.zeros((n_layer, 2), dtype=np.int64),
         np.zeros(per_bit, dtype=np.int64),
@@ -315,12 +315,12 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
         s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
-    start, key, time, owner, rec, dies, death = queues(
-        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, ent_cls, s.rec0[0], s.group_clock, s.n_classes,
+    start, key, time, owner, rec, dies, death, rank, place = queues(
+        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, e.by_key, ent_cls, s.rec0[0], s.group_clock, s.n_classes,
         len(s.crf), *s.carried,
     )  # fmt: skip
-    chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose)
-    return chunk, (start, key, rec, dies, death), time, owner, clock0
+    chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose, ent_cls)
+    return chunk, (start, key, rec, dies, death, rank, place), time, owner, clock0
 
 
 def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
@@ -341,8 +341,8 @@ def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
     finally:
         set_parallel_chunksize(chunksize)
         set_num_threads(threads_before)
-    start, key, rec, dies, _ = q
-    carry(start, key, time, owner, rec, dies, s.heads, *s.carried)
+    start, key, rec, dies, _, rank, _ = q
+    carry(start, key, time, owner, rec, dies, rank, s.heads, *s.carried)
     s.rec0[0] += len(chunk[1])
 
 

@@ -93,14 +93,15 @@ NEVER = np.iinfo(np.int64).max  # a use not followed by another (yet): it stays 
 
 @njit(cache=True, nogil=True)
 def queues(
-    rec_layer, rec_mode, rec_now, ent_start, ent_key, ent_cls, rec0, group_clock, n_classes, n_keys,
-    car_start, car_key, car_time, car_owner, car_rec,
+    rec_layer, rec_mode, rec_now, ent_start, ent_key, ent_sorted, ent_cls, rec0, group_clock, n_classes, n_keys,
+    car_start, car_key, car_time, car_owner, car_rec, car_rank,
 ):  # fmt: skip
-    """Every pool size's class lists as one queue per class of uses, in the order the lists append them: the
-    latest uses carried from earlier chunks (car_*, class by class), then this chunk's pool records' entries in
-    first-appearance order, then a sentinel (record NEVER). A use stays in a pool's list while it is its key's
-    latest (until `dies`, the record of the key's next use: `death[entry]` is the queue place that entry ends) and
-    the key is in that pool. Records are numbered across chunks (rec0: this chunk's first)."""
+    """Every pool size's class lists as one queue per class of uses, record by record: the latest uses carried
+    from earlier chunks (car_*, class by class), then this chunk's pool records' entries, each record's in
+    expert-id order (its misses' order in every pool; `rank`: first-appearance order, its hits'), then a sentinel
+    (record NEVER). A use stays in a pool's list while it is its key's latest (until `dies`, the record of the
+    key's next use: `death[entry]` is the queue place that entry ends) and the key is in that pool. Records are
+    numbered across chunks (rec0: this chunk's first); `place[entry]` is the entry's queue place."""
     count = car_start[1:] - car_start[:-1] + 1
     for r in range(len(rec_mode)):
         if rec_mode[r] == MODE_CACHE:
@@ -111,32 +112,33 @@ def queues(
     n = start[-1]
     key, owner = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
     time, rec, dies = np.zeros(n, np.int64), np.full(n, NEVER, np.int64), np.full(n, NEVER, np.int64)
-    death = np.full(len(ent_key), -1, dtype=np.int64)
+    rank, place, death = np.zeros(n, np.int32), np.empty(len(ent_key), np.int64), np.full(len(ent_key), -1, np.int64)
     latest = np.full(n_keys, -1, dtype=np.int64)  # each key's latest use's queue place
     at = start[:-1].copy()
     for c in range(n_classes):
         for i in range(car_start[c], car_start[c + 1]):
             p = at[c]
             at[c] += 1
-            key[p], time[p], owner[p], rec[p] = car_key[i], car_time[i], car_owner[i], car_rec[i]
+            key[p], time[p], owner[p], rec[p], rank[p] = car_key[i], car_time[i], car_owner[i], car_rec[i], car_rank[i]
             latest[car_key[i]] = p
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
         o = 0 if group_clock else rec_layer[r]
-        for q in range(ent_start[r], ent_start[r + 1]):
+        for j in range(ent_start[r], ent_start[r + 1]):
+            q = ent_sorted[j]
             p = at[ent_cls[q]]
             at[ent_cls[q]] += 1
-            key[p], time[p], owner[p], rec[p] = ent_key[q], rec_now[r], o, rec0 + r
+            key[p], time[p], owner[p], rec[p], rank[p], place[q] = ent_key[q], rec_now[r], o, rec0 + r, q - ent_start[r], p
             if latest[ent_key[q]] >= 0:
                 death[q] = latest[ent_key[q]]
                 dies[death[q]] = rec0 + r
             latest[ent_key[q]] = p
-    return start, key, time, owner, rec, dies, death
+    return start, key, time, owner, rec, dies, death, rank, place
 
 
 @njit(cache=True, nogil=True)
-def carry(start, key, time, owner, rec, dies, heads, car_start, car_key, car_time, car_owner, car_rec):
+def carry(start, key, time, owner, rec, dies, rank, heads, car_start, car_key, car_time, car_owner, car_rec, car_rank):
     """Keep the latest uses (at most one a key) for the next chunk's queues, and move every pool's list heads
     (heads [.., n_classes]: places in their class's queue) onto them: a use before a head is out of that pool's
     list for good (dead, or its key evicted until its next use)."""
@@ -148,7 +150,7 @@ def carry(start, key, time, owner, rec, dies, heads, car_start, car_key, car_tim
         for p in range(start[c], start[c + 1]):
             before[p + c] = n - car_start[c]
             if dies[p] == NEVER and rec[p] != NEVER:  # a latest use, not the sentinel
-                car_key[n], car_time[n], car_owner[n], car_rec[n] = key[p], time[p], owner[p], rec[p]
+                car_key[n], car_time[n], car_owner[n], car_rec[n], car_rank[n] = key[p], time[p], owner[p], rec[p], rank[p]
                 n += 1
         before[start[c + 1] + c] = n - car_start[c]  # unreachable: a head stops at the sentinel
     car_start[n_classes] = n

@@ -19,7 +19,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
-_POS, _DIES, _TIME, _OWNER = 0, 1, 2, 3  # a pool's cached list head per class: queue place (-1: look), its use
+_POS, _DIES, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4  # a pool's list head per class: queue place (-1: look), its use
 _CPU, _SPLIT, _SELECTIONS = 0, 1, 2  # rows of a pool's CPU share counts per layer
 
 
@@ -44,7 +44,7 @@ def _alive(p, nxt):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find_head(b, c, bit, now_rec, start, key, rec, dies, nxt, res, hitf, heads, cached):
+def _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, hitf, heads, cached):
     """The least recently used slot of class c's list in this pool (its queue place), -1 when the list is empty
     or holds only this record's uses; moves the pool's head past uses out of its list and caches the find."""
     p = _alive(start[c] + heads[b, c], nxt)
@@ -53,27 +53,24 @@ def _find_head(b, c, bit, now_rec, start, key, rec, dies, nxt, res, hitf, heads,
     heads[b, c] = p - start[c]
     if rec[p] >= now_rec:  # empty, or every use left is this plan()'s (the sentinel's record is NEVER)
         return -1
-    head, first = p, p  # within the record: its first hit, else its miss of the lowest expert id
-    if not hitf[key[p]] & bit:
-        i = p + 1
-        while rec[i] == rec[first]:
-            if dies[i] > now_rec and res[key[i]] & bit:
-                if hitf[key[i]] & bit:
-                    head = i
-                    break
-                if key[i] < key[head]:
+    head = p  # within the record: its first hit in first-appearance order, else its lowest expert id (p)
+    if ghit[p] & bit:  # the record hit in this pool (in this class)
+        i = p
+        while rec[i] == rec[p]:
+            if dies[i] > now_rec and res[key[i]] & bit and hitf[key[i]] & bit:
+                if not hitf[key[head]] & bit or rank[i] < rank[head]:
                     head = i
             i += 1
-    cached[b, c, _POS], cached[b, c, _DIES] = head, dies[head]
+    cached[b, c, _POS], cached[b, c, _DIES], cached[b, c, _KEY] = head, dies[head], key[head]
     return head
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf, heads, cached, inv,
-           age_planning):  # fmt: skip
+def _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning):
     """age / 2^c of class c's head, -1 when it has none outside this plan() (the kernel before's _head_score)."""
     if cached[b, c, _POS] < 0 or cached[b, c, _DIES] <= now_rec:
-        h = _find_head(b, c, bit, now_rec, start, key, rec, dies, nxt, res, hitf, heads, cached)
+        start, key, rec, dies, _, rank, _ = q
+        h = _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, hitf, heads, cached)
         if h < 0:
             return -1.0
         cached[b, c, _TIME], cached[b, c, _OWNER] = time[h], owner[h]
@@ -129,10 +126,10 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
           share_counts, remainder, probe):  # fmt: skip
     """One lane's pool sizes replay the chunk: each record's hits in one word read per key, then, per pool size
     that missed, its misses in expert-id order (class_lru_kernel's rule before this layout)."""
-    rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel = chunk
-    start, key, rec, dies, death = q
+    rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel, ent_cls = chunk
+    death, place = q[4], q[6]
     group_clock, age_planning, ties_high, share, inv = knobs
-    clock, scores, mark, rem, nxt = work
+    clock, scores, mark, rem, nxt, sk, sh, se, ghit, gacc = work
     stamp, one = 0, np.uint64(1)
     for r in range(len(rec_mode)):
         lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
@@ -148,14 +145,20 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
         layer, now, now_rec = rec_layer[r], rec_now[r], rec0 + r
         me = 0 if group_clock else layer
         clock[me] = now
-        for e in range(lo, hi):  # the uses this record ends leave every list
-            if death[e] >= 0:
-                nxt[death[e]] = death[e] + 1
         missed = np.uint64(0)
-        for e in range(lo, hi):  # every pool's hits: its latest use becomes this one, a hit where the key is held
-            held = res[ent_key[e]]
-            hitf[ent_key[e]] = held
-            missed |= ~held
+        for j in range(hi - lo):  # every pool's hits (its latest use becomes this one, a hit where the key is held)
+            e = ent_sorted[lo + j]
+            k = ent_key[e]
+            held = res[k]
+            hitf[k], missed = held, missed | ~held
+            sk[j], sh[j], se[j] = k, held, e - lo  # the record in expert-id order, held as it came
+            if death[e] >= 0:  # the use this one ends leaves every list
+                nxt[death[e]] = death[e] + 1
+            gacc[ent_cls[e]] |= held
+        for e in range(lo, hi):  # per class, the pools where the record hit (its head needs the hits' order)
+            ghit[place[e]] = gacc[ent_cls[e]]
+        for e in range(lo, hi):
+            gacc[ent_cls[e]] = 0
         missed &= mask
         while missed:  # then each pool size with a miss, on its own
             b = _low_bit(missed)
@@ -168,28 +171,24 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
                              share_counts[b])  # fmt: skip
                 remainder[b] = rem[0]
             scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-            for j in range(lo, hi):
-                e = ent_sorted[j]
-                k = ent_key[e]
-                if res[k] & bit:
+            for j in range(hi - lo):
+                if sh[j] & bit:
                     continue
                 n_miss += 1
-                if split and mark[e - lo] == stamp:
+                if split and mark[se[j]] == stamp:
                     continue
                 if f < caps[b]:
                     f += 1
                 else:
                     if not scored:
                         for c in range(len(inv)):
-                            scores[c] = _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf,
-                                               heads, cached, inv, age_planning)  # fmt: skip
+                            scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
                         scored = True
                     c = _best(scores, ties_high)
-                    res[key[cached[b, c, _POS]]] &= ~bit
+                    res[cached[b, c, _KEY]] &= ~bit
                     cached[b, c, _POS] = -1
-                    scores[c] = _score(b, c, bit, now, now_rec, clock, start, key, rec, dies, time, owner, nxt, res, hitf, heads,
-                                       cached, inv, age_planning)  # fmt: skip
-                res[k] |= bit
+                    scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
+                res[sk[j]] |= bit
             fill[b] = f
             misses[b, rec_large[r], layer] += n_miss
 
@@ -197,12 +196,16 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
 @njit(cache=True, nogil=True)
 def _work(n_rec, ent_start, n_places, clock0, n_classes, share):
     """A lane's scratch arrays: its clocks, the heads' scores, the share's marks (one per entry of the largest
-    record), its carried remainder and the union-find over the queue places (every use alive until it ends)."""
+    record), its carried remainder, the union-find over the queue places (every use alive until it ends) and a
+    record's keys in expert-id order with the pools that held each and their entries."""
     most = 1
     for r in range(n_rec):
         most = max(most, ent_start[r + 1] - ent_start[r])
     mark = np.zeros(most if share > 0 else 0, dtype=np.int64)
-    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), np.arange(n_places)
+    sk, sh, se = np.empty(most, np.int64), np.empty(most, np.uint64), np.empty(most, np.int64)
+    ghit = np.full(n_places, np.uint64(0xFFFFFFFFFFFFFFFF))  # carried uses: unknown, their records are looked through
+    scratch = (sk, sh, se, ghit, np.zeros(n_classes, np.uint64))
+    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), np.arange(n_places), *scratch
 
 
 @njit(cache=True, nogil=True, parallel=True)
