@@ -40,7 +40,8 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
 from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, carry, queues
-from moe_model.policies.class_lru_lanes import _CPU, _POS, _SELECTIONS, _SPLIT, LANE_BITS, lanes
+from moe_model.policies.class_lru_lanes import _POS, LANE_BITS, replay as replay_pools
+from moe_model.policies.class_lru_lists import _CPU, _SELECTIONS, _SPLIT
 from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
@@ -48,6 +49,9 @@ from moe_model.readers.model_spec import ModelSpec
 HALF_LIFE_TOKENS = 128.0  # crf_half_life in the source
 N_CLASSES = 8  # n_class in the source
 NAME = "class-lru-b12170"  # the policy and its kernels
+# pool sizes below this share of the group's keys replay on their own lists (mostly misses: short lists evict
+# cheaper), the others in lanes of 64 (mostly hits: one word read per key); the counts are the same either way
+LIST_SHARE_OF_KEYS = 0.25
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,9 @@ class ClassLruState:
     caps: np.ndarray  # the pool sizes asked for
     pick: np.ndarray  # [len(caps)] each one's distinct pool size
     pool_caps: np.ndarray  # the distinct pool sizes, ascending
-    lane_of: np.ndarray  # [n_pools] each distinct pool size's lane
-    bit_of: np.ndarray  # [n_pools] and its bit there
+    n_list: int  # the smallest distinct pool sizes, each on its own lists (policies.class_lru_lists)
+    lane_of: np.ndarray  # [n_pools - n_list] each other distinct pool size's lane
+    bit_of: np.ndarray  # [n_pools - n_list] and its bit there
     half_life: float
     n_classes: int
     increment: float
@@ -154,31 +159,36 @@ class ClassLruState:
     share: float  # b12191's --moe-cache-cpu-share (policies.cpu_share), 0 for ClassLRU itself
     remainder: np.ndarray  # [n_lanes, 64] the share's carried fraction of a missed selection
     share_counts: np.ndarray  # [n_lanes, 64, 3, n_layer] the share's CPU-only, split and CPU selection counts
+    lists: tuple  # the small pools' (caps, first slots, slot_of, links, used, first, last, [fill, probe hits],
+    # misses [.., 2, n_layer], share counts [.., 3, n_layer], remainder [.., 1]) (class_lru_lists.list_pool)
 
-    def per_pool(self, lane_array: np.ndarray) -> np.ndarray:
-        """A lane array's rows of each distinct pool size, in pool_caps' order."""
-        return lane_array[self.lane_of, self.bit_of]
+    def per_pool(self, lane_array: np.ndarray, list_array: np.ndarray) -> np.ndarray:
+        """The rows of each distinct pool size, in pool_caps' order: the small pools' from list_array, the others'
+        from lane_array."""
+        return np.concatenate([list_array, lane_array[self.lane_of, self.bit_of]])
 
     @property
     def filled(self) -> np.ndarray:
-        return self.per_pool(self.fill)
+        return self.per_pool(self.fill, self.lists[7][:, 0])
 
     def held(self) -> np.ndarray:
         """[n_pools, n_keys] whether each distinct pool size holds the key."""
-        return (self.res[self.lane_of] >> self.bit_of.astype(np.uint64)[:, None]) & np.uint64(1) == 1
+        in_lanes = (self.res[self.lane_of] >> self.bit_of.astype(np.uint64)[:, None]) & np.uint64(1) == 1
+        return np.concatenate([self.lists[2] >= 0, in_lanes])
 
     @property
     def hits(self) -> np.ndarray:
         """[n_layer, 2, n_pools] the lookups each pool size held."""
-        return self.distinct[:, :, None] - self.per_pool(self.misses).transpose(2, 1, 0)
+        return self.distinct[:, :, None] - self.per_pool(self.misses, self.lists[8]).transpose(2, 1, 0)
 
 
-def _lane_layout(n_pools: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(lane, bit) of each pool size, dealt in turn over enough lanes for numba's threads (the small pools cost
-    the most: neighbours go to different lanes)."""
-    n_lanes = max(-(-n_pools // LANE_BITS), min(n_pools, get_num_threads()))
-    pools = np.arange(n_pools)
-    return pools % n_lanes, pools // n_lanes, n_lanes
+def _layout(caps: np.ndarray, n_keys: int) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """(how many of the distinct pool sizes, ascending, replay on their own lists; lane and bit of each other one;
+    lanes): the rest dealt in turn over as few lanes as hold them."""
+    n_list = int(np.sum(caps < LIST_SHARE_OF_KEYS * n_keys))
+    n_lanes = -(-(len(caps) - n_list) // LANE_BITS)
+    pools = np.arange(len(caps) - n_list)
+    return n_list, pools % max(n_lanes, 1), pools // max(n_lanes, 1), n_lanes
 
 
 def check_knobs(half_life_tokens: float, n_classes: int, increment: float, **readings: str) -> None:
@@ -203,9 +213,9 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     given = np.asarray(caps, dtype=np.int64)
     caps, pick = np.unique(given, return_inverse=True)
     n_keys, n_cls = n_layer * n_expert, int(k["n_classes"])
-    lane_of, bit_of, n_lanes = _lane_layout(len(caps))
+    n_list, lane_of, bit_of, n_lanes = _layout(caps, n_keys)
     lane_caps = np.zeros((n_lanes, LANE_BITS), dtype=np.int64)
-    lane_caps[lane_of, bit_of] = caps
+    lane_caps[lane_of, bit_of] = caps[n_list:]
     masks = np.zeros(n_lanes, dtype=np.uint64)
     np.bitwise_or.at(masks, lane_of, np.left_shift(np.uint64(1), bit_of.astype(np.uint64)))
     carried = (np.zeros(n_cls + 1, dtype=np.int64), np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64),
@@ -215,6 +225,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         given,
         pick.reshape(-1),
         caps,
+        n_list,
         lane_of,
         bit_of,
         float(k["half_life_tokens"]),
@@ -242,15 +253,36 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         float(share),
         np.zeros(per_bit, dtype=np.float64),
         np.zeros((*per_bit, 3, n_layer), dtype=np.int64),
+        _lists(caps[:n_list], n_layer, n_keys, n_cls),
+    )
+
+
+def _lists(caps: np.ndarray, n_layer: int, n_keys: int, n_cls: int) -> tuple:
+    """The small pools' state (ClassLruState.lists)."""
+    n, total = len(caps), int(caps.sum())
+    return (
+        caps,
+        np.concatenate(([0], np.cumsum(caps)[:-1])).astype(np.int64),
+        np.full((n, n_keys), -1, dtype=np.int32),
+        np.full((total, 4), -1, dtype=np.int32),
+        np.full(total, -1, dtype=np.int64),
+        np.full((n, n_cls), -1, dtype=np.int64),
+        np.full((n, n_cls), -1, dtype=np.int64),
+        np.zeros((n, 2), dtype=np.int64),
+        np.zeros((n, 2, n_layer), dtype=np.int64),
+        np.zeros((n, 3, n_layer), dtype=np.int64),
+        np.zeros((n, 1), dtype=np.float64),
     )
 
 
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
-    n_keys, n_pools = n_layer * n_expert, len(np.unique(caps))
-    n_lanes = _lane_layout(n_pools)[2]
-    per_bit = 8 * (3 + 5 * N_CLASSES + 5 * n_layer)
-    return 40 * n_keys + 16 * n_lanes * n_keys + n_lanes * LANE_BITS * per_bit + 16 * n_layer
+    n_keys, pools = n_layer * n_expert, np.unique(caps)
+    n_list, _, _, n_lanes = _layout(pools, n_keys)
+    per_pool = 8 * (4 + 6 * N_CLASSES + 5 * n_layer)
+    lanes = 16 * n_lanes * n_keys + n_lanes * LANE_BITS * per_pool
+    lists = 4 * n_list * n_keys + 24 * int(pools[:n_list].sum()) + n_list * per_pool
+    return 44 * n_keys + lanes + lists + 16 * n_layer
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -337,7 +369,7 @@ def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
         set_num_threads(1)  # this thread's own setting: the passes beside it keep theirs
     chunksize = set_parallel_chunksize(1)  # lanes to free threads one at a time
     try:
-        lanes(chunk, q, time, owner, s.rec0[0], clock0, knobs, *lane_state)
+        replay_pools(chunk, q, time, owner, s.rec0[0], clock0, knobs, lane_state, s.lists)
     finally:
         set_parallel_chunksize(chunksize)
         set_num_threads(threads_before)
@@ -348,14 +380,14 @@ def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]) of everything fed so far."""
-    return s.hits[:, :, s.pick], s.distinct.copy(), s.per_pool(s.lane_probe)[s.pick]
+    return s.hits[:, :, s.pick], s.distinct.copy(), s.per_pool(s.lane_probe, s.lists[7][:, 1])[s.pick]
 
 
 def cpu_counts(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CPU share's counts per layer and pool size [n_layer, n_caps]: missed experts only the CPU computes
     (never uploaded), missed experts uploaded that the CPU also computes for some of their selections, and the
     (token, chosen expert) selections computed on the CPU."""
-    counts = s.per_pool(s.share_counts)[s.pick]  # [n_caps, 3, n_layer]
+    counts = s.per_pool(s.share_counts, s.lists[9])[s.pick]  # [n_caps, 3, n_layer]
     return tuple(counts[:, row, :].T.copy() for row in (_CPU, _SPLIT, _SELECTIONS))
 
 

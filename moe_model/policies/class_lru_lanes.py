@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
+from moe_model.policies.class_lru_lists import best, list_pool, list_work, share_split
 
 LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
 _POS, _DIES, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4  # a pool's list head per class: queue place (-1: look), its use
-_CPU, _SPLIT, _SELECTIONS = 0, 1, 2  # rows of a pool's CPU share counts per layer
 
 
 @intrinsic
@@ -79,48 +79,6 @@ def _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf,
     return (clock[cached[b, c, _OWNER]] - cached[b, c, _TIME]) * inv[c]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _best(scores, ties_high):
-    """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
-    best, best_score = -1, -1.0
-    if ties_high:
-        for c in range(len(scores)):
-            if scores[c] >= best_score and scores[c] >= 0:
-                best, best_score = c, scores[c]
-    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
-        for c in range(len(scores)):
-            if scores[c] > best_score:
-                best, best_score = c, scores[c]
-    return best
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _share_split(lo, hi, bit, res, ent_key, by_crf, ent_sel, share, rem, layer, mark, stamp, counts):
-    """policies.cpu_share.split_selections's rule: the share of the record's missed selections (a remainder
-    carried in rem[0]) goes to the CPU, the lowest CRF first; experts all of whose selections go are marked
-    (mark[entry - lo] = stamp). counts: the pool's [_CPU, _SPLIT, _SELECTIONS] rows per layer."""
-    missed = 0
-    for j in range(lo, hi):
-        if not res[ent_key[j]] & bit:
-            missed += ent_sel[j]
-    rem[0] += share * missed
-    left = min(missed, int(rem[0]))
-    rem[0] -= left
-    counts[_SELECTIONS, layer] += left
-    for j in range(lo, hi):
-        if left == 0:
-            break
-        e = by_crf[j]
-        if res[ent_key[e]] & bit:
-            continue
-        if ent_sel[e] <= left:
-            mark[e - lo] = stamp
-            counts[_CPU, layer] += 1
-        else:
-            counts[_SPLIT, layer] += 1
-        left -= min(left, ent_sel[e])
-
-
 @njit(cache=True, nogil=True, _nrt=False)  # no reference counts in the loops: it allocates nothing
 def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill, heads, cached, misses,
           share_counts, remainder, probe):  # fmt: skip
@@ -129,7 +87,7 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
     rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel, ent_cls = chunk
     death, place = q[4], q[6]
     group_clock, age_planning, ties_high, share, inv = knobs
-    clock, scores, mark, rem, nxt, sk, sh, se, ghit, gacc = work
+    clock, scores, mark, rem, nxt, sk, sh, se, ghit, gacc, held_e = work
     stamp, one = 0, np.uint64(1)
     for r in range(len(rec_mode)):
         lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
@@ -167,8 +125,9 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
             split = share > 0 and f == caps[b]
             if split:
                 rem[0], stamp = remainder[b], stamp + 1
-                _share_split(lo, hi, bit, res, ent_key, by_crf, ent_sel, share, rem, layer, mark, stamp,
-                             share_counts[b])  # fmt: skip
+                for e in range(lo, hi):
+                    held_e[e - lo] = res[ent_key[e]] & bit != 0
+                share_split(lo, hi, held_e, by_crf, ent_sel, share, rem, layer, mark, stamp, share_counts[b])
                 remainder[b] = rem[0]
             scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
             for j in range(hi - lo):
@@ -184,7 +143,7 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
                         for c in range(len(inv)):
                             scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
                         scored = True
-                    c = _best(scores, ties_high)
+                    c = best(scores, ties_high)
                     res[cached[b, c, _KEY]] &= ~bit
                     cached[b, c, _POS] = -1
                     scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
@@ -204,15 +163,27 @@ def _work(n_rec, ent_start, n_places, clock0, n_classes, share):
     mark = np.zeros(most if share > 0 else 0, dtype=np.int64)
     sk, sh, se = np.empty(most, np.int64), np.empty(most, np.uint64), np.empty(most, np.int64)
     ghit = np.full(n_places, np.uint64(0xFFFFFFFFFFFFFFFF))  # carried uses: unknown, their records are looked through
-    scratch = (sk, sh, se, ghit, np.zeros(n_classes, np.uint64))
+    scratch = (sk, sh, se, ghit, np.zeros(n_classes, np.uint64), np.zeros(most, np.bool_))
     return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), np.arange(n_places), *scratch
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def lanes(chunk, q, time, owner, rec0, clock0, knobs, caps, masks, res, hitf, fill, heads, cached, misses,
-          share_counts, remainder, probe):  # fmt: skip
-    """Every lane of the pass replays the chunk on its own (on numba's threads): the lanes share only the queues."""
-    for lane in prange(len(masks)):
-        work = _work(len(chunk[1]), chunk[4], len(q[1]), clock0, len(knobs[4]), knobs[3])
-        _lane(chunk, q, time, owner, rec0, knobs, work, caps[lane], masks[lane], res[lane], hitf[lane], fill[lane],
-              heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane], probe[lane])  # fmt: skip
+def replay(chunk, q, time, owner, rec0, clock0, knobs, lanes, lists):
+    """Every small pool size on its own lists and every lane of the others replay the chunk, each a job on numba's
+    threads (the small pools first: they cost the most). The lanes share only the queues."""
+    caps, masks, res, hitf, fill, heads, cached, misses, share_counts, remainder, probe = lanes
+    l_caps, offsets, slot_of, links, used, first, last, state, l_misses, l_share, l_remainder = lists
+    n_list, n_classes = len(l_caps), len(knobs[4])
+    for job in prange(n_list + len(masks)):
+        if job < n_list:  # its list heads in its own copies: neighbouring pools' rows share cache lines
+            f, t = first[job].copy(), last[job].copy()
+            work = list_work(len(chunk[1]), chunk[4], clock0, n_classes)
+            list_pool(chunk, knobs, work, l_caps[job], offsets[job], slot_of[job], links, used, f, t, state[job],
+                      l_misses[job], l_share[job], l_remainder[job])  # fmt: skip
+            first[job, :], last[job, :] = f, t
+        else:
+            lane = job - n_list
+            work = _work(len(chunk[1]), chunk[4], len(q[1]), clock0, n_classes, knobs[3])
+            _lane(chunk, q, time, owner, rec0, knobs, work, caps[lane], masks[lane], res[lane], hitf[lane],
+                  fill[lane], heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane],
+                  probe[lane])  # fmt: skip
