@@ -40,7 +40,8 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
 from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, carry, queues
-from moe_model.policies.class_lru_lanes import _POS, LANE_BITS, replay as replay_pools
+from moe_model.policies.class_lru_lanes import _POS, LANE_BITS
+from moe_model.policies.class_lru_lanes import replay as replay_pools
 from moe_model.policies.class_lru_lists import _CPU, _SELECTIONS, _SPLIT
 from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation
@@ -182,6 +183,9 @@ class ClassLruState:
         return self.distinct[:, :, None] - self.per_pool(self.misses, self.lists[8]).transpose(2, 1, 0)
 
 
+_CARRIED = (np.int32, np.int64, np.int32, np.int64, np.int32)  # ClassLruState.carried: key, time, owner, record, rank
+
+
 def _layout(caps: np.ndarray, n_keys: int) -> tuple[int, np.ndarray, np.ndarray, int]:
     """(how many of the distinct pool sizes, ascending, replay on their own lists; lane and bit of each other one;
     lanes): the rest dealt in turn over as few lanes as hold them."""
@@ -218,8 +222,7 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     lane_caps[lane_of, bit_of] = caps[n_list:]
     masks = np.zeros(n_lanes, dtype=np.uint64)
     np.bitwise_or.at(masks, lane_of, np.left_shift(np.uint64(1), bit_of.astype(np.uint64)))
-    carried = (np.zeros(n_cls + 1, dtype=np.int64), np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64),
-               np.empty(n_keys, dtype=np.int32), np.empty(n_keys, dtype=np.int64), np.empty(n_keys, dtype=np.int32))  # fmt: skip
+    carried = (np.zeros(n_cls + 1, dtype=np.int64), *(np.empty(n_keys, dtype=t) for t in _CARRIED))
     per_bit = (n_lanes, LANE_BITS)
     return ClassLruState(
         given,

@@ -4,9 +4,8 @@ and each pool size's class lists replayed on its own."""
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 
@@ -87,7 +86,6 @@ def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
     return order
 
 
-
 NEVER = np.iinfo(np.int64).max  # a use not followed by another (yet): it stays its key's latest
 
 
@@ -129,7 +127,8 @@ def queues(
             q = ent_sorted[j]
             p = at[ent_cls[q]]
             at[ent_cls[q]] += 1
-            key[p], time[p], owner[p], rec[p], rank[p], place[q] = ent_key[q], rec_now[r], o, rec0 + r, q - ent_start[r], p
+            key[p], time[p], owner[p], rec[p] = ent_key[q], rec_now[r], o, rec0 + r
+            rank[p], place[q] = q - ent_start[r], p
             if latest[ent_key[q]] >= 0:
                 death[q] = latest[ent_key[q]]
                 dies[death[q]] = rec0 + r
@@ -150,7 +149,8 @@ def carry(start, key, time, owner, rec, dies, rank, heads, car_start, car_key, c
         for p in range(start[c], start[c + 1]):
             before[p + c] = n - car_start[c]
             if dies[p] == NEVER and rec[p] != NEVER:  # a latest use, not the sentinel
-                car_key[n], car_time[n], car_owner[n], car_rec[n], car_rank[n] = key[p], time[p], owner[p], rec[p], rank[p]
+                car_key[n], car_time[n], car_owner[n] = key[p], time[p], owner[p]
+                car_rec[n], car_rank[n] = rec[p], rank[p]
                 n += 1
         before[start[c + 1] + c] = n - car_start[c]  # unreachable: a head stops at the sentinel
     car_start[n_classes] = n

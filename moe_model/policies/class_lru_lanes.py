@@ -15,7 +15,7 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.llama.lru_kernel import MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
 from moe_model.policies.class_lru_lists import best, list_pool, list_work, share_split
 
@@ -57,17 +57,19 @@ def _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, 
     if ghit[p] & bit:  # the record hit in this pool (in this class)
         i = p
         while rec[i] == rec[p]:
-            if dies[i] > now_rec and res[key[i]] & bit and hitf[key[i]] & bit:
-                if not hitf[key[head]] & bit or rank[i] < rank[head]:
-                    head = i
+            held_hit = dies[i] > now_rec and res[key[i]] & bit and hitf[key[i]] & bit
+            if held_hit and (not hitf[key[head]] & bit or rank[i] < rank[head]):
+                head = i
             i += 1
     cached[b, c, _POS], cached[b, c, _DIES], cached[b, c, _KEY] = head, dies[head], key[head]
     return head
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning):
-    """age / 2^c of class c's head, -1 when it has none outside this plan() (the kernel before's _head_score)."""
+def _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning):
+    """age / 2^c of class c's head, -1 when it has none outside this plan() (class_lru_lists._head_score's rule);
+    pool: (queues, their uses' clocks and clock indices, the lane's ghit, nxt, res, hitf, heads, cached)."""
+    q, time, owner, ghit, nxt, res, hitf, heads, cached = pool
     if cached[b, c, _POS] < 0 or cached[b, c, _DIES] <= now_rec:
         start, key, rec, dies, _, rank, _ = q
         h = _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, hitf, heads, cached)
@@ -89,6 +91,7 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
     group_clock, age_planning, ties_high, share, inv = knobs
     clock, scores, mark, rem, nxt, sk, sh, se, ghit, gacc, held_e = work
     stamp, one = 0, np.uint64(1)
+    pool = (q, time, owner, ghit, nxt, res, hitf, heads, cached)  # what a head's score reads
     for r in range(len(rec_mode)):
         lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
         if mode == MODE_SKIP or lo == hi:
@@ -141,12 +144,12 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
                 else:
                     if not scored:
                         for c in range(len(inv)):
-                            scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
+                            scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
                         scored = True
                     c = best(scores, ties_high)
                     res[cached[b, c, _KEY]] &= ~bit
                     cached[b, c, _POS] = -1
-                    scores[c] = _score(b, c, bit, now, now_rec, clock, q, time, owner, ghit, nxt, res, hitf, heads, cached, inv, age_planning)  # fmt: skip
+                    scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
                 res[sk[j]] |= bit
             fill[b] = f
             misses[b, rec_large[r], layer] += n_miss

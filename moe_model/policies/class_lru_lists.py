@@ -178,4 +178,5 @@ def list_work(n_rec, ent_start, clock0, n_classes):
     most = 1
     for r in range(n_rec):
         most = max(most, ent_start[r + 1] - ent_start[r])
-    return clock0.copy(), np.empty(n_classes, np.float64), np.zeros(most, np.int64), np.zeros(1), np.zeros(most, np.bool_)
+    mark, held = np.zeros(most, np.int64), np.zeros(most, np.bool_)
+    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1), held
