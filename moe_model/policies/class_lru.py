@@ -13,9 +13,11 @@ get_slot_map rule. What the comment leaves open is a knob (OPEN_READINGS below: 
 comment line it rests on); `band_kernel` runs the others beside it as a band.
 
 The curve is one pass per group and class of budgets that see the same records: the CRF, its class and the
-clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. The
-lists themselves cannot be shared: ClassLRU is not a stack policy (with ages in each layer's own clock a smaller
-pool can keep a key a larger one evicts; tests/policies/test_class_lru.py pins a case), so each pool size keeps its own.
+clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. What
+each pool size holds cannot be shared: ClassLRU is not a stack policy (with ages in each layer's own clock a smaller
+pool can keep a key a larger one evicts; tests/policies/test_class_lru.py pins a case), so each pool size replays on
+its own: a small one on its own linked lists (policies.class_lru_lists), the others in lanes of 64 that share the
+class queues and test a key's hits in all of them with one word (policies.class_lru_lanes).
 """
 
 from __future__ import annotations

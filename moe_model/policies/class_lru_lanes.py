@@ -85,11 +85,11 @@ def _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning):
 def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill, heads, cached, misses,
           share_counts, remainder, probe):  # fmt: skip
     """One lane's pool sizes replay the chunk: each record's hits in one word read per key, then, per pool size
-    that missed, its misses in expert-id order (class_lru_kernel's rule before this layout)."""
-    rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel, ent_cls = chunk
-    death, place = q[4], q[6]
-    group_clock, age_planning, ties_high, share, inv = knobs
-    clock, scores, mark, rem, nxt, sk, sh, se, ghit, gacc, held_e = work
+    that missed, its misses in expert-id order (class_lru_lists.list_pool's rule in this layout)."""
+    rec_layer, rec_mode, rec_now, ent_start = chunk[0], chunk[1], chunk[3], chunk[4]
+    ent_key, ent_sorted, ent_cls = chunk[5], chunk[6], chunk[9]
+    death, place, group_clock = q[4], q[6], knobs[0]
+    clock, nxt, sk, sh, se, ghit, gacc = work[0], work[4], work[5], work[6], work[7], work[8], work[9]
     stamp, one = 0, np.uint64(1)
     pool = (q, time, owner, ghit, nxt, res, hitf, heads, cached)  # what a head's score reads
     for r in range(len(rec_mode)):
@@ -124,35 +124,59 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
         while missed:  # then each pool size with a miss, on its own
             b = _low_bit(missed)
             missed &= missed - one
-            bit, n_miss, f = one << np.uint64(b), 0, fill[b]
-            split = share > 0 and f == caps[b]
-            if split:
-                rem[0], stamp = remainder[b], stamp + 1
-                for e in range(lo, hi):
-                    held_e[e - lo] = res[ent_key[e]] & bit != 0
-                share_split(lo, hi, held_e, by_crf, ent_sel, share, rem, layer, mark, stamp, share_counts[b])
-                remainder[b] = rem[0]
-            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-            for j in range(hi - lo):
-                if sh[j] & bit:
-                    continue
-                n_miss += 1
-                if split and mark[se[j]] == stamp:
-                    continue
-                if f < caps[b]:
-                    f += 1
-                else:
-                    if not scored:
-                        for c in range(len(inv)):
-                            scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
-                        scored = True
-                    c = best(scores, ties_high)
-                    res[cached[b, c, _KEY]] &= ~bit
-                    cached[b, c, _POS] = -1
+            stamp += 1
+            _pool_misses(b, one << np.uint64(b), r, lo, hi, now, now_rec, layer, chunk, knobs, work,
+                         pool, caps, fill, misses, share_counts, remainder, stamp)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pool_misses(b, bit, r, lo, hi, now, now_rec, layer, chunk, knobs, work, pool, caps, fill, misses,
+                 share_counts, remainder, stamp):  # fmt: skip
+    """Pool size b's misses of record r in expert-id order, each into an empty slot or in place of the head with
+    the largest age / 2^class among the lists this plan() did not use; with the CPU share, once the pool is full,
+    the share's missed experts stay out (class_lru_lists.list_pool's rule)."""
+    ent_key, by_crf, ent_sel, rec_large = chunk[5], chunk[7], chunk[8], chunk[2]
+    age_planning, ties_high, share, inv = knobs[1], knobs[2], knobs[3], knobs[4]
+    clock, scores, mark, rem, sk, sh, se, held_e = (
+        work[0],
+        work[1],
+        work[2],
+        work[3],
+        work[5],
+        work[6],
+        work[7],
+        work[10],
+    )
+    res, cached = pool[5], pool[8]
+    n_miss, f = 0, fill[b]
+    split = share > 0 and f == caps[b]
+    if split:
+        rem[0] = remainder[b]
+        for e in range(lo, hi):
+            held_e[e - lo] = res[ent_key[e]] & bit != 0
+        share_split(lo, hi, held_e, by_crf, ent_sel, share, rem, layer, mark, stamp, share_counts[b])
+        remainder[b] = rem[0]
+    scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
+    for j in range(hi - lo):
+        if sh[j] & bit:
+            continue
+        n_miss += 1
+        if split and mark[se[j]] == stamp:
+            continue
+        if f < caps[b]:
+            f += 1
+        else:
+            if not scored:
+                for c in range(len(inv)):
                     scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
-                res[sk[j]] |= bit
-            fill[b] = f
-            misses[b, rec_large[r], layer] += n_miss
+                scored = True
+            c = best(scores, ties_high)
+            res[cached[b, c, _KEY]] &= ~bit
+            cached[b, c, _POS] = -1
+            scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
+        res[sk[j]] |= bit
+    fill[b] = f
+    misses[b, rec_large[r], layer] += n_miss
 
 
 @njit(cache=True, nogil=True)
