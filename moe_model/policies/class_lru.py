@@ -33,6 +33,7 @@ from numba import get_num_threads, set_num_threads, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
+    CLASS_LRU_LIST_SHARE_OF_KEYS,
     CLASS_LRU_NS_PER_LOOKUP_BUDGET,
     SIM_NS_PER_LOOKUP_PASS,
 )
@@ -52,9 +53,6 @@ from moe_model.readers.model_spec import ModelSpec
 HALF_LIFE_TOKENS = 128.0  # crf_half_life in the source
 N_CLASSES = 8  # n_class in the source
 NAME = "class-lru-b12170"  # the policy and its kernels
-# pool sizes below this share of the group's keys replay on their own lists (mostly misses: short lists evict
-# cheaper), the others in lanes of 64 (mostly hits: one word read per key); the counts are the same either way
-LIST_SHARE_OF_KEYS = 0.25
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ _CARRIED = (np.int32, np.int64, np.int32, np.int64, np.int32)  # ClassLruState.c
 def _layout(caps: np.ndarray, n_keys: int) -> tuple[int, np.ndarray, np.ndarray, int]:
     """(how many of the distinct pool sizes, ascending, replay on their own lists; lane and bit of each other one;
     lanes): the rest dealt in turn over as few lanes as hold them."""
-    n_list = int(np.sum(caps < LIST_SHARE_OF_KEYS * n_keys))
+    n_list = int(np.sum(caps < CLASS_LRU_LIST_SHARE_OF_KEYS * n_keys))
     n_lanes = -(-(len(caps) - n_list) // LANE_BITS)
     pools = np.arange(len(caps) - n_list)
     return n_list, pools % max(n_lanes, 1), pools // max(n_lanes, 1), n_lanes

@@ -70,9 +70,9 @@ def test_the_lists_and_the_lanes_count_alike_at_every_pool_size_for_every_readin
     for i in range(120):
         inputs, caps, _, share, n_layer, n_expert = _with_more_pools(random_case(rng), rng)
         case = (inputs, caps, readings[i % len(readings)], share, n_layer, n_expert)
-        with mock.patch.object(class_lru, "LIST_SHARE_OF_KEYS", 2.0):  # every pool size on its own lists
+        with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 2.0):  # every pool size on its own lists
             lists = _all_counts(case)
-        with mock.patch.object(class_lru, "LIST_SHARE_OF_KEYS", 0.0):  # every pool size in a lane
+        with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 0.0):  # every pool size in a lane
             in_lanes = _all_counts(case, class_lru.feed_in_turn)
         assert all(np.array_equal(a, b) for a, b in zip(lists, in_lanes, strict=True)), case
 
