@@ -164,8 +164,8 @@ def compare_priced(
         done[0] += 1
         return points, time.perf_counter() - start
 
-    watched = [(contextvars.copy_context(), name) for name in names]  # each thread its own copy of the watch
-    priced = _run_chains(lambda name: watched[names.index(name)][0].run(job, name), _chains(names, None))
+    contexts = {name: contextvars.copy_context() for name in names}  # the caller's watch, seen on every thread
+    priced = _run_chains(lambda name: contexts[name].run(job, name), _chains(names, None))
     results = {name: [p.counts for p in priced[name][0]] for name in names}
     tps = {name: [p.prediction.decode_tps if p.prediction.usable else None for p in priced[name][0]] for name in names}
     seconds = {name: priced[name][1] for name in names}
