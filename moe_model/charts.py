@@ -15,12 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from moe_model.answers.basis import text_tag
 from moe_model.fits.log_timings import request_label
 from moe_model.llama.simulate import SimResult
 from moe_model.llama.slot_plan import CachePlan, Placement
 from moe_model.policies.wording import hit_rate_wording
 from moe_model.routing.logged import LogRouting
-from moe_model.speed.ranges import largest_step
 from moe_model.speed.streams import speed_label, total_over_streams
 from moe_model.speed.term_words import term_words
 from moe_model.speed.time_model import Prediction
@@ -98,6 +98,16 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> g
     )
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
+    return fig
+
+
+def with_basis(fig: go.Figure, *said: str | tuple[str, str]) -> go.Figure:
+    """The figure with how its numbers are known leading its subtitle, as text tags (a chart draws no badge): each
+    of `said` a basis word ('modelled'), or a word and what it covers (('measured', 'diamonds'))."""
+    tags = ", ".join(text_tag(w) if isinstance(w, str) else f"{text_tag(w[0])} {w[1]}" for w in said)
+    subtitle = (fig.layout.title.subtitle.text or "").replace("<br>", " ")
+    text = f"{tags}; {subtitle}" if subtitle else tags
+    fig.update_layout(title_subtitle_text=_wrap(text, SUBTITLE_CHARS), margin_t=_top_px(text))
     return fig
 
 
@@ -550,48 +560,3 @@ def policy_curves(
     if percent:
         fig.update_yaxes(range=[0, 100])
     return _layout(fig, "Replacement policies on the same workload", BUDGET_AXIS, y_title)
-
-
-RANGE_WHOLE = "whole range"
-
-
-def _tps(value: float) -> str:
-    """A speed with one decimal, or two significant digits under 1 t/s (0.04, not 0.0)."""
-    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
-
-
-def _source_hover(s, tps: float) -> str:
-    if s.settled:
-        return f"{_wrap(s.narrowed_by)}"
-    lo, hi = s.without_tps
-    return f"narrowed by: {_wrap(s.narrowed_by)}<br>settled, the range would be at best {lo:.1f}-{hi:.1f} t/s"
-
-
-def range_bar(pred: Prediction) -> go.Figure:
-    """The decode range as drawn bars on a log scale: the whole range on top, each source under it (largest first)
-    spanning the speeds it alone allows, the prediction marked; what narrows each source in its hover (grey: a
-    source no step narrows)."""
-    tps, (lo, hi) = pred.decode_tps, pred.decode_tps_range
-    names = [RANGE_WHOLE, *(s.source for s in pred.range_sources)]
-    lows, highs = [lo, *(s.low_tps for s in pred.range_sources)], [hi, *(s.high_tps for s in pred.range_sources)]
-    rows = [f"{n}: {_tps(a)}-{_tps(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
-    whole = _wrap(largest_step(tps, pred.range_sources) or "every source at its worst together")
-    fig = go.Figure()
-    fig.add_bar(
-        y=rows, base=lows, x=[b - a for a, b in zip(lows, highs, strict=True)], orientation="h", width=0.6,
-        marker_color=[OKABE_ITO[4]] + ["#999999" if s.settled else OKABE_ITO[1] for s in pred.range_sources],
-        customdata=[whole, *(_source_hover(s, tps) for s in pred.range_sources)], showlegend=False,
-        hovertemplate="%{y}<br>%{customdata}<extra></extra>",
-    )  # fmt: skip
-    fig.add_scatter(
-        y=rows, x=[tps] * len(rows), mode="markers", name=f"the prediction: {tps:.1f} t/s",
-        marker={"symbol": "line-ns", "size": 18, "line": {"width": 3, "color": OKABE_ITO[7]}}, showlegend=False,
-        hovertemplate=f"the prediction: {tps:.1f} t/s<extra></extra>",
-    )  # fmt: skip
-    axis = speed_label("t/s", pred.scenario.concurrency) + " (log scale)"
-    fig = _layout(fig, "Decode range by source", axis, "",
-                  f"black line: the prediction, {tps:.1f} t/s; hover a bar: what narrows it")  # fmt: skip
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(type="log")  # the sources multiply: on a log scale each bar's length is its share of the range
-    fig.update_layout(height=170 + 34 * len(rows))
-    return fig

@@ -6,7 +6,7 @@ then the curve and the policy comparison from page-work threads (ui.background).
 
 import streamlit as st
 
-from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
+from moe_model.answers.basis import CALIBRATED, LOGS, MEASURED, MODELLED, SYNTHETIC, TRACE, Basis, prediction_basis
 from moe_model.answers.explore import (
     Answer,
     ExploreCurve,
@@ -28,6 +28,7 @@ from moe_model.charts import (
     speed_curve,
     time_breakdown,
     upload_curve,
+    with_basis,
 )
 from moe_model.fits.log_timings import load_reference
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
@@ -102,16 +103,16 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
     options = cached_recommend(model, path, hw, time_model, base, routing, inputs.work if replays_trace else None)
     best = options[0] if options else None
     if best is None or not best.usable:
-        advice = recommend_advice(model, hw, options)
-        st.error(advice.summary)
+        advice, tag = recommend_advice(model, hw, options), badge(MODELLED)  # the memory accounts are the model's
+        st.error(f"{tag} {advice.summary}")
         if advice.would_fit:
-            st.info("**What would fit**:\n" + "\n".join(f"- {c.text}" for c in advice.would_fit))
+            st.info("**What would fit**:\n" + "\n".join(f"- {c.text} {tag}" for c in advice.would_fit))
         return
     p = best.prediction
-    said = best_details(best.label, p, best.cache.sentence, time_model.prefill_rel_error, basis)
-    usability_box(st, said, usability(p), basis.decode)
+    figures = headline_figures(p, basis, time_model.prefill_rel_error)
+    usability_box(st, best_details(best.label, p, figures, best.cache.sentence, basis), usability(p), basis.decode)
     nearest_caption(st, model.name, p, hw)
-    range_chart(p, "best_range")
+    range_chart(p, "best_range", basis.decode)
     st.button("apply this setting", key="apply_best", on_click=apply_setting, args=(p.scenario,))
     st.code(runnable(best.command, source), language="bash", wrap_lines=True)
     if p.scenario.pinned:
@@ -138,7 +139,9 @@ def workload(model, model_key: str, base, routing):
         keep(workload=kind)
     batching = f"{base.concurrency}:{base.draft_tokens}:{base.accept_rate}"
     if kind == LOGS_ROUTING:
-        st.caption(f"Routing {routing.describe()} (a model of your routing; prompts not simulated).")
+        st.caption(
+            f"{badge(CALIBRATED)} Routing {routing.describe()} (a model of your routing; prompts not simulated)."
+        )
         work = cached_log_workload(model, routing, base)
         return work, f"logs:{routing_key(routing)}:{batching}", None, None
     upload = trace_upload() if kind == kinds[-1] else None
@@ -159,7 +162,7 @@ def workload(model, model_key: str, base, routing):
         )
     preset = preset_for(model)
     st.caption(
-        f"Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
+        f"{badge(MODELLED)} Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
         f"{preset.fitted_to}; ±{preset.spread_points:.1f} hit-rate points."
     )
     without = (sim_prompt, cached_synthetic(model, base)) if sim_prompt else None
@@ -183,37 +186,46 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
     measurement."""
     budget, pred, prefill_error = answer.point.budget_mib, answer.point.prediction, inputs.tm.prefill_rel_error
     runs = pred.starts and answer.runs
+    figures = headline_figures(pred, basis, prefill_error, spread_points) if runs else ()  # the cards' and details'
     if runs:
-        metric_cards(cards, headline_figures(pred, basis, prefill_error, spread_points))
+        metric_cards(cards, figures)
         usability_box(st, "", usability(pred), basis.decode)
     fit_verdicts(pred.vram, answer.host, advice)
     if not pred.starts:
-        st.error(f"At {budget:,} MiB llama-server would not start: {pred.error}")
+        st.error(f"{badge(MODELLED)} At {budget:,} MiB llama-server would not start: {pred.error}")
     elif runs:
-        st.markdown(details(pred, answer.cache.sentence, prefill_error, basis))
+        st.markdown(details(pred, figures, answer.cache.sentence, basis))
         nearest_caption(st, inputs.model.name, pred, inputs.hw)
-        range_chart(pred, "range")
+        range_chart(pred, "range", basis.decode)
     else:
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 
 
-def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing):
-    axis, point = view.axis, answer.point
+def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing,
+                 basis: Basis):  # fmt: skip
+    """The curves against budget and the breakdown at the chosen one, each chart's subtitle led by how its numbers
+    are known (`basis`; the diamonds and the logs' points measured), and the prediction's notes, each badged."""
+    axis, point, hits_basis = view.axis, answer.point, basis.hit_rate
     lines = {f"{n}, no cache": p.decode_tps for n, p in baselines.items()}
     concurrency = point.prediction.scenario.concurrency
     speed = speed_curve(axis.budgets, view.speeds, lines, measured, budget, view.ranges, concurrency)
+    drawn = measured is not None and len(measured) > 0
+    speed = with_basis(speed, basis.decode, *([(MEASURED, "diamonds")] if drawn else []))
     st.plotly_chart(shade_unfit(speed, axis.fits_mib, axis.budgets[-1]), width="stretch", key="speed")
     a, b = st.columns(2)
     hits, uploads = hit_rate_curve(view.simulated, budget), upload_curve(view.simulated, budget)
     if routing is not None:
         hits = overlay_logged_hits(hits, routing, point.layout.placement)
+    hits = with_basis(hits, hits_basis, *([(MEASURED, "your logs' points")] if routing is not None else []))
     a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
+    uploads = with_basis(uploads, hits_basis)  # the replay's misses, known as its hit rates are
     b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
-    a.plotly_chart(layer_hit_rates(point.simulated), width="stretch", key="layers")
+    a.plotly_chart(with_basis(layer_hit_rates(point.simulated), hits_basis), width="stretch", key="layers")
     compare = {**baselines, f"{placement_name} + {point.budget_mib:,} MiB": point.prediction}
-    st.plotly_chart(time_breakdown({k: v for k, v in compare.items() if v.starts}), width="stretch", key="breakdown")
-    for note in point.prediction.notes:
-        st.caption(note)
+    breakdown = time_breakdown({k: v for k, v in compare.items() if v.starts})
+    st.plotly_chart(with_basis(breakdown, basis.decode), width="stretch", key="breakdown")
+    for note in point.prediction.notes:  # the memory accounts, the disk term, a modelled policy: the model's
+        st.caption(f"{badge(MODELLED)} {note}")
 
 
 def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int, routing: str, basis: Basis):
@@ -334,15 +346,16 @@ with friendly_errors():
             if prompts is not None:
                 prompts_caption(inputs, prompts, base, ranges, answer, basis)
             st.caption(policy_caption(base))
-            st.caption(basis.line + (f" Host: {host_run.described}." if host_run else ""))
+            st.caption(
+                basis.tagged_line(badge) + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
+            )
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
         view = awaited(curve_job, "Simulating the cache at every budget")
         baselines = fitting_no_cache(view)
-        curve_charts(
-            view, answer, chart_literal(measured), budget, placement_name, baselines, routing if from_logs else None
-        )
+        fitted = routing if from_logs else None  # the routing fitted to the logs, where it is replayed
+        curve_charts(view, answer, chart_literal(measured), budget, placement_name, baselines, fitted, basis)
         st.caption(
-            f"Time model parameters: {time_model.source}. Routing: "
+            f"{badge(basis.decode)} Time model parameters: {time_model.source}. Routing: "
             + (
                 routing.describe()
                 if from_logs

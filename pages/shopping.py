@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from moe_model.answers.basis import LOGS, SYNTHETIC, TRACE, Basis, prediction_basis
+from moe_model.answers.basis import LOGS, MEASURED, MODELLED, SYNTHETIC, TRACE, Basis, prediction_basis
 from moe_model.answers.fit_advice import CardAnswer, card_answer, shopping_share_note
 from moe_model.answers.shopping_lead import fit_lines, shopping_lead
-from moe_model.charts import shopping_bars
+from moe_model.charts import shopping_bars, with_basis
 from moe_model.fits.calibration import default_time_model, prompt_speed
 from moe_model.fits.log_timings import request_label
 from moe_model.policies.knobs import SHARE
@@ -31,6 +31,7 @@ from ui.sidebar import (
 )
 from ui.startup import through_app
 from ui.state import HARDWARE, keep, kept, kept_toggle
+from ui.text import literal
 from ui.uploads import trace_upload
 from ui.widgets import friendly_errors, model_flag_path, range_caption, runnable, setting_input
 
@@ -92,6 +93,12 @@ def routing_choice(model, routing):
     return kind, traces.get(kind)
 
 
+def bars_basis(bases: list[Basis]) -> tuple:
+    """How the chart's bars are known (charts.with_basis): one word, or the user's card's and the others'."""
+    words = dict.fromkeys(b.decode for b in bases)
+    return tuple(words) if len(words) == 1 else ((bases[0].decode, "your card"), (bases[-1].decode, "the others"))
+
+
 TOTALS = ("decode t/s", "decode range t/s", "low t/s", "high t/s")  # at -np > 1 the total over the streams, named so
 
 
@@ -151,12 +158,13 @@ with friendly_errors():
     work = None if trace is None else trace_workload(trace, model.n_expert, request)
     routing = routing if kind == LOGS_ROUTING else None
     cards = chosen_cards(mine.name)
+    recorded = f"; {badge(MEASURED)} threads and RAM from your CPU run where it recorded them" if host_run else ""
     st.caption(
         f"Context {ctx:,}, {concurrency} stream(s) decoding {depth:,} tokens deep after a {prompt:,}-token prompt "
         f"(decode{speed_label('', concurrency)}, prompt and first-token figures: a model, with the held-out "
         "error's range), "
         f"your host: {mine.ram_gib:g} GiB RAM, {mine.cpu_bw_gbs:g} GB/s, "
-        f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar). Each pick compares mmap'd and pinned "
+        f"{mine.cpu_threads} threads, {mine.pcie_label} slot (sidebar{recorded}). Each pick compares mmap'd and pinned "
         f"(--load-mode none) host experts. Decode speeds: the {request_label(first=False)} (the requests after a "
         "server's first)."
         + (f" Routing {routing.describe()}." if routing else "")
@@ -195,21 +203,25 @@ with friendly_errors():
         lead = shopping_lead(model.name, answers, [b.decode for b in bases])
         (st.warning if lead.warns else st.info)("\n\n".join(lead.lines(badge)))  # slow or unusable: never a success
         if lead.nearest_line:
-            st.caption(lead.nearest_line)
+            st.caption(f"{badge(MEASURED)} {literal(lead.nearest_line, None)}")
         if answers[0].best:
-            range_caption(answers[0].best.prediction)
+            range_caption(answers[0].best.prediction, bases[0].decode)
         fits = fit_lines(answers)
-        if fits:
-            st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line}" for line in fits))
+        if fits:  # the memory accounts are the model's, as Explore's fit verdicts say
+            st.markdown("**What would fit**, per card:\n" + "\n".join(f"- {line} {badge(MODELLED)}" for line in fits))
         share = shopping_share_note(model, answers, request.cpu_share, build)
         if share:  # one line for every card: it depends on the model and the build, not the card
             st.caption(f"{share[0].upper()}{share[1:]}.")
     running = frame[frame["command"] != ""]
     if len(running):  # no chart of cards that cannot run: their bars would be an empty axis
-        st.plotly_chart(shopping_bars(running, concurrency), width="stretch", key="shop_chart")
+        st.plotly_chart(with_basis(shopping_bars(running, concurrency), *bars_basis(bases)), width="stretch",
+                        key="shop_chart")  # fmt: skip
     table(shown(frame, concurrency), concurrency)
     st.caption(policy_caption(shared))
-    st.caption(f"Your machine: {bases[0].line}" + (f" Host: {host_run.described}." if host_run else ""))
+    st.caption(
+        f"Your machine: {bases[0].tagged_line(badge)}"
+        + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
+    )
     if reading:
         picked = ", ".join(f"{k} {v}" for k, v in reading)
         st.caption(f"ClassLRU's reading your logs picked ({picked}), replayed alone for every card: no readings band.")
@@ -217,8 +229,10 @@ with friendly_errors():
     if commands:
         st.markdown("**Each card's best command**:")
         st.code(runnable(commands, source), language="bash", wrap_lines=True)
+    others = bases[1].decode if len(bases) > 1 else MODELLED  # the others' decode: modelled, or a CPU run's
     st.caption(
-        f"Time model: {my_tm.source} (your machine); {default_time_model().source} (the others). Pinned host "
+        f"{badge(bases[0].decode)} Time model: {my_tm.source} (your machine); {badge(others)} "
+        f"{default_time_model().source} (the others). Pinned host "
         "experts upload faster, but the CPU path over pinned memory can be slower and pinning needs the RAM; each "
         "pick says which won. CPU shares are a modelled policy, picked only when they win by more than the "
         "prediction's error."

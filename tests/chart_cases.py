@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from moe_model import charts
+from moe_model import charts, charts_range
 from moe_model.fits.calibration import default_time_model
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import Placement
@@ -111,6 +111,10 @@ def chart_cases() -> dict[str, Callable[[], go.Figure]]:
         ),  # fmt: skip
         "layer_hit_rates": lambda: charts.layer_hit_rates(sims[2]),
         "time_breakdown": lambda: charts.time_breakdown(preds),
+        "time_breakdown_with_basis": lambda: charts.with_basis(charts.time_breakdown(preds), "calibrated"),
+        "layer_hit_rates_with_basis": lambda: charts.with_basis(
+            charts.layer_hit_rates(sims[2]), "modelled", ("measured", "your logs' points")
+        ),
         "vram_bar": lambda: charts.vram_bar(cached.vram),
         "plan_slots": lambda: charts.plan_slots(cached.layout.plan),
         "left_out_predictions": lambda: charts.left_out_predictions(
@@ -120,6 +124,6 @@ def chart_cases() -> dict[str, Callable[[], go.Figure]]:
         "measured_curves": lambda: charts.measured_curves(runs),
         "shopping_bars": lambda: charts.shopping_bars(shop, concurrency=1),
         "policy_curves": lambda: charts.policy_curves([1000, 5000, 9000], policies, labels, "lru", mark_budget=5000),
-        "range_bar": lambda: charts.range_bar(cached),
-        "range_bar_every_source": lambda: charts.range_bar(_every_source(cached)),
+        "range_bar": lambda: charts_range.range_bar(cached, "modelled"),
+        "range_bar_every_source": lambda: charts_range.range_bar(_every_source(cached), "calibrated"),
     }

@@ -33,7 +33,7 @@ LAYERS = [
     {"pricing"},
     {"fits"},
     {"answers"},
-    {"charts", "warmup", "fuzzing"},
+    {"charts", "charts_range", "warmup", "fuzzing"},
     {"cli", "__main__", "__init__"},
 ]
 

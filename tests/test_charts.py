@@ -13,7 +13,7 @@ import pytest
 from chart_cases import chart_cases, predictions
 from plotly.offline import get_plotlyjs
 
-from moe_model import charts
+from moe_model import charts, charts_range
 from moe_model.charts import for_notebook, hit_rate_curve, overlay_logged_hits, shopping_bars
 from moe_model.llama.builds import MAINLINE_BUILD
 from moe_model.llama.simulate import simulate_budgets
@@ -112,9 +112,10 @@ def drawn() -> dict[str, go.Figure]:
 
 def test_the_label_cases_draw_every_chart_builder_of_charts_py(drawn):
     builders = {
-        name for name, f in inspect.getmembers(charts, inspect.isfunction)
-        if f.__module__ == charts.__name__ and not name.startswith("_")
-        and inspect.signature(f).return_annotation in ("go.Figure", go.Figure) and name != "shade_unfit"
+        name for module in (charts, charts_range) for name, f in inspect.getmembers(module, inspect.isfunction)
+        if f.__module__ == module.__name__ and not name.startswith("_")
+        and inspect.signature(f).return_annotation in ("go.Figure", go.Figure)
+        and name not in ("shade_unfit", "with_basis")  # each changes a drawn figure
     }  # fmt: skip
     assert builders - {"overlay_logged_hits"} <= set(drawn)
 
@@ -160,10 +161,14 @@ def test_the_range_bar_draws_the_whole_range_on_top_then_each_source_with_what_n
     assert [b + w for b, w in zip(bars.base, bars.x, strict=True)] == pytest.approx(
         [hi, *(s.high_tps for s in sources)]
     )
-    assert all(
-        s.narrowed_by[:30] in hover.replace("<br>", " ") for s, hover in zip(sources, bars.customdata[1:], strict=True)
+    assert all(  # in the app's words: its controls, no command-line flag
+        s.narrowed(app=True)[:30] in hover.replace("<br>", " ")
+        for s, hover in zip(sources, bars.customdata[1:], strict=True)
     )
-    assert set(mark.x) == {pred.decode_tps} and f"{pred.decode_tps:.1f} t/s" in fig.layout.title.subtitle.text
+    assert not [hover for hover in bars.customdata if re.search(r"(?<![\w-])--[a-z]", hover)]
+    subtitle = fig.layout.title.subtitle.text
+    assert set(mark.x) == {pred.decode_tps} and f"{pred.decode_tps:.1f} t/s" in subtitle.replace("<br>", " ")
+    assert subtitle.startswith("[modelled]") and all("[modelled]" in hover for hover in bars.customdata)
 
 
 def test_the_time_breakdown_is_one_horizontal_bar_per_configuration_in_words_summing_to_its_ms_per_token(drawn):
@@ -182,3 +187,12 @@ def test_shopping_bars_write_each_cards_decode_speed_above_its_whisker():
                           "high t/s": [25.0, 35.0], "best setting": ["a", "b"]})  # fmt: skip
     (labels,) = [t for t in shopping_bars(frame).data if getattr(t, "mode", None) == "text"]
     assert list(labels.text) == ["20.0 t/s", "30.0 t/s"] and list(labels.y) == [25.0, 35.0]
+
+
+def test_a_charts_basis_leads_its_subtitle_as_text_tags_and_keeps_what_it_said(drawn):
+    before = drawn["time_breakdown"]
+    fig = charts.with_basis(go.Figure(before), "calibrated", ("measured", "diamonds"))
+    said = before.layout.title.subtitle.text.replace("<br>", " ")
+    assert fig.layout.title.subtitle.text.replace("<br>", " ") == f"[calibrated], [measured] diamonds; {said}"
+    assert fig.layout.margin.t >= before.layout.margin.t  # room for the subtitle's lines
+    assert charts.with_basis(go.Figure(), "modelled").layout.title.subtitle.text == "[modelled]"

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moe_model.answers.basis import MEASURED, MODELLED, Basis
-from moe_model.answers.headline import Figure, prompt_tps_text
+from moe_model.answers.headline import Figure
 from moe_model.answers.nearest_row import nearest_row
 from moe_model.answers.usability import SLOW, UNUSABLE, Usability
-from moe_model.fits.calibration import prompt_speed
 from moe_model.fits.log_timings import request_label
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.streams import speed_note
@@ -47,17 +46,17 @@ def nearest_caption(box, model_name: str, pred: Prediction, hw: Hardware) -> Non
         box.caption(f"{badge(MEASURED)} {literal(row.sentence(model_name), None)}")
 
 
-def prompt_text(pred: Prediction, prefill_rel_error: float, basis: Basis) -> str:
-    """The prompt's figures beside a decode speed: prompt t/s and time to first token, each with its range where
-    the calibration measured one (calibration.prompt_speed), each with its basis badge."""
-    ps = prompt_speed(pred, prefill_rel_error)
-    (lo, hi), (first, last) = ps.prefill_tps_range, ps.ttft_s_range
-    ranged, tag = prefill_rel_error > 0, badge(basis.prompt)
-    speed = f"{prompt_tps_text(ps.prefill_tps)} t/s" + (
-        f" (range {prompt_tps_text(lo)}–{prompt_tps_text(hi)})" if ranged else ""
+def prompt_text(pred: Prediction, figures: Sequence[Figure]) -> str:
+    """The prompt's figures beside a decode speed, from the headline's figures (answers.headline: computed once for
+    the cards and the sentence): prompt t/s and time to first token, each with its range where the calibration
+    measured one, each with its basis badge."""
+    _, prompt, ttft, _ = figures
+    speed = f"{prompt.value} t/s" + (f" ({prompt.range})" if prompt.range else "")
+    first = f"{ttft.value} s" + (f" ({ttft.range})" if ttft.range else "")
+    return (
+        f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed} {badge(prompt.basis)}, first token after {first} "
+        f"{badge(ttft.basis)}"
     )
-    ttft = f"{ps.ttft_s:.2f} s" + (f" (range {first:.2f}–{last:.2f})" if ranged else "")
-    return f"prompt of {pred.scenario.prompt_tokens:,} tokens {speed} {tag}, first token after {ttft} {tag}"
 
 
 def decode_text(pred: Prediction, basis: Basis) -> str:
@@ -84,10 +83,10 @@ def _hit_rate(pred: Prediction, basis: Basis) -> str:
     return f"Hit rate {100 * pred.hit_rate:.1f} % {badge(basis.hit_rate)} (simulated, {pred.scenario.policy_name})."
 
 
-def _sentences(pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
+def _sentences(pred: Prediction, figures: Sequence[Figure], cache_sentence: str, basis: Basis) -> str:
     """Decode at the context depth, the prompt, the hit rate and the cache's verdict: a sentence each, each figure's
     sentence with its badge."""
-    prompt = prompt_text(pred, prefill_rel_error, basis)
+    prompt = prompt_text(pred, figures)
     return (
         f"{decode_text(pred, basis)} at {pred.scenario.context_depth:,} tokens of context. {prompt[:1].upper()}"
         f"{prompt[1:]}. {_hit_rate(pred, basis)} {badge(basis.decode)} {cache_sentence[:1].upper()}"
@@ -95,15 +94,16 @@ def _sentences(pred: Prediction, cache_sentence: str, prefill_rel_error: float, 
     )
 
 
-def best_details(label: str, pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
-    """The recommender's pick: its label, then every figure with its badge."""
-    return f"**Best setting: {label}**: {_sentences(pred, cache_sentence, prefill_rel_error, basis)}"
+def best_details(label: str, pred: Prediction, figures: Sequence[Figure], cache_sentence: str, basis: Basis) -> str:
+    """The recommender's pick: its label, then every figure with its badge (`figures`: its headline_figures)."""
+    return f"**Best setting: {label}**: {_sentences(pred, figures, cache_sentence, basis)}"
 
 
-def details(pred: Prediction, cache_sentence: str, prefill_rel_error: float, basis: Basis) -> str:
-    """The headline's sentences at the chosen budget: every figure of the cards with its context, and the layout."""
+def details(pred: Prediction, figures: Sequence[Figure], cache_sentence: str, basis: Basis) -> str:
+    """The headline's sentences at the chosen budget: every figure of the cards (`figures`, the cards' own) with its
+    context, and the layout."""
     return (
-        f"**At {pred.scenario.budget_mib:,} MiB**: {_sentences(pred, cache_sentence, prefill_rel_error, basis)} "
+        f"**At {pred.scenario.budget_mib:,} MiB**: {_sentences(pred, figures, cache_sentence, basis)} "
         f"{len(pred.layout.host_layers)} layers' experts in host memory, VRAM left {pred.vram.free_mib:,.0f} MiB "
         f"{badge(MODELLED)}.{first_request_text(pred)}"
     )

@@ -24,7 +24,7 @@ from moe_model.readers.sources import (
 )
 from moe_model.resources import data_path
 from moe_model.speed.hardware import PRESETS, Hardware, other_card, preset, preset_match, unknown_gpu
-from moe_model.speed.host_parts import described, form_statements
+from moe_model.speed.host_parts import HOST_BOX, PART_INPUTS, described, form_statements
 from moe_model.speed.scenario import Scenario, context_for_depth
 from ui.cached import cached_model, content_key, fingerprint
 from ui.machine import CARD_EDITS, HOST_EDITS, edits_to_forget, with_edits
@@ -329,14 +329,13 @@ def sidebar_hardware() -> tuple[Hardware, TimeModel, str]:
     return hw, time_model, load_mode
 
 
-HOST_PARTS = {"cpu_model": "CPU model (e.g. Ryzen 7 7700X)", "ram_kit": "RAM kit (e.g. 2x32 GB DDR5-6000)"}
-HOST_PARTS |= {"slot": "GPU slot (e.g. PCIe 4.0 x16, OCuLink)", "drive": "drive (e.g. NVMe Gen4, SATA SSD)"}
+HOST_PARTS = {key: part.box for key, part in PART_INPUTS.items()}  # declared once with their flags (host_parts)
 
 
 def _host_parts(hw: Hardware) -> Hardware:
     """The host as the user knows it (CPU, RAM kit, slot, drive): each part given narrows the range; one that is
     not understood is named in one line and left out. Kept across pages and in the URL."""
-    with st.sidebar.expander("describe your host (narrows the range)"):
+    with st.sidebar.expander(f"{HOST_BOX} (narrows the range)"):
         typed = {
             key: st.text_input(label, kept(key, ""), key=f"host_{key}").strip() for key, label in HOST_PARTS.items()
         }

@@ -12,7 +12,7 @@ import streamlit as st
 
 from moe_model.answers.basis import MODELLED
 from moe_model.answers.fit_advice import FitChange
-from moe_model.charts import range_bar
+from moe_model.charts_range import range_bar
 from moe_model.errors import MoeModelError, app_words
 from moe_model.settings import Setting
 from moe_model.speed.host_memory import HostMemory
@@ -95,12 +95,14 @@ def fit_verdicts(vram: VramBreakdown, host: HostMemory, advice: Sequence[FitChan
     return (vram.fits or vram.tight) and host.runs
 
 
-def range_caption(pred: Prediction) -> None:
-    """What the decode range is made of, largest first, and the one step that would narrow it most."""
+def range_caption(pred: Prediction, basis: str) -> None:
+    """What the decode range is made of, largest first, and the one step that would narrow it most (in the app's
+    words), with the badge of `basis`, the decode's."""
     if not pred.range_sources:
         return
     parts = " · ".join(f"{s.source} {s.low_tps:.1f}–{s.high_tps:.1f}" for s in pred.range_sources)
-    st.caption(f"Range from: {parts}. {largest_step(pred.decode_tps, pred.range_sources)}.")
+    step = largest_step(pred.decode_tps, pred.range_sources, app=True)
+    st.caption(f"{badge(basis)} Range from: {parts} t/s. {step[:1].upper()}{step[1:]}.")
 
 
 MODEL_VAR = '"$MODEL"'  # commands name the model through a variable set once, on the block's first line
@@ -122,11 +124,11 @@ def runnable(commands: str, source: str) -> str:
     return f"MODEL=/path/to/{name}  # your full model file: this app read only its header\n{commands}"
 
 
-def range_chart(pred: Prediction, key: str) -> None:
-    """The decode range drawn with its sources (charts.range_bar), and under it the one step that would narrow it
-    most (what narrows each source is in its bar's hover)."""
+def range_chart(pred: Prediction, key: str, basis: str) -> None:
+    """The decode range drawn with its sources (charts_range.range_bar), and under it the one step that would narrow
+    it most (what narrows each source is in its bar's hover), in the app's words; `basis`: the decode's word."""
     if not pred.range_sources:
         return
-    st.plotly_chart(range_bar(pred), width="stretch", key=key)
-    step = largest_step(pred.decode_tps, pred.range_sources)
-    st.caption(f"{step[:1].upper()}{step[1:]}.")
+    st.plotly_chart(range_bar(pred, basis), width="stretch", key=key)
+    step = largest_step(pred.decode_tps, pred.range_sources, app=True)
+    st.caption(f"{badge(basis)} {step[:1].upper()}{step[1:]}.")

@@ -12,6 +12,7 @@ a routing fitted to logs, or the synthetic preset), the policy (exact or modelle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from moe_model.speed.hardware import Hardware
@@ -40,22 +41,27 @@ class Basis:
         """The JSON's `basis`: a word per field, and `why` per field."""
         return {"hit_rate": self.hit_rate, "decode_tps": self.decode, "prefill_tps": self.prompt, "why": dict(self.why)}
 
-    def said(self, name: str) -> str:
-        """`calibrated (your CPU run ...)`: the word and why, for a field of as_dict."""
+    def said(self, name: str, tag: Callable[[str], str] = str) -> str:
+        """`calibrated (your CPU run ...)`: the word (as `tag` draws it: a page's badge) and why, for a field of
+        as_dict."""
         word = {"hit_rate": self.hit_rate, "decode_tps": self.decode, "prefill_tps": self.prompt}[name]
-        return f"{word} ({dict(self.why)[name]})"
+        return f"{tag(word)} ({dict(self.why)[name]})"
 
     def tag(self, name: str) -> str:
         """The badge a figure carries in text, e.g. '[calibrated]', for a field of as_dict."""
         return text_tag(self.as_dict()[name])
 
+    def tagged_line(self, tag: Callable[[str], str] = str) -> str:
+        """One line for a page or a command: every number's basis, each word as `tag` draws it (a page's badge)."""
+        return (
+            f"How each number is known: hit rate {self.said('hit_rate', tag)}; decode {self.said('decode_tps', tag)}; "
+            f"prompt {self.said('prefill_tps', tag)}."
+        )
+
     @property
     def line(self) -> str:
-        """One line for a page or a command: every number's basis."""
-        return (
-            f"How each number is known: hit rate {self.said('hit_rate')}; decode {self.said('decode_tps')}; "
-            f"prompt {self.said('prefill_tps')}."
-        )
+        """One line for a command: every number's basis in plain words."""
+        return self.tagged_line()
 
 
 def hit_rate_basis(routing: str, sc: Scenario) -> tuple[str, str]:

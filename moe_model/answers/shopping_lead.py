@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from moe_model.answers.basis import text_tag
+from moe_model.answers.basis import MODELLED, text_tag
 from moe_model.answers.fit_advice import CardAnswer, ram_words
 from moe_model.answers.nearest_row import MeasuredRow, nearest_row
 from moe_model.answers.usability import USABLE, Usability, usability
@@ -32,8 +32,8 @@ class CardFigure:
 
     def said(self, tag: Callable[[str], str] = text_tag) -> str:
         """'RTX 4080 16GB: 1.1 t/s decode (range 0.1-1.6) [modelled]', or what would let it run."""
-        if self.decode_tps is None:
-            return f"{self.name}: nothing runs ({self.fit_line or 'no setting fits'})"
+        if self.decode_tps is None:  # what would fit: the memory model's
+            return f"{self.name}: nothing runs ({self.fit_line or 'no setting fits'}) {tag(MODELLED)}"
         lo, hi = self.range_tps
         note = speed_note(self.decode_tps, self.concurrency)
         return f"{self.name}: {self.decode_tps:.1f} t/s decode{note} (range {lo:.1f}-{hi:.1f}) {tag(self.basis)}"
@@ -73,9 +73,14 @@ class ShoppingLead:
         return said + (f"; best alternative {self.alternative.said(tag)}" if self.alternative else "")
 
     def lines(self, tag: Callable[[str], str] = text_tag) -> tuple[str, ...]:
-        """The figures, the verdict, and where the user's setting is not usable, why and what would help."""
-        warn = (self.usability.sentence,) if self.usability and self.usability.word != USABLE else ()
-        return (self.figures(tag), self.verdict, *warn)
+        """The figures, the verdict, and where the user's setting is not usable, why and what would help; each
+        with the `tag` of its figures' basis (the verdict: the compared cards' decode words; no card running, the
+        memory model's)."""
+        running = [f.basis for f in (self.yours, self.alternative) if f is not None and f.decode_tps is not None]
+        verdict = f"{' '.join(tag(w) for w in dict.fromkeys(running or [MODELLED]))} {self.verdict}"
+        unusable = self.usability and self.usability.word != USABLE
+        warn = (self.usability.tagged(tag(self.yours.basis)),) if unusable else ()
+        return (self.figures(tag), verdict, *warn)
 
 
 def shopping_lead(model_name: str, answers: Sequence[CardAnswer], decode_bases: Sequence[str]) -> ShoppingLead:

@@ -26,6 +26,7 @@ from moe_model.readers.model_spec import ModelSpec, load_model
 from moe_model.readers.traces import load_any, open_trace
 from moe_model.speed.hardware import MIN_RATE
 from moe_model.speed.host_memory import whole_gib
+from moe_model.speed.host_parts import PART_INPUTS, described
 from moe_model.speed.server_command import command_line, read_command
 from moe_model.speed.streams import speed_note, total_over_streams
 from moe_model.speed.term_words import term_words
@@ -74,8 +75,6 @@ def _hardware(args: argparse.Namespace):
 def _described(hw, args: argparse.Namespace):
     """The machine with the host parts typed as people know them (CPU model, RAM kit, slot, drive); the figure
     flags (--threads, --mem-mts, ...) are applied after, so a typed figure wins over the part's."""
-    from moe_model.speed.host_parts import described
-
     return described(hw, cpu_model=args.cpu, ram_kit=args.ram_kit, slot=args.slot, drive=args.drive)
 
 
@@ -473,10 +472,8 @@ def _add_hardware_args(parser: argparse.ArgumentParser) -> None:
         add_setting(parser, HARDWARE[name], default=None)
     parser.add_argument("--link-gbs", type=ranged(number, MIN_RATE, MAX_RATE_GBS), help="both measured rates at once")
     host = parser.add_argument_group("the host as you know it (each narrows the range; figure flags override)")
-    host.add_argument("--cpu", help="CPU model, e.g. 'Ryzen 7 7700X', 'i7-13700K' (threads, clock, VNNI)")
-    host.add_argument("--ram-kit", help="RAM kit as on the box, e.g. '2x32 GB DDR5-6000' (RAM, channels, speed)")
-    host.add_argument("--slot", help="the GPU's slot or link, e.g. 'PCIe 4.0 x4', 'OCuLink', 'Thunderbolt 4'")
-    host.add_argument("--drive", help="the drive the model file is on: 'SATA SSD', 'NVMe Gen3/4/5', 'HDD'")
+    for part in PART_INPUTS.values():  # --cpu, --ram-kit, --slot, --drive: declared once with the app's boxes
+        host.add_argument(part.flag, help=part.help)
     host.add_argument(
         "--host",
         metavar="HOST.json",

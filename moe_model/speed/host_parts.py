@@ -197,13 +197,66 @@ def disk_read_gbs(host: Host) -> float:
 
 
 @dataclass(frozen=True)
+class PartInput:
+    """How the user describes one host part, declared once: `described`'s keyword, the command line's flag and
+    help, the app's box (the sidebar's HOST_BOX) and examples; what describing it narrows is said from these."""
+
+    key: str
+    flag: str
+    help: str
+    label: str  # the app's box, without its examples
+    examples: tuple[str, ...]
+    what: str  # "your RAM kit": the part in a sentence
+    cli_also: str = ""  # another way the command line takes it, said instead of the flag ("a measured --disk-gbs")
+
+    @property
+    def box(self) -> str:
+        """The app's box label: 'RAM kit (e.g. 2x32 GB DDR5-6000)'."""
+        return f"{self.label} (e.g. {', '.join(self.examples)})"
+
+    @property
+    def narrowed_by(self) -> str:
+        """What narrows the part's range source on the command line: 'your RAM kit, e.g. ... (--ram-kit)'."""
+        said = f"{self.what}, e.g. '{self.examples[0]}'"
+        return f"{said}, or {self.cli_also}" if self.cli_also else f"{said} ({self.flag})"
+
+    @property
+    def app_narrowed_by(self) -> str:
+        """The same in the app's words: its box in the sidebar."""
+        return f"{self.what}, e.g. '{self.examples[0]}': the '{self.label}' box under '{HOST_BOX}' in the sidebar"
+
+
+HOST_BOX = "describe your host"  # the sidebar's expander holding the parts' boxes
+PART_INPUTS = {
+    p.key: p
+    for p in (
+        PartInput("cpu_model", "--cpu", "CPU model, e.g. 'Ryzen 7 7700X', 'i7-13700K' (threads, clock, VNNI)",
+                  "CPU model", ("Ryzen 7 7700X",), "your CPU model"),
+        PartInput("ram_kit", "--ram-kit", "RAM kit as on the box, e.g. '2x32 GB DDR5-6000' (RAM, channels, speed)",
+                  "RAM kit", ("2x32 GB DDR5-6000",), "your RAM kit"),
+        PartInput("slot", "--slot", "the GPU's slot or link, e.g. 'PCIe 4.0 x4', 'OCuLink', 'Thunderbolt 4'",
+                  "GPU slot", ("PCIe 4.0 x16", "OCuLink"), "your board's slot"),
+        PartInput("drive", "--drive", "the drive the model file is on: 'SATA SSD', 'NVMe Gen3/4/5', 'HDD'",
+                  "drive", ("NVMe Gen4", "SATA SSD"), "your drive", f"a measured {settings_of(Host)['disk_gbs'].flag}"),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class UnknownPart:
-    """A part the user has not described: the slowest and fastest host it allows, and how to describe it."""
+    """A part the user has not described: the slowest and fastest host it allows, and how to describe it (on the
+    command line and in the app)."""
 
     part: str
     slow: Host
     fast: Host
     narrowed_by: str
+    app_narrowed_by: str
+
+
+def _unknown(part: str, slow: Host, fast: Host, key: str) -> UnknownPart:
+    said = PART_INPUTS[key]
+    return UnknownPart(part, slow, fast, said.narrowed_by, said.app_narrowed_by)
 
 
 def _cpu_rate(cpu: Cpu) -> float:
@@ -242,18 +295,18 @@ def unknown_parts(hw: Hardware) -> tuple[UnknownPart, ...]:
         lo, hi = cpu_named(host.cpu).memory_mts if host.cpu else (MEMORY_MTS["ddr4"][0], MEMORY_MTS["ddr5"][1])
         ram = {"mem_channels": DESKTOP_CHANNELS, "mem_bw_gbs": None}
         slow, fast = (host.with_changes(**ram, mem_mts=mts) for mts in (lo, hi))
-        out.append(UnknownPart("host: RAM kit", slow, fast, "your RAM kit, e.g. '2x32 GB DDR5-6000' (--ram-kit)"))
+        out.append(_unknown("host: RAM kit", slow, fast, "ram_kit"))
     if not host.cpu and not stated & {"threads", "ghz"}:
         slow_cpu, fast_cpu = min(cpus(), key=_cpu_rate), max(cpus(), key=_cpu_rate)
         slow, fast = (
             host.with_changes(threads=c.p_cores, ghz=c.all_core_ghz, vnni=c.vnni) for c in (slow_cpu, fast_cpu)
         )
-        out.append(UnknownPart("host: CPU", slow, fast, "your CPU model, e.g. 'Ryzen 7 7700X' (--cpu)"))
+        out.append(_unknown("host: CPU", slow, fast, "cpu_model"))
     if not stated & {"slot_gen", "slot_lanes"}:
         slow = host.with_changes(slot_gen=min(card_gen, 3), slot_lanes=card_lanes)
         fast = host.with_changes(slot_gen=card_gen, slot_lanes=card_lanes)
-        out.append(UnknownPart("host: slot", slow, fast, "your board's slot, e.g. 'PCIe 4.0 x16' (--slot)"))
+        out.append(_unknown("host: slot", slow, fast, "slot"))
     if not stated & {"drive", "disk_gbs"}:
         slow, fast = (host.with_changes(drive=d) for d in (SLOWEST_DRIVE, FASTEST_DRIVE))
-        out.append(UnknownPart("host: drive", slow, fast, "your drive, e.g. 'NVMe Gen4', or a measured --disk-gbs"))
+        out.append(_unknown("host: drive", slow, fast, "drive"))
     return tuple(out)

@@ -8,6 +8,9 @@ never seen the central estimate is often off by more than one source's width). A
 if that source were settled exactly: the most its step can narrow it. The time model is never settled exactly:
 calibrating replaces its cross-machine error by the machine's own left-out error, and on a machine already
 calibrated that error is what remains (`settled`: no step narrows it further).
+
+Each source says what narrows it twice: in the command line's words (`narrowed_by`, its flags: the JSON's field) and
+in the app's (`app_narrowed_by`, the control on the page), from one declaration each (host_parts.PART_INPUTS).
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ ROUTING_NARROWED_BY = (
     "your own llama-server -lv 4 logs (the Logs page): at the budget you run, its hit rate (--hit-rate) settles it; "
     "at other budgets the routing fitted to them carries its own measured spread"
 )
+ROUTING_APP_WORDS = (
+    "your own llama-server -lv 4 logs, uploaded on the Logs page: the pages then replay the routing fitted to them, "
+    "which carries its own measured spread"
+)
 POLICY_SOURCE = "policy (ClassLRU readings)"
 POLICY_NARROWED_BY = "a llama-server -lv 4 log of a b12170+ build (calibrate / the Logs page picks the reading)"
+POLICY_APP_WORDS = "a llama-server -lv 4 log of a b12170+ build, uploaded on the Logs page (it picks the reading)"
 TIME_MODEL_SOURCE = "time model"
 TIME_MODEL_NARROWED_BY = "your machine's own logs calibrated (`calibrate`, the Logs page): its own left-out error"
+TIME_MODEL_APP_WORDS = "your machine's own logs, calibrated on the Logs page: its own left-out error"
 TIME_MODEL_SETTLED = "this machine's own left-out error (calibrated from its logs): no step narrows it further"
 
 
@@ -40,13 +49,21 @@ class RangeSource:
     narrowed_by: str
     without_tps: tuple[float, float] = (0.0, 0.0)
     settled: bool = False  # no step narrows it further (a calibrated machine's own error)
+    app_narrowed_by: str = ""  # the same step in the app's words (its controls, no flags); "": as narrowed_by
+
+    def narrowed(self, app: bool = False) -> str:
+        """What narrows it, in the app's words (`app`) or the command line's."""
+        return (self.app_narrowed_by or self.narrowed_by) if app else self.narrowed_by
 
     def log_widths(self, tps: float) -> tuple[float, float]:
         """How far below and above the central speed it reaches, in log units."""
         return math.log(tps / max(self.low_tps, 1e-12)), math.log(max(self.high_tps, 1e-12) / tps)
 
     def as_dict(self) -> dict:
-        return asdict(self) | {"without_tps": list(self.without_tps)}
+        """The JSON's source: the command line's words only (the app's are for its pages)."""
+        said = asdict(self) | {"without_tps": list(self.without_tps)}
+        del said["app_narrowed_by"]
+        return said
 
 
 def combine(tps: float, sources: tuple[RangeSource, ...]) -> tuple[float, float]:
@@ -88,18 +105,25 @@ def decode_sources(
     found = []
     if any(band_points):
         speeds = [decode_at(hw, shift) for shift in band_points]
-        found.append(RangeSource(POLICY_SOURCE, min(speeds), max(speeds), POLICY_NARROWED_BY))
+        found.append(
+            RangeSource(POLICY_SOURCE, min(speeds), max(speeds), POLICY_NARROWED_BY, app_narrowed_by=POLICY_APP_WORDS)
+        )
     if any(routing_points):
         speeds = [decode_at(hw, shift) for shift in routing_points]
-        found.append(RangeSource("routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY))
+        found.append(
+            RangeSource(
+                "routing (hit rate)", min(speeds), max(speeds), ROUTING_NARROWED_BY, app_narrowed_by=ROUTING_APP_WORDS
+            )
+        )
     if rel_error:
-        why = TIME_MODEL_SETTLED if hw.calibrated else TIME_MODEL_NARROWED_BY
+        why, app = (TIME_MODEL_SETTLED, "") if hw.calibrated else (TIME_MODEL_NARROWED_BY, TIME_MODEL_APP_WORDS)
         low, high = tps * (1 - rel_error), tps * (1 + rel_error)
-        found.append(RangeSource(TIME_MODEL_SOURCE, low, high, why, settled=hw.calibrated))
+        found.append(RangeSource(TIME_MODEL_SOURCE, low, high, why, settled=hw.calibrated, app_narrowed_by=app))
     for part in unknown_parts(hw):
         speeds = [decode_at(hw.with_changes(host=h), 0.0) for h in (part.slow, part.fast)]
         if max(speeds) - min(speeds) > 1e-3 * tps:  # a part whose choices change nothing here is not a source
-            found.append(RangeSource(part.part, min(speeds + [tps]), max(speeds + [tps]), part.narrowed_by))
+            low, high = min(speeds + [tps]), max(speeds + [tps])
+            found.append(RangeSource(part.part, low, high, part.narrowed_by, app_narrowed_by=part.app_narrowed_by))
     found = [s for s in found if s.high_tps - s.low_tps > 1e-3 * tps]  # nor a routing spread that moves nothing
     found = sorted(found, key=lambda s: _width(tps, s), reverse=True)
     return tuple(_with_without(tps, s, found) for s in found)
@@ -111,29 +135,39 @@ def _with_without(tps: float, source: RangeSource, every: list[RangeSource]) -> 
     return replace(source, without_tps=combine(tps, others))
 
 
-def largest_step(tps: float, sources: tuple[RangeSource, ...]) -> str | None:
+def tps_text(tps: float) -> str:
+    """A speed as a range's words say it: one decimal, two significant digits under 1 t/s (0.04, not 0.0)."""
+    return f"{tps:.1f}" if tps >= 1 else f"{tps:.2g}"
+
+
+def _span(low: float, high: float) -> str:
+    return f"{tps_text(low)}-{tps_text(high)}"
+
+
+def largest_step(tps: float, sources: tuple[RangeSource, ...], app: bool = False) -> str | None:
     """One line naming the largest source a step narrows and what that step would do to the whole range: never
-    narrower than what stays (a calibrated machine's own error stays; calibrating leaves the machine's own)."""
+    narrower than what stays (a calibrated machine's own error stays; calibrating leaves the machine's own); the
+    steps in the app's words (`app`) or the command line's."""
     if not sources:
         return None
     lo, hi = combine(tps, sources)
     steps = [s for s in sources if not s.settled]
-    kept = "; ".join(f"the {s.source} ({s.low_tps:.1f}-{s.high_tps:.1f} t/s) is {s.narrowed_by}" for s in sources
+    kept = "; ".join(f"the {s.source} ({_span(s.low_tps, s.high_tps)} t/s) is {s.narrowed(app)}" for s in sources
                      if s.settled)  # fmt: skip
     if not steps:
-        return f"the range {lo:.1f}-{hi:.1f} t/s stays: {kept}"
+        return f"the range {_span(lo, hi)} t/s stays: {kept}"
     top = steps[0]
     widest = f"{kept}; widest source a step narrows" if kept else "widest source"
     if len(sources) == 1:
-        return f"the range {lo:.1f}-{hi:.1f} t/s is the {top.source}'s alone: {top.narrowed_by} narrows it"
-    new_lo, new_hi = top.without_tps
-    said = f"{widest}: {top.source} ({top.low_tps:.1f}-{top.high_tps:.1f} t/s); "
+        return f"the range {_span(lo, hi)} t/s is the {top.source}'s alone: {top.narrowed(app)} narrows it"
+    said = f"{widest}: {top.source} ({_span(top.low_tps, top.high_tps)} t/s); "
     if top.source == TIME_MODEL_SOURCE:  # calibrating leaves the machine's own error, unknown before it is run
         return said + (
-            f"the other sources alone span {new_lo:.1f}-{new_hi:.1f} t/s of the range {lo:.1f}-{hi:.1f}; "
-            f"{top.narrowed_by} replaces its ±{100 * (top.high_tps / tps - 1):.0f} % (calibrate reports it)"
+            f"the other sources alone span {_span(*top.without_tps)} t/s of the range {_span(lo, hi)}; "
+            f"{top.narrowed(app)} replaces its ±{100 * (top.high_tps / tps - 1):.0f} % "
+            f"({'the Logs page' if app else 'calibrate'} reports it)"
         )
     return said + (
-        f"settling it would narrow the range {lo:.1f}-{hi:.1f} to at best {new_lo:.1f}-{new_hi:.1f} t/s: "
-        f"{top.narrowed_by}"
+        f"settling it would narrow the range {_span(lo, hi)} to at best {_span(*top.without_tps)} t/s: "
+        f"{top.narrowed(app)}"
     )

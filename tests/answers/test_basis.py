@@ -51,3 +51,10 @@ def test_a_preset_machine_is_modelled_with_its_left_out_error_and_a_calibrated_o
 def test_an_unknown_routing_is_refused():
     with pytest.raises(ValueError):
         hit_rate_basis("guessed", LRU)
+
+
+def test_the_line_draws_each_word_as_the_page_asks_and_the_command_line_keeps_plain_words():
+    basis = prediction_basis(SYNTHETIC, LRU, preset("RTX 3060 12GB"), rel_error=0.21)
+    badged = basis.tagged_line(lambda word: f":orange-badge[{word}]")
+    assert badged.count(":orange-badge[modelled] (") == 3 and badged.startswith("How each number is known: hit rate ")
+    assert basis.line == basis.tagged_line() and "decode modelled (the time model, ±21 %" in basis.line

@@ -63,7 +63,8 @@ def test_the_lead_names_your_card_first_with_its_speed_and_range_then_the_fastes
     assert ("the ranges are apart" in lead.verdict) == (not close)
     # 1.1 t/s streaming from disk: unusable, said with the RAM that would end the streaming; never a success
     assert usability(mine).word == UNUSABLE and lead.warns
-    assert lead.lines()[-1] == usability(mine).sentence and "GiB of RAM" in usability(mine).remedy
+    assert lead.lines()[-1] == usability(mine).tagged("[modelled]") and "GiB of RAM" in usability(mine).remedy
+    assert lead.lines()[1] == f"[modelled] {lead.verdict}"  # every figure of the lead with its basis
     assert "both stream their experts from disk (" in lead.verdict
     # no measured row of a comparable Qwen3 (the 30B rows are 8x smaller): none is put beside it
     assert lead.nearest is nearest_row(qwen235b.name, mine.scenario, answers[0].hardware) is None
@@ -81,6 +82,7 @@ def test_where_your_card_is_the_fastest_the_verdict_says_by_how_much_and_a_usabl
     faster = round(100 * (mine.decode_tps / alt.decode_tps - 1))
     assert lead.verdict.startswith(f"Your RTX 4090 is {faster} % faster than the RTX 4080 16GB at 128 GiB of RAM, ")
     assert usability(mine).word == USABLE and not lead.warns and len(lead.lines()) == 2
+    assert lead.lines(lambda word: f"<{word}>")[1] == f"<calibrated> <modelled> {lead.verdict}"  # both cards' words
     assert lead.nearest_line.startswith("Nearest measured row: Qwen3-30B-A3B on ")  # the model's own measured row
 
 
@@ -93,6 +95,7 @@ def test_when_no_card_runs_the_verdict_names_the_least_ram_that_lets_one_run(qwe
     assert lead.verdict == f"Neither card fits 2 GiB of RAM: {needs[least]} GiB of RAM would let the {least} run."
     assert lead.figures().startswith("Your RTX 4080 16GB: nothing runs (") and lead.alternative is None
     assert f"{needs['RTX 4080 16GB']} GiB of RAM" in lead.figures() and lead.warns and lead.usability is None
+    assert lead.figures().endswith(") [modelled]")  # what would fit: the memory model's figure, tagged
     assert [line.split(": ", 1)[0] for line in fit_lines(answers)] == ["RTX 4080 16GB", "RTX 4090"]  # each its own
 
 

@@ -474,7 +474,8 @@ def test_the_idle_release_drops_streamlits_copies_of_every_sessions_uploaded_fil
     for session in ("closed-1", "closed-2"):
         files.add_file(session, UploadedFileRec("f", "t.npz", "application/octet-stream", b"x" * 1000))
     monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
-    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: SimpleNamespace(uploaded_file_mgr=files)))
+    runtime = SimpleNamespace(uploaded_file_mgr=files, is_active_session=lambda _sid: True)  # ui.background's look too
+    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: runtime))
     large = cached._new_session_results()
     large["f"] = (("key",), np.zeros(10))  # something to release
     idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)

@@ -41,7 +41,7 @@ def test_a_host_record_changes_explores_prediction_and_labels_it_calibrated():
     after = _headline(at)
     assert not at.exception and after != before and "calibrated" in after
     said = _captions(at)
-    assert "decode calibrated" in said and "your CPU run (host record)" in said
+    assert "decode :violet-badge[calibrated]" in said and "your CPU run (host record)" in said
     assert range_rows(at) and not any(r.startswith("host: CPU") for r in range_rows(at))
 
 
@@ -74,4 +74,4 @@ def test_shopping_replays_an_uploaded_trace_with_no_routing_spread_and_says_repl
     uploader.set_value(("OUT.npz", buf.getvalue(), "application/octet-stream")).run()
     after = at.dataframe[0].value.set_index("GPU").loc["Tesla T4"].to_dict()
     assert not at.exception and after["hit rate is"] == "replayed"
-    assert "hit rate replayed (your routing replayed by lru-b11549, exact)" in _captions(at)
+    assert "hit rate :blue-badge[replayed] (your routing replayed by lru-b11549, exact)" in _captions(at)

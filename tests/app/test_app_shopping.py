@@ -28,7 +28,7 @@ def test_the_page_opens_with_your_card_and_the_best_alternative_each_with_t_s_an
     assert "too close to call: their ranges overlap" in lead or "the ranges are apart" in lead
     assert "This setting is unusable: " in lead and "GiB of RAM, so the experts stay in memory" in lead
     # no measured row of a comparable Qwen3 (its rows are the 30B's): no nearest row is put beside the lead
-    assert not [e for e in shown if e.type == "caption" and e.value.startswith("Nearest measured row")]
+    assert not [e for e in shown if e.type == "caption" and "Nearest measured row" in e.value]
     # the table: decode beside the card with its range and basis, nothing empty shown
     order = list(at.dataframe[0].proto.column_order)
     assert order[:4] == ["GPU", "decode t/s", "decode range t/s", "decode is"] and "what would fit" not in order

@@ -11,6 +11,8 @@ from moe_model.resources import data_path
 from moe_model.speed.hardware import preset
 from moe_model.speed.host import DRIVES, Host
 from moe_model.speed.host_parts import (
+    HOST_BOX,
+    PART_INPUTS,
     cpu_named,
     cpus,
     described,
@@ -115,3 +117,21 @@ def test_the_apps_boxes_state_what_the_cli_flags_state():
     edited = form_statements(shown, shown | {"threads": 12})
     assert edited == {"ram_gib": plain.ram_gib, "threads": 12}
     assert stated_fields(plain.with_changes(**edited)) == stated_fields(plain.with_changes(ram_gib=32.0, threads=12))
+
+
+def test_each_part_is_declared_once_for_the_cli_flag_the_apps_box_and_the_ranges_words():
+    """The flag and the box come from PART_INPUTS: the range says the flag on the command line, the box in the app."""
+    from moe_model.cli.main import build_parser
+
+    typed = [arg for part in PART_INPUTS.values() for arg in (part.flag, part.examples[0])]
+    args = build_parser().parse_args(["predict", "--model", "m.gguf", "--hardware", "t4", *typed])
+    assert [getattr(args, key) for key in ("cpu", "ram_kit", "slot", "drive")] == typed[1::2]
+    said = {u.part: u for u in unknown_parts(preset("RTX 3060 12GB"))}
+    ram = said["host: RAM kit"]
+    assert ram.narrowed_by == "your RAM kit, e.g. '2x32 GB DDR5-6000' (--ram-kit)"
+    assert (
+        ram.app_narrowed_by
+        == f"your RAM kit, e.g. '2x32 GB DDR5-6000': the 'RAM kit' box under '{HOST_BOX}' in the sidebar"
+    )
+    assert PART_INPUTS["ram_kit"].box == "RAM kit (e.g. 2x32 GB DDR5-6000)"  # the sidebar's box
+    assert said["host: drive"].narrowed_by == "your drive, e.g. 'NVMe Gen4', or a measured --disk-gbs"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -123,3 +124,26 @@ def test_the_time_models_own_step_never_claims_a_point_range():
     assert [s.source for s in sources] == [TIME_MODEL_SOURCE, "host: drive"] and not sources[0].settled
     step = largest_step(192.1, sources)
     assert "at best" not in step and "replaces its ±21 %" in step and "192.1-195.9" in step
+
+
+def test_every_source_says_its_step_in_the_apps_words_and_the_json_keeps_the_command_lines(qwen30b):
+    """The app shows the hints (issue 38: "(--ram-kit)" inside the app): its words name its controls, no flag; the
+    JSON's narrowed_by stays the command line's, without the app's field."""
+    pred = _desktop(qwen30b, preset("3060"), 0.21, 5.3)
+    flag = re.compile(r"(?<![\w-])--[a-z]")
+    assert {s.source for s in pred.range_sources} >= {"routing (hit rate)", "time model", "host: RAM kit"}
+    for s in pred.range_sources:
+        assert s.narrowed(app=True) == s.app_narrowed_by and not flag.search(s.app_narrowed_by), s
+        assert s.narrowed() == s.narrowed_by and s.narrowed_by != s.app_narrowed_by
+    assert "(--ram-kit)" in next(s.narrowed_by for s in pred.range_sources if s.source == "host: RAM kit")
+    assert all("app_narrowed_by" not in d for d in pred.as_dict()["range_sources"])
+    step = largest_step(pred.decode_tps, pred.range_sources, app=True)
+    assert step == largest_step(pred.decode_tps, pred.range_sources).replace(
+        pred.range_sources[0].narrowed_by, pred.range_sources[0].app_narrowed_by
+    ) and not flag.search(step)
+
+
+def test_a_range_under_one_token_a_second_keeps_two_significant_digits():
+    """0.05-0.08 t/s read '0.1-0.1' (issue 38's unusable 235B on a drive): under 1 t/s two digits stay."""
+    slow = (RangeSource(TIME_MODEL_SOURCE, 0.051, 0.077, "a", settled=True),)
+    assert largest_step(0.063, slow) == "the range 0.051-0.077 t/s stays: the time model (0.051-0.077 t/s) is a"
