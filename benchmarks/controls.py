@@ -60,7 +60,7 @@ LABELS = {
     "gpu": "GPU (Tesla T4 -> RTX 3090)",
     "np": "-np 1 -> 4",
     "sim_prompts": '"simulate prompts too" on',
-    "compare": '"compare policies" on (5 policies)',
+    "compare": '"compare policies" on (every policy offered: 7 at the default build)',
     "gpu_235b": "GPU on a Qwen3-235B-A22B Explore (RTX 3090 -> RTX 4090)",
     "leave": f"server CPU s in the {LEAVE_S} s after leaving Explore mid-curve (-np 1 -> 3, then Learn)",
 }
