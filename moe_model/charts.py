@@ -74,7 +74,7 @@ def _top_px(subtitle: str) -> int:
     return 54 + 16 * len(textwrap.wrap(subtitle, SUBTITLE_CHARS))
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> go.Figure:
+def figure_layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> go.Figure:
     """Title (short: it is never wrapped; details go in the smaller `subtitle`), axis titles and the legend placed
     so none covers another: axes make room for their labels (automargin) and the legend sits at the figure's foot,
     under the x axis's title, never on it."""
@@ -88,7 +88,7 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, subtitle: str = "") -> g
             "xref": "container",
             "pad": {"l": 10},
             "font": {"size": 16},
-            "subtitle": {"text": _wrap(subtitle, SUBTITLE_CHARS), "font": {"size": 12}},
+            "subtitle": {"text": wrap(subtitle, SUBTITLE_CHARS), "font": {"size": 12}},
         },
         xaxis_title=x,
         yaxis_title=y,
@@ -107,11 +107,11 @@ def with_basis(fig: go.Figure, *said: str | tuple[str, str]) -> go.Figure:
     tags = ", ".join(text_tag(w) if isinstance(w, str) else f"{text_tag(w[0])} {w[1]}" for w in said)
     subtitle = (fig.layout.title.subtitle.text or "").replace("<br>", " ")
     text = f"{tags}; {subtitle}" if subtitle else tags
-    fig.update_layout(title_subtitle_text=_wrap(text, SUBTITLE_CHARS), margin_t=_top_px(text))
+    fig.update_layout(title_subtitle_text=wrap(text, SUBTITLE_CHARS), margin_t=_top_px(text))
     return fig
 
 
-def _wrap(text: str, width: int = 60) -> str:
+def wrap(text: str, width: int = 60) -> str:
     """Plotly draws one line per <br>: a long sentence wrapped for a hover box or a label."""
     return "<br>".join(textwrap.wrap(text, width)) or text
 
@@ -163,7 +163,7 @@ def hit_rate_curve(results: Sequence[SimResult], mark_budget: float | None = Non
     fig.update_yaxes(range=[0, 100])
     build = results[0].build if results else None  # chosen by build (policies.simulate_build): named under the title
     policy = f"{hit_rate_wording(results[0].policy, build).tag}, llama.cpp b{build}" if build else ""
-    return _layout(fig, "Simulated hit rate", BUDGET_AXIS, "hit rate (%)", policy)
+    return figure_layout(fig, "Simulated hit rate", BUDGET_AXIS, "hit rate (%)", policy)
 
 
 def _readings_band(fig: go.Figure, results: Sequence[SimResult]) -> None:
@@ -197,7 +197,7 @@ def overlay_logged_hits(fig: go.Figure, routing: LogRouting, placement: Placemen
             "<extra></extra>",
         )
     said = f"routing {routing.fitted_to}, ±{routing.spread_points:.1f} points"
-    fig.update_layout(title_subtitle_text=_wrap(said, SUBTITLE_CHARS), margin_t=_top_px(said))
+    fig.update_layout(title_subtitle_text=wrap(said, SUBTITLE_CHARS), margin_t=_top_px(said))
     return fig
 
 
@@ -211,7 +211,7 @@ def upload_curve(results: Sequence[SimResult], mark_budget: float | None = None)
         line={"color": MISS},
     )
     _mark(fig, mark_budget)
-    return _layout(fig, "Uploads over the host link (simulated)", BUDGET_AXIS, "MiB per decoded token")
+    return figure_layout(fig, "Uploads over the host link (simulated)", BUDGET_AXIS, "MiB per decoded token")
 
 
 def _with_request(measured: pd.DataFrame) -> list[str]:
@@ -273,7 +273,7 @@ def speed_curve(
             hovertemplate="%{text}: %{y} t/s" + total + " at %{x} MiB",
         )
     _mark(fig, mark_budget)
-    return _layout(fig, "Decode speed", BUDGET_AXIS, speed_label("tokens / s", concurrency))
+    return figure_layout(fig, "Decode speed", BUDGET_AXIS, speed_label("tokens / s", concurrency))
 
 
 def layer_hit_rates(result: SimResult) -> go.Figure:
@@ -281,7 +281,7 @@ def layer_hit_rates(result: SimResult) -> go.Figure:
     rate = np.where(result.layer_lookups > 0, 100 * result.layer_hits / lookups, np.nan)
     fig = go.Figure(go.Bar(x=np.arange(len(rate)), y=rate, marker_color=COLD, name="hit rate"))
     fig.update_xaxes(tick0=0, dtick=max(1, round(len(rate) / 10)))  # whole layers: no -0.5 tick in the corner
-    return _layout(fig, f"Hit rate per layer at {result.budget_mib:,} MiB (simulated)", "layer", "hit rate (%)")
+    return figure_layout(fig, f"Hit rate per layer at {result.budget_mib:,} MiB (simulated)", "layer", "hit rate (%)")
 
 
 SMALL_SHARE = 0.08  # a term under this share of every bar's time is grouped as "other" (its parts in the hover)
@@ -306,7 +306,7 @@ def time_breakdown(predictions: dict[str, Prediction]) -> go.Figure:
         values = [ms[n].get(term, 0.0) for n in ms]
         fig.add_bar(
             y=rows, x=values, orientation="h", name=words, marker_color=OKABE_ITO[i % 8],
-            text=[_wrap(words, 14) if v >= SMALL_SHARE * totals[n] else "" for v, n in zip(values, ms, strict=True)],
+            text=[wrap(words, 14) if v >= SMALL_SHARE * totals[n] else "" for v, n in zip(values, ms, strict=True)],
             textposition="inside", insidetextanchor="middle", textangle=0,
             customdata=[100 * v / totals[n] for v, n in zip(values, ms, strict=True)],
             hovertemplate=f"{words}: %{{x:.2f}} ms per token (%{{customdata:.0f}} %)<extra></extra>",
@@ -319,7 +319,7 @@ def time_breakdown(predictions: dict[str, Prediction]) -> go.Figure:
             marker_color="#BBBBBB", customdata=parts, text=["other"] * len(rows), textposition="inside", textangle=0,
             hovertemplate="other: %{x:.2f} ms per token (%{customdata[0]})<extra></extra>",
         )  # fmt: skip
-    fig = _layout(fig, "Time per decoded token (model)", "ms per decoded token", "",
+    fig = figure_layout(fig, "Time per decoded token (model)", "ms per decoded token", "",
                   "labels where they fit; every part in the legend and on hover")  # fmt: skip
     fig.update_yaxes(autorange="reversed")
     legend_px = 22 * (len(big) + bool(small))  # room for one entry a row (a narrow column) so it never scrolls
@@ -356,7 +356,7 @@ def vram_bar(vram: VramBreakdown) -> go.Figure:
     fig.add_vline(x=vram.vram_mib - vram.margin_mib, line_color="#555555", line_dash="dot")
     _legend_line(fig, f"llama.cpp keeps {vram.margin_mib:,.0f} MiB free (--fit)", "#555555", "dot")
     fig.update_layout(barmode="stack")
-    fig = _layout(fig, f"GPU memory: {vram.used_mib:,.0f} of {vram.vram_mib:,.0f} MiB used", "MiB", "")
+    fig = figure_layout(fig, f"GPU memory: {vram.used_mib:,.0f} of {vram.vram_mib:,.0f} MiB used", "MiB", "")
     fig.update_layout(height=200 + 20 * len(fig.data), legend_traceorder="normal")  # one entry a row fits
     return fig
 
@@ -373,7 +373,7 @@ def plan_slots(plan: CachePlan) -> go.Figure:
         marker_color="#BBBBBB",
     )
     fig.update_layout(barmode="stack")
-    return _layout(fig, "Cache slots per group of layers", "", "experts (one per layer and expert)")
+    return figure_layout(fig, "Cache slots per group of layers", "", "experts (one per layer and expert)")
 
 
 def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -> go.Figure:
@@ -396,7 +396,7 @@ def left_out_predictions(measured: dict[str, float], errors: dict[str, float]) -
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     said = "each machine predicted by a fit that never saw it"
-    return _layout(fig, "Left-out predictions", "measured decode t/s", "predicted decode t/s", said)
+    return figure_layout(fig, "Left-out predictions", "measured decode t/s", "predicted decode t/s", said)
 
 
 POOL_STATES = (  # value, name in the legend, colour (Okabe-Ito blue/orange/purple for the marked cells)
@@ -464,7 +464,7 @@ def pool_heatmap(
         )
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig = _layout(fig, "Slot pool", "", "")
+    fig = figure_layout(fig, "Slot pool", "", "")
     fig.update_layout(height=max(240, 70 * rows + 150) + 22 * len(POOL_STATES), margin={"l": 10, "r": 10})
     return fig
 
@@ -480,12 +480,12 @@ def measured_curves(frame: pd.DataFrame) -> go.Figure:
             x=group["moe_cache_mib"],
             y=group["decode_tps"],
             mode="lines+markers",
-            name=_wrap(name, 40),
+            name=wrap(name, 40),
             marker_color=OKABE_ITO[i % len(OKABE_ITO)],
             customdata=_with_request(group.assign(id=group["source"])),
             hovertemplate="%{x:,} MiB: %{y:.1f} t/s decode (measured)<br>%{customdata}<extra>" + name + "</extra>",
         )
-    return _layout(fig, "Measured decode speed from these runs", BUDGET_AXIS, "decode tokens / s")
+    return figure_layout(fig, "Measured decode speed from these runs", BUDGET_AXIS, "decode tokens / s")
 
 
 def shopping_bars(frame: pd.DataFrame, concurrency: int = 1) -> go.Figure:
@@ -513,7 +513,7 @@ def shopping_bars(frame: pd.DataFrame, concurrency: int = 1) -> go.Figure:
         text=[f"{v:.1f} t/s" for v in frame["decode t/s"]], showlegend=False, hoverinfo="skip", cliponaxis=False,
     )  # fmt: skip
     title, said = "Best decode speed per card (model)", "whiskers: the range; hover a bar for its setting"
-    return _layout(fig, title, "", speed_label("decode tokens / s", concurrency), said)
+    return figure_layout(fig, title, "", speed_label("decode tokens / s", concurrency), said)
 
 
 def _readings_bars(fig: go.Figure, frame: pd.DataFrame) -> None:
@@ -559,4 +559,4 @@ def policy_curves(
     _mark(fig, mark_budget)
     if percent:
         fig.update_yaxes(range=[0, 100])
-    return _layout(fig, "Replacement policies on the same workload", BUDGET_AXIS, y_title)
+    return figure_layout(fig, "Replacement policies on the same workload", BUDGET_AXIS, y_title)

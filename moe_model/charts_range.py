@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from moe_model.answers.basis import text_tag
-from moe_model.charts import OKABE_ITO, _layout, _wrap, with_basis
+from moe_model.charts import OKABE_ITO, figure_layout, with_basis, wrap
 from moe_model.speed.ranges import largest_step, tps_text
 from moe_model.speed.streams import speed_label
 from moe_model.speed.time_model import Prediction
@@ -18,10 +18,10 @@ RANGE_TITLE = "Decode range by source"
 
 def _source_hover(s, tps: float, tag: str) -> str:
     if s.settled:
-        return f"{_wrap(s.narrowed(app=True))} {tag}"
+        return f"{wrap(s.narrowed(app=True))} {tag}"
     lo, hi = s.without_tps
     return (
-        f"narrowed by: {_wrap(s.narrowed(app=True))}<br>settled, the range would be at best {lo:.1f}-{hi:.1f} t/s {tag}"
+        f"narrowed by: {wrap(s.narrowed(app=True))}<br>settled, the range would be at best {lo:.1f}-{hi:.1f} t/s {tag}"
     )
 
 
@@ -33,7 +33,7 @@ def range_bar(pred: Prediction, basis: str) -> go.Figure:
     names = [RANGE_WHOLE, *(s.source for s in pred.range_sources)]
     lows, highs = [lo, *(s.low_tps for s in pred.range_sources)], [hi, *(s.high_tps for s in pred.range_sources)]
     rows = [f"{n}: {tps_text(a)}-{tps_text(b)} t/s" for n, a, b in zip(names, lows, highs, strict=True)]
-    whole = _wrap(f"{largest_step(tps, pred.range_sources, app=True) or 'every source at its worst together'} {tag}")
+    whole = wrap(f"{largest_step(tps, pred.range_sources, app=True) or 'every source at its worst together'} {tag}")
     fig = go.Figure()
     fig.add_bar(
         y=rows, base=lows, x=[b - a for a, b in zip(lows, highs, strict=True)], orientation="h", width=0.6,
@@ -47,7 +47,7 @@ def range_bar(pred: Prediction, basis: str) -> go.Figure:
         hovertemplate=f"the prediction: {tps:.1f} t/s {tag}<extra></extra>",
     )  # fmt: skip
     axis = speed_label("t/s", pred.scenario.concurrency) + " (log scale)"
-    fig = _layout(fig, RANGE_TITLE, axis, "",
+    fig = figure_layout(fig, RANGE_TITLE, axis, "",
                   f"black line: the prediction, {tps:.1f} t/s; hover a bar: what narrows it")  # fmt: skip
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(type="log")  # the sources multiply: on a log scale each bar's length is its share of the range

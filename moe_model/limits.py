@@ -110,6 +110,9 @@ SIM_CHUNK_BYTES_PER_ID = 4  # a chunk's expert ids (int32 at most)
 LANE_QUEUE_JOBS = 4  # chunks queued per kernel pass while the passes run on their own threads: ~4 MiB each
 ROUTING_ROWS_CELLS_PER_THREAD = 32_768  # synthetic routing: (row x expert) scores per thread and step, ~0.3 ms
 SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py measured 201-241 ns over 2 passes
+# ClassLRU pool sizes below this share of the group's keys replay on their own lists (mostly misses: short lists
+# evict cheaper), the others in lanes of 64 (mostly hits: one word read per key); the counts are the same either way
+CLASS_LRU_LIST_SHARE_OF_KEYS = 0.25
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 40  # per (lookup x budget), one thread: bench_class_lru 42 ns (20.8 s, 64 x 7.68 M)
 CLASS_LRU_BAND_ALL = 8  # pool sizes of a pass up to which the band's other readings replay each one
 CLASS_LRU_BAND_STRIDE = 4  # beyond, every 4th and the largest: the band's 2 readings add ~1/2 of the curve's time

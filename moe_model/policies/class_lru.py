@@ -13,9 +13,11 @@ get_slot_map rule. What the comment leaves open is a knob (OPEN_READINGS below: 
 comment line it rests on); `band_kernel` runs the others beside it as a band.
 
 The curve is one pass per group and class of budgets that see the same records: the CRF, its class and the
-clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. The
-lists themselves cannot be shared: ClassLRU is not a stack policy (with ages in each layer's own clock a smaller
-pool can keep a key a larger one evicts; tests/policies/test_class_lru.py pins a case), so each pool size keeps its own.
+clock depend only on the lookups, so they are computed once per chunk and every budget's lists replay them. What
+each pool size holds cannot be shared: ClassLRU is not a stack policy (with ages in each layer's own clock a smaller
+pool can keep a key a larger one evicts; tests/policies/test_class_lru.py pins a case), so each pool size replays on
+its own: a small one on its own linked lists (policies.class_lru_lists), the others in lanes of 64 that share the
+class queues and test a key's hits in all of them with one word (policies.class_lru_lanes).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from numba import get_num_threads, set_num_threads, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
+    CLASS_LRU_LIST_SHARE_OF_KEYS,
     CLASS_LRU_NS_PER_LOOKUP_BUDGET,
     SIM_NS_PER_LOOKUP_PASS,
 )
@@ -39,7 +42,10 @@ from moe_model.llama.simulate import Kernel, simulate_budgets
 from moe_model.llama.slot_plan import Placement
 from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
-from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, budgets
+from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, carry, queues
+from moe_model.policies.class_lru_lanes import _POS, LANE_BITS
+from moe_model.policies.class_lru_lanes import replay as replay_pools
+from moe_model.policies.class_lru_lists import _CPU, _SELECTIONS, _SPLIT
 from moe_model.policies.knobs import Knob
 from moe_model.policies.lru import from_simulation
 from moe_model.readers.model_spec import ModelSpec
@@ -120,13 +126,15 @@ def decayed(crf: float, age_tokens: float, half_life_tokens: float = HALF_LIFE_T
 
 @dataclass(frozen=True, eq=False)
 class ClassLruState:
-    """One pass's state between chunks: the shared CRF and clocks, and per pool size its slots and lists (the
-    per-pool arrays hold each distinct pool size once: equal sizes replay alike)."""
+    """One pass's state between chunks: the shared CRF, clocks and latest uses, and per pool size (each distinct
+    size once: equal sizes replay alike) its bits and heads in a lane of up to 64 (policies.class_lru_lanes)."""
 
     caps: np.ndarray  # the pool sizes asked for
     pick: np.ndarray  # [len(caps)] each one's distinct pool size
     pool_caps: np.ndarray  # the distinct pool sizes, ascending
-    offsets: np.ndarray  # first slot of each distinct pool size
+    n_list: int  # the smallest distinct pool sizes, each on its own lists (policies.class_lru_lists)
+    lane_of: np.ndarray  # [n_pools - n_list] each other distinct pool size's lane
+    bit_of: np.ndarray  # [n_pools - n_list] and its bit there
     half_life: float
     n_classes: int
     increment: float
@@ -137,20 +145,54 @@ class ClassLruState:
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
-    slot_of: np.ndarray  # [n_caps, n_keys]
-    links: np.ndarray  # [total slots, 4] int32: previous and next slot in its class list (-1: none), key, class
-    used: np.ndarray  # [total slots] the slot's last use (clock)
-    first: np.ndarray  # [n_caps, n_classes] each class list's least recently used slot (-1: empty)
-    last: np.ndarray  # [n_caps, n_classes] and its most recently used
-    filled: np.ndarray  # [n_caps] slots taken so far (empty slots are used in order)
-    hits: np.ndarray  # [n_layer, 2, n_caps]
+    rec0: np.ndarray  # [1] records fed so far (records are numbered across chunks)
+    carried: tuple  # (start [n_classes + 1], key, time, owner, record, rank) of each key's latest use, class by class
+    lane_caps: np.ndarray  # [n_lanes, 64] each bit's pool size (0: no pool)
+    masks: np.ndarray  # [n_lanes] uint64: the bits in use
+    res: np.ndarray  # [n_lanes, n_keys] uint64: the pools that hold the key
+    hitf: np.ndarray  # [n_lanes, n_keys] uint64: the pools where the key's latest use was a hit
+    fill: np.ndarray  # [n_lanes, 64] slots taken so far (empty slots are used in order)
+    heads: np.ndarray  # [n_lanes, 64, n_classes] places in the class queues before which no use is in the list
+    cached: np.ndarray  # [n_lanes, 64, n_classes, 5] each list's head last found (class_lru_lanes._POS...)
+    misses: np.ndarray  # [n_lanes, 64, 2, n_layer]
     distinct: np.ndarray  # [n_layer, 2]
-    probe: np.ndarray  # [n_caps]
+    lane_probe: np.ndarray  # [n_lanes, 64] probe hits
     share: float  # b12191's --moe-cache-cpu-share (policies.cpu_share), 0 for ClassLRU itself
-    remainder: np.ndarray  # [n_caps] the share's carried fraction of a missed selection
-    cpu: np.ndarray  # [n_layer, n_caps] missed experts all of whose selections the CPU computes: never uploaded
-    cpu_split: np.ndarray  # [n_layer, n_caps] missed experts uploaded whose other selections the CPU computes
-    cpu_selections: np.ndarray  # [n_layer, n_caps] (token, chosen expert) selections computed on the CPU
+    remainder: np.ndarray  # [n_lanes, 64] the share's carried fraction of a missed selection
+    share_counts: np.ndarray  # [n_lanes, 64, 3, n_layer] the share's CPU-only, split and CPU selection counts
+    lists: tuple  # the small pools' (caps, first slots, slot_of, links, used, first, last, [fill, probe hits],
+    # misses [.., 2, n_layer], share counts [.., 3, n_layer], remainder [.., 1]) (class_lru_lists.list_pool)
+
+    def per_pool(self, lane_array: np.ndarray, list_array: np.ndarray) -> np.ndarray:
+        """The rows of each distinct pool size, in pool_caps' order: the small pools' from list_array, the others'
+        from lane_array."""
+        return np.concatenate([list_array, lane_array[self.lane_of, self.bit_of]])
+
+    @property
+    def filled(self) -> np.ndarray:
+        return self.per_pool(self.fill, self.lists[7][:, 0])
+
+    def held(self) -> np.ndarray:
+        """[n_pools, n_keys] whether each distinct pool size holds the key."""
+        in_lanes = (self.res[self.lane_of] >> self.bit_of.astype(np.uint64)[:, None]) & np.uint64(1) == 1
+        return np.concatenate([self.lists[2] >= 0, in_lanes])
+
+    @property
+    def hits(self) -> np.ndarray:
+        """[n_layer, 2, n_pools] the lookups each pool size held."""
+        return self.distinct[:, :, None] - self.per_pool(self.misses, self.lists[8]).transpose(2, 1, 0)
+
+
+_CARRIED = (np.int32, np.int64, np.int32, np.int64, np.int32)  # ClassLruState.carried: key, time, owner, record, rank
+
+
+def _layout(caps: np.ndarray, n_keys: int) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """(how many of the distinct pool sizes, ascending, replay on their own lists; lane and bit of each other one;
+    lanes): the rest dealt in turn over as few lanes as hold them."""
+    n_list = int(np.sum(caps < CLASS_LRU_LIST_SHARE_OF_KEYS * n_keys))
+    n_lanes = -(-(len(caps) - n_list) // LANE_BITS)
+    pools = np.arange(len(caps) - n_list)
+    return n_list, pools % max(n_lanes, 1), pools // max(n_lanes, 1), n_lanes
 
 
 def check_knobs(half_life_tokens: float, n_classes: int, increment: float, **readings: str) -> None:
@@ -174,13 +216,21 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
     _check(k)
     given = np.asarray(caps, dtype=np.int64)
     caps, pick = np.unique(given, return_inverse=True)
-    n_caps, n_keys, n_cls = len(caps), n_layer * n_expert, int(k["n_classes"])
-    total = int(caps.sum())
+    n_keys, n_cls = n_layer * n_expert, int(k["n_classes"])
+    n_list, lane_of, bit_of, n_lanes = _layout(caps, n_keys)
+    lane_caps = np.zeros((n_lanes, LANE_BITS), dtype=np.int64)
+    lane_caps[lane_of, bit_of] = caps[n_list:]
+    masks = np.zeros(n_lanes, dtype=np.uint64)
+    np.bitwise_or.at(masks, lane_of, np.left_shift(np.uint64(1), bit_of.astype(np.uint64)))
+    carried = (np.zeros(n_cls + 1, dtype=np.int64), *(np.empty(n_keys, dtype=t) for t in _CARRIED))
+    per_bit = (n_lanes, LANE_BITS)
     return ClassLruState(
         given,
         pick.reshape(-1),
         caps,
-        np.concatenate(([0], np.cumsum(caps))).astype(np.int64),
+        n_list,
+        lane_of,
+        bit_of,
         float(k["half_life_tokens"]),
         n_cls,
         float(k["increment"]),
@@ -191,27 +241,51 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
-        np.full((n_caps, n_keys), -1, dtype=np.int32),
+        np.zeros(1, dtype=np.int64),
+        carried,
+        lane_caps,
+        masks,
+        np.zeros((n_lanes, n_keys), dtype=np.uint64),
+        np.zeros((n_lanes, n_keys), dtype=np.uint64),
+        np.zeros(per_bit, dtype=np.int64),
+        np.zeros((*per_bit, n_cls), dtype=np.int64),
+        np.full((*per_bit, n_cls, 5), -1, dtype=np.int64),
+        np.zeros((*per_bit, 2, n_layer), dtype=np.int64),
+        np.zeros((n_layer, 2), dtype=np.int64),
+        np.zeros(per_bit, dtype=np.int64),
+        float(share),
+        np.zeros(per_bit, dtype=np.float64),
+        np.zeros((*per_bit, 3, n_layer), dtype=np.int64),
+        _lists(caps[:n_list], n_layer, n_keys, n_cls),
+    )
+
+
+def _lists(caps: np.ndarray, n_layer: int, n_keys: int, n_cls: int) -> tuple:
+    """The small pools' state (ClassLruState.lists)."""
+    n, total = len(caps), int(caps.sum())
+    return (
+        caps,
+        np.concatenate(([0], np.cumsum(caps)[:-1])).astype(np.int64),
+        np.full((n, n_keys), -1, dtype=np.int32),
         np.full((total, 4), -1, dtype=np.int32),
         np.full(total, -1, dtype=np.int64),
-        np.full((n_caps, n_cls), -1, dtype=np.int64),
-        np.full((n_caps, n_cls), -1, dtype=np.int64),
-        np.zeros(n_caps, dtype=np.int64),
-        np.zeros((n_layer, 2, n_caps), dtype=np.int64),
-        np.zeros((n_layer, 2), dtype=np.int64),
-        np.zeros(n_caps, dtype=np.int64),
-        float(share),
-        np.zeros(n_caps, dtype=np.float64),
-        np.zeros((n_layer, n_caps), dtype=np.int64),
-        np.zeros((n_layer, n_caps), dtype=np.int64),
-        np.zeros((n_layer, n_caps), dtype=np.int64),
+        np.full((n, n_cls), -1, dtype=np.int64),
+        np.full((n, n_cls), -1, dtype=np.int64),
+        np.zeros((n, 2), dtype=np.int64),
+        np.zeros((n, 2, n_layer), dtype=np.int64),
+        np.zeros((n, 3, n_layer), dtype=np.int64),
+        np.zeros((n, 1), dtype=np.float64),
     )
 
 
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
     """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
-    n_keys, n_caps, total = n_layer * n_expert, len(caps), int(np.sum(caps))
-    return 16 * n_keys + 4 * n_caps * n_keys + 24 * total + 8 * n_caps * (2 * N_CLASSES + 5 * n_layer + 4)
+    n_keys, pools = n_layer * n_expert, np.unique(caps)
+    n_list, _, _, n_lanes = _layout(pools, n_keys)
+    per_pool = 8 * (4 + 6 * N_CLASSES + 5 * n_layer)
+    lanes = 16 * n_lanes * n_keys + n_lanes * LANE_BITS * per_pool
+    lists = 4 * n_list * n_keys + 24 * int(pools[:n_list].sum()) + n_list * per_pool
+    return 44 * n_keys + lanes + lists + 16 * n_layer
 
 
 def ns_per_lookup(n_caps: int) -> float:
@@ -265,7 +339,7 @@ def entries(rec_layer, rec_ntok, rec_off, rec_mode, rec_large, ids, k: int, n_ex
 
 def _prepare(s: ClassLruState, e: Entries) -> tuple:
     """What every pool size of a pass replays of a chunk (the CRF, classes and clock: s's knobs of the clock and
-    the increment decide them), advancing s's CRF and clocks."""
+    the increment decide them, and the class queues), advancing s's CRF and clocks."""
     ent_cls = np.empty(len(e.key), dtype=np.int8)
     ent_crf = np.empty(len(e.key), dtype=np.float64)
     rec_now = np.zeros(len(e.rec_mode), dtype=np.int64)
@@ -276,36 +350,48 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
         s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
-    return e.rec_layer, e.rec_mode, e.rec_large, e.start, e.key, ent_cls, e.by_key, rec_now, clock0, by_crf, e.chose
+    start, key, time, owner, rec, dies, death, rank, place = queues(
+        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, e.by_key, ent_cls, s.rec0[0], s.group_clock, s.n_classes,
+        len(s.crf), *s.carried,
+    )  # fmt: skip
+    chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose, ent_cls)
+    return chunk, (start, key, rec, dies, death, rank, place), time, owner, clock0
 
 
 def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
-    """Every pool size of s's pass replays a prepared chunk: on numba's threads, or (not `threads`) on this one."""
+    """Every lane of s's pass replays a prepared chunk: on numba's threads, or (not `threads`) on this one; then
+    the latest uses are carried to the next chunk."""
+    chunk, q, time, owner, clock0 = prepared
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     knobs = (s.group_clock, s.age_planning, s.ties_high, s.share, inv)
-    pools = (s.pool_caps, s.offsets, s.slot_of, s.links, s.used, s.first, s.last, s.filled, s.hits, s.probe,
-             s.remainder, s.cpu, s.cpu_split, s.cpu_selections)  # fmt: skip
+    lane_state = (s.lane_caps, s.masks, s.res, s.hitf, s.fill, s.heads, s.cached, s.misses, s.share_counts,
+                  s.remainder, s.lane_probe)  # fmt: skip
+    s.cached[..., _POS] = -1  # the cached heads are places in this chunk's queues
     threads_before = get_num_threads()
     if not threads:
         set_num_threads(1)  # this thread's own setting: the passes beside it keep theirs
-    chunksize = set_parallel_chunksize(1)  # the smallest pools cost the most: one at a time to a free thread
+    chunksize = set_parallel_chunksize(1)  # lanes to free threads one at a time
     try:
-        budgets(*prepared, *pools, *knobs)
+        replay_pools(chunk, q, time, owner, s.rec0[0], clock0, knobs, lane_state, s.lists)
     finally:
         set_parallel_chunksize(chunksize)
         set_num_threads(threads_before)
+    start, key, rec, dies, _, rank, _ = q
+    carry(start, key, time, owner, rec, dies, rank, s.heads, *s.carried)
+    s.rec0[0] += len(chunk[1])
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(hits [n_layer, 2, n_caps], distinct [n_layer, 2], probe hits [n_caps]) of everything fed so far."""
-    return s.hits[:, :, s.pick], s.distinct.copy(), s.probe[s.pick]
+    return s.hits[:, :, s.pick], s.distinct.copy(), s.per_pool(s.lane_probe, s.lists[7][:, 1])[s.pick]
 
 
 def cpu_counts(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CPU share's counts per layer and pool size [n_layer, n_caps]: missed experts only the CPU computes
     (never uploaded), missed experts uploaded that the CPU also computes for some of their selections, and the
     (token, chosen expert) selections computed on the CPU."""
-    return s.cpu[:, s.pick], s.cpu_split[:, s.pick], s.cpu_selections[:, s.pick]
+    counts = s.per_pool(s.share_counts, s.lists[9])[s.pick]  # [n_caps, 3, n_layer]
+    return tuple(counts[:, row, :].T.copy() for row in (_CPU, _SPLIT, _SELECTIONS))
 
 
 def kernel(**knobs) -> Kernel:

@@ -4,9 +4,8 @@ and each pool size's class lists replayed on its own."""
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 
@@ -87,176 +86,75 @@ def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
     return order
 
 
-_PREV, _NEXT, _KEY, _CLS = 0, 1, 2, 3  # ClassLruState.links: a slot's neighbours in its class list, key, class
-_OWNER_SHIFT, _CLS_MASK = 8, 255  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
+NEVER = np.iinfo(np.int64).max  # a use not followed by another (yet): it stays its key's latest
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _unlink(s, links, first, last):
-    """Take slot s out of its class list (a slot not yet in a list has class -1)."""
-    if links[s, _CLS] < 0:
-        return
-    c = links[s, _CLS] & _CLS_MASK
-    p, n = links[s, _PREV], links[s, _NEXT]
-    if p >= 0:
-        links[p, _NEXT] = n
-    else:
-        first[c] = n
-    if n >= 0:
-        links[n, _PREV] = p
-    else:
-        last[c] = p
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _append(s, c, owner, links, first, last):
-    """Make slot s (its key's clock index `owner`) the most recently used of class c's list."""
-    t = last[c]
-    links[s, _PREV], links[s, _NEXT], links[s, _CLS] = t, -1, (owner << _OWNER_SHIFT) | c
-    if t >= 0:
-        links[t, _NEXT] = s
-    else:
-        first[c] = s
-    last[c] = s
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _head_score(c, links, used, first, me, now, clock, inv, age_planning=False):
-    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
-    `me`) used its head (then it holds only slots this plan used); the age in the slot's own layer clock, or with
-    age_planning in this plan()'s (never below 0: another layer's clock can be ahead)."""
-    h = first[c]
-    if h < 0:
-        return -1.0
-    owner = links[h, _CLS] >> _OWNER_SHIFT
-    if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
-        return -1.0
-    if age_planning:
-        return max(now - used[h], 0) * inv[c]
-    return (clock[owner] - used[h]) * inv[c]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _best(scores, ties_high):
-    """The class whose head scores highest (ties: the lowest class, or the highest with ties_high)."""
-    best, best_score = -1, -1.0
-    if ties_high:
-        for c in range(len(scores)):
-            if scores[c] >= best_score and scores[c] >= 0:
-                best, best_score = c, scores[c]
-    else:  # a strict comparison keeps the first (lowest) class of equal scores and never takes a -1
-        for c in range(len(scores)):
-            if scores[c] > best_score:
-                best, best_score = c, scores[c]
-    return best
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, rem, layer, r, on_cpu, counts):
-    """policies.cpu_share.split_selections's rule in the kernel: the share of the record's missed selections (a
-    remainder carried in rem[0]) goes to the CPU, the lowest CRF first; experts all of whose selections go are
-    marked. counts: the pool's [_CPU, _SPLIT, _SELECTIONS] rows per layer."""
-    missed = 0
-    for j in range(lo, hi):
-        if slot_of[ent_key[j]] < 0:
-            missed += ent_sel[j]
-    rem[0] += share * missed
-    left = min(missed, int(rem[0]))
-    rem[0] -= left
-    counts[_SELECTIONS, layer] += left
-    for j in range(lo, hi):
-        if left == 0:
-            break
-        q = by_crf[j]
-        if slot_of[ent_key[q]] >= 0:
-            continue
-        if ent_sel[q] <= left:
-            on_cpu[ent_key[q]] = r + 1
-            counts[_CPU, layer] += 1
-        else:
-            counts[_SPLIT, layer] += 1
-        left -= min(left, ent_sel[q])
-
-
-_SMALL, _LARGE, _CPU, _SPLIT, _SELECTIONS = 0, 1, 2, 3, 4  # rows of a pool's counts per layer (hits: small, large)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def budgets(
-    rec_layer, rec_mode, rec_large, ent_start, ent_key, ent_cls, ent_sorted, rec_now, clock0, by_crf, ent_sel,
-    caps, offsets, slot_of_all, links, used, first_all, last_all, filled, hits, probe, remainder, cpu, cpu_split,
-    cpu_selections, group_clock, age_planning, ties_high, share, inv,
+@njit(cache=True, nogil=True)
+def queues(
+    rec_layer, rec_mode, rec_now, ent_start, ent_key, ent_sorted, ent_cls, rec0, group_clock, n_classes, n_keys,
+    car_start, car_key, car_time, car_owner, car_rec, car_rank,
 ):  # fmt: skip
-    """Every pool size of the pass replays the chunk on its own (on numba's threads). Each keeps its list heads, fill
-    and counts in its own copies, written back at the end: neighbouring pool sizes' rows share cache lines, which
-    threads replaying them at once would take from each other. With a CPU share, once a pool is full that share of
-    each record's missed selections is computed on the CPU (policies.cpu_share: the lowest CRF first); a missed
-    expert all of whose selections go there is not kept. The arguments: class_lru._prepare's chunk, the state's
-    pools, its knobs."""
-    for b in prange(len(caps)):
-        first, last, slot_of, cap, base = first_all[b].copy(), last_all[b].copy(), slot_of_all[b], caps[b], offsets[b]
-        fill, n_probe, rem = filled[b], 0, np.array([remainder[b]])
-        counts = np.zeros((5, hits.shape[0]), dtype=np.int64)  # per layer: _SMALL, _LARGE hits, the share's counts
-        scores = np.empty(len(inv), dtype=np.float64)
-        clock = clock0.copy()
-        on_cpu = np.zeros(len(slot_of) if share > 0 else 0, dtype=np.int64)  # record (+1) of a miss sent to the CPU
-        for r in range(len(rec_mode)):
-            lo, hi = ent_start[r], ent_start[r + 1]
-            mode = rec_mode[r]
-            if mode == MODE_SKIP or lo == hi:
-                continue
-            if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
-                for q in range(lo, hi):
-                    if slot_of[ent_key[q]] >= 0:
-                        n_probe += 1
-                continue
-            layer, now = rec_layer[r], rec_now[r]
-            owner = 0 if group_clock else layer
-            clock[owner] = now
-            n_hit = 0
-            for q in range(lo, hi):  # hits first, refreshed in first-appearance order into their new class
-                s = slot_of[ent_key[q]]
-                if s >= 0:
-                    n_hit += 1
-                    used[s] = now
-                    c = ent_cls[q]
-                    if last[c] != s:  # already its class's most recent: the list is unchanged
-                        _unlink(s, links, first, last)
-                        _append(s, c, owner, links, first, last)
-            counts[rec_large[r], layer] += n_hit
-            if n_hit == hi - lo:
-                continue
-            if share > 0 and fill == cap:
-                _share_split(lo, hi, slot_of, ent_key, by_crf, ent_sel, share, rem, layer, r, on_cpu, counts)
-            scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-            for j in range(lo, hi):  # then the misses in expert-id order
-                q = ent_sorted[j]
-                key = ent_key[q]
-                if slot_of[key] >= 0 or (share > 0 and on_cpu[key] == r + 1):
-                    continue
-                if fill < cap:
-                    s = base + fill
-                    fill += 1
-                else:
-                    if not scored:
-                        for c in range(len(inv)):
-                            scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
-                        scored = True
-                    c = _best(scores, ties_high)
-                    s = first[c]
-                    _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                    scores[c] = _head_score(c, links, used, first, owner, now, clock, inv, age_planning)
-                    slot_of[links[s, _KEY]] = -1
-                slot_of[key] = s
-                used[s] = now
-                links[s, _KEY] = key
-                _append(s, ent_cls[q], owner, links, first, last)
-                if scored and first[ent_cls[q]] == s:  # it joined an empty list: its head is now this plan's
-                    scores[ent_cls[q]] = -1.0
-        first_all[b], last_all[b], filled[b], remainder[b], probe[b] = first, last, fill, rem[0], probe[b] + n_probe
-        for layer in range(hits.shape[0]):
-            hits[layer, 0, b] += counts[_SMALL, layer]
-            hits[layer, 1, b] += counts[_LARGE, layer]
-            cpu[layer, b] += counts[_CPU, layer]
-            cpu_split[layer, b] += counts[_SPLIT, layer]
-            cpu_selections[layer, b] += counts[_SELECTIONS, layer]
+    """Every pool size's class lists as one queue per class of uses, record by record: the latest uses carried
+    from earlier chunks (car_*, class by class), then this chunk's pool records' entries, each record's in
+    expert-id order (its misses' order in every pool; `rank`: first-appearance order, its hits'), then a sentinel
+    (record NEVER). A use stays in a pool's list while it is its key's latest (until `dies`, the record of the
+    key's next use: `death[entry]` is the queue place that entry ends) and the key is in that pool. Records are
+    numbered across chunks (rec0: this chunk's first); `place[entry]` is the entry's queue place."""
+    count = car_start[1:] - car_start[:-1] + 1
+    for r in range(len(rec_mode)):
+        if rec_mode[r] == MODE_CACHE:
+            for q in range(ent_start[r], ent_start[r + 1]):
+                count[ent_cls[q]] += 1
+    start = np.zeros(n_classes + 1, dtype=np.int64)
+    start[1:] = np.cumsum(count)
+    n = start[-1]
+    key, owner = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
+    time, rec, dies = np.zeros(n, np.int64), np.full(n, NEVER, np.int64), np.full(n, NEVER, np.int64)
+    rank, place, death = np.zeros(n, np.int32), np.empty(len(ent_key), np.int64), np.full(len(ent_key), -1, np.int64)
+    latest = np.full(n_keys, -1, dtype=np.int64)  # each key's latest use's queue place
+    at = start[:-1].copy()
+    for c in range(n_classes):
+        for i in range(car_start[c], car_start[c + 1]):
+            p = at[c]
+            at[c] += 1
+            key[p], time[p], owner[p], rec[p], rank[p] = car_key[i], car_time[i], car_owner[i], car_rec[i], car_rank[i]
+            latest[car_key[i]] = p
+    for r in range(len(rec_mode)):
+        if rec_mode[r] != MODE_CACHE:
+            continue
+        o = 0 if group_clock else rec_layer[r]
+        for j in range(ent_start[r], ent_start[r + 1]):
+            q = ent_sorted[j]
+            p = at[ent_cls[q]]
+            at[ent_cls[q]] += 1
+            key[p], time[p], owner[p], rec[p] = ent_key[q], rec_now[r], o, rec0 + r
+            rank[p], place[q] = q - ent_start[r], p
+            if latest[ent_key[q]] >= 0:
+                death[q] = latest[ent_key[q]]
+                dies[death[q]] = rec0 + r
+            latest[ent_key[q]] = p
+    return start, key, time, owner, rec, dies, death, rank, place
+
+
+@njit(cache=True, nogil=True)
+def carry(start, key, time, owner, rec, dies, rank, heads, car_start, car_key, car_time, car_owner, car_rec, car_rank):
+    """Keep the latest uses (at most one a key) for the next chunk's queues, and move every pool's list heads
+    (heads [.., n_classes]: places in their class's queue) onto them: a use before a head is out of that pool's
+    list for good (dead, or its key evicted until its next use)."""
+    n_classes = len(start) - 1
+    before = np.zeros(len(key) + n_classes, dtype=np.int64)  # per class: its carried uses before each place
+    n = 0
+    for c in range(n_classes):
+        car_start[c] = n
+        for p in range(start[c], start[c + 1]):
+            before[p + c] = n - car_start[c]
+            if dies[p] == NEVER and rec[p] != NEVER:  # a latest use, not the sentinel
+                car_key[n], car_time[n], car_owner[n] = key[p], time[p], owner[p]
+                car_rec[n], car_rank[n] = rec[p], rank[p]
+                n += 1
+        before[start[c + 1] + c] = n - car_start[c]  # unreachable: a head stops at the sentinel
+    car_start[n_classes] = n
+    flat = heads.reshape(-1, n_classes)
+    for i in range(flat.shape[0]):
+        for c in range(n_classes):
+            flat[i, c] = before[start[c] + flat[i, c] + c]

@@ -88,7 +88,7 @@ def _resident(caps, records, n_layer=2, n_expert=3, **knobs):
     state = class_lru.new_state(np.array(caps), n_layer, n_expert, **knobs)
     mode, large = np.full(len(records), MODE_CACHE, np.int8), np.zeros(len(records), np.int8)
     class_lru.feed(state, layer, ones, np.arange(len(records)), mode, large, ids, 1, n_expert)
-    return [set(np.flatnonzero(row >= 0).tolist()) for row in state.slot_of]
+    return [set(np.flatnonzero(row).tolist()) for row in state.held()]
 
 
 def test_class_lru_is_not_a_stack_policy_so_each_pool_size_replays_alone():

@@ -1,7 +1,8 @@
-"""ClassLRU's faster replay (moe_model/policies/class_lru_kernel.py: pool sizes in per-pool copies, equal pool sizes
-replayed once, passes on threads) counts exactly as the kernel before it (tests/policies/reference_class_lru.py): on
-random cases with repeated pool sizes and pools at and beyond the working set, on numba's threads and in turn, and
-through simulate_budgets on a two-group model."""
+"""ClassLRU's replay (small pool sizes on their own lists, policies/class_lru_lists.py; the others in lanes of 64 over
+shared class queues, policies/class_lru_lanes.py; equal pool sizes replayed once, passes on threads) counts exactly as
+the kernel before it (tests/policies/reference_class_lru.py): on random cases with repeated pool sizes and pools at and
+beyond the working set, on numba's threads and in turn, and through simulate_budgets on a two-group model; the lists
+and the lanes count alike at every pool size for every reading (those the reference lacks too)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from conftest import SAMPLE
 from test_class_lru import random_case
 
 from moe_model.llama.batching import build_workload
+from moe_model.llama.lru_kernel import MODE_CACHE
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.policies import class_lru, class_lru_band
@@ -52,6 +54,46 @@ def test_repeated_pool_sizes_and_pools_beyond_the_working_set_count_as_the_kerne
         for feed in (class_lru.feed, class_lru.feed_in_turn):
             got = _counts(class_lru, case, feed)
             assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), (feed.__name__, case)
+
+
+def _all_counts(case, feed=class_lru.feed):
+    inputs, caps, knobs, share, n_layer, n_expert = case
+    state = class_lru.new_state(caps, n_layer, n_expert, share=share, **knobs)
+    for chunk in inputs:
+        feed(state, *chunk)
+    return (*class_lru.results(state), *class_lru.cpu_counts(state), state.filled, state.held())
+
+
+def test_the_lists_and_the_lanes_count_alike_at_every_pool_size_for_every_reading():
+    rng = np.random.default_rng(39)
+    readings = class_lru.all_readings()
+    for i in range(120):
+        inputs, caps, _, share, n_layer, n_expert = _with_more_pools(random_case(rng), rng)
+        case = (inputs, caps, readings[i % len(readings)], share, n_layer, n_expert)
+        with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 2.0):  # every pool size on its own lists
+            lists = _all_counts(case)
+        with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 0.0):  # every pool size in a lane
+            in_lanes = _all_counts(case, class_lru.feed_in_turn)
+        assert all(np.array_equal(a, b) for a, b in zip(lists, in_lanes, strict=True)), case
+
+
+def test_more_than_64_large_pool_sizes_fill_several_lanes_and_count_as_the_kernel_before():
+    rng = np.random.default_rng(64)
+    n_layer, n_expert, k, n_rec = 2, 128, 4, 400
+    ntok = rng.choice([1, 1, 1, 2, 5], size=n_rec).astype(np.int32)
+    ids = np.concatenate([rng.permuted(np.tile(np.arange(110), (t, 1)), axis=1)[:, :k].ravel() for t in ntok])
+    off = np.concatenate([[0], np.cumsum(ntok.astype(np.int64) * k)[:-1]])
+    layer, mode = rng.integers(0, n_layer, size=n_rec).astype(np.int32), np.full(n_rec, MODE_CACHE, dtype=np.int8)
+    chunks = [slice(0, 150), slice(150, n_rec)]
+    inputs = [(layer[c], ntok[c], off[c], mode[c], (ntok[c] > 8).astype(np.int8), ids.astype(np.int32), k, n_expert)
+              for c in chunks]  # fmt: skip
+    caps = np.arange(60, 256)  # above a quarter of the 256 keys from 64: 192 pool sizes in 3 lanes
+    case = (inputs, caps, {}, 0.0, n_layer, n_expert)
+    state = class_lru.new_state(caps, n_layer, n_expert)
+    assert state.masks.shape[0] == 3 and state.n_list == 4
+    want = _counts(before, case, before.feed)
+    for feed in (class_lru.feed, class_lru.feed_in_turn):
+        assert all(np.array_equal(g, w) for g, w in zip(_counts(class_lru, case, feed), want, strict=True))
 
 
 def _curve(kernel, budgets, work, model):

@@ -96,7 +96,7 @@ def test_the_kernel_splits_selections_per_token_and_never_keeps_an_expert_only_t
     cpu_only, cut, selections = (int(c.sum()) for c in class_lru.cpu_counts(state))
     assert (cpu_only, cut, selections) == (1, 1, 3)
     assert int(state.hits.sum()) == 4 and int(state.distinct.sum()) == 10  # 5 uploads: 0, 1, 2, 3, then 0 again
-    assert set(np.flatnonzero(state.slot_of[0] >= 0).tolist()) == {0, 1, 2}  # 3 never uploaded
+    assert set(np.flatnonzero(state.held()[0]).tolist()) == {0, 1, 2}  # 3 never uploaded
     assert [split_selections([2], 0.75, r).remainder for r in (0.0, 0.5)] == [0.5, 0.0]  # the reference agrees
 
 
