@@ -8,14 +8,18 @@ it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chro
 does, and makes each change once, in this order, each a computation the server has not made before in that
 process: the budget typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4
 (then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
-its GPU; last, -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve replaying (server CPU seconds in the
-8 s after: the curve stopped or not). Per change, from its first keystroke or click: **answer** = the headline's
-text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen budget
-drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption
-under it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running
-indicator gone (no status widget, skeleton, spinner or stale element for 0.3 s; a change with its own answer settles
-only after it). Prints p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a
-markdown table. A benchmark, not a test: nothing is asserted.
+its GPU; then -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve replaying (server CPU seconds in the
+8 s after: the curve stopped or not, and when Learn was drawn); the same, each in a new session on Qwen3-235B-A22B
+(seconds of replays), for Explore's best setting (`leave_best`: Explore on the RTX 4090 settled, "best setting"
+switched on, Learn clicked 1.5 s later) and for Shopping (`leave_shopping`: Shopping opened on the RTX 4080 with 64
+GiB, issue 38's question; Learn clicked 1.5 s after its progress shows, during the cards' shared replays). Per
+change, from its first keystroke or click: **answer** = the headline's text changed (-np: to the one at 4 streams;
+"compare policies": its table of each policy at the chosen budget drawn, before the curves; "simulate prompts too",
+which leaves the headline as it was to its digits: the caption under it saying what the prompts moved, drawn once
+both are replayed) and **settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or
+stale element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95 per change with the
+1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -52,8 +57,9 @@ NP4 = (  # the headline at -np 4, not an intermediate value the three key presse
     ".some(e => /^At [\\d,]+ MiB/.test(e.innerText) && e.innerText.includes('over 4 streams'))"
 )
 QWEN235 = "Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf"
-CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b", "leave")
-LEAVE_S = 8  # how long the server's CPU is read after the session left Explore mid-curve
+LEAVES = ("leave", "leave_best", "leave_shopping")  # measured as server CPU seconds, not as answer times
+CHANGES = ("budget", "host_cpu", "gpu", "np", "sim_prompts", "compare", "gpu_235b", *LEAVES)
+LEAVE_S = 8  # how long the server's CPU is read after the session left a page mid-computation
 LABELS = {
     "budget": "cache budget typed (10,000 -> 7,777 MiB)",
     "host_cpu": 'one host part ("CPU model": Ryzen 7 7700X)',
@@ -63,7 +69,10 @@ LABELS = {
     "compare": '"compare policies" on (every policy offered: 7 at the default build)',
     "gpu_235b": "GPU on a Qwen3-235B-A22B Explore (RTX 3090 -> RTX 4090)",
     "leave": f"server CPU s in the {LEAVE_S} s after leaving Explore mid-curve (-np 1 -> 3, then Learn)",
+    "leave_best": f"server CPU s in the {LEAVE_S} s after leaving Explore's best setting mid-ranking (235B, 4090)",
+    "leave_shopping": f"server CPU s in the {LEAVE_S} s after leaving Shopping mid-computation (235B, 4080, 64 GiB)",
 }
+LEARN_HEADER = "How the MoE cache works"
 # In the page: note when the run shows (busy), when the headline changed (or the JS expression `done` holds), and
 # when the page has been idle for 300 ms after either. Polled every 20 ms; ms from the watch's start (then the action).
 WATCH = """([running, headline, done, before]) => {
@@ -171,20 +180,72 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def to_learn(page, pid: int) -> tuple[float, float, float]:
+    """Learn clicked now: (the server's CPU seconds in the LEAVE_S s after, the seconds until Learn's header was
+    drawn (LEAVE_S: not within them), the load)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    start, clicked = cpu_s(pid), time.perf_counter()
+    page.get_by_test_id("stSidebar").get_by_test_id("stSidebarNav").get_by_text("Learn", exact=True).click()
+    try:
+        page.get_by_role("heading", name=LEARN_HEADER).wait_for(timeout=LEAVE_S * 1000)
+        drawn = time.perf_counter() - clicked
+    except PlaywrightTimeout:
+        drawn = float(LEAVE_S)
+    page.wait_for_timeout(max(0.0, LEAVE_S - (time.perf_counter() - clicked)) * 1000)
+    return cpu_s(pid) - start, drawn, os.getloadavg()[0]
+
+
 def left_mid_curve(page, pid: int) -> tuple[float, float, float]:
     """A new curve started (-np 1 -> 3), Learn clicked 1.5 s later (before and since issue 38 the curve is still
     replaying then): the server's CPU seconds in the LEAVE_S s after (a curve stopped leaves Learn's own run)."""
-    side = page.get_by_test_id("stSidebar")
-    keys(side, "concurrent streams (-np)", "ArrowRight", 2)()
+    keys(page.get_by_test_id("stSidebar"), "concurrent streams (-np)", "ArrowRight", 2)()
     page.wait_for_timeout(1500)
-    start = cpu_s(pid)
-    side.get_by_test_id("stSidebarNav").get_by_text("Learn", exact=True).click()
-    page.wait_for_timeout(LEAVE_S * 1000)
-    used = cpu_s(pid) - start
-    return used, used, os.getloadavg()[0]
+    return to_learn(page, pid)
+
+
+def left_mid_best(browser, url: str, pid: int) -> tuple[float, float, float]:
+    """A new session opens Explore on Qwen3-235B-A22B and the RTX 4090 and waits for its curve; then "best setting"
+    on and Learn clicked 1.5 s later while the recommender ranks (seconds of replays)."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(WAIT_MS)
+    try:
+        page.goto(f"{url}/explore?{urlencode({'model': QWEN235, 'gpu': 'RTX 4090'})}")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
+        idle(page)
+        toggle(page, "best setting for this machine")()
+        page.wait_for_timeout(1500)
+        return to_learn(page, pid)
+    finally:
+        page.close()
+
+
+def left_mid_shopping(browser, url: str, pid: int) -> tuple[float, float, float]:
+    """A new session opens Shopping on issue 38's question (Qwen3-235B-A22B, an RTX 4080 with 64 GiB, six cards:
+    their shared replays, then each card ranked), Learn clicked 1.5 s after its progress bar shows."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(WAIT_MS)
+    try:
+        page.goto(f"{url}/shopping?{urlencode({'model': QWEN235, 'gpu': 'RTX 4080 16GB', 'ram': '64'})}")
+        page.get_by_test_id("stProgress").first.wait_for(timeout=WAIT_MS)
+        page.wait_for_timeout(1500)
+        return to_learn(page, pid)
+    finally:
+        page.close()
+
+
+def own_sessions(browser, url: str, pid: int, only: set[str], out: dict[str, list]) -> None:
+    """The leaves measured in sessions of their own (Explore's best setting, Shopping), as asked."""
+    if "leave_best" in only:
+        out["leave_best"].append(left_mid_best(browser, url, pid))
+    if "leave_shopping" in only:
+        out["leave_shopping"].append(left_mid_shopping(browser, url, pid))
 
 
 def one_repetition(browser, url: str, pid: int, only: set[str], out: dict[str, list]) -> None:
+    if only <= {"leave_best", "leave_shopping"}:  # no step on the first session's Explore: not opened
+        own_sessions(browser, url, pid, only, out)
+        return
     page = browser.new_page(viewport=VIEWPORT)
     page.set_default_timeout(WAIT_MS)
     page.goto(f"{url}/explore")
@@ -219,6 +280,7 @@ def one_repetition(browser, url: str, pid: int, only: set[str], out: dict[str, l
     if "leave" in only:
         out["leave"].append(left_mid_curve(page, pid))
     page.close()
+    own_sessions(browser, url, pid, only, out)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -236,16 +298,19 @@ def table(out: dict[str, list], started: str, loads: tuple[float, float]) -> str
         "|---|---|---|---|",
     ]
     for name, runs in out.items():
-        if not runs or name == "leave":
+        if not runs or name in LEAVES:
             continue
         answers, settled, load = zip(*runs, strict=True)
         rows.append(
             f"| {LABELS[name]} | {statistics.median(answers):.2f} / {quantile(answers, 0.95):.2f} | "
             f"{statistics.median(settled):.2f} / {quantile(settled, 0.95):.2f} | {min(load):.1f}-{max(load):.1f} |"
         )
-    if out.get("leave"):
-        used = [r[0] for r in out["leave"]]
-        rows.append(f"\n{LABELS['leave']}: p50 {statistics.median(used):.2f}, max {max(used):.2f}.")
+    for name in (n for n in LEAVES if out.get(n)):
+        used, drawn, load = zip(*out[name], strict=True)
+        rows.append(
+            f"\n{LABELS[name]}: p50 {statistics.median(used):.2f}, max {max(used):.2f}; Learn drawn after p50 "
+            f"{statistics.median(drawn):.2f} s, max {max(drawn):.2f} (load {min(load):.1f}-{max(load):.1f})."
+        )
     return "\n".join(rows) + "\n"
 
 

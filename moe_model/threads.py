@@ -3,6 +3,7 @@ them at once (the groups of a model, the budgets of a policy). One core, or one 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import queue
 import threading
@@ -11,16 +12,31 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 
 from moe_model.limits import LANE_QUEUE_JOBS, available_cores
+from moe_model.progress import checkpoint
+
+
+class _CallersContext(ThreadPoolExecutor):
+    """Each job runs in a copy of its submitter's context: a watched caller's checkpoints (moe_model.progress) reach
+    the work it hands to the pool, so a stopped page stops its replays too, and a job not started by then never
+    starts."""
+
+    def submit(self, fn: Callable, /, *args, **kwargs):
+        return super().submit(contextvars.copy_context().run, _checked, fn, *args, **kwargs)
+
+
+def _checked(fn: Callable, *args, **kwargs):
+    checkpoint()
+    return fn(*args, **kwargs)
 
 
 @contextmanager
 def worker_pool(n_jobs: int) -> Iterator[Executor | None]:
-    """A pool of min(n_jobs, cores) threads, or None where that is one."""
+    """A pool of min(n_jobs, cores) threads (each job in its submitter's context), or None where that is one."""
     n = min(n_jobs, available_cores())
     if n < 2:
         yield None
         return
-    with ThreadPoolExecutor(n) as pool:
+    with _CallersContext(n) as pool:
         yield pool
 
 
@@ -44,7 +60,7 @@ class Lanes:
     the job at once. `close()` waits for every lane and raises the first error a job raised."""
 
     def __init__(self, n_lanes: int, fn: Callable) -> None:
-        self.fn, self.errors = fn, []
+        self.fn, self.errors, self.dropping = fn, [], False
         threaded = n_lanes > 1 and available_cores() > 1
         self.queues = [queue.Queue(LANE_QUEUE_JOBS) for _ in range(n_lanes)] if threaded else []
         self.threads = [threading.Thread(target=self._run, args=(q,), daemon=True) for q in self.queues]
@@ -53,7 +69,7 @@ class Lanes:
 
     def _run(self, jobs: queue.Queue) -> None:
         while (job := jobs.get()) is not None:
-            if not self.errors:  # after an error the rest is drained, not run
+            if not self.errors and not self.dropping:  # after an error (or drop_queued) the rest is drained, not run
                 try:
                     self.fn(*job)
                 except BaseException as err:  # noqa: BLE001 - handed to the producer by close()
@@ -66,6 +82,10 @@ class Lanes:
             self.queues[lane].put(job)
         else:
             self.fn(*job)
+
+    def drop_queued(self) -> None:
+        """The jobs still queued are drained, not run (their producer stopped: nobody waits for what they make)."""
+        self.dropping = True
 
     def close(self) -> None:
         for q in self.queues:

@@ -52,7 +52,7 @@ from ui.cached import (
     trace_workload,
     workload_npz,
 )
-from ui.cached_recommend import cached_recommend
+from ui.cached_recommend import cached_recommend, no_best_setting
 from ui.headline import (
     best_details,
     details,
@@ -98,6 +98,7 @@ def best_setting(inputs: Inputs, source: str, model_key: str, base, routing, rep
     """The recommender's pick for this machine at the page's request `base` (its drafting too), with the inputs
     Shopping and `recommend` use (the user's trace replayed where Explore replays one); one click applies it."""
     if not kept_toggle(st, "best setting for this machine (the recommender Shopping and the CLI use)", "best", False):
+        no_best_setting()  # switched off while it was still ranking: that work stops
         return
     model, hw, time_model, path = inputs.model, inputs.hw, inputs.tm, model_flag_path(source, model_key)
     options = cached_recommend(model, path, hw, time_model, base, routing, inputs.work if replays_trace else None)

@@ -181,9 +181,10 @@ with friendly_errors():
     machines = [(mine, my_tm, True)] + [(in_host(card, mine), card_tm, False) for card in others]
     hardware, tms = [hw for hw, _, _ in machines], [tm for _, tm, _ in machines]
     path = model_flag_path(source, model_key)
-    rows, bar, so_far = [], st.progress(0.0, "Simulating each card's candidates..."), st.empty()
+    rows, bar = [], st.progress(0.0, "Simulating each card's candidates...")
+    working, so_far = st.container(), st.empty()  # each card's progress, then the table so far
     reading = request.policy_reading  # the calibrated machine's ClassLRU reading: every card replays it, no band
-    each = cached_recommend_cards(model, path, hardware, tms, request, routing, work)
+    each = cached_recommend_cards(model, path, hardware, tms, request, routing, work, working)  # on page-work threads
     answers, bases, routed = [], [], TRACE if work is not None else LOGS if routing else SYNTHETIC
     shared = request.with_knobs({SHARE.name: 0.0})  # the build's own policy: a CPU share is each pick's own
     for (hw, tm, is_mine), options in zip(machines, each, strict=True):

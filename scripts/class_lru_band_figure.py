@@ -28,8 +28,7 @@ def main() -> None:
     budgets = sorted({int(b) for b in np.linspace(min_budget_mib(model), full_budget_mib(model), N_BUDGETS)})
     results = simulate_budgets(model, work, budgets, None, class_lru_band.band_kernel())
     fig = hit_rate_curve(results)
-    fig.update_layout(title="GPT-OSS-20B, real routing, -np 4, b12569: ClassLRU's default reading and its band")
-    write_png(fig, PNG)
+    write_png(fig, PNG, "GPT-OSS-20B, real routing, -np 4, b12569: ClassLRU's default reading and its band")
     widest = max(results, key=lambda r: r.band.width_points)
     print(f"{PNG.relative_to(ROOT)}: widest band {widest.band.width_points:.1f} points at {widest.budget_mib} MiB")
 

@@ -31,15 +31,19 @@ TRACE = ROOT / "sample_data" / "traces" / "gpt-oss-20b" / "routing.npz"
 PNG = ROOT / "docs" / "policy-curves-gpt-oss-20b.png"
 N_BUDGETS = 12
 TABLE_BUDGETS = (1, 3, 6, 9)  # indices into the budgets printed in the README table
+PNG_PX = (900, 520)  # width, height: the legend's rows under the axis
 
 
-def write_png(fig, path: Path) -> None:
-    """kaleido 0.2.1 (self-contained) driven with the plotly.js that plotly ships; plotly 7 wants kaleido >= 1."""
+def write_png(fig, path: Path, subtitle: str) -> None:
+    """The chart as the app draws it (its title, its legend below the axis), `subtitle` saying what was replayed;
+    kaleido 0.2.1 (self-contained) driven with the plotly.js that plotly ships; plotly 7 wants kaleido >= 1."""
     from kaleido.scopes.plotly import PlotlyScope
 
     js = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
-    fig.update_layout(width=900, height=480, legend={"orientation": "v", "y": 0.5, "x": 1.02})
-    path.write_bytes(PlotlyScope(plotlyjs=js).transform(fig.to_plotly_json(), format="png", width=900, height=480))
+    fig.update_layout(width=PNG_PX[0], height=PNG_PX[1], title_subtitle_text=subtitle, margin_t=72)
+    path.write_bytes(
+        PlotlyScope(plotlyjs=js).transform(fig.to_plotly_json(), format="png", width=PNG_PX[0], height=PNG_PX[1])
+    )
 
 
 def main() -> None:
@@ -53,8 +57,7 @@ def main() -> None:
     result = compare(model, replay, budgets, knobs=knobs, threads=False)  # the table's seconds: each policy alone
     PNG.parent.mkdir(exist_ok=True)
     fig = policy_curves(result.budgets, result.hit_rates(), result.labels(), REFERENCE)
-    fig.update_layout(title=f"GPT-OSS-20B, real routing ({replay.decode_tokens:,} decode tokens replayed), --cpu-moe")
-    write_png(fig, PNG)
+    write_png(fig, PNG, f"GPT-OSS-20B, real routing ({replay.decode_tokens:,} decode tokens replayed), --cpu-moe")
     print(f"{PNG.relative_to(ROOT)}: {PNG.stat().st_size / 1024:.0f} KiB; budgets {budgets}")
     rates = result.hit_rates()
     shown = [budgets[i] for i in TABLE_BUDGETS]

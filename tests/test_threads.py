@@ -111,3 +111,40 @@ def test_cache_once_a_failure_wakes_the_waiting_threads_and_one_of_them_computes
         t.join(timeout=10)
     assert not any(t.is_alive() for t in threads)  # nobody left waiting
     assert failed == [0] and calls == [5, 5] and out[1] is out[2] == [5]  # one retry, its answer shared
+
+
+def test_a_worker_pools_jobs_see_their_submitters_watch_and_none_starts_once_it_is_stopped(monkeypatch):
+    from moe_model.progress import Watch, WorkStoppedError, checkpoint, watching
+    from moe_model.threads import worker_pool
+
+    monkeypatch.setattr("moe_model.threads.available_cores", lambda: 2)
+    watch = Watch()
+    with watching(watch), worker_pool(2) as pool:
+        assert pool is not None
+        pool.submit(checkpoint, "on the pool", 1, 2).result()
+        assert (watch.step, watch.done) == ("on the pool", 1)
+        watch.stop.set()
+        ran = []
+        with pytest.raises(WorkStoppedError):
+            pool.submit(ran.append, "a job submitted once its caller stopped").result()
+        assert not ran
+
+
+def test_lanes_told_to_drop_their_queued_jobs_finish_the_running_one_and_run_no_other(monkeypatch):
+    monkeypatch.setattr("moe_model.threads.available_cores", lambda: 2)
+    running, gate, ran = threading.Event(), threading.Event(), []
+
+    def job(i):
+        running.set()
+        gate.wait(10)
+        ran.append(i)
+
+    lanes = Lanes(2, job)
+    lanes.put(0, (0,))
+    assert running.wait(10)
+    for i in (1, 2, 3):
+        lanes.put(0, (i,))
+    lanes.drop_queued()  # their producer was stopped (simulate_plans at a checkpoint)
+    gate.set()
+    lanes.close()
+    assert ran == [0]

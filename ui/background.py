@@ -1,14 +1,15 @@
-"""A page's long work (Explore's curve, the policy comparison) off the script thread: the page draws its answer first
-and then waits for the rest with a progress bar, so a control changed meanwhile reruns at once. The work is shared by
-every session asking for the same key (its result goes to ui.cached's STORE) and stopped, at its next
-moe_model.progress checkpoint, once no session wants it: each session wants one key per slot (a new -np replaces the
-old curve), a session that goes to another page wants none of its pages' work, and a closed session nothing."""
+"""A page's long work (Explore's curve, best setting and policy comparison; Shopping's cards) off the script thread:
+the page draws its answer first and then waits for the rest with a progress bar, so a control changed meanwhile
+reruns at once. The work is shared by every session asking for the same key (its result goes to ui.cached's STORE)
+and stopped, at its next moe_model.progress checkpoint, once no session wants it: each session wants one key per slot
+(a new -np replaces the old curve), a session that goes to another page wants none of its pages' work, and a closed
+session nothing."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from moe_model.limits import APP_PAGE_WORKERS, APP_PROGRESS_S, APP_SESSION_LOOK_S
-from moe_model.progress import Watch, WorkStoppedError, watching
+from moe_model.progress import Watch, WorkStoppedError, checkpoint, watching
 from ui.cached import STORE, wait_for_kernels
 
 _POOL = ThreadPoolExecutor(APP_PAGE_WORKERS, thread_name_prefix="page-work")
@@ -58,6 +59,17 @@ def on_page(page: str) -> None:
                 _release(sid, slot)
 
 
+def keep_only(prefix: str, wanted: Mapping[str, tuple] | None = None) -> None:
+    """Of its session's slots under `prefix`, this run wants only `wanted`'s, each at its key (an app_cached key_of):
+    the others are released at once, before the page waits for any (a card taken off the list or asked at another
+    request, a block switched off), so that no work it will not wait for goes on."""
+    sid, wanted = _session_id() or "-", wanted or {}
+    with _LOCK:
+        mine = _WANTED.get(sid, {})
+        for slot in [s for s, key in mine.items() if s.startswith(prefix) and wanted.get(s) != key]:
+            _release(sid, slot)
+
+
 def _release(sid: str, slot: str) -> None:
     """The session no longer wants its slot's key; work nobody wants is stopped (lock held)."""
     job = _JOBS.get(_WANTED.get(sid, {}).pop(slot, None))
@@ -90,6 +102,7 @@ def _look_for_closed_sessions() -> None:
 def _run(job: Job, compute: Callable[[], object]) -> object:
     try:
         with watching(job.watch):
+            checkpoint("starting")  # released while it was queued: it never starts
             value, _kept = STORE.get_or_compute(job.key, compute)
         return value
     finally:

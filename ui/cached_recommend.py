@@ -1,6 +1,7 @@
 """The recommender's cached calls (Explore's best setting and Shopping), in the shared store of ui.cached: its
 workload with the counts replayed on it so far, each card's ranked options, and the replays the cards share. Each
-takes the page's Scenario whole (ui.request), so every field of the request reaches the recommender."""
+takes the page's Scenario whole (ui.request), so every field of the request reaches the recommender, and runs on the
+page-work threads (ui.background): the page shows its progress, and a session that leaves stops it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from moe_model.routing.synthetic import PRESETS_PATH, preset_for
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.scenario import Scenario
 from moe_model.workload import Workload
+from ui.background import awaited, keep_only, start
 from ui.cached import app_cached, cached_batched_synthetic, file_key, replay_memo
+
+BEST, CARDS = "explore:best", "shopping:"  # the page-work slots (ui.background) of Explore's pick, Shopping's cards
+SHARED = f"{CARDS}shared"  # the replays Shopping's cards share
 
 
 @app_cached("Generating routing...")
@@ -54,8 +59,14 @@ def cached_recommend(
     """The one recommender for the page's request `base` (streams, drafting, context, prompt, depth, build, CPU
     share, load mode, ClassLRU's reading): the user's trace (`work`, batched as `base`; replayed: no routing
     spread) or the routing fitted to the session's logs where there is one. Computed once per request whichever
-    placement the page shows (request_of)."""
-    return _cached_recommend(model, command_path, hw, tm, request_of(base), routing, work)
+    placement the page shows (request_of), on a page-work thread (Explore's "best" slot) while its progress shows."""
+    job = start(BEST, _cached_recommend, model, command_path, hw, tm, request_of(base), routing, work)
+    return awaited(job, "Ranking every setting for this machine")
+
+
+def no_best_setting() -> None:
+    """Explore's best setting switched off: its work, if still running for this session alone, stops."""
+    keep_only(BEST)
 
 
 @app_cached("Ranking every setting...", kernels=True)
@@ -94,16 +105,23 @@ def cached_recommend_cards(
     base: Scenario,
     routing: LogRouting | None = None,
     work: Workload | None = None,
+    box=None,
 ) -> Iterator[list[Option]]:
     """Shopping: each card's options in turn for the page's request `base` (cached_recommend's, computed once per
-    key whichever sessions ask); the settings the cards not cached yet share are replayed first, once (the counts do
-    not depend on the time model: `tm` may be one per card, the user's own machine with its own; ClassLRU's reading
-    the logs picked is the build's, so every card replays it)."""
+    key whichever sessions ask) on the page-work threads, their progress drawn in `box`; the settings the cards not
+    cached yet share are replayed first, once (the counts do not depend on the time model: `tm` may be one per card,
+    the user's own machine with its own; ClassLRU's reading the logs picked is the build's, so every card replays
+    it). A session that leaves the page, or changes the request or the cards, stops what it alone still wanted."""
     request = request_of(base)
     tms = list(tm) if isinstance(tm, list) else [tm] * len(hardware)
     calls = [(model, command_path, hw, t, request, routing, work) for hw, t in zip(hardware, tms, strict=True)]
     missing = tuple(hw for hw, call in zip(hardware, calls, strict=True) if not _cached_recommend.is_cached(*call))
-    if len(missing) > 1:
-        _shared_replays(model, missing, request, routing, work)
-    for call in calls:
-        yield _cached_recommend(*call)
+    cards = {f"{CARDS}{i}": call for i, call in enumerate(calls)}
+    shared = (model, missing, request, routing, work) if len(missing) > 1 else None
+    wanted = {slot: _cached_recommend.key_of(*call) for slot, call in cards.items()}
+    keep_only(CARDS, wanted | ({SHARED: _shared_replays.key_of(*shared)} if shared else {}))
+    if shared:
+        awaited(start(SHARED, _shared_replays, *shared), "Replaying what these cards share", box)
+    for n, (slot, call) in enumerate(cards.items()):  # one at a time: other sessions' work is not queued behind them
+        job = start(slot, _cached_recommend, *call)
+        yield awaited(job, f"Ranking the {call[2].name}'s settings (card {n + 1} of {len(cards)})", box)

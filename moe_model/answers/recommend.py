@@ -21,6 +21,7 @@ from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies import EXACT, get_policy
 from moe_model.policies.knobs import SHARE
 from moe_model.pricing.curve import ReplayMemo, price, replay
+from moe_model.progress import checkpoint, watched_steps
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.routing.synthetic import prompt_knobs, window_distinct
 from moe_model.speed.hardware import Hardware
@@ -216,7 +217,7 @@ def replay_shared(model: ModelSpec, hardware: Sequence[Hardware], base: Scenario
             if not group.placement.fit and group.kernel() is not None:  # --fit moves with the card's VRAM
                 shared.setdefault(group, set()).update(budgets)
                 users[group] = users.get(group, 0) + 1
-    for group, budgets in shared.items():
+    for group, budgets in watched_steps("replaying what the cards share", list(shared.items())):
         if users[group] > 1:
             replay(model, hardware[0], group, sorted(budgets), memo)
 
@@ -250,6 +251,7 @@ def _predictions(
     with worker_pool(len(jobs) if parallel_kernels_may_overlap() else 1) as pool:  # their kernels may be parallel
         replays = [_replay_job(pool, model, hw, group, budgets, workload_for) for group, budgets in jobs]
         for n, (members, replayed) in enumerate(zip(groups.values(), replays, strict=True)):
+            checkpoint("pricing each setting", n, len(groups))  # a watcher may stop it (the replays check too)
             _price_group(model, hw, params, scenarios, members, replayed(), ranges, out)
             if progress:
                 progress((n + 1) / len(groups))

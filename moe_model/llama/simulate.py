@@ -31,7 +31,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE, MODE_SKIP, check_
 from moe_model.llama.pool_rule import NO_POOL, copies_from_pool, pool_classes
 from moe_model.llama.pool_rule import pool_need as _pool_need
 from moe_model.llama.slot_plan import MIB, CachePlan, Placement, plan_cache
-from moe_model.progress import checkpoint
+from moe_model.progress import WorkStoppedError, checkpoint
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.threads import Lanes
 from moe_model.workload import Workload, WorkloadStream, stream_of
@@ -405,6 +405,9 @@ def simulate_plans(
             group = group_of_layer[chunk.rec_layer]  # each record's group (-1: none), a gather: np.isin would sort
             _feed_chunk(chunk, need, group, passes, model.n_expert_used, lanes)
             bypassed += _bypassed_ubatches(chunk, need, group, slots)
+    except WorkStoppedError:
+        lanes.drop_queued()  # stopped: the chunks queued for the passes are not fed
+        raise
     finally:
         lanes.close()
     return _results(plans, passes, stream.n_layer, bypassed, stream.decode_tokens, kernel)

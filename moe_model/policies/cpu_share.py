@@ -27,6 +27,7 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.policies import class_lru
 from moe_model.policies.base import MODELLED, Policy, PolicyResult, per_class
 from moe_model.policies.knobs import SHARE
+from moe_model.progress import checkpoint
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.settings import DEFAULT_CPU_SHARE
 from moe_model.workload import Workload
@@ -95,6 +96,7 @@ def share_sizes(work: Workload, use: np.ndarray, slots: np.ndarray, share: float
     mode = np.where(use, MODE_CACHE, MODE_SKIP).astype(np.int8)
     large = np.zeros(work.n_records, dtype=np.int8)  # the <= 8 / > 8 split is not a policy count
     for lo in range(0, work.n_records, SIM_CHUNK_RECORDS):
+        checkpoint("replaying the cache", lo, work.n_records)  # a watcher may stop it between chunks
         rows = slice(lo, lo + SIM_CHUNK_RECORDS)
         args = (work.rec_layer[rows], work.rec_ntok[rows], work.rec_off[rows], mode[rows], large[rows], work.ids)
         class_lru.feed(state, *args, work.k, work.n_expert)

@@ -53,6 +53,7 @@ def test_a_budget_for_a_3060_is_kept_on_every_page_and_shared_then_learn_teaches
     best = page.locator("[data-testid='stAlertContentSuccess']").filter(has_text="Best setting: ").inner_text()
     explore_pick = best.split("Best setting: ", 1)[1].split(": ", 1)[0].strip()
     shared, view = page.url, headline(page)
+    page.get_by_test_id("stMain").evaluate("main => main.scrollTo(0, 0)")  # the picture: the headline's cards first
     shot(page, "story-1-explore")
     go_to(page, "Hardware shopping")
     assert shopping_pick(page, "RTX 3060 12GB") == explore_pick == cli[("RTX 3060 12GB", QWEN30)].result()

@@ -125,3 +125,17 @@ def test_simulate_text_names_the_layers_the_share_does_not_apply_to(capsys):
     args = ["simulate", "--model", str(GT_HEADER), "--trace", str(trace), "--budget-mib", "403"]
     assert main([*args, "--policy", CPU_SHARE, "--knob", "share=0.8"]) == 0
     assert f"note ({CPU_SHARE}): {share_note(load_model(GT_HEADER))}" in capsys.readouterr().out
+
+
+def test_a_watched_share_replay_stops_between_chunks_once_told(gt_model):
+    """The recommender's CPU-share candidates run here, not through simulate: a page that is left stops them too."""
+    from moe_model.progress import Watch, WorkStoppedError, watching
+
+    work = load_recorded(GROUNDTRUTH / "traces" / "b25.npz")
+    stopped = Watch()
+    stopped.stop.set()
+    with watching(stopped), pytest.raises(WorkStoppedError):
+        share_run(gt_model, work, 403, 0.5)
+    with watching(Watch()) as watch:
+        share_run(gt_model, work, 403, 0.5)
+    assert watch.step == "replaying the cache" and watch.total == work.n_records

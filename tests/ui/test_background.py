@@ -66,3 +66,38 @@ def test_work_is_shared_and_stopped_only_once_no_session_wants_it(sessions):
     with pytest.raises(WorkStoppedError):
         second.future.result(timeout=10)
     assert not background._JOBS and "b" not in background._WANTED
+
+
+_RAN: list[int] = []
+
+
+@app_cached()
+def _noted(x: int) -> int:
+    _RAN.append(x)
+    return x
+
+
+def test_work_released_while_queued_never_starts(sessions):
+    gates = [threading.Event(), threading.Event()]
+    busy = [background.start(f"busy{i}", _square, 10 + i, gate) for i, gate in enumerate(gates)]  # every worker
+    queued = background.start("queued", _noted, 7)
+    background.keep_only("queued")  # the page no longer asks for it
+    for gate in gates:
+        gate.set()
+    assert [job.future.result(timeout=10) for job in busy] == [100, 121]
+    with pytest.raises(WorkStoppedError):
+        queued.future.result(timeout=10)
+    assert 7 not in _RAN
+
+
+def test_keep_only_releases_the_slots_a_run_no_longer_asks_for_or_asks_at_another_key(sessions):
+    started = threading.Event()
+    kept, other_key, dropped = (background.start(f"page:{i}", _until_stopped, i, started) for i in range(3))
+    background.start("elsewhere", _until_stopped, 9, started)
+    wanted = {"page:0": _until_stopped.key_of(0, started), "page:1": _until_stopped.key_of(5, started)}
+    background.keep_only("page:", wanted)
+    for job in (other_key, dropped):
+        with pytest.raises(WorkStoppedError):
+            job.future.result(timeout=10)
+    assert not kept.future.done() and set(background._WANTED["a"]) == {"page:0", "elsewhere"}
+    background.on_page("learn")
