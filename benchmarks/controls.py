@@ -14,10 +14,12 @@ its GPU; then -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve repl
 switched on, Learn clicked 1.5 s later) and for Shopping (`leave_shopping`: Shopping opened on the RTX 4080 with 64
 GiB, issue 38's question; Learn clicked 1.5 s after its progress shows, during the cards' shared replays). Per
 change, from its first keystroke or click: **answer** = the headline's text changed (-np: to the one at 4 streams;
-"compare policies": its caption drawn; "simulate prompts too", which leaves the headline as it was: settled) and
-**settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or stale element for 0.3 s; a
-change with its own answer settles only after it). Prints p50/p95 per change with the 1-minute load average seen
-during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is asserted.
+"compare policies": its table of each policy at the chosen budget drawn, before the curves; "simulate prompts too",
+which leaves the headline as it was to its digits: the caption under it saying what the prompts moved, drawn once
+both are replayed) and **settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or
+stale element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95 per change with the
+1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -42,9 +44,13 @@ VIEWPORT = {"width": 1400, "height": 900}
 WAIT_MS = 600_000
 RUNNING = '[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"], [data-stale="true"]'
 HEADLINE = r"^At [\d,]+ MiB"
-POLICY_CAPTION = (  # drawn under the two policy charts, after them
+POLICY_TABLE = (  # the comparison's first answer: each policy at the chosen budget, drawn before the curves
+    "[...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"] table')]"
+    ".some(e => /hit rate at [\\d,]+ MiB/.test(e.innerText))"
+)
+PROMPTS_EFFECT = (  # what simulating the prompts changed at the chosen budget, drawn under the headline
     "[...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
-    ".some(e => /^First [\\d,]+ ubatches of the workload/.test(e.innerText))"
+    ".some(e => /^Simulating the first [\\d,]+ prompt tokens/.test(e.innerText))"
 )
 NP4 = (  # the headline at -np 4, not an intermediate value the three key presses passed
     "[...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]')]"
@@ -60,7 +66,7 @@ LABELS = {
     "gpu": "GPU (Tesla T4 -> RTX 3090)",
     "np": "-np 1 -> 4",
     "sim_prompts": '"simulate prompts too" on',
-    "compare": '"compare policies" on (5 policies)',
+    "compare": '"compare policies" on (every policy offered: 7 at the default build)',
     "gpu_235b": "GPU on a Qwen3-235B-A22B Explore (RTX 3090 -> RTX 4090)",
     "leave": f"server CPU s in the {LEAVE_S} s after leaving Explore mid-curve (-np 1 -> 3, then Learn)",
     "leave_best": f"server CPU s in the {LEAVE_S} s after leaving Explore's best setting mid-ranking (235B, 4090)",
@@ -260,8 +266,10 @@ def one_repetition(browser, url: str, pid: int, only: set[str], out: dict[str, l
         if name == "sim_prompts" and "np" in only:  # back to -np 1, not timed: the toggle is measured at the default
             keys(side, "concurrent streams (-np)", "ArrowLeft", 3)()
             idle(page)
-        if name == "compare":  # its answer: the caption under the two policy charts, drawn after them
-            done = POLICY_CAPTION
+        if name == "compare":  # its answer: the table of each policy at the chosen budget, before the curves
+            done = POLICY_TABLE
+        if name == "sim_prompts":  # its answer: what simulating them changed, under the headline
+            done = PROMPTS_EFFECT
         out[name].append(timed(page, action, done))
         print(f"  {name}: answer {out[name][-1][0]:.2f} s, settled {out[name][-1][1]:.2f} s", flush=True)
     if "gpu_235b" in only:

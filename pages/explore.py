@@ -12,11 +12,12 @@ from moe_model.answers.explore import (
     ExploreCurve,
     fitting_no_cache,
     measured_points,
-    prompt_routing_note,
+    prompt_effect,
     simulated_prompt_tokens,
 )
 from moe_model.answers.fit_advice import recommend_advice, would_fit
 from moe_model.answers.headline import headline_figures
+from moe_model.answers.policy_compare import hit_rate_bases
 from moe_model.answers.usability import usability
 from moe_model.charts import (
     hit_rate_curve,
@@ -128,8 +129,9 @@ PRESET_ROUTING = "synthetic (fitted preset)"
 
 def workload(model, model_key: str, base, routing):
     """The routing to replay (fitted to the session's logs, the fitted synthetic preset, a bundled real trace or
-    an upload) batched as the request `base` is, its cache key, and the trace (a bundled path or an upload's
-    (bytes, name)) where it is one."""
+    an upload) batched as the request `base` is, its cache key, the trace (a bundled path or an upload's
+    (bytes, name)) where it is one, and where the prompts are simulated (prompt tokens per sequence, the same
+    routing without them) for prompts_caption; else None."""
     simulate_prompts = kept_toggle(st, "simulate prompts too", "sim_prompts", False)  # a short label: a narrow column
     traces = bundled_traces(model)
     kinds = [*([LOGS_ROUTING] if routing else []), PRESET_ROUTING, *traces, "upload a trace"]
@@ -142,15 +144,15 @@ def workload(model, model_key: str, base, routing):
             f"{badge(CALIBRATED)} Routing {routing.describe()} (a model of your routing; prompts not simulated)."
         )
         work = cached_log_workload(model, routing, base)
-        return work, f"logs:{routing_key(routing)}:{batching}", None
+        return work, f"logs:{routing_key(routing)}:{batching}", None, None
     upload = trace_upload() if kind == kinds[-1] else None
     if upload is not None:
         st.caption(f"Your trace {literal(upload.name)}: its routing replayed (no routing spread in the range).")
         trace = (upload.data, upload.name)
-        return trace_workload(trace, model.n_expert, base), f"upload:{upload.digest}:{batching}", trace
+        return trace_workload(trace, model.n_expert, base), f"upload:{upload.digest}:{batching}", trace, None
     if kind in traces:
         work = trace_workload(traces[kind], model.n_expert, base)
-        return work, f"bundled:{kind}:{batching}", traces[kind]
+        return work, f"bundled:{kind}:{batching}", traces[kind], None
     prompt = base.prompt_tokens
     sim_prompt = simulated_prompt_tokens(prompt, model) if simulate_prompts else 0
     work = cached_synthetic(model, base, sim_prompt)
@@ -159,14 +161,24 @@ def workload(model, model_key: str, base, routing):
             f"Prompt routing is simulated for the first {sim_prompt:,} tokens of each prompt "
             "(this tool's limit on drawn prompt routing)."
         )
-    if simulate_prompts and (note := prompt_routing_note(base)):
-        st.caption(note)
     preset = preset_for(model)
     st.caption(
         f"{badge(MODELLED)} Synthetic routing is a model: the {preset.name} preset ({preset.match}), fitted to "
         f"{preset.fitted_to}; ±{preset.spread_points:.1f} hit-rate points."
     )
-    return work, f"synthetic:{model_key}:{batching}:{sim_prompt}", None
+    without = (sim_prompt, cached_synthetic(model, base)) if sim_prompt else None
+    return work, f"synthetic:{model_key}:{batching}:{sim_prompt}", None, without
+
+
+def prompts_caption(inputs: Inputs, prompts, base: Scenario, ranges, answer: Answer, basis: Basis) -> None:
+    """What simulating the prompts changed at the chosen budget (the answer to that toggle): the same budget
+    replayed on the routing without them (the answer before the toggle, kept) beside the headline's."""
+    prompt_tokens, without = prompts
+    before = cached_explore_answer(
+        Inputs(inputs.model, without, inputs.hw, inputs.tm), base, ranges, answer.point.budget_mib
+    )
+    effect = prompt_effect(before, answer, prompt_tokens)
+    st.caption(effect.sentence(badge(basis.hit_rate), badge(basis.decode)))
 
 
 def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points: float) -> None:
@@ -217,7 +229,9 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
         st.caption(f"{badge(MODELLED)} {note}")
 
 
-def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int) -> None:
+def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int, routing: str, basis: Basis):
+    """The chosen policies at the page's budget first (a table), then their curves, each from a page-work thread;
+    every figure with its basis badge (the hit rates' per policy replaying `routing`, the speeds' as the headline's)."""
     st.subheader("Replacement policies on this workload")
     offered = available_at(base.build)  # the CPU share's policy from b12191, as its flag
     names = st.multiselect("policies", offered, offered, key="policies")
@@ -230,8 +244,17 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
     )
     if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
         return
+    first = start("explore:policies_at", cached_policy_comparison, inputs, base, (budget,), tuple(names))
+    at_budget = awaited(first, f"Replaying each policy at {budget:,} MiB")
+    rows = [
+        f"| {r.policy} | {_percent(r.hit_rate)} {badge(r.hit_basis)} | {_tps(r.decode_tps)} {badge(basis.decode)} |"
+        for r in at_budget.at(budget, base, routing)
+    ]
+    decode = speed_label(f"decode at {budget:,} MiB", base.concurrency)
+    head = f"| policy | hit rate at {budget:,} MiB (every lookup, as the chart below draws it) | {decode} |"
+    st.markdown("\n".join([head, "|---|---|---|", *rows]))
     job = start("explore:policies", cached_policy_comparison, inputs, base, view.axis.policy_budgets(), tuple(names))
-    comparison = awaited(job, "Replaying the workload with every policy")
+    comparison = awaited(job, "Replaying the workload with every policy at every budget")
     labels = comparison.labels()
     p1, p2 = st.columns(2)
     p1.plotly_chart(
@@ -251,11 +274,22 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
         width="stretch",
         key="policy_tps",
     )
+    bases = hit_rate_bases(names, base, routing)
     st.caption(
         f"First {comparison.n_ubatches:,} ubatches of the workload, each budget at the placement llama.cpp would "
-        "resolve for it. t/s: the time model (a model, not a measurement), each policy's counts priced as "
-        "`predict --policy NAME` prices them. " + " ".join(f"{n}: {comparison.seconds[n]:.1f} s." for n in names)
+        "resolve for it. Hit rates: "
+        + "; ".join(f"{badge(word)} {', '.join(policies)}" for word, policies in bases.items())
+        + f". t/s {badge(basis.decode)}: the time model (a model, not a measurement), each policy's counts priced "
+        "as `predict --policy NAME` prices them."
     )
+
+
+def _percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.1f} %"
+
+
+def _tps(tps: float | None) -> str:
+    return "does not start or fit" if tps is None else f"{tps:.1f} t/s"
 
 
 with friendly_errors():
@@ -276,7 +310,7 @@ with friendly_errors():
             share = 0.0
             st.caption(f"b{build} has no --moe-cache-cpu-share (it came in b{CPU_SHARE_BUILD}): not applied.")
         base = app_scenario(serving, build, placement, load_mode, share, draft_tokens=draft, accept_rate=accept)
-        work, work_key, trace = workload(model, model_key, base, routing)
+        work, work_key, trace, prompts = workload(model, model_key, base, routing)
     from_logs = work_key.startswith("logs:")
     intro.caption(
         f"{base.hit_rate_wording.sentence}; speeds come from a calibrated time model (a model, not a measurement); "
@@ -291,8 +325,9 @@ with friendly_errors():
     inputs = Inputs(model, work, hw, time_model)
     spreads = (0.0, 0.0) if trace is not None else (routing if from_logs else preset_for(model)).spreads
     ranges = time_model.ranges(spreads)  # a replayed trace: no routing spread
+    routing_kind = TRACE if trace is not None else LOGS if from_logs else SYNTHETIC
     basis = prediction_basis(
-        TRACE if trace is not None else LOGS if from_logs else SYNTHETIC, base, hw,
+        routing_kind, base, hw,
         machine_calibrated=sidebar_calibrated(), rel_error=time_model.rel_error,
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
@@ -309,6 +344,8 @@ with friendly_errors():
             fits = answer.point.prediction.usable and answer.host.fits
             advice = () if fits else would_fit(model, hw, answer.point.prediction.scenario)
             headline(answer, advice, inputs, basis, spreads[0])
+            if prompts is not None:
+                prompts_caption(inputs, prompts, base, ranges, answer, basis)
             st.caption(policy_caption(base))
             st.caption(
                 basis.tagged_line(badge) + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
@@ -340,4 +377,4 @@ with friendly_errors():
         file_name="workload.npz",
         key="dl_work",
     )
-    policy_comparison(inputs, base, view, budget)
+    policy_comparison(inputs, base, view, budget, routing_kind, basis)

@@ -446,8 +446,8 @@ def cached_explore_answer(inputs: Inputs, base: Scenario, ranges: RangeInputs, b
 def cached_policy_comparison(
     inputs: Inputs, base: Scenario, budgets: tuple[int, ...], names: tuple[str, ...]
 ) -> Comparison:
-    """The chosen policies on the first ubatches of the workload at the same budgets, each priced as
-    `predict --policy NAME` prices it (per-budget runs for all but the exact LRU)."""
+    """The chosen policies on the first ubatches of the workload at the same budgets (Explore: its budget alone
+    first, then the curves'), each priced as `predict --policy NAME` prices it, from the workload's ReplayMemo."""
     model, work, hw, tm = inputs.model, inputs.work, inputs.hw, inputs.tm
     return compare_priced(model, hw, tm.params, base, replay_memo(policy_workload(work)), budgets, names)
 

@@ -3,12 +3,14 @@ decode speed, priced by the curve pipeline `predict --policy NAME` uses (pricing
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from moe_model.answers.basis import hit_rate_basis
 from moe_model.limits import MAX_POLICY_UBATCHES
 from moe_model.llama.simulate import SimResult, simulate_budgets
 from moe_model.llama.slot_plan import Placement
@@ -16,7 +18,7 @@ from moe_model.policies import NUMBA_PARALLEL, POLICIES, PolicyResult, run_polic
 from moe_model.policies.entries import shared_builds
 from moe_model.policies.lru import from_simulation
 from moe_model.pricing.curve import ReplayMemo, curve
-from moe_model.progress import watched_steps
+from moe_model.progress import checkpoint
 from moe_model.readers.model_spec import ModelSpec
 from moe_model.speed.hardware import Hardware
 from moe_model.speed.rates import TimeParams
@@ -42,6 +44,40 @@ class Comparison:
 
     def labels(self) -> dict[str, str]:
         return {name: POLICIES[name].label for name in self.results}
+
+    def at(self, budget_mib: int, base: Scenario, routing: str) -> list[PolicyAt]:
+        """Each policy at one of the budgets, with how its hit rate is known (the policy replaying `routing`,
+        basis.ROUTINGS) for the comparison's first answer."""
+        i = self.budgets.index(budget_mib)
+        return [
+            PolicyAt(
+                name,
+                None if runs[i] is None else runs[i].hit_rate,
+                hit_rate_basis(routing, policy_scenario(base, name))[0],
+                self.decode_tps[name][i] if self.decode_tps else None,
+            )
+            for name, runs in self.results.items()
+        ]
+
+
+@dataclass(frozen=True)
+class PolicyAt:
+    """One policy at one budget: its hit rate (None where nothing was replayed), the hit rate's basis word
+    (answers.basis), and its predicted decode t/s (None where the server would not start or fit the GPU)."""
+
+    policy: str
+    hit_rate: float | None
+    hit_basis: str
+    decode_tps: float | None
+
+
+def hit_rate_bases(names: Sequence[str], base: Scenario, routing: str) -> dict[str, list[str]]:
+    """The policies by their hit rates' basis word (answers.basis) when they replay `routing`: the comparison's
+    captions name each word once."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(hit_rate_basis(routing, policy_scenario(base, name))[0], []).append(name)
+    return out
 
 
 def compare(
@@ -115,14 +151,23 @@ def compare_priced(
     names: Sequence[str] | None = None,
 ) -> Comparison:
     """Each named policy's curve on `work` (default: every registered policy): the counts `predict --policy NAME`
-    replays at each budget, priced as it prices them. A ReplayMemo keeps the counts for another card or host."""
-    results, seconds, tps = {}, {}, {}
+    replays at each budget, priced as it prices them, the policies on one pool of threads as compare runs them.
+    A ReplayMemo keeps the counts for another card or host."""
+    names = list(names or POLICIES)
     workload_for = work if isinstance(work, ReplayMemo) else lambda sc: work
-    for name in watched_steps("replaying each policy", list(names or POLICIES)):
+    done = [0]
+
+    def job(name: str) -> tuple[list, float]:
+        checkpoint("replaying each policy", done[0], len(names))
         start = time.perf_counter()
         points = curve(model, hw, params, policy_scenario(base, name), budgets_mib, workload_for).points
-        seconds[name] = time.perf_counter() - start
-        results[name] = [p.counts for p in points]
-        tps[name] = [p.prediction.decode_tps if p.prediction.usable else None for p in points]
+        done[0] += 1
+        return points, time.perf_counter() - start
+
+    contexts = {name: contextvars.copy_context() for name in names}  # the caller's watch, seen on every thread
+    priced = _run_chains(lambda name: contexts[name].run(job, name), _chains(names, None))
+    results = {name: [p.counts for p in priced[name][0]] for name in names}
+    tps = {name: [p.prediction.decode_tps if p.prediction.usable else None for p in priced[name][0]] for name in names}
+    seconds = {name: priced[name][1] for name in names}
     n_ubatches = (work.work if isinstance(work, ReplayMemo) else work).n_ubatches
     return Comparison(tuple(int(b) for b in budgets_mib), results, seconds, tps, n_ubatches)

@@ -15,6 +15,7 @@ from moe_model.answers.explore import (
     explore_point,
     fitting_no_cache,
     measured_points,
+    prompt_effect,
     prompt_routing_note,
     simulated_prompt_tokens,
 )
@@ -88,6 +89,37 @@ def test_the_answer_without_the_curve_is_the_curves_own_from_a_memo_of_another_c
 def test_simulated_prompts_say_why_the_headline_barely_moves_where_their_ubatches_bypass_the_pool():
     assert "bypass the cache's pool" in prompt_routing_note(Scenario(prompt_tokens=512, n_ubatch=512))
     assert prompt_routing_note(Scenario(prompt_tokens=512, n_ubatch=32)) == ""
+
+
+@pytest.mark.parametrize("n_ubatch", [512, 32])
+def test_simulating_the_prompts_is_answered_with_the_headline_without_and_with_them_at_the_budget(qwen30b, n_ubatch):
+    """The toggle's answer (issue 38): both figures at the chosen budget, each the headline's own, and why they
+    barely move where the prompt ubatches bypass the pool; at -ub 32 they go through it and the hit rate moves."""
+    hw, tm, sc = preset("t4"), default_time_model(), Scenario(prompt_tokens=64, n_ubatch=n_ubatch)
+    without, with_prompts = (synthetic_workload(qwen30b, sc, n_tokens=600, prompts=p) for p in (False, True))
+    before, after = (explore_answer(qwen30b, hw, tm.params, sc, w, 4000) for w in (without, with_prompts))
+    effect = prompt_effect(before, after, 64)
+    assert effect.hit_rate == (before.point.prediction.hit_rate, after.point.prediction.hit_rate)
+    assert effect.decode_tps == (before.point.prediction.decode_tps, after.point.prediction.decode_tps)
+    text = effect.sentence("[h]", "[d]")
+    assert text.startswith("Simulating the first 64 prompt tokens of each sequence: at 4,000 MiB the hit rate is ")
+    assert f"{100 * effect.hit_rate[1]:.2f} % with them, {100 * effect.hit_rate[0]:.2f} % without" in text
+    assert "[h] and decode is " in text and "[d]; the prompt speed" in text
+    moved = abs(effect.hit_rate[1] - effect.hit_rate[0])
+    if n_ubatch == 512:
+        assert "bypass the cache's pool" in text and moved < 0.001
+    else:  # through the pool: the prompts' experts compete with the decode's
+        assert "bypass" not in text and moved > 0.001 and "points)" in text
+
+
+def test_the_prompts_answer_says_so_where_no_cache_runs(qwen30b):
+    sc, hw, tm = Scenario(prompt_tokens=64), preset("t4"), default_time_model()
+    without, with_prompts = (synthetic_workload(qwen30b, sc, n_tokens=100, prompts=p) for p in (False, True))
+    before, after = (explore_answer(qwen30b, hw, tm.params, sc, w, 0) for w in (without, with_prompts))
+    effect = prompt_effect(before, after, 64)
+    assert effect.hit_rate == (None, None) and "at 0 MiB no cache runs, so there is no hit rate and decode is" in (
+        effect.sentence()
+    )
 
 
 def test_the_headline_and_the_chart_agree_where_the_experts_stream_from_disk(setting):

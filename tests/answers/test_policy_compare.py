@@ -7,8 +7,16 @@ import json
 import pytest
 from conftest import GROUNDTRUTH, GT_HEADER
 
+from moe_model.answers.basis import MODELLED, REPLAYED, SYNTHETIC
+from moe_model.answers.basis import TRACE as FROM_TRACE
 from moe_model.answers.explore import explore_point
-from moe_model.answers.policy_compare import compare, compare_priced, policy_scenario, policy_workload
+from moe_model.answers.policy_compare import (
+    compare,
+    compare_priced,
+    hit_rate_bases,
+    policy_scenario,
+    policy_workload,
+)
 from moe_model.cli.main import main
 from moe_model.fits.calibration import default_time_model
 from moe_model.llama.batching import workload_from
@@ -114,3 +122,34 @@ def test_a_comparison_from_a_memo_prices_another_card_without_replaying_again(gt
     assert memo.replayed_budgets == replayed and other.n_ubatches == work.n_ubatches
     plain = compare_priced(gt_model, preset("t4"), tm.params, Scenario(), work, BUDGETS, names)
     assert other.decode_tps == plain.decode_tps and other.hit_rates() == plain.hit_rates()
+
+
+def test_the_first_answer_at_the_users_budget_is_each_curves_own_figure_there(gt_model, explore):
+    """Explore's table before the curves (issue 38): every policy at one budget, priced alone, is the comparison's
+    point at that budget to the digit, with its hit rate's basis (a transcription replaying a trace: replayed)."""
+    work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
+    alone = compare_priced(gt_model, preset("h200"), default_time_model().params, Scenario(), work, [633])
+    rows = alone.at(633, Scenario(), FROM_TRACE)
+    assert [r.policy for r in rows] == list(POLICIES)
+    at = BUDGETS.index(633)
+    for r in rows:
+        assert r.hit_rate == explore.hit_rates()[r.policy][at] and r.decode_tps == explore.decode_tps[r.policy][at]
+        assert r.hit_basis == (REPLAYED if POLICIES[r.policy].label == "exact" else MODELLED), r.policy
+    assert {r.hit_basis for r in alone.at(633, Scenario(), SYNTHETIC)} == {MODELLED}  # the preset: a model
+
+
+def test_the_comparisons_captions_name_each_basis_once_with_its_policies():
+    names = [REFERENCE, CLASS_LRU, "belady"]
+    assert hit_rate_bases(names, Scenario(), FROM_TRACE) == {REPLAYED: [REFERENCE, "belady"], MODELLED: [CLASS_LRU]}
+    assert hit_rate_bases(names, Scenario(), SYNTHETIC) == {MODELLED: names}
+
+
+def test_a_comparison_on_threads_stops_at_its_next_policy_once_its_watcher_stops_it(gt_model):
+    """The page's comparison runs its policies on threads: each sees the page's stop (ui.background)."""
+    from moe_model.progress import Watch, WorkStoppedError, watching
+
+    work = policy_workload(workload_from(load_any(TRACE), Batching(), gt_model.n_expert))
+    watch = Watch()
+    watch.stop.set()
+    with watching(watch), pytest.raises(WorkStoppedError):
+        compare_priced(gt_model, preset("h200"), default_time_model().params, Scenario(), work, [633])

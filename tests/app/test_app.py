@@ -316,6 +316,12 @@ def test_explore_draws_the_policies_chosen_with_lru_as_reference_and_belady_on_t
     policies = [t for t in hits["data"] if t.get("mode") == "lines+markers"]  # the budget mark: a legend line
     assert len(policies) == 2 and all(b >= a for a, b in zip(lru, best, strict=True) if a is not None)
     assert any(v for v in trace(tps, f"{REFERENCE} (exact)")["y"] if v is not None)
+    (table,) = [m.value for m in at.markdown if m.value.startswith("| policy | hit rate at 10,000 MiB")]
+    rows = table.splitlines()[2:]  # each policy at the page's budget, drawn before the curves, every figure badged
+    assert [r.split(" | ")[0] for r in rows] == [f"| {REFERENCE}", "| belady"]
+    assert all(r.count(":orange-badge[modelled]") == 2 for r in rows)  # the preset's routing, the time model
+    (caption,) = [c.value for c in at.caption if c.value.startswith("First ")]
+    assert f":orange-badge[modelled] {REFERENCE}, belady" in caption and "t/s :orange-badge[modelled]" in caption
 
 
 def test_the_sidebars_machine_line_and_the_captions_under_the_titles_are_sentences_with_a_verb():
@@ -526,6 +532,8 @@ def test_explore_caps_the_simulated_prompt_routing_and_says_so():
     assert [e.value.split(":")[0] for e in at.error] == ["This setting is unusable"]
     # 8 sequences of 500 tokens: the 4,000 that predict and recommend replay
     assert any("Prompt routing is simulated for the first 2,034 tokens" in c.value for c in at.caption)
+    said = [c.value for c in at.caption if c.value.startswith("Simulating the first 2,034 prompt tokens")]
+    assert len(said) == 1 and said[0].count(":orange-badge[modelled]") == 2  # the toggle's answer, under the headline
 
 
 def test_a_links_gpu_as_typed_picks_its_preset_and_an_unknown_one_gets_the_nearest_and_how_to_describe_it():
