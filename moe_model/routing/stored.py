@@ -19,7 +19,8 @@ from moe_model.atomic import write_atomic
 from moe_model.limits import ROUTING_STORED_BYTES
 from moe_model.numba_cache import user_cache_folder
 
-GENERATOR = Path(__file__).with_name("synthetic.py")  # the code whose draws are kept: a change draws them again
+# the code whose draws are kept and the bounds it reads: a change to either draws them again
+GENERATOR = (Path(__file__).with_name("synthetic.py"), Path(__file__).parent.parent / "limits.py")
 
 
 def stored(name: str, inputs: tuple, draw: Callable[[], np.ndarray]) -> np.ndarray:
@@ -39,7 +40,8 @@ def _key(name: str, inputs: tuple) -> str:
     features = getattr(np._core._multiarray_umath, "__cpu_features__", {})
     build = (np.__version__, sorted(f for f, on in features.items() if on))
     digest = hashlib.sha256(repr((name, inputs, build)).encode())
-    digest.update(GENERATOR.read_bytes())
+    for source in GENERATOR:
+        digest.update(source.read_bytes())
     return digest.hexdigest()[:32]
 
 
