@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from moe_model.llama.lru_kernel import MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
-from moe_model.policies.class_lru_lists import best, list_pool, list_work, share_split
+from moe_model.policies.class_lru_lists import best, largest_record, list_pool, list_work, share_split
 
 LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
 _POS, _DIES, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4  # a pool's list head per class: queue place (-1: look), its use
@@ -184,9 +184,7 @@ def _work(n_rec, ent_start, n_places, clock0, n_classes, share):
     """A lane's scratch arrays: its clocks, the heads' scores, the share's marks (one per entry of the largest
     record), its carried remainder, the union-find over the queue places (every use alive until it ends) and a
     record's keys in expert-id order with the pools that held each and their entries."""
-    most = 1
-    for r in range(n_rec):
-        most = max(most, ent_start[r + 1] - ent_start[r])
+    most = largest_record(n_rec, ent_start)
     mark = np.zeros(most if share > 0 else 0, dtype=np.int64)
     sk, sh, se = np.empty(most, np.int64), np.empty(most, np.uint64), np.empty(most, np.int64)
     ghit = np.full(n_places, np.uint64(0xFFFFFFFFFFFFFFFF))  # carried uses: unknown, their records are looked through

@@ -172,11 +172,18 @@ def list_pool(chunk, knobs, work, cap, base, slot_of, links, used, first, last, 
 
 
 @njit(cache=True, nogil=True)
-def list_work(n_rec, ent_start, clock0, n_classes):
-    """A small pool's scratch arrays: its clocks, the heads' scores, the share's marks and carried remainder, and
-    whether it held each entry of a record (one per entry of the largest record)."""
+def largest_record(n_rec, ent_start):
+    """The most entries one record of the chunk has (at least 1): what a per-record scratch array must hold."""
     most = 1
     for r in range(n_rec):
         most = max(most, ent_start[r + 1] - ent_start[r])
+    return most
+
+
+@njit(cache=True, nogil=True)
+def list_work(n_rec, ent_start, clock0, n_classes):
+    """A small pool's scratch arrays: its clocks, the heads' scores, the share's marks and carried remainder, and
+    whether it held each entry of a record (one per entry of the largest record)."""
+    most = largest_record(n_rec, ent_start)
     mark, held = np.zeros(most, np.int64), np.zeros(most, np.bool_)
     return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1), held
