@@ -43,7 +43,7 @@ from moe_model.llama.slot_plan import Placement
 from moe_model.numba_cache import parallel_kernels_may_overlap
 from moe_model.policies.base import MODELLED, Policy, PolicyResult
 from moe_model.policies.class_lru_kernel import _by_crf, _entries, _shared, carry, queues
-from moe_model.policies.class_lru_lanes import _POS, LANE_BITS
+from moe_model.policies.class_lru_lanes import _UNTIL, LANE_BITS
 from moe_model.policies.class_lru_lanes import replay as replay_pools
 from moe_model.policies.class_lru_lists import _CPU, _SELECTIONS, _SPLIT
 from moe_model.policies.knobs import Knob
@@ -145,8 +145,8 @@ class ClassLruState:
     crf: np.ndarray  # [n_keys]
     last_use: np.ndarray  # [n_keys] clock at the last use, -1 before the first
     clock: np.ndarray  # [n_layer] (index 0 only with group_clock)
-    rec0: np.ndarray  # [1] records fed so far (records are numbered across chunks)
     carried: tuple  # (start [n_classes + 1], key, time, owner, record, rank) of each key's latest use, class by class
+    # (its record: an order among the carried, class_lru_kernel.queues renumbers them)
     lane_caps: np.ndarray  # [n_lanes, 64] each bit's pool size (0: no pool)
     masks: np.ndarray  # [n_lanes] uint64: the bits in use
     res: np.ndarray  # [n_lanes, n_keys] uint64: the pools that hold the key
@@ -241,7 +241,6 @@ def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0,
         np.zeros(n_keys, dtype=np.float64),
         np.full(n_keys, -1, dtype=np.int64),
         np.zeros(n_layer, dtype=np.int64),
-        np.zeros(1, dtype=np.int64),
         carried,
         lane_caps,
         masks,
@@ -350,35 +349,33 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
         s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
-    start, key, time, owner, rec, dies, death, rank, place = queues(
-        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, e.by_key, ent_cls, s.rec0[0], s.group_clock, s.n_classes,
-        len(s.crf), *s.carried,
+    q = queues(
+        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, e.by_key, ent_cls, s.group_clock, s.n_classes, len(s.crf),
+        *s.carried,
     )  # fmt: skip
     chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose, ent_cls)
-    return chunk, (start, key, rec, dies, death, rank, place), time, owner, clock0
+    return chunk, q, clock0
 
 
 def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
     """Every lane of s's pass replays a prepared chunk: on numba's threads, or (not `threads`) on this one; then
     the latest uses are carried to the next chunk."""
-    chunk, q, time, owner, clock0 = prepared
+    chunk, q, clock0 = prepared
     inv = 2.0 ** -np.arange(s.n_classes, dtype=np.float64)
     knobs = (s.group_clock, s.age_planning, s.ties_high, s.share, inv)
     lane_state = (s.lane_caps, s.masks, s.res, s.hitf, s.fill, s.heads, s.cached, s.misses, s.share_counts,
                   s.remainder, s.lane_probe)  # fmt: skip
-    s.cached[..., _POS] = -1  # the cached heads are places in this chunk's queues
+    s.cached[..., _UNTIL] = -1  # the cached heads are places in this chunk's queues
     threads_before = get_num_threads()
     if not threads:
         set_num_threads(1)  # this thread's own setting: the passes beside it keep theirs
     chunksize = set_parallel_chunksize(1)  # lanes to free threads one at a time
     try:
-        replay_pools(chunk, q, time, owner, s.rec0[0], clock0, knobs, lane_state, s.lists)
+        replay_pools(chunk, q, clock0, knobs, lane_state, s.lists)
     finally:
         set_parallel_chunksize(chunksize)
         set_num_threads(threads_before)
-    start, key, rec, dies, _, rank, _ = q
-    carry(start, key, time, owner, rec, dies, rank, s.heads, *s.carried)
-    s.rec0[0] += len(chunk[1])
+    carry(q[0], q[1], s.heads, *s.carried)
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -86,20 +86,28 @@ def _by_crf(rec_mode, ent_start, ent_sorted, ent_crf):
     return order
 
 
-NEVER = np.iinfo(np.int64).max  # a use not followed by another (yet): it stays its key's latest
+# a queue place: the lane's union-find link (policies.class_lru_lanes._alive), the use's record (this chunk's from
+# 0, carried ones below, renumbered in order), key, the record of its key's next use, rank in its record's first
+# appearances, clock index and clock; one 32-byte struct, so that a head's walk reads one cache line a place
+PLACE = np.dtype(
+    [("nxt", np.int32), ("rec", np.int32), ("key", np.int32), ("dies", np.int32), ("rank", np.int32),
+     ("owner", np.int32), ("time", np.int64)],
+    align=True,
+)  # fmt: skip
+NEVER = np.iinfo(np.int32).max  # the sentinel's record, and dies of a use not followed by another (yet)
 
 
 @njit(cache=True, nogil=True)
 def queues(
-    rec_layer, rec_mode, rec_now, ent_start, ent_key, ent_sorted, ent_cls, rec0, group_clock, n_classes, n_keys,
+    rec_layer, rec_mode, rec_now, ent_start, ent_key, ent_sorted, ent_cls, group_clock, n_classes, n_keys,
     car_start, car_key, car_time, car_owner, car_rec, car_rank,
 ):  # fmt: skip
-    """Every pool size's class lists as one queue per class of uses, record by record: the latest uses carried
-    from earlier chunks (car_*, class by class), then this chunk's pool records' entries, each record's in
-    expert-id order (its misses' order in every pool; `rank`: first-appearance order, its hits'), then a sentinel
-    (record NEVER). A use stays in a pool's list while it is its key's latest (until `dies`, the record of the
-    key's next use: `death[entry]` is the queue place that entry ends) and the key is in that pool. Records are
-    numbered across chunks (rec0: this chunk's first); `place[entry]` is the entry's queue place."""
+    """Every pool size's class lists as one queue per class of uses (PLACE), record by record: the latest uses
+    carried from earlier chunks (car_*, class by class, their records renumbered below 0 in order), then this
+    chunk's pool records' entries, each record's in expert-id order (its misses' order in every pool; `rank`:
+    first-appearance order, its hits'), then a sentinel (record NEVER). A use stays in a pool's list while it is
+    its key's latest (until `dies`, the record of the key's next use: `death[entry]` is the queue place that entry
+    ends) and the key is in that pool. `place[entry]` is the entry's queue place."""
     count = car_start[1:] - car_start[:-1] + 1
     for r in range(len(rec_mode)):
         if rec_mode[r] == MODE_CACHE:
@@ -107,18 +115,18 @@ def queues(
                 count[ent_cls[q]] += 1
     start = np.zeros(n_classes + 1, dtype=np.int64)
     start[1:] = np.cumsum(count)
-    n = start[-1]
-    key, owner = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
-    time, rec, dies = np.zeros(n, np.int64), np.full(n, NEVER, np.int64), np.full(n, NEVER, np.int64)
-    rank, place, death = np.zeros(n, np.int32), np.empty(len(ent_key), np.int64), np.full(len(ent_key), -1, np.int64)
+    places = np.empty(start[-1], dtype=PLACE)
+    place, death = np.empty(len(ent_key), np.int64), np.full(len(ent_key), -1, np.int64)
     latest = np.full(n_keys, -1, dtype=np.int64)  # each key's latest use's queue place
     at = start[:-1].copy()
     for c in range(n_classes):
+        n_old, order = car_start[c + 1] - car_start[c], -1
         for i in range(car_start[c], car_start[c + 1]):
-            p = at[c]
+            if i == car_start[c] or car_rec[i] != car_rec[i - 1]:
+                order += 1
+            _put(places, at[c], car_key[i], order - n_old, car_rank[i], car_owner[i], car_time[i])
+            latest[car_key[i]] = at[c]
             at[c] += 1
-            key[p], time[p], owner[p], rec[p], rank[p] = car_key[i], car_time[i], car_owner[i], car_rec[i], car_rank[i]
-            latest[car_key[i]] = p
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
@@ -127,30 +135,39 @@ def queues(
             q = ent_sorted[j]
             p = at[ent_cls[q]]
             at[ent_cls[q]] += 1
-            key[p], time[p], owner[p], rec[p] = ent_key[q], rec_now[r], o, rec0 + r
-            rank[p], place[q] = q - ent_start[r], p
+            _put(places, p, ent_key[q], r, q - ent_start[r], o, rec_now[r])
+            place[q] = p
             if latest[ent_key[q]] >= 0:
                 death[q] = latest[ent_key[q]]
-                dies[death[q]] = rec0 + r
+                places[death[q]].dies = r
             latest[ent_key[q]] = p
-    return start, key, time, owner, rec, dies, death, rank, place
+    for c in range(n_classes):
+        _put(places, at[c], 0, NEVER, 0, 0, 0)
+    return start, places, death, place
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(places, p, key, rec, rank, owner, time):
+    """A use at queue place p, alive (its own union-find root) and the latest of its key."""
+    u = places[p]
+    u.nxt, u.rec, u.key, u.dies, u.rank, u.owner, u.time = p, rec, key, NEVER, rank, owner, time
 
 
 @njit(cache=True, nogil=True)
-def carry(start, key, time, owner, rec, dies, rank, heads, car_start, car_key, car_time, car_owner, car_rec, car_rank):
+def carry(start, places, heads, car_start, car_key, car_time, car_owner, car_rec, car_rank):
     """Keep the latest uses (at most one a key) for the next chunk's queues, and move every pool's list heads
     (heads [.., n_classes]: places in their class's queue) onto them: a use before a head is out of that pool's
     list for good (dead, or its key evicted until its next use)."""
     n_classes = len(start) - 1
-    before = np.zeros(len(key) + n_classes, dtype=np.int64)  # per class: its carried uses before each place
+    before = np.zeros(len(places) + n_classes, dtype=np.int64)  # per class: its carried uses before each place
     n = 0
     for c in range(n_classes):
         car_start[c] = n
         for p in range(start[c], start[c + 1]):
             before[p + c] = n - car_start[c]
-            if dies[p] == NEVER and rec[p] != NEVER:  # a latest use, not the sentinel
-                car_key[n], car_time[n], car_owner[n] = key[p], time[p], owner[p]
-                car_rec[n], car_rank[n] = rec[p], rank[p]
+            u = places[p]
+            if u.dies == NEVER and u.rec != NEVER:  # a latest use, not the sentinel
+                car_key[n], car_time[n], car_owner[n], car_rec[n], car_rank[n] = u.key, u.time, u.owner, u.rec, u.rank
                 n += 1
         before[start[c + 1] + c] = n - car_start[c]  # unreachable: a head stops at the sentinel
     car_start[n_classes] = n

@@ -20,7 +20,9 @@ from moe_model.numba_cache import njit
 from moe_model.policies.class_lru_lists import best, largest_record, list_pool, list_work, share_split
 
 LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
-_POS, _DIES, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4  # a pool's list head per class: queue place (-1: look), its use
+# a pool's list head per class, as last found: its queue place (-1: none), the record before which the find holds
+# (a dead head, an eviction or a later record's use make it stale), its use's clock and clock index, its key
+_POS, _UNTIL, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4
 
 
 @intrinsic
@@ -34,64 +36,67 @@ def _low_bit(typingctx, x):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _alive(p, nxt):
-    """The first queue place from p whose use is still its key's latest (nxt: the lane's union-find of ended
-    uses, halved as it is walked)."""
-    while nxt[p] != p:
-        nxt[p] = nxt[nxt[p]]
-        p = nxt[p]
+def _alive(p, places):
+    """The first queue place from p whose use is still its key's latest (places' nxt: the lane's union-find of
+    ended uses, halved as it is walked)."""
+    while places[p].nxt != p:
+        places[p].nxt = places[places[p].nxt].nxt
+        p = places[p].nxt
     return p
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, hitf, heads, cached):
-    """The least recently used slot of class c's list in this pool (its queue place), -1 when the list is empty
-    or holds only this record's uses; moves the pool's head past uses out of its list and caches the find."""
-    p = _alive(start[c] + heads[b, c], nxt)
-    while rec[p] < now_rec and not res[key[p]] & bit:  # a latest use whose key this pool evicted
-        p = _alive(p + 1, nxt)
+def _find_head(b, c, bit, now_rec, start, places, ghit, res, hitf, heads, cached):
+    """Find and cache the least recently used slot of class c's list in this pool (its queue place; -1 when the
+    list is empty or holds only this record's uses: then until the record of the next use in the queue); moves
+    the pool's head past uses out of its list."""
+    p = _alive(start[c] + heads[b, c], places)
+    while places[p].rec < now_rec and not res[places[p].key] & bit:  # a latest use whose key this pool evicted
+        p = _alive(p + 1, places)
     heads[b, c] = p - start[c]
-    if rec[p] >= now_rec:  # empty, or every use left is this plan()'s (the sentinel's record is NEVER)
-        return -1
+    at = places[p].rec
+    if at >= now_rec:  # empty, or every use left is this plan()'s or later (the sentinel's record is NEVER)
+        cached[b, c, _POS], cached[b, c, _UNTIL] = -1, at + 1
+        return
     head = p  # within the record: its first hit in first-appearance order, else its lowest expert id (p)
     if ghit[p] & bit:  # the record hit in this pool (in this class)
-        i = p
-        while rec[i] == rec[p]:
-            held_hit = dies[i] > now_rec and res[key[i]] & bit and hitf[key[i]] & bit
-            if held_hit and (not hitf[key[head]] & bit or rank[i] < rank[head]):
-                head = i
+        i, first = p, -1  # the rank of the held hit found first in first-appearance order (-1: none yet)
+        while places[i].rec == at:
+            u = places[i]
+            if u.dies > now_rec and res[u.key] & bit and hitf[u.key] & bit and (first < 0 or u.rank < first):
+                head, first = i, u.rank
             i += 1
-    cached[b, c, _POS], cached[b, c, _DIES], cached[b, c, _KEY] = head, dies[head], key[head]
-    return head
+    u = places[head]
+    cached[b, c, _POS], cached[b, c, _UNTIL], cached[b, c, _KEY] = head, u.dies, u.key
+    cached[b, c, _TIME], cached[b, c, _OWNER] = u.time, u.owner
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning):
     """age / 2^c of class c's head, -1 when it has none outside this plan() (class_lru_lists._head_score's rule);
-    pool: (queues, their uses' clocks and clock indices, the lane's ghit, nxt, res, hitf, heads, cached)."""
-    q, time, owner, ghit, nxt, res, hitf, heads, cached = pool
-    if cached[b, c, _POS] < 0 or cached[b, c, _DIES] <= now_rec:
-        start, key, rec, dies, _, rank, _ = q
-        h = _find_head(b, c, bit, now_rec, start, key, rec, dies, rank, ghit, nxt, res, hitf, heads, cached)
-        if h < 0:
-            return -1.0
-        cached[b, c, _TIME], cached[b, c, _OWNER] = time[h], owner[h]
+    pool: (the queues' class starts, the lane's copy of their places, ghit, res, hitf, heads, cached)."""
+    start, places, ghit, res, hitf, heads, cached = pool
+    if cached[b, c, _UNTIL] <= now_rec:
+        _find_head(b, c, bit, now_rec, start, places, ghit, res, hitf, heads, cached)
+    if cached[b, c, _POS] < 0:
+        return -1.0
     if age_planning:
         return max(now - cached[b, c, _TIME], 0) * inv[c]
     return (clock[cached[b, c, _OWNER]] - cached[b, c, _TIME]) * inv[c]
 
 
 @njit(cache=True, nogil=True, _nrt=False)  # no reference counts in the loops: it allocates nothing
-def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill, heads, cached, misses,
-          share_counts, remainder, probe):  # fmt: skip
+def _lane(chunk, q, knobs, work, caps, mask, res, hitf, fill, heads, cached, misses, share_counts, remainder,
+          probe):  # fmt: skip
     """One lane's pool sizes replay the chunk: each record's hits in one word read per key, then, per pool size
     that missed, its misses in expert-id order (class_lru_lists.list_pool's rule in this layout)."""
     rec_layer, rec_mode, rec_now, ent_start = chunk[0], chunk[1], chunk[3], chunk[4]
     ent_key, ent_sorted, ent_cls = chunk[5], chunk[6], chunk[9]
-    death, place, group_clock = q[4], q[6], knobs[0]
-    clock, nxt, sk, sh, se, ghit, gacc = work[0], work[4], work[5], work[6], work[7], work[8], work[9]
+    start, death, place, group_clock = q[0], q[2], q[3], knobs[0]
+    clock, places, sk, sh, se, ghit, gacc = work[0], work[4], work[5], work[6], work[7], work[8], work[9]
+    missed_at, n_missed = work[11], work[12]
     stamp, one = 0, np.uint64(1)
-    pool = (q, time, owner, ghit, nxt, res, hitf, heads, cached)  # what a head's score reads
+    pool = (start, places, ghit, res, hitf, heads, cached)  # what a head's score reads
     for r in range(len(rec_mode)):
         lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
         if mode == MODE_SKIP or lo == hi:
@@ -103,9 +108,8 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
                     probe[_low_bit(held)] += 1
                     held &= held - one
             continue
-        layer, now, now_rec = rec_layer[r], rec_now[r], rec0 + r
-        me = 0 if group_clock else layer
-        clock[me] = now
+        layer, now = rec_layer[r], rec_now[r]
+        clock[0 if group_clock else layer] = now
         missed = np.uint64(0)
         for j in range(hi - lo):  # every pool's hits (its latest use becomes this one, a hit where the key is held)
             e = ent_sorted[lo + j]
@@ -114,41 +118,43 @@ def _lane(chunk, q, time, owner, rec0, knobs, work, caps, mask, res, hitf, fill,
             hitf[k], missed = held, missed | ~held
             sk[j], sh[j], se[j] = k, held, e - lo  # the record in expert-id order, held as it came
             if death[e] >= 0:  # the use this one ends leaves every list
-                nxt[death[e]] = death[e] + 1
+                places[death[e]].nxt = death[e] + 1
             gacc[ent_cls[e]] |= held
         for e in range(lo, hi):  # per class, the pools where the record hit (its head needs the hits' order)
             ghit[place[e]] = gacc[ent_cls[e]]
         for e in range(lo, hi):
             gacc[ent_cls[e]] = 0
         missed &= mask
+        if not missed:
+            continue
+        for j in range(hi - lo):  # each pool's misses, in expert-id order
+            m = ~sh[j] & mask
+            while m:
+                b = _low_bit(m)
+                m &= m - one
+                missed_at[b, n_missed[b]] = j
+                n_missed[b] += 1
         while missed:  # then each pool size with a miss, on its own
             b = _low_bit(missed)
             missed &= missed - one
             stamp += 1
-            _pool_misses(b, one << np.uint64(b), r, lo, hi, now, now_rec, layer, chunk, knobs, work,
-                         pool, caps, fill, misses, share_counts, remainder, stamp)  # fmt: skip
+            _pool_misses(b, one << np.uint64(b), r, lo, hi, now, layer, chunk, knobs, work, pool, caps, fill,
+                         misses, share_counts, remainder, stamp, missed_at[b, : n_missed[b]])  # fmt: skip
+            n_missed[b] = 0
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pool_misses(b, bit, r, lo, hi, now, now_rec, layer, chunk, knobs, work, pool, caps, fill, misses,
-                 share_counts, remainder, stamp):  # fmt: skip
-    """Pool size b's misses of record r in expert-id order, each into an empty slot or in place of the head with
-    the largest age / 2^class among the lists this plan() did not use; with the CPU share, once the pool is full,
-    the share's missed experts stay out (class_lru_lists.list_pool's rule)."""
+def _pool_misses(b, bit, r, lo, hi, now, layer, chunk, knobs, work, pool, caps, fill, misses, share_counts,
+                 remainder, stamp, missed_at):  # fmt: skip
+    """Pool size b's misses of record r (missed_at: their places in the record's expert-id order), each into an
+    empty slot or in place of the head with the largest age / 2^class among the lists this plan() did not use;
+    with the CPU share, once the pool is full, the share's missed experts stay out (class_lru_lists.list_pool's
+    rule)."""
     ent_key, by_crf, ent_sel, rec_large = chunk[5], chunk[7], chunk[8], chunk[2]
     age_planning, ties_high, share, inv = knobs[1], knobs[2], knobs[3], knobs[4]
-    clock, scores, mark, rem, sk, sh, se, held_e = (
-        work[0],
-        work[1],
-        work[2],
-        work[3],
-        work[5],
-        work[6],
-        work[7],
-        work[10],
-    )
-    res, cached = pool[5], pool[8]
-    n_miss, f = 0, fill[b]
+    clock, scores, mark, rem, sk, se, held_e = work[0], work[1], work[2], work[3], work[5], work[7], work[10]
+    start, res, heads, cached = pool[0], pool[3], pool[5], pool[6]
+    f = fill[b]
     split = share > 0 and f == caps[b]
     if split:
         rem[0] = remainder[b]
@@ -157,10 +163,7 @@ def _pool_misses(b, bit, r, lo, hi, now, now_rec, layer, chunk, knobs, work, poo
         share_split(lo, hi, held_e, by_crf, ent_sel, share, rem, layer, mark, stamp, share_counts[b])
         remainder[b] = rem[0]
     scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-    for j in range(hi - lo):
-        if sh[j] & bit:
-            continue
-        n_miss += 1
+    for j in missed_at:
         if split and mark[se[j]] == stamp:
             continue
         if f < caps[b]:
@@ -168,32 +171,37 @@ def _pool_misses(b, bit, r, lo, hi, now, now_rec, layer, chunk, knobs, work, poo
         else:
             if not scored:
                 for c in range(len(inv)):
-                    scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
+                    scores[c] = _score(b, c, bit, now, r, clock, pool, inv, age_planning)
                 scored = True
             c = best(scores, ties_high)
             res[cached[b, c, _KEY]] &= ~bit
-            cached[b, c, _POS] = -1
-            scores[c] = _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning)
+            if cached[b, c, _POS] == start[c] + heads[b, c]:  # the victim was its list's first use: step past it
+                heads[b, c] += 1
+            cached[b, c, _UNTIL] = -1
+            scores[c] = _score(b, c, bit, now, r, clock, pool, inv, age_planning)
         res[sk[j]] |= bit
     fill[b] = f
-    misses[b, rec_large[r], layer] += n_miss
+    misses[b, rec_large[r], layer] += len(missed_at)
 
 
 @njit(cache=True, nogil=True)
-def _work(n_rec, ent_start, n_places, clock0, n_classes, share):
+def _work(n_rec, ent_start, places, clock0, n_classes, share):
     """A lane's scratch arrays: its clocks, the heads' scores, the share's marks (one per entry of the largest
-    record), its carried remainder, the union-find over the queue places (every use alive until it ends) and a
-    record's keys in expert-id order with the pools that held each and their entries."""
+    record), its carried remainder, its copy of the queue places (its own union-find), a record's keys in
+    expert-id order with the pools that held each and their entries, the pools where each use's record hit, and
+    each pool's misses of a record."""
     most = largest_record(n_rec, ent_start)
     mark = np.zeros(most if share > 0 else 0, dtype=np.int64)
     sk, sh, se = np.empty(most, np.int64), np.empty(most, np.uint64), np.empty(most, np.int64)
-    ghit = np.full(n_places, np.uint64(0xFFFFFFFFFFFFFFFF))  # carried uses: unknown, their records are looked through
+    ghit = np.full(len(places), np.uint64(0xFFFFFFFFFFFFFFFF))  # carried uses: unknown, their records looked through
     scratch = (sk, sh, se, ghit, np.zeros(n_classes, np.uint64), np.zeros(most, np.bool_))
-    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), np.arange(n_places), *scratch
+    missed = (np.empty((LANE_BITS, most), np.int64), np.zeros(LANE_BITS, np.int64))
+    own = (clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1, np.float64), places.copy())
+    return *own, *scratch, *missed
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def replay(chunk, q, time, owner, rec0, clock0, knobs, lanes, lists):
+def replay(chunk, q, clock0, knobs, lanes, lists):
     """Every small pool size on its own lists and every lane of the others replay the chunk, each a job on numba's
     threads (the small pools first: they cost the most). The lanes share only the queues."""
     caps, masks, res, hitf, fill, heads, cached, misses, share_counts, remainder, probe = lanes
@@ -208,7 +216,6 @@ def replay(chunk, q, time, owner, rec0, clock0, knobs, lanes, lists):
             first[job, :], last[job, :] = f, t
         else:
             lane = job - n_list
-            work = _work(len(chunk[1]), chunk[4], len(q[1]), clock0, n_classes, knobs[3])
-            _lane(chunk, q, time, owner, rec0, knobs, work, caps[lane], masks[lane], res[lane], hitf[lane],
-                  fill[lane], heads[lane], cached[lane], misses[lane], share_counts[lane], remainder[lane],
-                  probe[lane])  # fmt: skip
+            work = _work(len(chunk[1]), chunk[4], q[1], clock0, n_classes, knobs[3])
+            _lane(chunk, q, knobs, work, caps[lane], masks[lane], res[lane], hitf[lane], fill[lane], heads[lane],
+                  cached[lane], misses[lane], share_counts[lane], remainder[lane], probe[lane])  # fmt: skip

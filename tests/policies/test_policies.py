@@ -18,7 +18,7 @@ from moe_model.llama.pool_rule import uses_pool
 from moe_model.llama.simulate import simulate, simulate_budgets
 from moe_model.llama.slot_plan import plan_cache
 from moe_model.policies import POLICIES, REFERENCE, class_lru, run_policy
-from moe_model.policies.class_lru_kernel import NEVER
+from moe_model.policies.class_lru_kernel import NEVER, PLACE
 from moe_model.policies.class_lru_lanes import _score
 from moe_model.policies.class_lru_lists import best
 from moe_model.policies.lru_lists import lru_lists_pass
@@ -86,15 +86,15 @@ def _victim(slots, ties_high=False, n_expert=8, age_planning=False):
     this plan()'s); each class's queue is that use and its sentinel (class_lru_kernel.queues)."""
     n, now_rec, bit = len(slots), 100, np.uint64(1)
     start = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
-    key = np.array([[layer * n_expert + c, 0] for c, (layer, _) in enumerate(slots)], dtype=np.int32).ravel()
-    rec = np.array([[now_rec if (lay, t) == (1, 11) else t, NEVER] for lay, t in slots], dtype=np.int64).ravel()
-    time = np.array([[t, 0] for _, t in slots], dtype=np.int64).ravel()
-    owner = np.array([[lay, 0] for lay, _ in slots], dtype=np.int32).ravel()
-    dies, rank = np.full(2 * n, NEVER, dtype=np.int64), np.zeros(2 * n, dtype=np.int32)
-    q = (start, key, rec, dies, np.zeros(0, dtype=np.int64), rank, np.zeros(0, dtype=np.int64))
+    places = np.zeros(2 * n, dtype=PLACE)
+    places["nxt"], places["rec"], places["dies"] = np.arange(2 * n), NEVER, NEVER
+    for c, (layer, t) in enumerate(slots):
+        rec = now_rec if (layer, t) == (1, 11) else t  # a use of layer 1 at 11 is this plan()'s
+        for field, value in zip(("rec", "key", "owner", "time"), (rec, layer * n_expert + c, layer, t), strict=True):
+            places[field][2 * c] = value
     res, hitf = np.full(2 * n_expert, bit), np.zeros(2 * n_expert, dtype=np.uint64)
     heads, cached = np.zeros((1, n), dtype=np.int64), np.full((1, n, 5), -1, dtype=np.int64)
-    pool = (q, time, owner, np.zeros(2 * n, dtype=np.uint64), np.arange(2 * n), res, hitf, heads, cached)
+    pool = (start, places, np.zeros(2 * n, dtype=np.uint64), res, hitf, heads, cached)
     clock, inv = np.array([10, 11], dtype=np.int64), 2.0 ** -np.arange(n)
     scores = np.array([_score(0, c, bit, 11, now_rec, clock, pool, inv, age_planning) for c in range(n)])
     return best(scores, ties_high)
