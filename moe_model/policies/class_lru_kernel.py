@@ -3,10 +3,14 @@ and each pool size's class lists replayed on its own."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
+
+DECAY_TABLE_TOKENS = 4096  # ages (tokens) whose CRF decay _shared looks up rather than computes
 
 
 @njit(cache=True, nogil=True)
@@ -50,6 +54,9 @@ def _shared(
 ):  # fmt: skip
     """Per pool record: each key's CRF after this use and its class, and the clock; what every pool size of the
     pass shares."""
+    decay = np.empty(DECAY_TABLE_TOKENS)  # the decay of the ages most uses have, by the same expression
+    for age in range(DECAY_TABLE_TOKENS):
+        decay[age] = 2.0 ** (-age / half_life)
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
@@ -62,11 +69,26 @@ def _shared(
         for q in range(ent_start[r], ent_start[r + 1]):
             key = ent_key[q]
             add = increment * ent_sel[q] if per_token else increment
-            value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
+            age = now - last_use[key]
+            if last_use[key] < 0:
+                value = add
+            else:
+                value = crf[key] * (decay[age] if age < DECAY_TABLE_TOKENS else 2.0 ** (-age / half_life)) + add
             crf[key], ent_crf[q] = value, value
             last_use[key] = now
-            cls = int(np.floor(np.log2(value))) if value > 0 else 0
-            ent_cls[q] = min(n_classes - 1, max(0, cls))
+            ent_cls[q] = min(n_classes - 1, max(0, _floor_log2(value)))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _floor_log2(value):
+    """int(floor(np.log2(value))) (0 for value <= 0), from the exponent unless the mantissa is within 2^-20 of a
+    power of two, where log2's rounding decides."""
+    if value <= 0:
+        return 0
+    mantissa, exponent = math.frexp(value)  # value = mantissa * 2^exponent, mantissa in [0.5, 1)
+    if mantissa < 0.5 + 2.0**-21 or mantissa > 1.0 - 2.0**-21:
+        return int(np.floor(np.log2(value)))
+    return exponent - 1
 
 
 @njit(cache=True, nogil=True)
