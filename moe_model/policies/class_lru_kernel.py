@@ -6,11 +6,24 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 DECAY_TABLE_TOKENS = 4096  # ages (tokens) whose CRF decay _shared looks up rather than computes
+
+
+@intrinsic
+def low_bit(typingctx, x):
+    """Index of x's lowest set bit (x != 0): LLVM's cttz."""
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(builder.cttz(args[0], ir.Constant(ir.IntType(1), 1)), ir.IntType(64))
+
+    return types.int64(types.uint64), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -19,6 +32,8 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
     keys in expert-id order."""
     seen = np.zeros(n_expert, dtype=np.int64)
     chose = np.zeros(n_expert, dtype=np.int32)  # tokens of this record that chose the expert
+    entry = np.empty(n_expert, dtype=np.int64)  # the record's entry of each expert it has
+    ids_seen = np.zeros((n_expert + 63) // 64, dtype=np.uint64)  # the record's experts, one bit each
     n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
@@ -36,13 +51,19 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
             chose[e] += 1
         for q in range(n, n + nu):
             ent_sel[q] = chose[ent_key[q] - base]
-        if rec_mode[r] == MODE_CACHE:
-            for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
-                q, key = j, ent_key[n + j]
-                while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
-                    ent_sorted[n + q] = ent_sorted[n + q - 1]
-                    q -= 1
-                ent_sorted[n + q] = n + j
+        if rec_mode[r] == MODE_CACHE:  # the record's entries in expert-id order: its experts' bits read in order
+            for q in range(n, n + nu):
+                e = ent_key[q] - base
+                entry[e] = q
+                ids_seen[e >> 6] |= np.uint64(1) << np.uint64(e & 63)
+            q = n
+            for w in range(len(ids_seen)):
+                bits = ids_seen[w]
+                while bits:
+                    ent_sorted[q] = entry[w * 64 + low_bit(bits)]
+                    q += 1
+                    bits &= bits - np.uint64(1)
+                ids_seen[w] = 0
         n += nu
     ent_start[len(rec_mode)] = n
 
