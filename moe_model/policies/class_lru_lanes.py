@@ -24,13 +24,20 @@ _POS, _UNTIL, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _u(i):
+    """i (never negative) as an unsigned index: numba wraps a signed one around, a shift and an add per read."""
+    return np.uint64(i)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _alive(p, places):
     """The first queue place from p whose use is still its key's latest (places' nxt: the lane's union-find of
     ended uses, halved as it is walked)."""
-    while places[p].nxt != p:
-        places[p].nxt = places[places[p].nxt].nxt
-        p = places[p].nxt
-    return p
+    u = _u(p)
+    while places[u].nxt != u:
+        places[u].nxt = places[_u(places[u].nxt)].nxt
+        u = _u(places[u].nxt)
+    return np.int64(u)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -39,22 +46,23 @@ def _find_head(b, c, bit, now_rec, start, places, ghit, res, hitf, heads, cached
     list is empty or holds only this record's uses: then until the record of the next use in the queue); moves
     the pool's head past uses out of its list."""
     p = _alive(start[c] + heads[b, c], places)
-    while places[p].rec < now_rec and not res[places[p].key] & bit:  # a latest use whose key this pool evicted
+    while places[_u(p)].rec < now_rec and not res[_u(places[_u(p)].key)] & bit:  # a latest use of a key evicted
         p = _alive(p + 1, places)
     heads[b, c] = p - start[c]
-    at = places[p].rec
+    at = places[_u(p)].rec
     if at >= now_rec:  # empty, or every use left is this plan()'s or later (the sentinel's record is NEVER)
         cached[b, c, _POS], cached[b, c, _UNTIL] = -1, at + 1
         return
     head = p  # within the record: its first hit in first-appearance order, else its lowest expert id (p)
-    if ghit[p] & bit:  # the record hit in this pool (in this class)
-        i, first = p, -1  # the rank of the held hit found first in first-appearance order (-1: none yet)
+    if ghit[_u(p)] & bit:  # the record hit in this pool (in this class)
+        i, first = _u(p), -1  # the rank of the held hit found first in first-appearance order (-1: none yet)
         while places[i].rec == at:
             u = places[i]
-            if u.dies > now_rec and res[u.key] & bit and hitf[u.key] & bit and (first < 0 or u.rank < first):
-                head, first = i, u.rank
-            i += 1
-    u = places[head]
+            k = _u(u.key)
+            if u.dies > now_rec and res[k] & bit and hitf[k] & bit and (first < 0 or u.rank < first):
+                head, first = np.int64(i), u.rank
+            i += np.uint64(1)
+    u = places[_u(head)]
     cached[b, c, _POS], cached[b, c, _UNTIL], cached[b, c, _KEY] = head, u.dies, u.key
     cached[b, c, _TIME], cached[b, c, _OWNER] = u.time, u.owner
 
@@ -70,7 +78,7 @@ def _score(b, c, bit, now, now_rec, clock, pool, inv, age_planning):
         return -1.0
     if age_planning:
         return max(now - cached[b, c, _TIME], 0) * inv[c]
-    return (clock[cached[b, c, _OWNER]] - cached[b, c, _TIME]) * inv[c]
+    return (clock[_u(cached[b, c, _OWNER])] - cached[b, c, _TIME]) * inv[c]
 
 
 @njit(cache=True, nogil=True, _nrt=False)  # no reference counts in the loops: it allocates nothing
@@ -101,15 +109,15 @@ def _lane(chunk, q, knobs, work, caps, mask, res, hitf, fill, heads, cached, mis
         missed = np.uint64(0)
         for j in range(hi - lo):  # every pool's hits (its latest use becomes this one, a hit where the key is held)
             e = ent_sorted[lo + j]
-            k = ent_key[e]
+            k = _u(ent_key[e])
             held = res[k]
             hitf[k], missed = held, missed | ~held
             sk[j], sh[j], se[j] = k, held, e - lo  # the record in expert-id order, held as it came
             if death[e] >= 0:  # the use this one ends leaves every list
-                places[death[e]].nxt = death[e] + 1
+                places[_u(death[e])].nxt = death[e] + 1
             gacc[ent_cls[e]] |= held
         for e in range(lo, hi):  # per class, the pools where the record hit (its head needs the hits' order)
-            ghit[place[e]] = gacc[ent_cls[e]]
+            ghit[_u(place[e])] = gacc[ent_cls[e]]
         for e in range(lo, hi):
             gacc[ent_cls[e]] = 0
         missed &= mask
@@ -162,12 +170,12 @@ def _pool_misses(b, bit, r, lo, hi, now, layer, chunk, knobs, work, pool, caps, 
                     scores[c] = _score(b, c, bit, now, r, clock, pool, inv, age_planning)
                 scored = True
             c = best(scores, ties_high)
-            res[cached[b, c, _KEY]] &= ~bit
+            res[_u(cached[b, c, _KEY])] &= ~bit
             if cached[b, c, _POS] == start[c] + heads[b, c]:  # the victim was its list's first use: step past it
                 heads[b, c] += 1
             cached[b, c, _UNTIL] = -1
             scores[c] = _score(b, c, bit, now, r, clock, pool, inv, age_planning)
-        res[sk[j]] |= bit
+        res[_u(sk[j])] |= bit
     fill[b] = f
     misses[b, rec_large[r], layer] += len(missed_at)
 
