@@ -8,6 +8,7 @@ import numpy as np
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
+RANKED_ENTRIES = 16  # a record of at most this many distinct experts sorts them by rank (a decode token's k)
 DECAY_TABLE_TOKENS = 4096  # ages below this decay by table (2^(-age / half-life), computed once a chunk)
 
 
@@ -35,14 +36,28 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
         for q in range(n, n + nu):
             ent_sel[q] = chose[ent_key[q] - base]
         if rec_mode[r] == MODE_CACHE:
-            for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
-                q, key = j, ent_key[n + j]
-                while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
-                    ent_sorted[n + q] = ent_sorted[n + q - 1]
-                    q -= 1
-                ent_sorted[n + q] = n + j
+            _by_key(ent_key, ent_sorted, n, nu)
         n += nu
     ent_start[len(rec_mode)] = n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _by_key(ent_key, ent_sorted, n, nu):
+    """A record's entries (n .. n + nu, distinct keys) in key order: a few, each placed at its rank (how many
+    keys are smaller: no branch to mispredict); more, by insertion sort."""
+    if nu <= RANKED_ENTRIES:
+        for j in range(nu):
+            key, rank = ent_key[n + j], 0
+            for i in range(nu):
+                rank += ent_key[n + i] < key
+            ent_sorted[n + rank] = n + j
+        return
+    for j in range(nu):
+        q, key = j, ent_key[n + j]
+        while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
+            ent_sorted[n + q] = ent_sorted[n + q - 1]
+            q -= 1
+        ent_sorted[n + q] = n + j
 
 
 @njit(cache=True, nogil=True)
