@@ -3,9 +3,11 @@
     python -m benchmarks.controls                 # 5 repetitions, each in a fresh server (needs Chromium)
     python -m benchmarks.controls --reps 2 --only budget,np   # those changes alone (the others not made)
 
-Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches, this install's numba cache as
-it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser
-does, and makes each change once, in this order, each a computation the server has not made before in that
+Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches; this install's numba cache and
+kept routing draws as they are: moe_model.stored, so only a first run after an install draws the prompts' routing),
+opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser does, and
+makes each change once, in this order,
+each a computation the server has not made before in that
 process: the budget typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4
 (then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
 its GPU; then -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve replaying (server CPU seconds in the
