@@ -18,9 +18,8 @@ headline's text changed (-np: to the one at 4 streams; "compare policies": its t
 drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption under
 it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator gone (no
 status widget, skeleton, spinner or stale element for 0.3 s; a change with its own answer settles only after it). Prints
-p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a markdown table.
-A benchmark, not a test: nothing is
-asserted.
+p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark,
+not a test: nothing is asserted.
 """
 
 from __future__ import annotations
