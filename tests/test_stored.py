@@ -77,3 +77,15 @@ def test_the_kept_files_stay_within_their_bound_least_recently_used_dropped_firs
     assert draws == [1]
     kept("x", (), lambda: np.zeros(4000))  # larger than the whole bound: not kept
     assert not any(f.stat().st_size > 3000 for f in folder.glob("*.npz"))
+
+
+def test_a_change_to_the_generators_code_draws_again(folder, tmp_path):
+    code = tmp_path / "generator.py"
+    code.write_text("def draw(): ...\n")
+    draws, draw = counted(np.arange(5))
+    store.stored("x", (), draw, code)
+    store.stored("x", (), draw, code)
+    assert draws == [1]
+    code.write_text("def draw(): return 1\n")  # another generator: what it draws may differ
+    store.stored("x", (), draw, code)
+    assert draws == [1, 1]
