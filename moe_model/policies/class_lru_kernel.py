@@ -3,8 +3,6 @@ and each pool size's class lists replayed on its own."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from llvmlite import ir
 from numba.core import types
@@ -13,7 +11,8 @@ from numba.extending import intrinsic
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
-DECAY_TABLE_TOKENS = 4096  # ages (tokens) whose CRF decay _shared looks up rather than computes
+RANKED_ENTRIES = 16  # a record of at most this many distinct experts sorts them by rank (a decode token's k)
+DECAY_TABLE_TOKENS = 4096  # ages below this decay by table (2^(-age / half-life), computed once a chunk)
 
 
 @intrinsic
@@ -32,8 +31,6 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
     keys in expert-id order."""
     seen = np.zeros(n_expert, dtype=np.int64)
     chose = np.zeros(n_expert, dtype=np.int32)  # tokens of this record that chose the expert
-    entry = np.empty(n_expert, dtype=np.int64)  # the record's entry of each expert it has
-    ids_seen = np.zeros((n_expert + 63) // 64, dtype=np.uint64)  # the record's experts, one bit each
     n = 0
     for r in range(len(rec_mode)):
         ent_start[r] = n
@@ -51,21 +48,29 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
             chose[e] += 1
         for q in range(n, n + nu):
             ent_sel[q] = chose[ent_key[q] - base]
-        if rec_mode[r] == MODE_CACHE:  # the record's entries in expert-id order: its experts' bits read in order
-            for q in range(n, n + nu):
-                e = ent_key[q] - base
-                entry[e] = q
-                ids_seen[e >> 6] |= np.uint64(1) << np.uint64(e & 63)
-            q = n
-            for w in range(len(ids_seen)):
-                bits = ids_seen[w]
-                while bits:
-                    ent_sorted[q] = entry[w * 64 + low_bit(bits)]
-                    q += 1
-                    bits &= bits - np.uint64(1)
-                ids_seen[w] = 0
+        if rec_mode[r] == MODE_CACHE:
+            _by_key(ent_key, ent_sorted, n, nu)
         n += nu
     ent_start[len(rec_mode)] = n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _by_key(ent_key, ent_sorted, n, nu):
+    """A record's entries (n .. n + nu, distinct keys) in key order: a few, each placed at its rank (how many
+    keys are smaller: no branch to mispredict); more, by insertion sort."""
+    if nu <= RANKED_ENTRIES:
+        for j in range(nu):
+            key, rank = ent_key[n + j], 0
+            for i in range(nu):
+                rank += ent_key[n + i] < key
+            ent_sorted[n + rank] = n + j
+        return
+    for j in range(nu):
+        q, key = j, ent_key[n + j]
+        while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
+            ent_sorted[n + q] = ent_sorted[n + q - 1]
+            q -= 1
+        ent_sorted[n + q] = n + j
 
 
 @njit(cache=True, nogil=True)
@@ -74,10 +79,12 @@ def _shared(
     group_clock, per_token, ent_start, ent_key, ent_sel, ent_cls, ent_crf, rec_now, distinct,
 ):  # fmt: skip
     """Per pool record: each key's CRF after this use and its class, and the clock; what every pool size of the
-    pass shares."""
-    decay = np.empty(DECAY_TABLE_TOKENS)  # the decay of the ages most uses have, by the same expression
+    pass shares. Short ages decay by a table of the same expression; a class counts the bounds its CRF reaches
+    (no log2 per use, no branch to mispredict)."""
+    decay = np.empty(DECAY_TABLE_TOKENS, dtype=np.float64)
     for age in range(DECAY_TABLE_TOKENS):
         decay[age] = 2.0 ** (-age / half_life)
+    bounds = class_bounds(n_classes)
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
@@ -93,23 +100,29 @@ def _shared(
             age = now - last_use[key]
             if last_use[key] < 0:
                 value = add
+            elif age < DECAY_TABLE_TOKENS:
+                value = crf[key] * decay[age] + add
             else:
-                value = crf[key] * (decay[age] if age < DECAY_TABLE_TOKENS else 2.0 ** (-age / half_life)) + add
+                value = crf[key] * 2.0 ** (-age / half_life) + add
             crf[key], ent_crf[q] = value, value
             last_use[key] = now
-            ent_cls[q] = min(n_classes - 1, max(0, _floor_log2(value)))
+            cls = 0
+            for j in range(1, n_classes):
+                cls += value >= bounds[j]
+            ent_cls[q] = cls
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _floor_log2(value):
-    """int(floor(np.log2(value))) (0 for value <= 0), from the exponent unless the mantissa is within 2^-20 of a
-    power of two, where log2's rounding decides."""
-    if value <= 0:
-        return 0
-    mantissa, exponent = math.frexp(value)  # value = mantissa * 2^exponent, mantissa in [0.5, 1)
-    if mantissa < 0.5 + 2.0**-21 or mantissa > 1.0 - 2.0**-21:
-        return int(np.floor(np.log2(value)))
-    return exponent - 1
+@njit(cache=True, nogil=True)
+def class_bounds(n_classes):
+    """bounds[j]: the least CRF whose floor(log2(CRF)) is j or more (j >= 1): the bounds a CRF reaches count to
+    min(n_classes - 1, max(0, floor(log2(CRF)))), log2's rounding up just below 2^j included."""
+    bounds = np.zeros(n_classes, dtype=np.float64)
+    for j in range(1, n_classes):
+        v = 2.0**j
+        while np.floor(np.log2(np.nextafter(v, 0.0))) >= j:
+            v = np.nextafter(v, 0.0)
+        bounds[j] = v
+    return bounds
 
 
 @njit(cache=True, nogil=True)
