@@ -50,7 +50,7 @@ class Kernel:
     """
 
     name: str
-    new_state: Callable[[np.ndarray, int, int], object]  # (caps, n_layer, n_expert)
+    new_state: Callable[..., object]  # (caps, n_layer, n_expert, group_keys: the group's layers x n_expert)
     feed: Callable[..., None]
     results: Callable[[object], tuple[np.ndarray, np.ndarray, np.ndarray]]
     state_bytes: Callable[[int, int, np.ndarray], int]  # (n_layer, n_expert, caps)
@@ -65,7 +65,7 @@ class Kernel:
 
 LRU_KERNEL = Kernel(
     "lru-b11549",
-    lru_kernel.new_state,
+    lambda caps, n_layer, n_expert, group_keys=None: lru_kernel.new_state(caps, n_layer, n_expert),
     lru_kernel.feed,
     lru_kernel.results,
     lambda n_layer, n_expert, caps: lru_kernel.state_bytes(n_layer, n_expert, len(caps)),
@@ -384,8 +384,9 @@ def simulate_plans(
     layout = _pass_plan(plans, thresholds[thresholds < NO_POOL])
     caps, n_layer, n_expert = [_caps(plans, gi, b) for gi, _, _, b in layout], stream.n_layer, model.n_expert
     check_run(estimate_run(stream, caps, model.n_expert, SIM_CHUNK_RECORDS, kernel))
+    group_keys = [len(g.layers) * n_expert for g in plans[0].groups] if plans else []
     passes = [
-        _Pass(gi, n_slots, copies, b, kernel.new_state(c, n_layer, n_expert))
+        _Pass(gi, n_slots, copies, b, kernel.new_state(c, n_layer, n_expert, group_keys[gi]))
         for (gi, n_slots, copies, b), c in zip(layout, caps, strict=True)
     ]
     group_of_layer, slots = _group_slots(plans, stream.n_layer)

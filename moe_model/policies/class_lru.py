@@ -211,13 +211,17 @@ def _check(k: dict) -> None:
     check_knobs(k["half_life_tokens"], k["n_classes"], k["increment"], **{r: k[r] for r in READING_CHOICES})
 
 
-def new_state(caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, **knobs) -> ClassLruState:
+def new_state(
+    caps: np.ndarray, n_layer: int, n_expert: int, share: float = 0.0, group_keys: int | None = None, **knobs
+) -> ClassLruState:
+    """A pass's state; `group_keys` (its group's layers x n_expert, the model's keys where not given) decides which
+    pool sizes replay on lists (limits.CLASS_LRU_LIST_SHARE_OF_KEYS): a speed choice, the counts are the same."""
     k = KNOBS | knobs
     _check(k)
     given = np.asarray(caps, dtype=np.int64)
     caps, pick = np.unique(given, return_inverse=True)
     n_keys, n_cls = n_layer * n_expert, int(k["n_classes"])
-    n_list, lane_of, bit_of, n_lanes = _layout(caps, n_keys)
+    n_list, lane_of, bit_of, n_lanes = _layout(caps, group_keys or n_keys)
     lane_caps = np.zeros((n_lanes, LANE_BITS), dtype=np.int64)
     lane_caps[lane_of, bit_of] = caps[n_list:]
     masks = np.zeros(n_lanes, dtype=np.uint64)
@@ -278,7 +282,8 @@ def _lists(caps: np.ndarray, n_layer: int, n_keys: int, n_cls: int) -> tuple:
 
 
 def state_bytes(n_layer: int, n_expert: int, caps: np.ndarray) -> int:
-    """Bytes of one ClassLruState (what `new_state` allocates), before a chunk's entries."""
+    """Bytes of one ClassLruState (at most what `new_state` allocates: a group's own key count puts more pool
+    sizes in lanes, which take less), before a chunk's entries."""
     n_keys, pools = n_layer * n_expert, np.unique(caps)
     n_list, _, _, n_lanes = _layout(pools, n_keys)
     per_pool = 8 * (4 + 6 * N_CLASSES + 5 * n_layer)
@@ -404,7 +409,7 @@ def _kernel(items: tuple) -> Kernel:
     k = dict(items)
     return Kernel(
         NAME,
-        lambda caps, n_layer, n_expert: new_state(caps, n_layer, n_expert, **k),
+        lambda caps, n_layer, n_expert, group_keys=None: new_state(caps, n_layer, n_expert, group_keys=group_keys, **k),
         feed,
         results,
         state_bytes,

@@ -44,10 +44,12 @@ def band_sample(n_caps: int) -> np.ndarray:
     return np.unique(np.append(np.arange(0, n_caps, CLASS_LRU_BAND_STRIDE), n_caps - 1))
 
 
-def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple) -> BandState:
+def _band_state(caps: np.ndarray, n_layer: int, n_expert: int, readings: tuple, group_keys: int | None) -> BandState:
     sampled = band_sample(len(caps))
-    others = tuple(new_state(np.asarray(caps)[sampled], n_layer, n_expert, **r) for r in readings)
-    return BandState(new_state(caps, n_layer, n_expert), sampled, others)
+    others = tuple(
+        new_state(np.asarray(caps)[sampled], n_layer, n_expert, group_keys=group_keys, **r) for r in readings
+    )
+    return BandState(new_state(caps, n_layer, n_expert, group_keys=group_keys), sampled, others)
 
 
 def _band_feed(s: BandState, *chunk, threads: bool = True) -> None:
@@ -81,7 +83,7 @@ def band_kernel() -> Kernel:
     readings, n = BAND_READINGS, len(BAND_READINGS)
     return Kernel(
         NAME,
-        lambda caps, n_layer, n_expert: _band_state(caps, n_layer, n_expert, readings),
+        lambda caps, n_layer, n_expert, group_keys=None: _band_state(caps, n_layer, n_expert, readings, group_keys),
         _band_feed,
         lambda s: results(s.default),
         lambda n_layer, n_expert, caps: state_bytes(n_layer, n_expert, caps) * (1 + n),

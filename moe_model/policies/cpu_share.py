@@ -87,12 +87,14 @@ def split_selections(selections: Sequence[int], share: float, remainder: float) 
     return SelectionSplit(tuple(cpu_only), cut, sent, owed)
 
 
-def share_sizes(work: Workload, use: np.ndarray, slots: np.ndarray, share: float) -> np.ndarray:
+def share_sizes(
+    work: Workload, use: np.ndarray, slots: np.ndarray, share: float, group_keys: int | None = None
+) -> np.ndarray:
     """The records `use` through ClassLRU pools of every size in `slots` with the share: [len(slots), 4, n_layer]
     counts (hits, uploads, CPU-only, cut: uploaded and also computed on the CPU); fed in chunks, as simulate
-    streams them."""
+    streams them. `group_keys`: the group's layers x n_expert (its list pools: class_lru.new_state)."""
     order = np.argsort(slots, kind="stable")
-    state = class_lru.new_state(np.asarray(slots)[order], work.n_layer, work.n_expert, share=share)
+    state = class_lru.new_state(np.asarray(slots)[order], work.n_layer, work.n_expert, share, group_keys)
     mode = np.where(use, MODE_CACHE, MODE_SKIP).astype(np.int8)
     large = np.zeros(work.n_records, dtype=np.int8)  # the <= 8 / > 8 split is not a policy count
     for lo in range(0, work.n_records, SIM_CHUNK_RECORDS):
@@ -120,7 +122,11 @@ def run(
     group, its pool sizes on numba's threads."""
     share = share if share_applies(model) else 0.0
     return per_class(
-        model, work, budgets_mib, placement, lambda w, layers, use, slots: share_sizes(w, use, slots, share)
+        model,
+        work,
+        budgets_mib,
+        placement,
+        lambda w, layers, use, slots: share_sizes(w, use, slots, share, len(layers) * w.n_expert),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -145,3 +146,23 @@ def test_a_crfs_class_counted_on_bounds_is_floor_log2_capped_at_every_power_of_t
         counted = (values[:, None] >= bounds[None, 1:]).sum(axis=1)
         expected = [class_lru.crf_class(v, n_classes) for v in values]
         assert counted.tolist() == expected, n_classes
+
+
+def test_a_passs_list_pools_are_those_below_a_quarter_of_its_groups_keys_with_the_same_counts():
+    model = load_model(SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")  # two groups of 24 layers x 128 experts
+    caps = np.array([700, 800, 2000])  # 800 >= a quarter of a group's 3,072 keys, below a quarter of the model's
+    assert class_lru.new_state(caps, 48, 128, group_keys=3072).n_list == 1
+    assert class_lru.new_state(caps, 48, 128).n_list == 2
+    kernel, seen = class_lru.kernel(), []
+
+    def spying(caps, n_layer, n_expert, group_keys=None):
+        seen.append(group_keys)
+        return kernel.new_state(caps, n_layer, n_expert, group_keys)
+
+    def model_keys(caps, n_layer, n_expert, group_keys=None):  # every pass laid out against the model's keys
+        return kernel.new_state(caps, n_layer, n_expert)
+
+    work = build_workload(generate(Shape(48, 128, 8), Knobs(), 200, seed=3), Batching(), 128)
+    on_groups = _curve(replace(kernel, new_state=spying), [900, 4000], work, model)
+    assert on_groups == _curve(replace(kernel, new_state=model_keys), [900, 4000], work, model)
+    assert seen == [24 * 128, 24 * 128]
