@@ -163,6 +163,6 @@ def test_a_passs_list_pools_are_those_below_a_quarter_of_its_groups_keys_with_th
         return kernel.new_state(caps, n_layer, n_expert)
 
     work = build_workload(generate(Shape(48, 128, 8), Knobs(), 200, seed=3), Batching(), 128)
-    on_groups = _curve(replace(kernel, new_state=spying), [900, 4000], work, model)
-    assert on_groups == _curve(replace(kernel, new_state=model_keys), [900, 4000], work, model)
+    on_groups = _curve(replace(kernel, new_state=spying), [900, 6000], work, model)
+    assert on_groups == _curve(replace(kernel, new_state=model_keys), [900, 6000], work, model)
     assert seen == [24 * 128, 24 * 128]
