@@ -6,11 +6,14 @@ folder that cannot be written is skipped, each said in one line."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 from moe_model.errors import one_line
@@ -19,6 +22,9 @@ from moe_model.errors import one_line
 # a loaded one (issue 38): said as that, never as a bound a busy machine would break
 COMPILE_TIME = "about 14 s on a quiet machine, a minute or more on a busy one"
 
+PACKAGE = Path(__file__).resolve().parent
+KERNEL_FOLDERS = ("llama", "policies")  # every @njit kernel lives in these folders
+KEPT_KERNEL_VERSIONS = 3  # compiled kernels of this many versions of their sources stay in the user cache folder
 _SET_HERE = "MOE_MODEL_SET_OMP_WAIT_POLICY"  # what this module set, so that only that is undone
 
 
@@ -27,16 +33,40 @@ def user_cache_folder(name: str) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moe-cache-explorer" / name
 
 
+def kernel_sources_digest() -> str:
+    """A digest of every kernel's source file (KERNEL_FOLDERS) and numba's and Python's versions."""
+    digest = hashlib.sha1(f"{PACKAGE}|{version('numba')}|{sys.version}".encode())
+    for folder in KERNEL_FOLDERS:
+        for source in sorted((PACKAGE / folder).glob("*.py")):
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def use_user_cache_dir() -> None:
-    """NUMBA_CACHE_DIR = user_cache_folder("numba"), unless already set."""
+    """NUMBA_CACHE_DIR = user_cache_folder("numba") / kernel_sources_digest(), unless already set: numba keys a
+    cached kernel by its own file alone, so a kernel that calls one in another file would keep the old callee's
+    code; a folder per version of the sources compiles them all again instead. The KEPT_KERNEL_VERSIONS most
+    recently used folders are kept."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return
-    folder = user_cache_folder("numba")
+    folder = user_cache_folder("numba") / kernel_sources_digest()
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        os.utime(folder)
     except OSError:
         return  # an unwritable home: numba keeps its default, next to the sources
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
+    _drop_old_versions(folder.parent)
+
+
+def _drop_old_versions(root: Path) -> None:
+    """Remove the kernel folders of sources no longer used, beyond the KEPT_KERNEL_VERSIONS most recent."""
+    try:
+        versions = sorted((f for f in root.iterdir() if f.is_dir()), key=lambda f: f.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in versions[KEPT_KERNEL_VERSIONS:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def sleep_between_parallel_kernels() -> None:

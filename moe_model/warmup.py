@@ -7,31 +7,21 @@ the kernels' sources says whether this install has compiled them, so a first run
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
-from moe_model.numba_cache import COMPILE_TIME, unwritable
-
-PACKAGE = Path(__file__).resolve().parent
-KERNEL_FOLDERS = ("llama", "policies")  # every @njit kernel lives in these folders
+from moe_model.numba_cache import COMPILE_TIME, PACKAGE, kernel_sources_digest, unwritable
 
 
 def stamp_path() -> Path:
     """The stamp of this install's compiled kernels: named after their sources, their path and numba's version
     (numba's own cache is keyed by source file and path too)."""
-    digest = hashlib.sha1(f"{PACKAGE}|{version('numba')}|{sys.version}".encode())
-    for folder in KERNEL_FOLDERS:
-        for source in sorted((PACKAGE / folder).glob("*.py")):
-            digest.update(source.read_bytes())
     cache = Path(os.environ.get("NUMBA_CACHE_DIR") or PACKAGE / "__pycache__")
-    return cache / f"moe-model-kernels-{digest.hexdigest()[:16]}.compiled"
+    return cache / f"moe-model-kernels-{kernel_sources_digest()}.compiled"
 
 
 def is_compiled() -> bool:

@@ -17,6 +17,7 @@ import pytest
 from cli_runs import run_cli
 from conftest import QWEN30B, ROOT
 
+from moe_model import numba_cache
 from moe_model.llama import lru_kernel
 from moe_model.policies import lru_lists
 from moe_model.warmup import stamp_path
@@ -115,3 +116,18 @@ def test_the_kernel_context_is_set_up_ahead_as_a_first_kernel_load_would_and_its
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.stdout.split() == ["False", "True", "[True]"], out.stderr
+
+
+def test_the_kernels_compile_into_a_folder_per_version_of_their_sources_the_last_few_kept(tmp_path, monkeypatch):
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    root = tmp_path / "moe-cache-explorer" / "numba"
+    for i, name in enumerate(("a", "b", "c", "d")):  # four older versions' kernels, the oldest first
+        (root / name).mkdir(parents=True)
+        os.utime(root / name, (i, i))
+    numba_cache.use_user_cache_dir()
+    here = root / numba_cache.kernel_sources_digest()
+    assert os.environ["NUMBA_CACHE_DIR"] == str(here)
+    assert sorted(f.name for f in root.iterdir()) == sorted(["c", "d", here.name])  # the 3 most recent
+    monkeypatch.setattr(numba_cache, "KERNEL_FOLDERS", ("llama",))  # an edited kernel source: another folder
+    assert numba_cache.kernel_sources_digest() != here.name

@@ -27,7 +27,7 @@ def test_the_first_run_after_install_says_it_compiles_and_how_long_later_runs_sa
 def test_an_edited_kernel_source_needs_a_new_compilation(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     before = warmup.stamp_path()
-    monkeypatch.setattr(warmup, "KERNEL_FOLDERS", ("llama",))  # other sources: another stamp
+    monkeypatch.setattr(numba_cache, "KERNEL_FOLDERS", ("llama",))  # other sources: another stamp
     assert warmup.stamp_path() != before
 
 

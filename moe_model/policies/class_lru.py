@@ -354,9 +354,10 @@ def _prepare(s: ClassLruState, e: Entries) -> tuple:
         s.distinct,
     )  # fmt: skip
     by_crf = _by_crf(e.rec_mode, e.start, e.by_key, ent_crf) if s.share > 0 else e.by_key[:0]
+    fed = len(e.rec_mode) if len(s.masks) else 0  # only lanes read the class queues: lists keep their own
     q = queues(
-        e.rec_layer, e.rec_mode, rec_now, e.start, e.key, e.by_key, ent_cls, s.group_clock, s.n_classes, len(s.crf),
-        *s.carried,
+        e.rec_layer[:fed], e.rec_mode[:fed], rec_now, e.start[: fed + 1], e.key, e.by_key, ent_cls, s.group_clock,
+        s.n_classes, len(s.crf), *s.carried,
     )  # fmt: skip
     chunk = (e.rec_layer, e.rec_mode, e.rec_large, rec_now, e.start, e.key, e.by_key, by_crf, e.chose, ent_cls)
     return chunk, q, clock0
@@ -380,7 +381,8 @@ def _replay(s: ClassLruState, prepared: tuple, threads: bool) -> None:
     finally:
         set_parallel_chunksize(chunksize)
         set_num_threads(threads_before)
-    carry(q[0], q[1], s.heads, *s.carried)
+    if len(s.masks):
+        carry(q[0], q[1], s.heads, *s.carried)
 
 
 def results(s: ClassLruState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
