@@ -2,7 +2,9 @@
 
 A small pool misses most lookups, and its lists are short: an eviction there costs a few reads of its own rows,
 where the shared class queues (policies.class_lru_lanes) would look through other pools' uses; a large pool hits
-most lookups, which the lanes test for 64 pool sizes at once. class_lru.LIST_POOLS draws the line."""
+most lookups, which the lanes test for 64 pool sizes at once. limits.CLASS_LRU_LIST_SHARE_OF_KEYS draws the line.
+The replay works on a copy of a pool's lists made circular, a sentinel node per class (no branch at a list's ends),
+written back after each chunk."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from moe_model.llama.lru_kernel import MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 _PREV, _NEXT, _KEY, _CLS = 0, 1, 2, 3  # links: a slot's neighbours in its class list, key, class
-_OWNER_SHIFT, _CLS_MASK = 8, 255  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
+_OWNER_SHIFT = 8  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
 _CPU, _SPLIT, _SELECTIONS = 0, 1, 2  # rows of a pool's CPU share counts per layer
 
 
@@ -89,17 +91,19 @@ def _put(typingctx, a, i, v):
 _P, _N, _K, _O = 0, 1, 2, 3  # a node's row of `link`: previous and next node of its list, key, clock index
 
 
+_NONE = -1e300  # a score below -1 at every class (times 2^-63 still is): `best` never takes it, as it never takes -1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _score(c, h, link, used, me, now, clock, inv, n_cls, age_planning):
-    """age / 2^c of class c's least recently used slot (node h, the one after sentinel c), negative when the list
-    is empty or this plan() (at clock index `me`) used its head (then it holds only slots this plan used): `best`
-    never takes a negative score; the age in the slot's own layer clock, or with age_planning in this plan()'s
-    (never below 0: another layer's clock can be ahead). Without a branch: an empty list's head is its sentinel,
-    whose reads are harmless."""
+    """age / 2^c of class c's least recently used slot (node h, the one after sentinel c), below -1 when the list
+    is empty or this plan() (at clock index `me`) used its head (then it holds only slots this plan used); the age
+    in the slot's own layer clock, or with age_planning in this plan()'s (never below 0: another layer's clock can
+    be ahead). Without a branch: an empty list's head is its sentinel, whose reads are harmless."""
     u, o = _get(used, h), _get(link, 4 * h + _O)
     age = max(now - u, 0) if age_planning else _get(clock, o) - u
     out = (h < n_cls) | ((u == now) & (o == me))  # used by this plan(): its clock only moves forward
-    return (-1 if out else age) * _get(inv, c)
+    return (_NONE if out else age) * _get(inv, c)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -189,7 +193,7 @@ def _replay(chunk, knobs, work, cap, base, slot_of, link, used, state, misses, s
             _put(link, 4 * n + _P, c)
             _put(scores, c, _score(c, n, link, used, me, now, clock, inv, n_cls, age_planning))
             _put(slot_of, _get(link, 4 * s + _K), -1)
-            # a list it joins empty scores -1 already, and its head is now this plan()'s: still -1
+            # a list it joins empty scores _NONE already, and its head is now this plan()'s: still _NONE
             e = _get(miss_ent, i)
             k = _get(ent_key, e)
             _put(slot_of, k, s - off)
