@@ -170,11 +170,8 @@ def bench_policy_all() -> None:
     argv += ["--budgets-mib", "2000,6000,10000,14000"]
     runs = {}
     for name, extra in (("plain", []), ("all", ["--policy", "all"])):
-        subprocess.run([*argv, *extra], check=True, capture_output=True, cwd=ROOT)  # compile (or load the cache)
-        done = subprocess.run(
-            ["/usr/bin/time", "-f", "%e %M", *argv, *extra], check=True, capture_output=True, text=True, cwd=ROOT
-        )
-        seconds, kib = done.stderr.strip().splitlines()[-1].split()
+        _command([*argv, *extra], ROOT)  # compile (or load the cache)
+        seconds, kib = _command([*argv, *extra], ROOT, "%e %M").strip().splitlines()[-1].split()
         runs[name] = f"{float(seconds):.1f} s, peak RSS {int(kib) / 1024:.0f} MiB"
     report(
         "`simulate --synthetic` on 4 budgets, with `--policy all` / without (fresh processes, warm numba cache)",
@@ -314,12 +311,21 @@ def bench_class_lru_band() -> None:
     )
 
 
+# a command's fresh processes import this package as an install has it, its bytecode cached (a sandbox may set
+# PYTHONDONTWRITEBYTECODE, which would compile every module again in every run)
+INSTALLED = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _command(argv: list[str], cwd: Path, timed: str | None = None) -> str:
+    """A fresh process of argv (under /usr/bin/time -f `timed` where given): its stderr."""
+    prefix = ["/usr/bin/time", "-f", timed] if timed else []
+    done = subprocess.run([*prefix, *argv], check=True, capture_output=True, text=True, cwd=cwd, env=INSTALLED)
+    return done.stderr
+
+
 def _timed_process(argv: list[str], cwd: Path) -> tuple[float, float]:
     """(wall, user + system CPU seconds) of one fresh process under /usr/bin/time."""
-    done = subprocess.run(
-        ["/usr/bin/time", "-f", "%e %U %S", *argv], check=True, capture_output=True, text=True, cwd=cwd
-    )
-    wall, user, system = (float(x) for x in done.stderr.strip().splitlines()[-1].split())
+    wall, user, system = (float(x) for x in _command(argv, cwd, "%e %U %S").strip().splitlines()[-1].split())
     return wall, user + system
 
 
@@ -329,7 +335,7 @@ def bench_recommend(baseline: Path | None = None, repeat: int = 3) -> None:
     argv = [sys.executable, "-m", "moe_model", "recommend", "--model", QWEN_235B, "--hardware", "RTX 4090"]
     trees = {"this checkout": ROOT} | ({"baseline": baseline.resolve()} if baseline else {})
     for tree in trees.values():
-        subprocess.run(argv, check=True, capture_output=True, cwd=tree)  # compile (or load the numba cache)
+        _command(argv, tree)  # compile (or load the numba cache) and cache the bytecode
     load_before = os.getloadavg()[0]
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     for _ in range(repeat):

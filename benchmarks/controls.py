@@ -3,23 +3,23 @@
     python -m benchmarks.controls                 # 5 repetitions, each in a fresh server (needs Chromium)
     python -m benchmarks.controls --reps 2 --only budget,np   # those changes alone (the others not made)
 
-Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches, this install's numba cache as
-it is), opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser
-does, and makes each change once, in this order, each a computation the server has not made before in that
-process: the budget typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4
-(then back to 1, not timed), "simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and
-its GPU; then -np 1 -> 3 and the Learn page clicked 1.5 s later, that curve replaying (server CPU seconds in the
-8 s after: the curve stopped or not, and when Learn was drawn); the same, each in a new session on Qwen3-235B-A22B
-(seconds of replays), for Explore's best setting (`leave_best`: Explore on the RTX 4090 settled, "best setting"
-switched on, Learn clicked 1.5 s later) and for Shopping (`leave_shopping`: Shopping opened on the RTX 4080 with 64
-GiB, issue 38's question; Learn clicked 1.5 s after its progress shows, during the cards' shared replays). Per
-change, from its first keystroke or click: **answer** = the headline's text changed (-np: to the one at 4 streams;
-"compare policies": its table of each policy at the chosen budget drawn, before the curves; "simulate prompts too",
-which leaves the headline as it was to its digits: the caption under it saying what the prompts moved, drawn once
-both are replayed) and **settled** = Streamlit's running indicator gone (no status widget, skeleton, spinner or
-stale element for 0.3 s; a change with its own answer settles only after it). Prints p50/p95 per change with the
-1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark, not a test: nothing is
-asserted.
+Each repetition starts its own `streamlit run app.py` on 127.0.0.1 (empty app caches; this install's numba cache and
+kept routing draws as they are: moe_model.stored, so only a first run after an install draws the prompts' routing),
+opens Explore on the sample data (Qwen3-30B-A3B on the Tesla T4) in Chromium at 1400x900 as tests/browser does, and
+makes each change once, in this order, each a computation the server has not made before in that process: the budget
+typed in the number box, one "describe your host" part (the CPU model), the GPU, -np 1 -> 4 (then back to 1, not timed),
+"simulate prompts too", "compare policies", then Qwen3-235B-A22B (not timed) and its GPU; then -np 1 -> 3 and the Learn
+page clicked 1.5 s later, that curve replaying (server CPU seconds in the 8 s after: the curve stopped or not, and when
+Learn was drawn); the same, each in a new session on Qwen3-235B-A22B (seconds of replays), for Explore's best setting
+(`leave_best`: Explore on the RTX 4090 settled, "best setting" switched on, Learn clicked 1.5 s later) and for Shopping
+(`leave_shopping`: Shopping opened on the RTX 4080 with 64 GiB, issue 38's question; Learn clicked 1.5 s after its
+progress shows, during the cards' shared replays). Per change, from its first keystroke or click: **answer** = the
+headline's text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen budget
+drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption under
+it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator gone (no
+status widget, skeleton, spinner or stale element for 0.3 s; a change with its own answer settles only after it). Prints
+p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark,
+not a test: nothing is asserted.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ LAYERS = [
         "progress",
         "resources",
         "settings",
+        "stored",
         "threads",
         "workload",
     },

@@ -11,8 +11,10 @@ trace nor the workload is held.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterator
 from contextlib import nullcontext
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +39,8 @@ from moe_model.llama.server_warm_up import (
     WARM_UP_TOKENS,
     start_up_probe,
 )
+from moe_model.stored import stored
+from moe_model.threads import run_all, worker_pool
 from moe_model.workload import (
     PHASE_DECODE,
     PHASE_PROMPT,
@@ -153,11 +157,19 @@ def sample_routing(popularity: np.ndarray, k: int, n_tokens: int, rng: np.random
     out = np.empty((n_tokens, n_layer, k), dtype=np.int16)
     log_p = np.log(popularity)[None]
     chunk = max(1, 2_000_000 // (n_layer * n_expert))
-    for start in range(0, n_tokens, chunk):
-        n = min(chunk, n_tokens - start)
-        scores = log_p - np.log(-np.log(rng.random((n, n_layer, n_expert))))
-        out[start : start + n] = np.argsort(-scores, axis=2)[:, :, :k]
+    with worker_pool(2) as pool:
+        for start in range(0, n_tokens, chunk):
+            n = min(chunk, n_tokens - start)
+            uniform, half = rng.random((n, n_layer, n_expert)), (n + 1) // 2
+            jobs = [(log_p, uniform[a:b], out[start + a : start + b]) for a, b in ((0, half), (half, n))]
+            run_all(pool, _top_k, jobs)  # numpy lets go of the GIL: the halves on two cores, the same values
     return out
+
+
+def _top_k(log_p: np.ndarray, uniform: np.ndarray, out: np.ndarray) -> None:
+    """out's k experts of each (token, layer): the largest of log p + Gumbel noise, largest first."""
+    scores = log_p - np.log(-np.log(uniform))
+    out[:] = np.argsort(-scores, axis=2)[:, :, : out.shape[2]]
 
 
 def _synthetic_rows(trace: TokenTrace | StreamedTokens, batching: Batching, n_expert: int) -> int:
@@ -177,16 +189,30 @@ def _drawn_rows(
     """The warm-up and prompt rows, drawn from the trace's per-layer popularity (they are not in per-token
     traces), and the random generator the schedule goes on with."""
     synthetic = _synthetic_rows(trace, batching, n_expert)
-    rng = np.random.default_rng(batching.seed)
     if not synthetic:
-        return np.zeros((0, trace.n_layer, trace.k), dtype=np.int16), rng
+        return np.zeros((0, trace.n_layer, trace.k), dtype=np.int16), np.random.default_rng(batching.seed)
     if isinstance(trace, StreamedTokens):
         counts = np.zeros((trace.n_layer, n_expert), dtype=np.int64)
         counts[:, : trace.expert_counts.shape[1]] = trace.expert_counts
         popularity = popularity_from_counts(counts)
     else:
         popularity = layer_popularity(trace.experts, n_expert)
-    return sample_routing(popularity, trace.k, synthetic, rng), rng
+    return kept_routing(popularity, trace.k, synthetic, batching.seed)
+
+
+CODE = Path(__file__)  # sample_routing's source: a change to it draws the kept rows again
+
+
+def kept_routing(popularity: np.ndarray, k: int, n_tokens: int, seed: int) -> tuple[np.ndarray, np.random.Generator]:
+    """sample_routing's rows from a generator seeded with `seed`, drawn once per install and read back after
+    (moe_model.stored), and that generator as the draw leaves it (one 64-bit step per uniform drawn)."""
+    inputs = (hashlib.sha256(popularity.tobytes()).hexdigest(), popularity.shape, k, n_tokens, seed)
+    rows = stored(
+        "routing_rows", inputs, lambda: sample_routing(popularity, k, n_tokens, np.random.default_rng(seed)), CODE
+    )
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.advance(n_tokens * popularity.size)
+    return rows, rng
 
 
 def check_build_memory(n_lookups: int, available: int | None = None) -> None:

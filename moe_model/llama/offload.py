@@ -6,13 +6,14 @@ are applied. Every account of memory and time reads this map (speed/scenario.Lay
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 CPU = -1  # device index of what stays in host memory
 
 
-def offloaded_devices(n_layer: int, n_gpu_layers: int, split_weights: Sequence[float]) -> tuple[int, ...]:
+@lru_cache(maxsize=64)  # --fit's search asks for the same map once per layer count it tries
+def offloaded_devices(n_layer: int, n_gpu_layers: int, split_weights: tuple[float, ...]) -> tuple[int, ...]:
     """The device (GPU index or CPU) of each of the `n_layer` repeating layers and, last, of the output layer.
 
     llama.cpp b11549 `src/llama-model.cpp`: `llama_model::n_gpu_layers()` turns a negative -ngl into n_layer + 1

@@ -8,6 +8,9 @@ import numpy as np
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
+RANKED_ENTRIES = 16  # a record of at most this many distinct experts sorts them by rank (a decode token's k)
+DECAY_TABLE_TOKENS = 4096  # ages below this decay by table (2^(-age / half-life), computed once a chunk)
+
 
 @njit(cache=True, nogil=True)
 def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start, ent_key, ent_sorted, ent_sel):
@@ -33,14 +36,28 @@ def _entries(rec_layer, rec_ntok, rec_off, rec_mode, ids, k, n_expert, ent_start
         for q in range(n, n + nu):
             ent_sel[q] = chose[ent_key[q] - base]
         if rec_mode[r] == MODE_CACHE:
-            for j in range(nu):  # the record's entries in expert-id order: insertion sort, a handful each
-                q, key = j, ent_key[n + j]
-                while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
-                    ent_sorted[n + q] = ent_sorted[n + q - 1]
-                    q -= 1
-                ent_sorted[n + q] = n + j
+            _by_key(ent_key, ent_sorted, n, nu)
         n += nu
     ent_start[len(rec_mode)] = n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _by_key(ent_key, ent_sorted, n, nu):
+    """A record's entries (n .. n + nu, distinct keys) in key order: a few, each placed at its rank (how many
+    keys are smaller: no branch to mispredict); more, by insertion sort."""
+    if nu <= RANKED_ENTRIES:
+        for j in range(nu):
+            key, rank = ent_key[n + j], 0
+            for i in range(nu):
+                rank += ent_key[n + i] < key
+            ent_sorted[n + rank] = n + j
+        return
+    for j in range(nu):
+        q, key = j, ent_key[n + j]
+        while q > 0 and ent_key[ent_sorted[n + q - 1]] > key:
+            ent_sorted[n + q] = ent_sorted[n + q - 1]
+            q -= 1
+        ent_sorted[n + q] = n + j
 
 
 @njit(cache=True, nogil=True)
@@ -49,7 +66,12 @@ def _shared(
     group_clock, per_token, ent_start, ent_key, ent_sel, ent_cls, ent_crf, rec_now, distinct,
 ):  # fmt: skip
     """Per pool record: each key's CRF after this use and its class, and the clock; what every pool size of the
-    pass shares."""
+    pass shares. Short ages decay by a table of the same expression; a class counts the bounds its CRF reaches
+    (no log2 per use, no branch to mispredict)."""
+    decay = np.empty(DECAY_TABLE_TOKENS, dtype=np.float64)
+    for age in range(DECAY_TABLE_TOKENS):
+        decay[age] = 2.0 ** (-age / half_life)
+    bounds = class_bounds(n_classes)
     for r in range(len(rec_mode)):
         if rec_mode[r] != MODE_CACHE:
             continue
@@ -62,11 +84,32 @@ def _shared(
         for q in range(ent_start[r], ent_start[r + 1]):
             key = ent_key[q]
             add = increment * ent_sel[q] if per_token else increment
-            value = add if last_use[key] < 0 else crf[key] * 2.0 ** (-(now - last_use[key]) / half_life) + add
+            age = now - last_use[key]
+            if last_use[key] < 0:
+                value = add
+            elif age < DECAY_TABLE_TOKENS:
+                value = crf[key] * decay[age] + add
+            else:
+                value = crf[key] * 2.0 ** (-age / half_life) + add
             crf[key], ent_crf[q] = value, value
             last_use[key] = now
-            cls = int(np.floor(np.log2(value))) if value > 0 else 0
-            ent_cls[q] = min(n_classes - 1, max(0, cls))
+            cls = 0
+            for j in range(1, n_classes):
+                cls += value >= bounds[j]
+            ent_cls[q] = cls
+
+
+@njit(cache=True, nogil=True)
+def class_bounds(n_classes):
+    """bounds[j]: the least CRF whose floor(log2(CRF)) is j or more (j >= 1): the bounds a CRF reaches count to
+    min(n_classes - 1, max(0, floor(log2(CRF)))), log2's rounding up just below 2^j included."""
+    bounds = np.zeros(n_classes, dtype=np.float64)
+    for j in range(1, n_classes):
+        v = 2.0**j
+        while np.floor(np.log2(np.nextafter(v, 0.0))) >= j:
+            v = np.nextafter(v, 0.0)
+        bounds[j] = v
+    return bounds
 
 
 @njit(cache=True, nogil=True)

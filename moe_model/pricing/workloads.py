@@ -25,7 +25,7 @@ def synthetic_workload(
 
 def synthetic_trace(model: ModelSpec, seed: int = 0, n_tokens: int = SYNTHETIC_TOKENS) -> TokenTrace:
     """The tokens' routing under the model's preset, before any batching: callers that batch it several ways
-    (Explore, the recommender) can generate it once (and it is drawn once per install: routing.stored)."""
+    (Explore, the recommender) can generate it once (and it is drawn once per install: moe_model.stored)."""
     preset = preset_for(model)
     shape = Shape(model.n_layer, model.n_expert, model.n_expert_used)
     return generate_stored(shape, preset.knobs, n_tokens, seed=seed, label=f"synthetic ({preset.name} preset)")

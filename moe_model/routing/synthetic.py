@@ -42,10 +42,11 @@ from moe_model.limits import (
 from moe_model.llama.batching import build_workload
 from moe_model.readers.traces import make_token_trace
 from moe_model.resources import data_path
-from moe_model.routing.stored import stored
+from moe_model.stored import stored
 from moe_model.threads import cache_once, worker_pool
 from moe_model.workload import Batching, TokenTrace, Workload, WorkloadStream
 
+GENERATOR = Path(__file__)  # its draws are kept between runs (moe_model.stored): a change to it draws them again
 SEQ_LEN = 512  # tokens per synthetic sequence (a typical chat reply)
 STREAM_BLOCK_SEQS = 16  # sequences generated at once when streaming: ~8k tokens, tens of MiB on 94 layers
 
@@ -224,12 +225,12 @@ def generate(
 
 
 def generate_stored(shape: Shape, knobs: Knobs, n_tokens: int, seed: int = 0, label: str = "") -> TokenTrace:
-    """`generate`'s trace (sequences of SEQ_LEN), drawn once per install and read back after (routing.stored): the
+    """`generate`'s trace (sequences of SEQ_LEN), drawn once per install and read back after (moe_model.stored): the
     preset's trace every command replays."""
     lengths = _check_length(n_tokens, SEQ_LEN)
     _check_size(shape, n_tokens)
     inputs = (shape, knobs, n_tokens, SEQ_LEN, seed)
-    tokens = stored("trace", inputs, lambda: generate(shape, knobs, n_tokens, seed=seed).experts)
+    tokens = stored("trace", inputs, lambda: generate(shape, knobs, n_tokens, seed=seed).experts, GENERATOR)
     return make_token_trace(tokens, np.concatenate([[0], np.cumsum(lengths)]), label=label or f"synthetic {knobs}")
 
 
@@ -471,9 +472,9 @@ WINDOW_SIZES.setflags(write=False)
 @cache_once  # every page's prompt pricing asks for it first thing: sessions opening together wait for one
 def _window_curve(n_expert: int, k: int, knobs: Knobs) -> tuple[np.ndarray, np.ndarray]:
     """Mean distinct experts per layer in windows of 2^i consecutive tokens of one synthetic sequence (drawn once
-    per install: routing.stored)."""
+    per install: moe_model.stored)."""
     inputs = (n_expert, k, knobs, WINDOW_CURVE_TOKENS, WINDOW_CURVE_LAYERS)
-    return WINDOW_SIZES, stored("window_curve", inputs, lambda: _drawn_window_curve(n_expert, k, knobs))
+    return WINDOW_SIZES, stored("window_curve", inputs, lambda: _drawn_window_curve(n_expert, k, knobs), GENERATOR)
 
 
 def _drawn_window_curve(n_expert: int, k: int, knobs: Knobs) -> np.ndarray:

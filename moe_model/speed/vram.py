@@ -246,9 +246,12 @@ def fit_host_layers(
     model: ModelSpec, hw: Hardware, flags: MemoryFlags, budget_mib: int = 0, base: Placement | None = None
 ) -> int:
     """How many leading layers --fit moves to host memory (their experts) so the rest, with the compute buffer
-    of these flags' ubatch, fits with their margin free: the same check `breakdown(...).fits` makes."""
+    of these flags' ubatch, fits with their margin free: the fewest for which `breakdown(...).fits` holds (found
+    by halving: moving more layers' experts out never needs more VRAM), all of them where none fits."""
     base = base or Placement(cpu_moe=False)
-    for k in range(model.n_layer + 1):
+    lo, hi = 0, model.n_layer
+    while lo < hi:
+        k = (lo + hi) // 2
         placement = Placement(
             cpu_moe=False,
             n_cpu_moe=k,
@@ -257,5 +260,7 @@ def fit_host_layers(
             tensor_split=base.tensor_split,
         )
         if breakdown(model, hw, placement, budget_mib, flags).fits:
-            return k
-    return model.n_layer
+            hi = k
+        else:
+            lo = k + 1
+    return lo

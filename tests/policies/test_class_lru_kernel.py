@@ -22,6 +22,7 @@ from moe_model.llama.lru_kernel import MODE_CACHE
 from moe_model.llama.simulate import simulate_budgets
 from moe_model.llama.slot_plan import full_budget_mib, min_budget_mib
 from moe_model.policies import class_lru, class_lru_band
+from moe_model.policies.class_lru_kernel import class_bounds
 from moe_model.readers.model_spec import load_model
 from moe_model.routing.synthetic import Knobs, Shape, generate
 from moe_model.workload import Batching
@@ -133,3 +134,14 @@ def test_where_numba_has_only_its_workqueue_layer_the_passes_run_in_turn_and_the
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True"]
+
+
+def test_a_crfs_class_counted_on_bounds_is_floor_log2_capped_at_every_power_of_two_and_between():
+    for n_classes in (1, 3, 8, 64):
+        bounds = class_bounds(n_classes)
+        powers = 2.0 ** np.arange(-3, n_classes + 2)
+        near = np.concatenate([np.nextafter(powers, 0.0), powers, np.nextafter(powers, np.inf)])
+        values = np.concatenate([near, np.random.default_rng(1).uniform(0.01, 2.0**n_classes, 10_000)])
+        counted = (values[:, None] >= bounds[None, 1:]).sum(axis=1)
+        expected = [class_lru.crf_class(v, n_classes) for v in values]
+        assert counted.tolist() == expected, n_classes

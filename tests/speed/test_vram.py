@@ -165,3 +165,16 @@ def test_each_gpu_must_hold_the_layers_the_tensor_split_gives_it(qwen30b):
     assert "over the fullest GPU's 12,288 MiB" in lopsided.verdict
     one = breakdown(qwen30b, hw, Placement(cpu_moe=True), 0, DEFAULTS)
     assert one.gpu_free_mib == (one.free_mib,) and one.over_mib == -one.free_mib  # one card: the totals
+
+
+@pytest.mark.parametrize("gpu", ["Tesla T4", "RTX 3060", "RTX 4090"])
+def test_fit_moves_the_fewest_layers_that_fit_as_a_scan_from_none_finds(qwen30b, gpu):
+    mixtral = load_model(ROOT / "sample_data" / "models" / "Mixtral-8x7B-Q4_K_M.gguf")
+    for model, n_ctx, budget in ((qwen30b, 4096, 0), (qwen30b, 65536, 2000), (mixtral, 32768, 0)):
+        flags, hw = _flags(n_ctx=n_ctx), preset(gpu)
+        fits = [
+            breakdown(model, hw, Placement(cpu_moe=False, n_cpu_moe=k), budget, flags).fits
+            for k in range(model.n_layer + 1)
+        ]
+        scanned = fits.index(True) if True in fits else model.n_layer
+        assert fit_host_layers(model, hw, flags, budget) == scanned

@@ -1,8 +1,9 @@
-"""Synthetic routing kept between runs: what the generator draws is a function of its code, its inputs and
-numpy's build alone, so the preset's trace a command replays and the prompt window curve are drawn once per install
-and read back after (numba_cache.user_cache_folder("routing"), beside numba's kernels). A file that cannot be read
-whole, or whose checksum does not match, is drawn again and replaced; a folder that cannot be written is skipped
-(drawn every time); at most limits.ROUTING_STORED_BYTES are kept, the least recently used files dropped."""
+"""Drawn routing kept between runs: what a generator draws is a function of its code, its inputs and numpy's
+build alone, so the preset's trace a command replays, the prompt window curve and the prompts' drawn routing are
+drawn once per install and read back after (numba_cache.user_cache_folder("routing"), beside numba's kernels). A
+file that cannot be read whole, or whose checksum does not match, is drawn again and replaced; a folder that cannot
+be written is skipped (drawn every time); at most limits.ROUTING_STORED_BYTES are kept, the least recently used
+files dropped."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from moe_model.atomic import write_atomic
 from moe_model.limits import ROUTING_STORED_BYTES
 from moe_model.numba_cache import user_cache_folder
 
-# the code whose draws are kept and the bounds it reads: a change to either draws them again
-GENERATOR = (Path(__file__).with_name("synthetic.py"), Path(__file__).parent.parent / "limits.py")
+LIMITS = Path(__file__).with_name("limits.py")  # the bounds every generator reads: a change draws them all again
 
 
-def stored(name: str, inputs: tuple, draw: Callable[[], np.ndarray]) -> np.ndarray:
-    """draw()'s array for these inputs, read back where an earlier run kept it, else drawn and kept."""
-    path = user_cache_folder("routing") / f"{name}-{_key(name, inputs)}.npz"
+def stored(name: str, inputs: tuple, draw: Callable[[], np.ndarray], code: Path) -> np.ndarray:
+    """draw()'s array for these inputs, read back where an earlier run kept it, else drawn and kept; `code`: the
+    generator's source file (a change to it, or to limits.py, draws again)."""
+    path = user_cache_folder("routing") / f"{name}-{_key(name, inputs, code)}.npz"
     kept = _read(path)
     if kept is not None:
         return kept
@@ -34,13 +35,13 @@ def stored(name: str, inputs: tuple, draw: Callable[[], np.ndarray]) -> np.ndarr
     return drawn
 
 
-def _key(name: str, inputs: tuple) -> str:
+def _key(name: str, inputs: tuple, code: Path) -> str:
     """What a draw depends on: the inputs, the generator's source, numpy's version and the CPU features its
     kernels dispatch on (np.argpartition's order of ties may differ between them)."""
     features = getattr(np._core._multiarray_umath, "__cpu_features__", {})
     build = (np.__version__, sorted(f for f, on in features.items() if on))
     digest = hashlib.sha256(repr((name, inputs, build)).encode())
-    for source in GENERATOR:
+    for source in (code, LIMITS):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:32]
 
