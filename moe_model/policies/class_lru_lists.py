@@ -65,7 +65,10 @@ def share_split(lo, hi, held, by_crf, ent_sel, share, rem, layer, mark, stamp, c
 
 @intrinsic
 def _get(typingctx, a, i):
-    """a[i] for an index known not to be negative: one load, without numba's wraparound of negative indices."""
+    """a[i] for an index known not to be negative: one load, without numba's wraparound of negative indices (a
+    contiguous array only: the index is its offset)."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
@@ -78,6 +81,8 @@ def _get(typingctx, a, i):
 @intrinsic
 def _put(typingctx, a, i, v):
     """a[i] = v for an index known not to be negative (as _get)."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
