@@ -2,63 +2,23 @@
 
 A small pool misses most lookups, and its lists are short: an eviction there costs a few reads of its own rows,
 where the shared class queues (policies.class_lru_lanes) would look through other pools' uses; a large pool hits
-most lookups, which the lanes test for 64 pool sizes at once. class_lru.LIST_POOLS draws the line."""
+most lookups, which the lanes test for 64 pool sizes at once. limits.CLASS_LRU_LIST_SHARE_OF_KEYS draws the line.
+The replay works on a copy of a pool's lists made circular, a sentinel node per class (no branch at a list's ends),
+written back after each chunk."""
 
 from __future__ import annotations
 
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
+from numba.np.arrayobj import load_item, store_item
 
 from moe_model.llama.lru_kernel import MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 _PREV, _NEXT, _KEY, _CLS = 0, 1, 2, 3  # links: a slot's neighbours in its class list, key, class
-_OWNER_SHIFT, _CLS_MASK = 8, 255  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
+_OWNER_SHIFT = 8  # links[s, _CLS]: the key's clock index << 8 | class (no division per score)
 _CPU, _SPLIT, _SELECTIONS = 0, 1, 2  # rows of a pool's CPU share counts per layer
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _unlink(s, links, first, last):
-    """Take slot s out of its class list (a slot not yet in a list has class -1)."""
-    if links[s, _CLS] < 0:
-        return
-    c = links[s, _CLS] & _CLS_MASK
-    p, n = links[s, _PREV], links[s, _NEXT]
-    if p >= 0:
-        links[p, _NEXT] = n
-    else:
-        first[c] = n
-    if n >= 0:
-        links[n, _PREV] = p
-    else:
-        last[c] = p
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _append(s, c, owner, links, first, last):
-    """Make slot s (its key's clock index `owner`) the most recently used of class c's list."""
-    t = last[c]
-    links[s, _PREV], links[s, _NEXT], links[s, _CLS] = t, -1, (owner << _OWNER_SHIFT) | c
-    if t >= 0:
-        links[t, _NEXT] = s
-    else:
-        first[c] = s
-    last[c] = s
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _head_score(c, links, used, first, me, now, clock, inv, age_planning):
-    """age / 2^c of class c's least recently used slot, -1 when the list is empty or this plan() (at clock index
-    `me`) used its head (then it holds only slots this plan used); the age in the slot's own layer clock, or with
-    age_planning in this plan()'s (never below 0: another layer's clock can be ahead)."""
-    h = first[c]
-    if h < 0:
-        return -1.0
-    owner = links[h, _CLS] >> _OWNER_SHIFT
-    if used[h] == now and owner == me:  # used by this plan(): its clock only moves forward
-        return -1.0
-    if age_planning:
-        return max(now - used[h], 0) * inv[c]
-    return (clock[owner] - used[h]) * inv[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -103,19 +63,83 @@ def share_split(lo, hi, held, by_crf, ent_sel, share, rem, layer, mark, stamp, c
         left -= min(left, ent_sel[e])
 
 
+@intrinsic
+def _get(typingctx, a, i):
+    """a[i] for an index known not to be negative: one load, without numba's wraparound of negative indices (a
+    contiguous array only: the index is its offset)."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+        return load_item(context, builder, sig.args[0], ptr)
+
+    return a.dtype(a, i), codegen
+
+
+@intrinsic
+def _put(typingctx, a, i, v):
+    """a[i] = v for an index known not to be negative (as _get)."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        value = context.cast(builder, args[2], sig.args[2], sig.args[0].dtype)
+        ptr = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+        store_item(context, builder, sig.args[0], value, ptr)
+
+    return types.void(a, i, v), codegen
+
+
+_P, _N, _K, _O = 0, 1, 2, 3  # a node's row of `link`: previous and next node of its list, key, clock index
+
+
+_NONE = -1e300  # a score below -1 at every class (times 2^-63 still is): `best` never takes it, as it never takes -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _score(c, h, link, used, me, now, clock, inv, n_cls, age_planning):
+    """age / 2^c of class c's least recently used slot (node h, the one after sentinel c), below -1 when the list
+    is empty or this plan() (at clock index `me`) used its head (then it holds only slots this plan used); the age
+    in the slot's own layer clock, or with age_planning in this plan()'s (never below 0: another layer's clock can
+    be ahead). Without a branch: an empty list's head is its sentinel, whose reads are harmless."""
+    u, o = _get(used, h), _get(link, 4 * h + _O)
+    age = max(now - u, 0) if age_planning else _get(clock, o) - u
+    out = (h < n_cls) | ((u == now) & (o == me))  # used by this plan(): its clock only moves forward
+    return (_NONE if out else age) * _get(inv, c)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unlink(s, link):
+    """Take node s out of its list."""
+    p, n = _get(link, 4 * s + _P), _get(link, 4 * s + _N)
+    _put(link, 4 * p + _N, n)
+    _put(link, 4 * n + _P, p)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _append(s, c, link):
+    """Make node s the tail (most recently used) of class c's list."""
+    t = _get(link, 4 * c + _P)
+    _put(link, 4 * t + _N, s)
+    _put(link, 4 * s + _P, t)
+    _put(link, 4 * s + _N, c)
+    _put(link, 4 * c + _P, s)
+
+
 @njit(cache=True, nogil=True, _nrt=False)  # no reference counts in the loops: it allocates nothing
-def list_pool(chunk, knobs, work, cap, base, slot_of, links, used, first, last, state, misses, share_counts,
-              remainder):  # fmt: skip
-    """One small pool size replays the chunk: its hits refreshed in first-appearance order into their new class,
-    then its misses in expert-id order, each into an empty slot or in place of the head with the largest
-    age / 2^class among the lists this plan() did not use. state: [fill, probe hits]; misses [2, n_layer]."""
+def _replay(chunk, knobs, work, cap, base, slot_of, link, used, state, misses, share_counts):
+    """list_pool's loop over the chunk on its nodes (list_pool); returns the pool's fill."""
     rec_layer, rec_mode, rec_large, rec_now, ent_start, ent_key, ent_sorted, by_crf, ent_sel, ent_cls = chunk
     group_clock, age_planning, ties_high, share, inv = knobs
-    clock, scores, mark, rem, held = work
+    clock, scores, mark, rem, held, hit_node, hit_cls, miss_ent = work
+    n_cls = len(inv)
+    off = n_cls - base  # a slot's node
     fill, stamp = state[0], 0
-    rem[0] = remainder[0]
     for r in range(len(rec_mode)):
-        lo, hi, mode = ent_start[r], ent_start[r + 1], rec_mode[r]
+        lo, hi, mode = _get(ent_start, r), _get(ent_start, r + 1), _get(rec_mode, r)
         if mode == MODE_SKIP or lo == hi:
             continue
         if mode == MODE_PROBE:  # an offloaded large batch reads the pool, changes nothing
@@ -123,20 +147,21 @@ def list_pool(chunk, knobs, work, cap, base, slot_of, links, used, first, last, 
                 if slot_of[ent_key[e]] >= 0:
                     state[1] += 1
             continue
-        layer, now = rec_layer[r], rec_now[r]
+        layer, now = _get(rec_layer, r), _get(rec_now, r)
         me = 0 if group_clock else layer
-        clock[me] = now
+        _put(clock, me, now)
         n_hit = 0
-        for e in range(lo, hi):
-            s = slot_of[ent_key[e]]
-            held[e - lo] = s >= 0
-            if s >= 0:
-                n_hit += 1
-                used[s] = now
-                c = ent_cls[e]
-                if last[c] != s:  # already its class's most recent: the list is unchanged
-                    _unlink(s, links, first, last)
-                    _append(s, c, me, links, first, last)
+        for e in range(lo, hi):  # the hits gathered without a branch, then refreshed in first-appearance order
+            s = _get(slot_of, _get(ent_key, e))
+            _put(held, e - lo, s >= 0)
+            _put(hit_node, n_hit, s + off)
+            _put(hit_cls, n_hit, _get(ent_cls, e))
+            n_hit += s >= 0
+        for i in range(n_hit):
+            s = _get(hit_node, i)
+            _put(used, s, now)
+            _unlink(s, link)
+            _append(s, _get(hit_cls, i), link)
         misses[rec_large[r], layer] += hi - lo - n_hit
         if n_hit == hi - lo:
             continue
@@ -144,31 +169,97 @@ def list_pool(chunk, knobs, work, cap, base, slot_of, links, used, first, last, 
         if split:
             stamp += 1
             share_split(lo, hi, held, by_crf, ent_sel, share, rem, layer, mark, stamp, share_counts)
-        scored = False  # the heads' scores, computed at the first eviction, kept up to date within the record
-        for j in range(lo, hi):
-            e = ent_sorted[j]
-            if held[e - lo] or (split and mark[e - lo] == stamp):
-                continue
-            if fill < cap:
-                s = base + fill
-                fill += 1
-            else:
-                if not scored:
-                    for c in range(len(inv)):
-                        scores[c] = _head_score(c, links, used, first, me, now, clock, inv, age_planning)
-                    scored = True
-                c = best(scores, ties_high)
-                s = first[c]
-                _unlink(s, links, first, last)  # the victim was its list's head: the next one takes its place
-                scores[c] = _head_score(c, links, used, first, me, now, clock, inv, age_planning)
-                slot_of[links[s, _KEY]] = -1
-            slot_of[ent_key[e]] = s
-            used[s] = now
-            links[s, _KEY] = ent_key[e]
-            _append(s, ent_cls[e], me, links, first, last)
-            if scored and first[ent_cls[e]] == s:  # it joined an empty list: its head is now this plan's
-                scores[ent_cls[e]] = -1.0
-    state[0], remainder[0] = fill, rem[0]
+        n_miss = 0
+        for j in range(lo, hi):  # the misses in expert-id order, gathered without a branch
+            e = _get(ent_sorted, j)
+            _put(miss_ent, n_miss, e)
+            n_miss += not (_get(held, e - lo) | (split & (_get(mark, e - lo) == stamp)))
+        filled = 0
+        while filled < n_miss and fill < cap:  # empty slots first, in order
+            s = fill + n_cls
+            fill += 1
+            e = _get(miss_ent, filled)
+            k = _get(ent_key, e)
+            _put(slot_of, k, s - off)
+            _put(used, s, now)
+            _put(link, 4 * s + _K, k)
+            _put(link, 4 * s + _O, me)
+            _append(s, _get(ent_cls, e), link)
+            filled += 1
+        if filled == n_miss:
+            continue
+        for c in range(n_cls):  # the heads' scores, kept up to date within the record
+            _put(scores, c, _score(c, _get(link, 4 * c + _N), link, used, me, now, clock, inv, n_cls, age_planning))
+        for i in range(filled, n_miss):
+            c = best(scores, ties_high)
+            s = _get(link, 4 * c + _N)  # the victim is its list's head: the next one takes its place
+            n = _get(link, 4 * s + _N)
+            _put(link, 4 * c + _N, n)
+            _put(link, 4 * n + _P, c)
+            _put(scores, c, _score(c, n, link, used, me, now, clock, inv, n_cls, age_planning))
+            _put(slot_of, _get(link, 4 * s + _K), -1)
+            # a list it joins empty scores _NONE already, and its head is now this plan()'s: still _NONE
+            e = _get(miss_ent, i)
+            k = _get(ent_key, e)
+            _put(slot_of, k, s - off)
+            _put(used, s, now)
+            _put(link, 4 * s + _K, k)
+            _put(link, 4 * s + _O, me)
+            _append(s, _get(ent_cls, e), link)
+    return fill
+
+
+@njit(cache=True, nogil=True)
+def _nodes(cap, base, n_cls, fill, links, used, first):
+    """The pool's class lists as circular lists over nodes: n_cls sentinels (node c: class c's), then the slots
+    (node n_cls + slot - base); each node's `link` row and last use."""
+    n = n_cls + cap
+    link, use = np.zeros(4 * n, np.int32), np.zeros(n, np.int64)
+    for c in range(n):
+        link[4 * c + _P], link[4 * c + _N] = c, c
+    off = n_cls - base
+    for s in range(base, base + fill):
+        link[4 * (s + off) + _K], link[4 * (s + off) + _O] = links[s, _KEY], links[s, _CLS] >> _OWNER_SHIFT
+        use[s + off] = used[s]
+    for c in range(n_cls):
+        s = first[c]
+        while s >= 0:
+            _append(s + off, c, link)
+            s = links[s, _NEXT]
+    return link, use
+
+
+@njit(cache=True, nogil=True)
+def _store(base, n_cls, link, use, links, used, first, last):
+    """Write the nodes back as the pool's rows of links and used, and its lists' first and last slots."""
+    off = n_cls - base
+    for c in range(n_cls):
+        h, t = link[4 * c + _N], link[4 * c + _P]
+        first[c], last[c] = (h - off, t - off) if h != c else (-1, -1)
+        s = h
+        while s != c:
+            p, n = link[4 * s + _P], link[4 * s + _N]
+            g = s - off
+            links[g, _PREV], links[g, _NEXT] = p - off if p >= n_cls else -1, n - off if n >= n_cls else -1
+            links[g, _KEY], links[g, _CLS] = link[4 * s + _K], (link[4 * s + _O] << _OWNER_SHIFT) | c
+            used[g] = use[s]
+            s = n
+
+
+@njit(cache=True, nogil=True)
+def list_pool(chunk, knobs, work, cap, base, slot_of, links, used, first, last, state, misses, share_counts,
+              remainder):  # fmt: skip
+    """One small pool size replays the chunk: its hits refreshed in first-appearance order into their new class,
+    then its misses in expert-id order, each into an empty slot or in place of the head with the largest
+    age / 2^class among the lists this plan() did not use. state: [fill, probe hits]; misses [2, n_layer]. The
+    loop runs on circular lists with a sentinel each (no branch at a list's ends), built from the pool's links and
+    written back."""
+    n_cls = len(knobs[4])
+    link, use = _nodes(cap, base, n_cls, state[0], links, used, first)
+    work[3][0] = remainder[0]
+    state[0] = _replay(chunk, knobs, work, cap, base, slot_of, link, use, state, misses, share_counts)
+    remainder[0] = work[3][0]
+    _store(base, n_cls, link, use, links, used, first, last)
 
 
 @njit(cache=True, nogil=True)
@@ -186,4 +277,5 @@ def list_work(n_rec, ent_start, clock0, n_classes):
     whether it held each entry of a record (one per entry of the largest record)."""
     most = largest_record(n_rec, ent_start)
     mark, held = np.zeros(most, np.int64), np.zeros(most, np.bool_)
-    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1), held
+    gathered = np.empty(most, np.int32), np.empty(most, np.int8), np.empty(most, np.int64)
+    return clock0.copy(), np.empty(n_classes, np.float64), mark, np.zeros(1), held, *gathered
