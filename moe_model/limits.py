@@ -115,6 +115,9 @@ SIM_NS_PER_LOOKUP_PASS = 120  # per (lookup x pass): benchmarks/streaming.py mea
 # ClassLRU pool sizes below this share of the group's keys replay on their own lists (mostly misses: short lists
 # evict cheaper), the others in lanes of 64 (mostly hits: one word read per key); the counts are the same either way
 CLASS_LRU_LIST_SHARE_OF_KEYS = 0.25
+# lanes only for at least this many larger pool sizes: fewer do not pay for the class queues (one budget 0.47-0.53 s
+# of CPU on lists against 0.73-0.95 s in a lane, 6 alike, 24 on lists 1.8x the lane's; Qwen3-30B, 20,000 tokens)
+CLASS_LRU_LANE_MIN_POOLS = 6
 CLASS_LRU_NS_PER_LOOKUP_BUDGET = 40  # per (lookup x budget), one thread: bench_class_lru 42 ns (20.8 s, 64 x 7.68 M)
 CLASS_LRU_BAND_ALL = 8  # pool sizes of a pass up to which the band's other readings replay each one
 CLASS_LRU_BAND_STRIDE = 4  # beyond, every 4th and the largest: the band's 2 readings add ~1/2 of the curve's time

@@ -33,6 +33,7 @@ from numba import get_num_threads, set_num_threads, set_parallel_chunksize
 
 from moe_model.errors import MoeModelError
 from moe_model.limits import (
+    CLASS_LRU_LANE_MIN_POOLS,
     CLASS_LRU_LIST_SHARE_OF_KEYS,
     CLASS_LRU_NS_PER_LOOKUP_BUDGET,
     SIM_NS_PER_LOOKUP_PASS,
@@ -188,8 +189,11 @@ _CARRIED = (np.int32, np.int64, np.int32, np.int64, np.int32)  # ClassLruState.c
 
 def _layout(caps: np.ndarray, n_keys: int) -> tuple[int, np.ndarray, np.ndarray, int]:
     """(how many of the distinct pool sizes, ascending, replay on their own lists; lane and bit of each other one;
-    lanes): the rest dealt in turn over as few lanes as hold them."""
+    lanes): the rest dealt in turn over as few lanes as hold them, where they are enough to pay for the class
+    queues (limits.CLASS_LRU_LANE_MIN_POOLS), else on lists too."""
     n_list = int(np.sum(caps < CLASS_LRU_LIST_SHARE_OF_KEYS * n_keys))
+    if len(caps) - n_list < CLASS_LRU_LANE_MIN_POOLS:
+        n_list = len(caps)
     n_lanes = -(-(len(caps) - n_list) // LANE_BITS)
     pools = np.arange(len(caps) - n_list)
     return n_list, pools % max(n_lanes, 1), pools // max(n_lanes, 1), n_lanes

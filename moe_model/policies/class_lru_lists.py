@@ -2,7 +2,8 @@
 
 A small pool misses most lookups, and its lists are short: an eviction there costs a few reads of its own rows,
 where the shared class queues (policies.class_lru_lanes) would look through other pools' uses; a large pool hits
-most lookups, which the lanes test for 64 pool sizes at once. limits.CLASS_LRU_LIST_SHARE_OF_KEYS draws the line.
+most lookups, which the lanes test for 64 pool sizes at once. limits.CLASS_LRU_LIST_SHARE_OF_KEYS draws the line
+(and CLASS_LRU_LANE_MIN_POOLS: a few large pool sizes replay on lists too).
 The replay works on a copy of a pool's lists made circular, a sentinel node per class (no branch at a list's ends),
 written back after each chunk."""
 

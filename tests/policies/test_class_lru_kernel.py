@@ -74,7 +74,8 @@ def test_the_lists_and_the_lanes_count_alike_at_every_pool_size_for_every_readin
         case = (inputs, caps, readings[i % len(readings)], share, n_layer, n_expert)
         with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 2.0):  # every pool size on its own lists
             lists = _all_counts(case)
-        with mock.patch.object(class_lru, "CLASS_LRU_LIST_SHARE_OF_KEYS", 0.0):  # every pool size in a lane
+        every_in_a_lane = {"CLASS_LRU_LIST_SHARE_OF_KEYS": 0.0, "CLASS_LRU_LANE_MIN_POOLS": 1}
+        with mock.patch.multiple(class_lru, **every_in_a_lane):
             in_lanes = _all_counts(case, class_lru.feed_in_turn)
         assert all(np.array_equal(a, b) for a, b in zip(lists, in_lanes, strict=True)), case
 
@@ -148,11 +149,12 @@ def test_a_crfs_class_counted_on_bounds_is_floor_log2_capped_at_every_power_of_t
         assert counted.tolist() == expected, n_classes
 
 
-def test_a_passs_list_pools_are_those_below_a_quarter_of_its_groups_keys_with_the_same_counts():
+def test_a_passs_lanes_hold_its_pools_from_a_quarter_of_its_groups_keys_when_enough_with_the_same_counts():
     model = load_model(SAMPLE / "models" / "Qwen3-30B-A3B-Q4_K_M.gguf")  # two groups of 24 layers x 128 experts
-    caps = np.array([700, 800, 2000])  # 800 >= a quarter of a group's 3,072 keys, below a quarter of the model's
+    caps = np.array([700, 800, 900, 1000, 1100, 1200, 2000])  # 6 from a quarter of a group's 3,072 keys
     assert class_lru.new_state(caps, 48, 128, group_keys=3072).n_list == 1
-    assert class_lru.new_state(caps, 48, 128).n_list == 2
+    assert class_lru.new_state(caps, 48, 128).n_list == 7  # one above a quarter of the model's keys: too few
+    assert len(class_lru.new_state(caps[-1:], 48, 128, group_keys=3072).masks) == 0  # one large pool: its list
     kernel, seen = class_lru.kernel(), []
 
     def spying(caps, n_layer, n_expert, group_keys=None):
@@ -163,6 +165,7 @@ def test_a_passs_list_pools_are_those_below_a_quarter_of_its_groups_keys_with_th
         return kernel.new_state(caps, n_layer, n_expert)
 
     work = build_workload(generate(Shape(48, 128, 8), Knobs(), 200, seed=3), Batching(), 128)
-    on_groups = _curve(replace(kernel, new_state=spying), [900, 6000], work, model)
-    assert on_groups == _curve(replace(kernel, new_state=model_keys), [900, 6000], work, model)
+    budgets = [900, 4500, 5200, 5900, 6600, 7300, 8000]  # pools of 170 and 800-1,500 slots
+    on_groups = _curve(replace(kernel, new_state=spying), budgets, work, model)
+    assert on_groups == _curve(replace(kernel, new_state=model_keys), budgets, work, model)
     assert seen == [24 * 128, 24 * 128]
