@@ -179,13 +179,7 @@ def _replay(chunk, knobs, work, cap, base, slot_of, link, used, state, misses, s
         while filled < n_miss and fill < cap:  # empty slots first, in order
             s = fill + n_cls
             fill += 1
-            e = _get(miss_ent, filled)
-            k = _get(ent_key, e)
-            _put(slot_of, k, s - off)
-            _put(used, s, now)
-            _put(link, 4 * s + _K, k)
-            _put(link, 4 * s + _O, me)
-            _append(s, _get(ent_cls, e), link)
+            _place(s, _get(miss_ent, filled), ent_key, ent_cls, slot_of, used, link, now, me, off)
             filled += 1
         if filled == n_miss:
             continue
@@ -200,14 +194,19 @@ def _replay(chunk, knobs, work, cap, base, slot_of, link, used, state, misses, s
             _put(scores, c, _score(c, n, link, used, me, now, clock, inv, n_cls, age_planning))
             _put(slot_of, _get(link, 4 * s + _K), -1)
             # a list it joins empty scores _NONE already, and its head is now this plan()'s: still _NONE
-            e = _get(miss_ent, i)
-            k = _get(ent_key, e)
-            _put(slot_of, k, s - off)
-            _put(used, s, now)
-            _put(link, 4 * s + _K, k)
-            _put(link, 4 * s + _O, me)
-            _append(s, _get(ent_cls, e), link)
+            _place(s, _get(miss_ent, i), ent_key, ent_cls, slot_of, used, link, now, me, off)
     return fill
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _place(s, e, ent_key, ent_cls, slot_of, used, link, now, me, off):
+    """Entry e's key into slot node s, the most recently used of its class's list."""
+    k = _get(ent_key, e)
+    _put(slot_of, k, s - off)
+    _put(used, s, now)
+    _put(link, 4 * s + _K, k)
+    _put(link, 4 * s + _O, me)
+    _append(s, _get(ent_cls, e), link)
 
 
 @njit(cache=True, nogil=True)
