@@ -4,25 +4,12 @@ and each pool size's class lists replayed on its own."""
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
 from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
 from moe_model.numba_cache import njit
 
 RANKED_ENTRIES = 16  # a record of at most this many distinct experts sorts them by rank (a decode token's k)
 DECAY_TABLE_TOKENS = 4096  # ages below this decay by table (2^(-age / half-life), computed once a chunk)
-
-
-@intrinsic
-def low_bit(typingctx, x):
-    """Index of x's lowest set bit (x != 0): LLVM's cttz."""
-
-    def codegen(context, builder, signature, args):
-        return builder.zext(builder.cttz(args[0], ir.Constant(ir.IntType(1), 1)), ir.IntType(64))
-
-    return types.int64(types.uint64), codegen
 
 
 @njit(cache=True, nogil=True)

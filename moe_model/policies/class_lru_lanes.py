@@ -10,17 +10,29 @@ sizes; only misses are worked per pool size."""
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
 
 from moe_model.llama.lru_kernel import MODE_PROBE, MODE_SKIP
 from moe_model.numba_cache import njit
-from moe_model.policies.class_lru_kernel import low_bit
 from moe_model.policies.class_lru_lists import best, largest_record, list_pool, list_work, share_split
 
 LANE_BITS = 64  # pool sizes a lane: one uint64 word a key
 # a pool's list head per class, as last found: its queue place (-1: none), the record before which the find holds
 # (a dead head, an eviction or a later record's use make it stale), its use's clock and clock index, its key
 _POS, _UNTIL, _TIME, _OWNER, _KEY = 0, 1, 2, 3, 4
+
+
+@intrinsic
+def _low_bit(typingctx, x):
+    """Index of x's lowest set bit (x != 0): LLVM's cttz."""
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(builder.cttz(args[0], ir.Constant(ir.IntType(1), 1)), ir.IntType(64))
+
+    return types.int64(types.uint64), codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -101,7 +113,7 @@ def _lane(chunk, q, knobs, work, caps, mask, res, hitf, fill, heads, cached, mis
             for e in range(lo, hi):
                 held = res[ent_key[e]] & mask
                 while held:
-                    probe[low_bit(held)] += 1
+                    probe[_low_bit(held)] += 1
                     held &= held - one
             continue
         layer, now = rec_layer[r], rec_now[r]
@@ -126,12 +138,12 @@ def _lane(chunk, q, knobs, work, caps, mask, res, hitf, fill, heads, cached, mis
         for j in range(hi - lo):  # each pool's misses, in expert-id order
             m = ~sh[j] & mask
             while m:
-                b = low_bit(m)
+                b = _low_bit(m)
                 m &= m - one
                 missed_at[b, n_missed[b]] = j
                 n_missed[b] += 1
         while missed:  # then each pool size with a miss, on its own
-            b = low_bit(missed)
+            b = _low_bit(missed)
             missed &= missed - one
             stamp += 1
             _pool_misses(b, one << np.uint64(b), r, lo, hi, now, layer, chunk, knobs, work, pool, caps, fill,
