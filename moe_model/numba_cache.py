@@ -35,8 +35,13 @@ def user_cache_folder(name: str) -> Path:
 
 def kernel_sources_digest() -> str:
     """A digest of every kernel's source file (KERNEL_FOLDERS) and numba's and Python's versions."""
+    return _sources_digest(KERNEL_FOLDERS)
+
+
+@functools.cache  # read once a process: at import (the cache folder) and for the warm-up stamp
+def _sources_digest(folders: tuple[str, ...]) -> str:
     digest = hashlib.sha1(f"{PACKAGE}|{version('numba')}|{sys.version}".encode())
-    for folder in KERNEL_FOLDERS:
+    for folder in folders:
         for source in sorted((PACKAGE / folder).glob("*.py")):
             digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
