@@ -13,7 +13,11 @@ page clicked 1.5 s later, that curve replaying (server CPU seconds in the 8 s af
 Learn was drawn); the same, each in a new session on Qwen3-235B-A22B (seconds of replays), for Explore's best setting
 (`leave_best`: Explore on the RTX 4090 settled, "best setting" switched on, Learn clicked 1.5 s later) and for Shopping
 (`leave_shopping`: Shopping opened on the RTX 4080 with 64 GiB, issue 38's question; Learn clicked 1.5 s after its
-progress shows, during the cards' shared replays). Per change, from its first keystroke or click: **answer** = the
+progress shows, during the cards' shared replays). Per change, from the event that commits it (the option's click,
+Enter in a box, the toggle's click, the last of the arrow presses; what leads up to it is made first: the list opened
+and filtered, the number typed, the earlier presses, whose runs are still going when the last one lands; until
+2026-12-06 19:00 UTC the watch started before the lead-up, which added 0.3-0.6 s of Playwright's typing and pressing to
+the GPU's and -np's figures; docs/benchmarks-history.md has those): **answer** = the
 headline's text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen budget
 drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption under
 it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator gone (no
@@ -34,6 +38,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlencode
@@ -129,48 +135,62 @@ def headline(page) -> str:
     return found.first.inner_text()
 
 
-def timed(page, action, done: str = "") -> tuple[float, float, float]:
-    """(answer s, settled s, load average) of one action: the watch is started, then the action made."""
+@dataclass(frozen=True)
+class Change:
+    """A control change as a user makes it: what leads up to it (a list opened and its filter typed, a number
+    typed, the first of several key presses) and the event that commits it, from which its answer is timed."""
+
+    commit: Callable[[], None]
+    prepare: Callable[[], None] = lambda: None
+
+    def __call__(self) -> None:
+        self.prepare()
+        self.commit()
+
+
+def timed(page, change: Change, done: str = "") -> tuple[float, float, float]:
+    """(answer s, settled s, load average) of one change: its lead-up made, the watch started, then it committed."""
     before = headline(page)
+    change.prepare()
     page.evaluate(WATCH, [RUNNING, HEADLINE, done, before])
-    action()
+    change.commit()
     page.wait_for_function("() => window.__watch.settled !== null", timeout=WAIT_MS, polling=100)
     w = page.evaluate("() => window.__watch")
     answer = w["changed"] if w["changed"] is not None else w["settled"]
     return answer / 1000, w["settled"] / 1000, os.getloadavg()[0]
 
 
-def sidebar_select(page, label: str, option: str):
-    def act():
+def sidebar_select(page, label: str, option: str) -> Change:
+    """A sidebar list opened and filtered by typing (nothing reaches the server), committed by the option's click."""
+
+    def prepare():
         page.get_by_test_id("stSidebar").get_by_role("combobox", name=label, exact=True).click()
         page.keyboard.type(option)
-        page.get_by_role("option", name=option, exact=True).click()
+        page.get_by_role("option", name=option, exact=True).wait_for()
 
-    return act
-
-
-def fill(box, value: str):
-    def act():
-        box.fill(value)
-        box.press("Enter")
-
-    return act
+    return Change(page.get_by_role("option", name=option, exact=True).click, prepare)
 
 
-def keys(side, label: str, key: str, times: int):
-    """A sidebar slider moved `times` steps by its arrow keys, pressed at once (one change as a user makes it)."""
+def fill(box, value: str) -> Change:
+    """A number or text typed into a box, committed by Enter."""
+    return Change(lambda: box.press("Enter"), lambda: box.fill(value))
 
-    def act():
-        thumb = side.get_by_test_id("stSlider").filter(has_text=label).get_by_role("slider")
+
+def keys(side, label: str, key: str, times: int) -> Change:
+    """A sidebar slider moved `times` steps by its arrow keys pressed in a row, committed by the last (each press
+    sends its value: the earlier ones start runs the last one overtakes, as a user's do)."""
+    thumb = side.get_by_test_id("stSlider").filter(has_text=label).get_by_role("slider")
+
+    def prepare():
         thumb.focus()
-        for _ in range(times):
+        for _ in range(times - 1):
             thumb.press(key)
 
-    return act
+    return Change(lambda: thumb.press(key), prepare)
 
 
-def toggle(page, label: str):
-    return lambda: page.get_by_test_id("stCheckbox").filter(has_text=label).locator("label").first.click()
+def toggle(page, label: str) -> Change:
+    return Change(page.get_by_test_id("stCheckbox").filter(has_text=label).locator("label").first.click)
 
 
 def cpu_s(pid: int) -> float:

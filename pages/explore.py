@@ -332,13 +332,6 @@ with friendly_errors():
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
     answer = cached_explore_answer(inputs, base, ranges, budget)  # first: the curve's replay must not delay it
-    curve_job = start("explore:curve", cached_explore_curve, inputs, base, ranges, axis)
-    logged = st.session_state.get("measured_points")
-    measured = (
-        measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
-        if show_measured
-        else None
-    )
     with charts:
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
             fits = answer.point.prediction.usable and answer.host.fits
@@ -346,11 +339,19 @@ with friendly_errors():
             headline(answer, advice, inputs, basis, spreads[0])
             if prompts is not None:
                 prompts_caption(inputs, prompts, base, ranges, answer, basis)
+            # once the answers are sent: on two cores the curve's replay slowed their drawing
+            curve_job = start("explore:curve", cached_explore_curve, inputs, base, ranges, axis)
             st.caption(policy_caption(base))
             st.caption(
                 basis.tagged_line(badge) + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
             )
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
+        logged = st.session_state.get("measured_points")  # the diamonds: after the headline, with the charts
+        measured = (
+            measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
+            if show_measured
+            else None
+        )
         view = awaited(curve_job, "Simulating the cache at every budget")
         baselines = fitting_no_cache(view)
         fitted = routing if from_logs else None  # the routing fitted to the logs, where it is replayed

@@ -21,6 +21,17 @@ def test_reference_table_is_loaded_from_the_bundled_data_in_the_schema():
     assert row["decode_tps"] == 43.2 and row["hit_rate_small_pct"] == 95.73
 
 
+def test_the_reference_table_is_the_callers_copy_and_a_changed_file_is_read_again(tmp_path):
+    mine = load_reference()
+    mine.loc[:, "decode_tps"] = -1.0  # a caller's change
+    assert (load_reference()["decode_tps"].dropna() > 0).all()
+    path = tmp_path / "reference.csv"
+    path.write_text("id,decode_tps,parallel\na,10,1\n")
+    assert load_reference(path)["decode_tps"].tolist() == [10]
+    path.write_text("id,decode_tps,parallel\na,20,2\nb,30,1\n")
+    assert load_reference(path)["decode_tps"].tolist() == [20, 30]
+
+
 @pytest.mark.parametrize("name", STARTING)
 def test_every_groundtruth_log_crosschecks_with_the_header_line_by_line(gt_model, name):
     (run,) = parse_log(GROUNDTRUTH / "logs" / f"{name}.log")
