@@ -13,11 +13,11 @@ page clicked 1.5 s later, that curve replaying (server CPU seconds in the 8 s af
 Learn was drawn); the same, each in a new session on Qwen3-235B-A22B (seconds of replays), for Explore's best setting
 (`leave_best`: Explore on the RTX 4090 settled, "best setting" switched on, Learn clicked 1.5 s later) and for Shopping
 (`leave_shopping`: Shopping opened on the RTX 4080 with 64 GiB, issue 38's question; Learn clicked 1.5 s after its
-progress shows, during the cards' shared replays). Per change, from the event that commits it (the option's click,
-Enter in a box, the toggle's click, the last of the arrow presses; what leads up to it is made first: the list opened
-and filtered, the number typed, the earlier presses, whose runs are still going when the last one lands; until
-2026-12-06 19:00 UTC the watch started before the lead-up, which added 0.3-0.6 s of Playwright's typing and pressing to
-the GPU's and -np's figures; docs/benchmarks-history.md has those): **answer** = the
+progress shows, during the cards' shared replays). Per change, from the input event that commits it as the page
+receives it (the option's click, Enter in a box, the toggle's click, the last of the arrow presses; what leads up to it
+is made first: the list opened and filtered, the number typed, the earlier presses, whose runs are still going when the
+last one lands; until 2026-12-06 19:00 UTC the watch started before the lead-up and Playwright's checks before each
+input, which added 0.3-0.6 s to the GPU's and -np's figures: docs/benchmarks-history.md has those): **answer** = the
 headline's text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen budget
 drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption under
 it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator gone (no
@@ -80,9 +80,14 @@ LABELS = {
 }
 LEARN_HEADER = "How the MoE cache works"
 # In the page: note when the run shows (busy), when the headline changed (or the JS expression `done` holds), and
-# when the page has been idle for 300 ms after either. Polled every 20 ms; ms from the watch's start (then the action).
+# when the page has been idle for 300 ms after either. Polled every 20 ms; ms from the first input event after the
+# watch is set (the commit's click or key press as the page receives it: Playwright's checks before it are not the
+# app's time), or from the watch's start where none comes.
 WATCH = """([running, headline, done, before]) => {
-  const t0 = performance.now(), w = {busy: null, changed: null, settled: null, idleAt: null};
+  const t0 = performance.now();
+  const w = {busy: null, changed: null, settled: null, idleAt: null, input: null};
+  const onInput = (e) => { if (w.input === null) { w.input = e.timeStamp - t0; } };
+  for (const kind of ['pointerdown', 'keydown']) document.addEventListener(kind, onInput, {capture: true, once: true});
   const head = () => {
     const el = [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')]
       .find(e => new RegExp(headline).test(e.innerText));
@@ -90,7 +95,7 @@ WATCH = """([running, headline, done, before]) => {
   };
   window.__watch = w;
   const id = setInterval(() => {
-    const now = performance.now() - t0, run = document.querySelectorAll(running).length > 0;
+    const now = performance.now() - t0 - (w.input || 0), run = document.querySelectorAll(running).length > 0;
     if (run && w.busy === null) w.busy = now;
     if (w.changed === null && (done ? eval(done) : head() && head() !== before))
       w.changed = now;

@@ -34,11 +34,11 @@ from moe_model.fits.log_timings import load_reference
 from moe_model.llama.builds import CLASS_LRU_BUILD, CPU_SHARE_BUILD, FIRST_CACHE_BUILD, has_cpu_share
 from moe_model.policies import REFERENCE, available_at
 from moe_model.policies.wording import hit_rate_wording
-from moe_model.pricing.curve import budget_axis
+from moe_model.pricing.curve import BudgetAxis, budget_axis
 from moe_model.routing.synthetic import preset_for
 from moe_model.speed.scenario import Scenario
 from moe_model.speed.streams import speed_label
-from ui.background import awaited, start
+from ui.background import awaited, keep_only, start
 from ui.badges import badge
 from ui.cached import (
     Inputs,
@@ -229,9 +229,8 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
         st.caption(f"{badge(MODELLED)} {note}")
 
 
-def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget: int, routing: str, basis: Basis):
-    """The chosen policies at the page's budget first (a table), then their curves, each from a page-work thread;
-    every figure with its basis badge (the hit rates' per policy replaying `routing`, the speeds' as the headline's)."""
+def policy_choice(base: Scenario) -> tuple[str, ...]:
+    """The policy comparison's controls: the policies chosen, empty unless "compare them" is on."""
     st.subheader("Replacement policies on this workload")
     offered = available_at(base.build)  # the CPU share's policy from b12191, as its flag
     names = st.multiselect("policies", offered, offered, key="policies")
@@ -243,9 +242,21 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
         + "Belady's optimum is the upper bound no policy can pass."
     )
     if not names or not kept_toggle(st, "compare them (runs each policy at every budget)", "compare_policies", False):
-        return
-    first = start("explore:policies_at", cached_policy_comparison, inputs, base, (budget,), tuple(names))
-    at_budget = awaited(first, f"Replaying each policy at {budget:,} MiB")
+        return ()
+    return tuple(names)
+
+
+def policies_at_budget(inputs: Inputs, base: Scenario, budget: int, names: tuple[str, ...]):
+    """The comparison's first answer, each policy at the page's budget, from a page-work thread."""
+    return start("explore:policies_at", cached_policy_comparison, inputs, base, (budget,), names)
+
+
+def policy_comparison(
+    inputs: Inputs, base: Scenario, axis: BudgetAxis, budget: int, names: tuple[str, ...], routing: str, basis: Basis
+):
+    """The chosen policies at the page's budget first (a table), then their curves, each from a page-work thread;
+    every figure with its basis badge (the hit rates' per policy replaying `routing`, the speeds' as the headline's)."""
+    at_budget = awaited(policies_at_budget(inputs, base, budget, names), f"Replaying each policy at {budget:,} MiB")
     rows = [
         f"| {r.policy} | {_percent(r.hit_rate)} {badge(r.hit_basis)} | {_tps(r.decode_tps)} {badge(basis.decode)} |"
         for r in at_budget.at(budget, base, routing)
@@ -253,7 +264,7 @@ def policy_comparison(inputs: Inputs, base: Scenario, view: ExploreCurve, budget
     decode = speed_label(f"decode at {budget:,} MiB", base.concurrency)
     head = f"| policy | hit rate at {budget:,} MiB (every lookup, as the chart below draws it) | {decode} |"
     st.markdown("\n".join([head, "|---|---|---|", *rows]))
-    job = start("explore:policies", cached_policy_comparison, inputs, base, view.axis.policy_budgets(), tuple(names))
+    job = start("explore:policies", cached_policy_comparison, inputs, base, axis.policy_budgets(), names)
     comparison = awaited(job, "Replaying the workload with every policy at every budget")
     labels = comparison.labels()
     p1, p2 = st.columns(2)
@@ -331,6 +342,8 @@ with friendly_errors():
         machine_calibrated=sidebar_calibrated(), rel_error=time_model.rel_error,
         prefill_rel_error=time_model.prefill_rel_error,
     )  # fmt: skip
+    curve_key = {"explore:curve": cached_explore_curve.key_of(inputs, base, ranges, axis)}
+    keep_only("explore:curve", curve_key)  # a curve this run will not draw (an earlier -np) stops before the answer
     answer = cached_explore_answer(inputs, base, ranges, budget)  # first: the curve's replay must not delay it
     with charts:
         with st.container():  # drawn before the charts, so that it is the first thing a change updates
@@ -346,6 +359,12 @@ with friendly_errors():
                 basis.tagged_line(badge) + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
             )
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
+        curve_area = st.container()  # drawn into once the policy comparison below has started its first answer
+    downloads = st.container()
+    names = policy_choice(base)
+    if names and curve_job.future.done():  # a known curve: the policies' table need not wait for its charts
+        policies_at_budget(inputs, base, budget, names)
+    with curve_area:
         logged = st.session_state.get("measured_points")  # the diamonds: after the headline, with the charts
         measured = (
             measured_points(load_reference(), logged, hw, model, base.concurrency, placement_name.split()[0])
@@ -368,7 +387,7 @@ with friendly_errors():
             + ". Residuals: the Reference page."
             + ("" if len(baselines) == len(view.no_cache) else " No-cache lines that do not fit are not drawn.")
         )
-    d1, d2 = st.columns(2)
+    d1, d2 = downloads.columns(2)
     d1.download_button(
         "curve as CSV", view.table().to_csv(index=False), file_name="moe-cache-curve.csv", key="dl_curve"
     )
@@ -378,4 +397,5 @@ with friendly_errors():
         file_name="workload.npz",
         key="dl_work",
     )
-    policy_comparison(inputs, base, view, budget, routing_kind, basis)
+    if names:
+        policy_comparison(inputs, base, axis, budget, names, routing_kind, basis)

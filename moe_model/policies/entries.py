@@ -15,6 +15,7 @@ from moe_model.llama.pool_rule import NO_POOL, pool_need
 from moe_model.numba_cache import njit
 from moe_model.workload import Workload
 
+_INSERTION_MAX = 32  # a record's keys sorted in place up to this many, else by numba's sort
 _NEED_CAP = np.iinfo(np.int32).max  # a need stored as int32: NO_POOL and every need above any pool's slots
 
 
@@ -126,5 +127,13 @@ def _dedupe(rec_ntok, rec_off, rec_layer, ids, k, n_expert):
                 seen[e] = r + 1
                 rec[n], key[n] = r, rec_layer[r] * n_expert + e
                 n += 1
-        key[start:n].sort()
+        if n - start > _INSERTION_MAX:
+            key[start:n].sort()
+        else:  # a decode record's few keys: numba's sort call cost 4x this
+            for i in range(start + 1, n):
+                v, j = key[i], i - 1
+                while j >= start and key[j] > v:
+                    key[j + 1] = key[j]
+                    j -= 1
+                key[j + 1] = v
     return rec[:n], key[:n]

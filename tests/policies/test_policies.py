@@ -570,6 +570,22 @@ def test_every_policy_refuses_expert_ids_outside_the_model_before_its_compiled_p
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("ntok", [1, 3, 5, 32])  # 5 and 32 tokens: more keys than entries._INSERTION_MAX
+def test_pool_entries_are_each_pool_records_distinct_keys_ascending(ntok):
+    from moe_model.policies.entries import _INSERTION_MAX, PoolEntries
+
+    rng, n_layer, n_expert, k = np.random.default_rng(ntok), 2, 128, 8
+    records = [
+        (u, il, ntok, [int(e) for _ in range(ntok) for e in rng.choice(n_expert, k, replace=False)])
+        for u in range(30)
+        for il in range(n_layer)
+    ]
+    entries = PoolEntries.build(make_workload(records, n_layer, n_expert, k))
+    want = [(r, il * n_expert + e) for r, (_, il, _, ids) in enumerate(records) for e in sorted(set(ids))]
+    assert list(zip(entries.rec.tolist(), entries.key.tolist(), strict=True)) == want
+    assert (max(len(set(ids)) for *_, ids in records) > _INSERTION_MAX) == (ntok * k > _INSERTION_MAX)
+
+
 def test_pool_entries_are_built_once_per_workload_inside_shared_builds_and_dropped_after():
     from moe_model.policies.entries import PoolEntries, shared_builds
 
