@@ -62,6 +62,7 @@ from ui.headline import (
 )
 from ui.host_run import sidebar_host_run, time_model_with, with_host_run
 from ui.request import app_scenario
+from ui.reused import reused
 from ui.session_logs import log_routing
 from ui.sidebar import (
     apply_setting,
@@ -202,30 +203,46 @@ def headline(answer: Answer, advice, inputs: Inputs, basis: Basis, spread_points
         st.markdown(f"**At {budget:,} MiB**: does not fit, so no speed is shown.")
 
 
-def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing,
-                 basis: Basis):  # fmt: skip
+def curve_figures(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing,
+                  basis: Basis) -> dict:  # fmt: skip
     """The curves against budget and the breakdown at the chosen one, each chart's subtitle led by how its numbers
-    are known (`basis`; the diamonds and the logs' points measured), and the prediction's notes, each badged."""
+    are known (`basis`; the diamonds and the logs' points measured)."""
     axis, point, hits_basis = view.axis, answer.point, basis.hit_rate
     lines = {f"{n}, no cache": p.decode_tps for n, p in baselines.items()}
     concurrency = point.prediction.scenario.concurrency
     speed = speed_curve(axis.budgets, view.speeds, lines, measured, budget, view.ranges, concurrency)
     drawn = measured is not None and len(measured) > 0
     speed = with_basis(speed, basis.decode, *([(MEASURED, "diamonds")] if drawn else []))
-    st.plotly_chart(shade_unfit(speed, axis.fits_mib, axis.budgets[-1]), width="stretch", key="speed")
-    a, b = st.columns(2)
     hits, uploads = hit_rate_curve(view.simulated, budget), upload_curve(view.simulated, budget)
     if routing is not None:
         hits = overlay_logged_hits(hits, routing, point.layout.placement)
     hits = with_basis(hits, hits_basis, *([(MEASURED, "your logs' points")] if routing is not None else []))
-    a.plotly_chart(shade_unfit(hits, axis.fits_mib, axis.budgets[-1]), width="stretch", key="hits")
     uploads = with_basis(uploads, hits_basis)  # the replay's misses, known as its hit rates are
-    b.plotly_chart(shade_unfit(uploads, axis.fits_mib, axis.budgets[-1]), width="stretch", key="uploads")
-    a.plotly_chart(with_basis(layer_hit_rates(point.simulated), hits_basis), width="stretch", key="layers")
     compare = {**baselines, f"{placement_name} + {point.budget_mib:,} MiB": point.prediction}
     breakdown = time_breakdown({k: v for k, v in compare.items() if v.starts})
-    st.plotly_chart(with_basis(breakdown, basis.decode), width="stretch", key="breakdown")
-    for note in point.prediction.notes:  # the memory accounts, the disk term, a modelled policy: the model's
+    fits_mib, end_mib = axis.fits_mib, axis.budgets[-1]
+    return {
+        "speed": shade_unfit(speed, fits_mib, end_mib),
+        "hits": shade_unfit(hits, fits_mib, end_mib),
+        "uploads": shade_unfit(uploads, fits_mib, end_mib),
+        "layers": with_basis(layer_hit_rates(point.simulated), hits_basis),
+        "breakdown": with_basis(breakdown, basis.decode),
+    }
+
+
+def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, placement_name: str, baselines, routing,
+                 basis: Basis):  # fmt: skip
+    """curve_figures drawn (those of the last run where it had the same inputs), then the prediction's notes, each
+    badged."""
+    inputs = (view, answer, measured, budget, placement_name, routing, basis)  # baselines: view's
+    figs = reused("explore:charts", inputs, lambda: curve_figures(*inputs[:5], baselines, routing, basis))
+    st.plotly_chart(figs["speed"], width="stretch", key="speed")
+    a, b = st.columns(2)
+    a.plotly_chart(figs["hits"], width="stretch", key="hits")
+    b.plotly_chart(figs["uploads"], width="stretch", key="uploads")
+    a.plotly_chart(figs["layers"], width="stretch", key="layers")
+    st.plotly_chart(figs["breakdown"], width="stretch", key="breakdown")
+    for note in answer.point.prediction.notes:  # the memory accounts, the disk term, a modelled policy: the model's
         st.caption(f"{badge(MODELLED)} {note}")
 
 

@@ -481,3 +481,26 @@ def test_the_idle_release_drops_streamlits_copies_of_every_sessions_uploaded_fil
     idle = cached.IdleRelease(ByteBudgetCache(2**20, 2**20, 3600), idle_s=30)
     assert not idle.step(0, False) and files.file_storage
     assert idle.step(30, False) and not files.file_storage
+
+
+def test_explores_charts_are_reused_by_a_toggle_that_changes_none_of_them_and_rebuilt_by_a_budget():
+    from test_app import open_page
+
+    at = open_page("pages/explore.py")
+    figures = at.session_state["_reused"]["explore:charts"][1]
+    at.toggle(key="compare_policies").set_value(True).run()
+    assert not at.exception and at.session_state["_reused"]["explore:charts"][1] is figures
+    at.slider(key="budget").set_value(6000).run()
+    assert not at.exception and at.session_state["_reused"]["explore:charts"][1] is not figures
+
+
+def test_reused_inputs_are_the_same_objects_or_equal_values_frames_by_content():
+    import pandas as pd
+
+    from ui.reused import same_inputs
+
+    frame, view = pd.DataFrame({"a": [1.0]}), object()
+    assert same_inputs((view, frame, 7, "x", None), (view, frame.copy(), 7, "x", None))
+    assert not same_inputs((view,), (object(),)) and not same_inputs((frame,), (frame + 1,))
+    assert not same_inputs((np.zeros(3),), (np.zeros(3),))  # no single truth value: not the same
+    assert not same_inputs((1,), (1.0,)) and not same_inputs((frame,), (None,)) and not same_inputs((1,), (1, 2))
