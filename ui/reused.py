@@ -1,4 +1,4 @@
-"""What a page built last run from the same inputs, kept in its session: Explore's six Plotly figures cost 0.15 s of
+"""What a page built last run from the same inputs, kept in its session: Explore's Plotly figures cost 0.2 s of
 a two-core machine to build, and a toggle that changes none of them (compare policies, best setting) rebuilt them
 while its own answer was being computed. Inputs are the same objects (app_cached results come back as the same object
 while cached) or equal values; one entry per slot, so the memory stays one set of figures a session."""

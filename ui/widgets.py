@@ -20,6 +20,7 @@ from moe_model.speed.ranges import largest_step
 from moe_model.speed.time_model import Prediction
 from moe_model.speed.vram import VramBreakdown
 from ui.badges import badge
+from ui.reused import reused
 from ui.state import SCENARIO, keep, kept_setting
 from ui.text import literal
 
@@ -129,6 +130,6 @@ def range_chart(pred: Prediction, key: str, basis: str) -> None:
     it most (what narrows each source is in its bar's hover), in the app's words; `basis`: the decode's word."""
     if not pred.range_sources:
         return
-    st.plotly_chart(range_bar(pred, basis), width="stretch", key=key)
+    st.plotly_chart(reused(f"range:{key}", (pred, basis), lambda: range_bar(pred, basis)), width="stretch", key=key)
     step = largest_step(pred.decode_tps, pred.range_sources, app=True)
     st.caption(f"{badge(basis)} {step[:1].upper()}{step[1:]}.")
