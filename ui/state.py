@@ -39,9 +39,11 @@ def _stale(key: str, raw: str, used):
 
 
 def remember(**values) -> None:
-    """Write settings into the URL so the view can be shared."""
+    """Write settings into the URL so the view can be shared: only those it does not hold yet (each write sends the
+    browser the whole URL; a run kept ~40 settings, 38 messages, where one changed)."""
     for key, value in values.items():
-        st.query_params[key] = str(value)
+        if st.query_params.get(key) != str(value):
+            st.query_params[key] = str(value)
 
 
 def kept(key: str, default, cast: Callable = str, lo=None, hi=None, choices=None):

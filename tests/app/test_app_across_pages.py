@@ -473,3 +473,15 @@ def test_a_typed_link_rate_the_edited_slot_cannot_carry_is_refused_as_the_cli_re
     at.sidebar.selectbox(key="hw_lanes_Tesla T4").set_value(4).run()
     said = [w.value for w in at.sidebar.warning if "12 GB/s is above the PCIe 3.0 x4 line rate" in w.value]
     assert said and "derived from the link" in said[0] and not at.exception
+
+
+def test_a_run_writes_into_the_url_only_the_settings_that_changed(monkeypatch):
+    from streamlit.runtime.state.query_params import QueryParams
+
+    at = open_page("pages/explore.py")
+    sent = []
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", lambda self: sent.append(dict(self)))
+    at.run()  # nothing changed: the URL already holds every kept setting
+    assert not at.exception and sent == []
+    at.toggle(key="compare_policies").set_value(True).run()
+    assert len(sent) == 1 and sent[0]["compare_policies"] == "True"  # the one setting changed, once
