@@ -30,12 +30,14 @@ def is_compiled() -> bool:
 
 
 def warm_up() -> float:
-    """Run every kernel on a tiny workload (each policy, the CPU share, the LRU at many budgets); seconds taken."""
+    """Run every kernel on a tiny workload (each policy, the CPU share, the LRU at many budgets, the distinct count);
+    seconds taken."""
     from moe_model.llama.batching import build_workload
     from moe_model.llama.simulate import simulate_budgets
     from moe_model.policies import POLICIES, run_policy
     from moe_model.readers.model_spec import uniform_spec
     from moe_model.readers.traces import make_token_trace
+    from moe_model.speed.traffic import decode_distinct
     from moe_model.workload import Batching
 
     start = time.perf_counter()
@@ -44,6 +46,7 @@ def warm_up() -> float:
     experts[:, :, 1] = (experts[:, :, 0] + 1) % 8  # k distinct experts per token
     work = build_workload(make_token_trace(experts), Batching(concurrency=2))
     simulate_budgets(model, work, [3, 5, 9])
+    decode_distinct(work)  # the time model's distinct experts per decode ubatch
     for name in POLICIES:
         run_policy(name, model, work, [5, 9])
     _write_stamp()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.errors import WorkloadError
+from moe_model.llama.lru_kernel import distinct_sums
 from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.server_warm_up import start_up_rows
 from moe_model.llama.simulate import SimResult, simulate_plans
@@ -90,20 +91,9 @@ def _estimated_distinct(model: ModelSpec, tokens: int) -> np.ndarray:
 
 def _distinct_sums(work: Workload) -> tuple[np.ndarray, np.ndarray]:
     """Per layer: distinct experts summed over the decode records, and how many records."""
-    decode = np.flatnonzero((work.rec_phase == PHASE_DECODE) & (work.rec_ntok > 0))
-    if not len(decode):
-        return np.zeros(work.n_layer), np.zeros(work.n_layer)
-    lengths = work.rec_ntok[decode] * work.k
-    starts = work.rec_off[decode]
-    owner = np.repeat(np.arange(len(decode)), lengths)
-    within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    ids = work.ids[np.repeat(starts, lengths) + within].astype(np.int64)
-    keys = np.sort(owner * work.n_expert + ids)  # a sort, not np.unique: its hash path is ~20x slower here
-    first = np.concatenate(([True], keys[1:] != keys[:-1]))
-    per_record = np.bincount(keys[first] // work.n_expert, minlength=len(decode))
-    layers = work.rec_layer[decode]
-    sums = np.bincount(layers, weights=per_record, minlength=work.n_layer)
-    return sums, np.bincount(layers, minlength=work.n_layer).astype(float)
+    decode = work.rec_phase == PHASE_DECODE
+    return distinct_sums(work.rec_layer, work.rec_ntok, work.rec_off, decode, work.ids, work.k, work.n_expert,
+                         work.n_layer)  # fmt: skip
 
 
 def _chunks(work: Workload | WorkloadStream):

@@ -76,3 +76,33 @@ def test_a_warm_pool_drops_the_uploads_into_never_used_slots_and_keeps_each_grou
     small = resolve(model, preset("h200"), Scenario(Placement(cpu_moe=True), 837))  # 152 slots a group
     many = PolicyResult(837, True, hits, np.full(n, 5000.0), np.zeros(n))
     assert steady_hits(model, small, many, 11549) == pytest.approx(hits)  # the start-up filled every slot
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_decode_distinct_is_each_decode_records_distinct_experts_averaged_per_layer(seed):
+    from workload_cases import make_workload
+
+    from moe_model.workload import PHASE_DECODE, PHASE_PROMPT
+
+    rng, n_layer, n_expert, k = np.random.default_rng(seed), 3, 16, 2
+    records = [
+        (u, il, int(n), rng.integers(0, 6 if seed % 2 else n_expert, int(n) * k).tolist())
+        for u, n in enumerate(rng.integers(0, 5, 12))
+        for il in range(n_layer)
+    ]
+    phases = np.where(rng.random(len(records)) < 0.3, PHASE_PROMPT, PHASE_DECODE).astype(np.int8)
+    work = replace(make_workload(records, n_layer, n_expert, k), rec_phase=phases)
+    sums, counts = np.zeros(n_layer), np.zeros(n_layer)
+    for (_, layer, ntok, ids), phase in zip(records, phases, strict=True):
+        if phase == PHASE_DECODE and ntok > 0:
+            sums[layer], counts[layer] = sums[layer] + len(set(ids)), counts[layer] + 1
+    np.testing.assert_array_equal(decode_distinct(work), sums / np.maximum(counts, 1))
+
+
+def test_the_distinct_count_leaves_out_ids_and_layers_it_cannot_index():
+    from moe_model.llama.lru_kernel import distinct_sums
+
+    ids = np.array([0, 3, -1, 99, 2], dtype=np.int32)  # -1 and 99: no expert of 4; the last record's layer: none
+    layer, ntok, off = np.array([0, 1, 7]), np.array([2, 2, 1]), np.array([0, 2, 4])
+    sums, counts = distinct_sums(layer, ntok, off, np.ones(3, dtype=bool), ids, 1, 4, 2)
+    assert sums.tolist() == [2.0, 0.0] and counts.tolist() == [1.0, 1.0]
