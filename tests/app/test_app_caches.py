@@ -504,3 +504,23 @@ def test_reused_inputs_are_the_same_objects_or_equal_values_frames_by_content():
     assert not same_inputs((view,), (object(),)) and not same_inputs((frame,), (frame + 1,))
     assert not same_inputs((np.zeros(3),), (np.zeros(3),))  # no single truth value: not the same
     assert not same_inputs((1,), (1.0,)) and not same_inputs((frame,), (None,)) and not same_inputs((1,), (1, 2))
+
+
+def test_explore_releases_a_curve_it_will_not_draw_before_it_computes_its_answer(monkeypatch):
+    from test_app import open_page
+
+    from ui import background
+
+    at = open_page("pages/explore.py")
+    before = {slots["explore:curve"] for slots in background._WANTED.values() if "explore:curve" in slots}
+    wanted_at_answer = []
+    real = cached.cached_explore_answer
+
+    def answer(*args, **kwargs):
+        wanted_at_answer.append({s.get("explore:curve") for s in background._WANTED.values()})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cached, "cached_explore_answer", answer)
+    at.slider(key="np").set_value(3).run()
+    assert not at.exception and before and wanted_at_answer
+    assert not before & wanted_at_answer[0]  # -np 1's curve no longer wanted when -np 3's answer is computed
