@@ -13,17 +13,17 @@ page clicked 1.5 s later, that curve replaying (server CPU seconds in the 8 s af
 Learn was drawn); the same, each in a new session on Qwen3-235B-A22B (seconds of replays), for Explore's best setting
 (`leave_best`: Explore on the RTX 4090 settled, "best setting" switched on, Learn clicked 1.5 s later) and for Shopping
 (`leave_shopping`: Shopping opened on the RTX 4080 with 64 GiB, issue 38's question; Learn clicked 1.5 s after its
-progress shows, during the cards' shared replays). Per change, from the input event that commits it as the page
-receives it (the option's click, Enter in a box, the toggle's click, the last of the arrow presses; what leads up to it
-is made first: the list opened and filtered, the number typed, the earlier presses, whose runs are still going when the
-last one lands; until 2026-12-06 19:00 UTC the watch started before the lead-up and Playwright's checks before each
-input, which added 0.3-0.6 s to the GPU's and -np's figures: docs/benchmarks-history.md has those): **answer** = the
-headline's text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen budget
-drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption under
-it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator gone (no
-status widget, skeleton, spinner or stale element for 0.3 s; a change with its own answer settles only after it). Prints
-p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a markdown table. A benchmark,
-not a test: nothing is asserted.
+progress shows, during the cards' shared replays). Per change, from the input event that commits it as the page receives
+it (the option's click, Enter in a box, the toggle's click, the last of the arrow presses; what leads up to it is made
+first: the list opened and filtered, the number typed, the earlier presses, whose runs are still going when the last one
+lands; before issue 38's third stop (2026-12-06) the watch started before the lead-up and Playwright's checks before
+each input, which added 0.3-0.6 s to the GPU's and -np's figures: docs/benchmarks-history.md has those): **answer** =
+the headline's text changed (-np: to the one at 4 streams; "compare policies": its table of each policy at the chosen
+budget drawn, before the curves; "simulate prompts too", which leaves the headline as it was to its digits: the caption
+under it saying what the prompts moved, drawn once both are replayed) and **settled** = Streamlit's running indicator
+gone (no status widget, skeleton, spinner or stale element for 0.3 s; a change with its own answer settles only after
+it). Prints p50/p95 per change with the 1-minute load average seen during it, and (--write FILE) a markdown table. A
+benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
