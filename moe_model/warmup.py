@@ -30,11 +30,11 @@ def is_compiled() -> bool:
 
 
 def warm_up() -> float:
-    """Run every kernel on a tiny workload (each policy, the CPU share, the LRU at many budgets, the distinct count);
-    seconds taken."""
+    """Run every kernel on a tiny workload (each policy, the CPU share, the LRU at many budgets, ClassLRU's lanes, the
+    distinct count); seconds taken."""
     from moe_model.llama.batching import build_workload
     from moe_model.llama.simulate import simulate_budgets
-    from moe_model.policies import POLICIES, run_policy
+    from moe_model.policies import POLICIES, class_lru, run_policy
     from moe_model.readers.model_spec import uniform_spec
     from moe_model.readers.traces import make_token_trace
     from moe_model.speed.traffic import decode_distinct
@@ -49,6 +49,7 @@ def warm_up() -> float:
     decode_distinct(work)  # the time model's distinct experts per decode ubatch
     for name in POLICIES:
         run_policy(name, model, work, [5, 9])
+    run_policy(class_lru.NAME, model, work, list(range(3, 18)))  # 13 pools of 4-16 of 16 keys: ClassLRU's lanes
     _write_stamp()
     return time.perf_counter() - start
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import subprocess
+import sys
 
 from numba.core.registry import CPUDispatcher
 
@@ -55,3 +57,22 @@ def test_openmp_threads_sleep_between_parallel_kernels_unless_the_user_chose(mon
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     numba_cache.sleep_between_parallel_kernels()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+# in a fresh process with an empty kernel cache (this one's kernels may have run in other tests, and a cached caller
+# loads without compiling its callees): the warm-up, then each kernel not inlined into its callers left uncompiled
+UNCOMPILED_AFTER_WARM_UP = """
+import moe_model.warmup  # first: it points numba at the package's cache folder
+import test_warmup
+moe_model.warmup.warm_up()
+print([k.py_func.__qualname__ for k in test_warmup.kernels()
+       if not k.signatures and k.targetoptions.get("inline") != "always"])
+"""
+
+
+def test_the_warm_up_compiles_every_kernel_a_page_would_otherwise_compile_on_first_use(tmp_path):
+    here = os.path.dirname(__file__)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.path.dirname(here)]), "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", UNCOMPILED_AFTER_WARM_UP], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
