@@ -62,7 +62,7 @@ def test_openmp_threads_sleep_between_parallel_kernels_unless_the_user_chose(mon
 # in a fresh process with an empty kernel cache (this one's kernels may have run in other tests, and a cached caller
 # loads without compiling its callees): the warm-up, then each kernel not inlined into its callers left uncompiled
 UNCOMPILED_AFTER_WARM_UP = """
-import moe_model.warmup  # first: it points numba at the package's cache folder
+import moe_model.warmup  # before numba: moe_model reads NUMBA_CACHE_DIR (here the empty one) first
 import test_warmup
 moe_model.warmup.warm_up()
 print([k.py_func.__qualname__ for k in test_warmup.kernels()
