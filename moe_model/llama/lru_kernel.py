@@ -41,22 +41,14 @@ def record_experts(ids, start, stop, seen, stamp, out) -> int:
 
 @njit(cache=True, nogil=True)
 def distinct_sums(rec_layer, rec_ntok, rec_off, wanted, ids, k, n_expert, n_layer):
-    """Per layer: distinct experts summed over the records with wanted[r] and tokens, and how many such records
-    (float64, as the time model averages them). An id or layer out of range is not counted (no bounds checks here)."""
+    """Per layer: distinct experts (record_experts) summed over the records with wanted[r], and how many such
+    records (float64, as the time model averages them); inputs that passed check_kernel_inputs."""
     sums, counts = np.zeros(n_layer), np.zeros(n_layer)
-    seen = np.zeros(n_expert, dtype=np.int64)
+    seen, out = np.zeros(n_expert, dtype=np.int64), np.empty(n_expert, dtype=np.int64)
     for r in range(len(rec_layer)):
-        layer = rec_layer[r]
-        if not wanted[r] or rec_ntok[r] <= 0 or not 0 <= layer < n_layer:
-            continue
-        n = 0
-        for i in range(rec_off[r], min(rec_off[r] + rec_ntok[r] * k, len(ids))):
-            e = ids[i]
-            if 0 <= e < n_expert and seen[e] != r + 1:
-                seen[e] = r + 1
-                n += 1
-        sums[layer] += n
-        counts[layer] += 1
+        if wanted[r] and rec_ntok[r] > 0:
+            sums[rec_layer[r]] += record_experts(ids, rec_off[r], rec_off[r] + rec_ntok[r] * k, seen, r + 1, out)
+            counts[rec_layer[r]] += 1
     return sums, counts
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from moe_model.errors import WorkloadError
-from moe_model.llama.lru_kernel import distinct_sums
+from moe_model.llama.lru_kernel import check_kernel_inputs, distinct_sums
 from moe_model.llama.output_rows import last_layer_prunes
 from moe_model.llama.server_warm_up import start_up_rows
 from moe_model.llama.simulate import SimResult, simulate_plans
@@ -91,9 +91,9 @@ def _estimated_distinct(model: ModelSpec, tokens: int) -> np.ndarray:
 
 def _distinct_sums(work: Workload) -> tuple[np.ndarray, np.ndarray]:
     """Per layer: distinct experts summed over the decode records, and how many records."""
-    decode = work.rec_phase == PHASE_DECODE
-    return distinct_sums(work.rec_layer, work.rec_ntok, work.rec_off, decode, work.ids, work.k, work.n_expert,
-                         work.n_layer)  # fmt: skip
+    arrays = (work.rec_layer, work.rec_ntok, work.rec_off)
+    check_kernel_inputs(*arrays, work.ids, work.k, work.n_expert, work.n_layer)  # the count indexes without checks
+    return distinct_sums(*arrays, work.rec_phase == PHASE_DECODE, work.ids, work.k, work.n_expert, work.n_layer)
 
 
 def _chunks(work: Workload | WorkloadStream):

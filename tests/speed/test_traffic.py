@@ -99,10 +99,13 @@ def test_decode_distinct_is_each_decode_records_distinct_experts_averaged_per_la
     np.testing.assert_array_equal(decode_distinct(work), sums / np.maximum(counts, 1))
 
 
-def test_the_distinct_count_leaves_out_ids_and_layers_it_cannot_index():
-    from moe_model.llama.lru_kernel import distinct_sums
+@pytest.mark.parametrize(
+    ("ids", "layer"),
+    [([0, 3, -1, 99], [0, 1]), ([0, 3, 1, 2], [0, 7])],  # an id no expert of 4, a layer no layer of 2
+)
+def test_the_distinct_count_refuses_a_workload_it_cannot_index_before_its_compiled_pass(ids, layer):
+    from workload_cases import make_workload
 
-    ids = np.array([0, 3, -1, 99, 2], dtype=np.int32)  # -1 and 99: no expert of 4; the last record's layer: none
-    layer, ntok, off = np.array([0, 1, 7]), np.array([2, 2, 1]), np.array([0, 2, 4])
-    sums, counts = distinct_sums(layer, ntok, off, np.ones(3, dtype=bool), ids, 1, 4, 2)
-    assert sums.tolist() == [2.0, 0.0] and counts.tolist() == [1.0, 1.0]
+    work = make_workload([(0, layer[0], 2, ids[:2]), (1, layer[1], 2, ids[2:])], 2, 4, 1)
+    with pytest.raises(WorkloadError, match="outside"):
+        decode_distinct(work)
