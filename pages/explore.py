@@ -4,6 +4,8 @@ Layout only: every number comes from moe_model.answers.explore (the curve, the a
 points), speed.curve (its budgets) and speed.policy_compare, through the caches in ui.cached; the headline first,
 then the curve and the policy comparison from page-work threads (ui.background)."""
 
+from functools import partial
+
 import streamlit as st
 
 from moe_model.answers.basis import CALIBRATED, LOGS, MEASURED, MODELLED, SYNTHETIC, TRACE, Basis, prediction_basis
@@ -235,7 +237,8 @@ def curve_charts(view: ExploreCurve, answer: Answer, measured, budget: int, plac
     """curve_figures drawn (those of the last run where it had the same inputs), then the prediction's notes, each
     badged."""
     inputs = (view, answer, measured, budget, placement_name, routing, basis)  # baselines: view's
-    figs = reused("explore:charts", inputs, lambda: curve_figures(*inputs[:5], baselines, routing, basis))
+    build = partial(curve_figures, view, answer, measured, budget, placement_name, baselines, routing, basis)
+    figs = reused("explore:charts", inputs, build)
     st.plotly_chart(figs["speed"], width="stretch", key="speed")
     a, b = st.columns(2)
     a.plotly_chart(figs["hits"], width="stretch", key="hits")
