@@ -271,11 +271,9 @@ def policies_at_budget(inputs: Inputs, base: Scenario, budget: int, names: tuple
     return start("explore:policies_at", cached_policy_comparison, inputs, base, (budget,), names)
 
 
-def policy_comparison(
-    inputs: Inputs, base: Scenario, axis: BudgetAxis, budget: int, names: tuple[str, ...], routing: str, basis: Basis
-):
-    """The chosen policies at the page's budget first (a table), then their curves, each from a page-work thread;
-    every figure with its basis badge (the hit rates' per policy replaying `routing`, the speeds' as the headline's)."""
+def policy_table(inputs: Inputs, base: Scenario, budget: int, names: tuple[str, ...], routing: str, basis: Basis):
+    """The chosen policies at the page's budget (a table) from a page-work thread, every figure with its basis badge
+    (the hit rates' per policy replaying `routing`, the speeds' as the headline's)."""
     at_budget = awaited(policies_at_budget(inputs, base, budget, names), f"Replaying each policy at {budget:,} MiB")
     rows = [
         f"| {r.policy} | {_percent(r.hit_rate)} {badge(r.hit_basis)} | {_tps(r.decode_tps)} {badge(basis.decode)} |"
@@ -284,6 +282,12 @@ def policy_comparison(
     decode = speed_label(f"decode at {budget:,} MiB", base.concurrency)
     head = f"| policy | hit rate at {budget:,} MiB (every lookup, as the chart below draws it) | {decode} |"
     st.markdown("\n".join([head, "|---|---|---|", *rows]))
+
+
+def policy_comparison(
+    inputs: Inputs, base: Scenario, axis: BudgetAxis, budget: int, names: tuple[str, ...], routing: str, basis: Basis
+):
+    """The chosen policies' curves (below their table, policy_table) from a page-work thread, badged as the table."""
     job = start("explore:policies", cached_policy_comparison, inputs, base, axis.policy_budgets(), names)
     comparison = awaited(job, "Replaying the workload with every policy at every budget")
     labels = comparison.labels()
@@ -382,8 +386,11 @@ with friendly_errors():
         curve_area = st.container()  # drawn into once the policy comparison below has started its first answer
     downloads = st.container()
     names = policy_choice(base)
-    if names and curve_job.future.done():  # a known curve: the policies' table need not wait for its charts
-        policies_at_budget(inputs, base, budget, names)
+    table_area = st.container()  # the policies at the budget, below their controls
+    table_first = bool(names) and curve_job.future.done()
+    if table_first:  # a known curve: its charts are the last run's, the answer to "compare them" comes before them
+        with table_area:
+            policy_table(inputs, base, budget, names, routing_kind, basis)
     with curve_area:
         logged = st.session_state.get("measured_points")  # the diamonds: after the headline, with the charts
         measured = (
@@ -417,5 +424,8 @@ with friendly_errors():
         file_name="workload.npz",
         key="dl_work",
     )
+    if names and not table_first:
+        with table_area:
+            policy_table(inputs, base, budget, names, routing_kind, basis)
     if names:
         policy_comparison(inputs, base, axis, budget, names, routing_kind, basis)

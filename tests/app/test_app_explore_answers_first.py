@@ -22,3 +22,27 @@ def test_the_prompts_answer_and_the_whole_policy_comparison_badge_every_figure(m
     assert len(walk.figures(table, walk.control_values(at))) == 2 * len(at.multiselect(key="policies").value)
     monkeypatch.setattr(walk, "page_elements", lambda _: section)
     assert walk.unbadged(at) == {}
+
+
+def test_compare_policies_draws_its_table_before_the_curve_charts_it_left_as_they_were(monkeypatch):
+    import ui.background
+    import ui.reused
+
+    at = open_page("pages/explore.py")  # the curve known: the toggle's run redraws the same charts
+    order = []
+    awaited, reused = ui.background.awaited, ui.reused.reused
+
+    def noting_awaited(job, label, box=None):
+        order.append(label)
+        return awaited(job, label, box)
+
+    def noting_reused(slot, *args):
+        order.append(slot)
+        return reused(slot, *args)
+
+    monkeypatch.setattr(ui.background, "awaited", noting_awaited)
+    monkeypatch.setattr(ui.reused, "reused", noting_reused)
+    at.toggle(key="compare_policies").set_value(True).run()
+    assert not at.exception
+    table = next(i for i, what in enumerate(order) if what.startswith("Replaying each policy at"))
+    assert table < order.index("explore:charts")
