@@ -383,7 +383,7 @@ with friendly_errors():
                 basis.tagged_line(badge) + (f" {badge(MEASURED)} Host: {host_run.described}." if host_run else "")
             )
             best_setting(inputs, source, model_key, base, routing if from_logs else None, trace is not None, basis)
-        curve_area = st.container()  # drawn into once the policy comparison below has started its first answer
+        curve_area = st.container()  # drawn into after the policies' table below where the curve is known
     downloads = st.container()
     names = policy_choice(base)
     table_area = st.container()  # the policies at the budget, below their controls
