@@ -163,18 +163,22 @@ def _drop_uploaded_files() -> None:
         files.remove_session_files(session_id)
 
 
-def _any_session_connected() -> bool:
+def idle_look(idle: IdleRelease, now: float) -> bool:
+    """One look of the idle watch (IdleRelease.step); True when it released. Outside a server (bare mode: an AppTest,
+    a script calling these functions) no session ever connects, so there is no idle time and nothing is released."""
     from streamlit.runtime import Runtime
     from streamlit.runtime.runtime import RuntimeState
 
-    return Runtime.exists() and Runtime.instance().state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED
+    if not Runtime.exists():
+        return False
+    return idle.step(now, Runtime.instance().state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED)
 
 
 def watch_idle(idle: IdleRelease, look_s: float) -> None:
     """A daemon thread's loop: look every `look_s` whether the server has been left alone (IdleRelease)."""
     while True:
         time.sleep(look_s)
-        idle.step(time.monotonic(), _any_session_connected())
+        idle_look(idle, time.monotonic())
 
 
 def release_when_idle() -> None:

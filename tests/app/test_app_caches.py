@@ -391,7 +391,6 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
 
     model, generated, real = uniform_spec(2, 8, 2), [], workloads.generate_stored
     monkeypatch.setattr(workloads, "generate_stored", lambda *a, **k: generated.append(a) or real(*a, **k))
-    monkeypatch.setattr(cached, "_any_session_connected", lambda: True)  # an AppTest's idle release keeps off
     for cache in (cached.synthetic_tokens, cached.cached_batched_synthetic, cached_recommend.recommend_memo):
         cache.clear()
     explore = cached.cached_synthetic(model, Scenario(), 64)  # with prompts, as Explore asks
@@ -400,8 +399,7 @@ def test_explore_and_the_recommender_batch_one_generated_routing(monkeypatch):
     assert explore.decode_tokens == memo.work.decode_tokens and explore.n_records > memo.work.n_records
 
 
-def test_explore_and_the_recommender_replay_into_one_memo_per_workload(monkeypatch):
-    monkeypatch.setattr(cached, "_any_session_connected", lambda: True)
+def test_explore_and_the_recommender_replay_into_one_memo_per_workload():
     model = uniform_spec(2, 8, 2)
     explore = cached.replay_memo(cached.cached_synthetic(model, Scenario()))  # decode only, as Explore asks
     assert cached_recommend._memo(model, Scenario(), None, None) is explore
@@ -418,6 +416,23 @@ def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_t
     assert not idle.step(150, False) and len(store) == 1
     assert idle.step(180, False) and len(store) == 0 and store.nbytes == 0
     assert not idle.step(300, False)  # nothing left to release
+
+
+def test_the_idle_watch_releases_nothing_outside_a_server_and_what_nobody_connected_to_inside_one(monkeypatch):
+    """In bare mode no session ever connects: the watch emptied the store every 10 s of a test process, between an
+    AppTest's runs that expected their results kept (a CI run failed so)."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.runtime import RuntimeState
+
+    store = ByteBudgetCache(2**20, 2**20, 3600)
+    store.get_or_compute(("k",), lambda: np.zeros(1000))
+    idle = cached.IdleRelease(store, idle_s=30)
+    assert not Runtime.exists()
+    assert not cached.idle_look(idle, 0) and not cached.idle_look(idle, 100) and len(store) == 1
+    server = SimpleNamespace(state=RuntimeState.NO_SESSIONS_CONNECTED, uploaded_file_mgr=None)
+    monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
+    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: server))
+    assert not cached.idle_look(idle, 200) and cached.idle_look(idle, 230) and len(store) == 0
 
 
 @pytest.mark.parametrize("kind", ["10^7 columns", "100,003 fields"])
