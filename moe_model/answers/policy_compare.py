@@ -155,13 +155,13 @@ def compare_priced(
     A ReplayMemo keeps the counts for another card or host."""
     names = list(names or POLICIES)
     workload_for = work if isinstance(work, ReplayMemo) else lambda sc: work
-    done = [0]
+    finished: list[str] = []  # appended by each job's thread (one atomic step: no count is lost)
 
     def job(name: str) -> tuple[list, float]:
-        checkpoint("replaying each policy", done[0], len(names))
+        checkpoint("replaying each policy", len(finished), len(names))
         start = time.perf_counter()
         points = curve(model, hw, params, policy_scenario(base, name), budgets_mib, workload_for).points
-        done[0] += 1
+        finished.append(name)
         return points, time.perf_counter() - start
 
     contexts = {name: contextvars.copy_context() for name in names}  # the caller's watch, seen on every thread
