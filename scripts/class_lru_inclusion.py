@@ -3,7 +3,7 @@ as the exact LRU's is): 64 pool sizes replay a workload, and after every two tok
 script checks that each pool holds all its next-smaller neighbour holds. Workloads: benchmarks/bench.py's synthetic
 routing (1,500 tokens) batched as llama-server would batch it (-np 1 and 4, its warm-up, prompts in 512- and
 32-token ubatches, 3 drafted tokens), the default reading and one group clock; the real GPT-OSS-20B routing at -np
-1 and 4. Prints a line per workload; a few minutes.
+1 and 4, and at -np 1 with one class (the plain LRU's lists). Prints a line per workload; under a minute.
 
     python scripts/class_lru_inclusion.py
 """
@@ -61,6 +61,7 @@ def main() -> int:
     shape = (real.n_layer, real.n_expert, real.k)
     for name in ("-np 1", "-np 4"):
         cases.append((f"GPT-OSS-20B routing, {name}", build_workload(real, BATCHINGS[name], real.n_expert), shape, {}))
+    cases.append(("GPT-OSS-20B routing, -np 1, one class (an LRU)", cases[-2][1], shape, {"n_classes": 1}))
     for label, work, (n_layer, n_expert, k), knobs in cases:
         broken, checks = nesting_breaks(work, n_layer, n_expert, k, **knobs)
         print(f"{label}: ubatch tokens {np.unique(work.rec_ntok).tolist()}, nesting broken at {broken} of {checks}")
