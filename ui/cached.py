@@ -130,9 +130,10 @@ class IdleRelease:
     def __init__(self, store: ByteBudgetCache, idle_s: float = APP_IDLE_RELEASE_S) -> None:
         self.store, self.idle_s, self.since = store, idle_s, None
 
-    def step(self, now: float, connected: bool) -> bool:
-        """One look at the server (monotonic seconds, whether any session is connected); True when it released."""
-        if connected:
+    def step(self, now: float, connected: bool | None) -> bool:
+        """One look at the server (monotonic seconds, whether any session is connected); True when it released.
+        Outside a server (connected None: connected_sessions) there is no idle time, and nothing is released."""
+        if connected is None or connected:
             self.since = None
             return False
         self.since = now if self.since is None else self.since
@@ -163,22 +164,22 @@ def _drop_uploaded_files() -> None:
         files.remove_session_files(session_id)
 
 
-def idle_look(idle: IdleRelease, now: float) -> bool:
-    """One look of the idle watch (IdleRelease.step); True when it released. Outside a server (bare mode: an AppTest,
-    a script calling these functions) no session ever connects, so there is no idle time and nothing is released."""
+def connected_sessions() -> bool | None:
+    """Whether any session is connected to this process's server; None outside a server, where no session ever
+    connects: bare mode (a script calling these functions), or an AppTest, whose stand-in runtime (a mock) has no
+    state of its own."""
     from streamlit.runtime import Runtime
     from streamlit.runtime.runtime import RuntimeState
 
-    if not Runtime.exists():
-        return False
-    return idle.step(now, Runtime.instance().state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED)
+    state = Runtime.instance().state if Runtime.exists() else None
+    return state is RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED if isinstance(state, RuntimeState) else None
 
 
 def watch_idle(idle: IdleRelease, look_s: float) -> None:
     """A daemon thread's loop: look every `look_s` whether the server has been left alone (IdleRelease)."""
     while True:
         time.sleep(look_s)
-        idle_look(idle, time.monotonic())
+        idle.step(time.monotonic(), connected_sessions())
 
 
 def release_when_idle() -> None:

@@ -418,21 +418,39 @@ def test_the_shared_results_go_once_no_session_has_been_connected_for_the_idle_t
     assert not idle.step(300, False)  # nothing left to release
 
 
-def test_the_idle_watch_releases_nothing_outside_a_server_and_what_nobody_connected_to_inside_one(monkeypatch):
-    """In bare mode no session ever connects: the watch emptied the store every 10 s of a test process, between an
-    AppTest's runs that expected their results kept (a CI run failed so)."""
+def test_an_apptest_page_run_is_not_a_server_left_alone():
+    """AppTest runs a page with a stand-in runtime (a mock) whose state is no RuntimeState: the idle watch read it as
+    a server nobody was connected to and, after 30 s of a test process's page runs, emptied the shared store in the
+    middle of one (two CI runs failed so: Explore's answer was gone before the test's second run)."""
     from streamlit.runtime import Runtime
-    from streamlit.runtime.runtime import RuntimeState
+    from test_app import open_page
 
+    seen, done = [], threading.Event()
+
+    def look() -> None:
+        while not done.is_set():
+            if Runtime.exists():
+                seen.append(cached.connected_sessions())
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=look, daemon=True)
+    watcher.start()
+    try:
+        open_page("pages/learn.py")
+    finally:
+        done.set()
+        watcher.join()
+    assert seen and set(seen) == {None}
+
+
+def test_the_idle_release_waits_for_no_idle_time_outside_a_server():
     store = ByteBudgetCache(2**20, 2**20, 3600)
     store.get_or_compute(("k",), lambda: np.zeros(1000))
     idle = cached.IdleRelease(store, idle_s=30)
-    assert not Runtime.exists()
-    assert not cached.idle_look(idle, 0) and not cached.idle_look(idle, 100) and len(store) == 1
-    server = SimpleNamespace(state=RuntimeState.NO_SESSIONS_CONNECTED, uploaded_file_mgr=None)
-    monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
-    monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: server))
-    assert not cached.idle_look(idle, 200) and cached.idle_look(idle, 230) and len(store) == 0
+    assert cached.connected_sessions() is None  # this process serves no page
+    assert not idle.step(0, None) and not idle.step(100, None) and len(store) == 1
+    assert not idle.step(200, False) and not idle.step(229, None) and not idle.step(259, False) and len(store) == 1
+    assert idle.step(289, False) and len(store) == 0  # a server's 30 s, counted from its own first idle look
 
 
 @pytest.mark.parametrize("kind", ["10^7 columns", "100,003 fields"])
@@ -483,13 +501,16 @@ def test_the_idle_release_drops_streamlits_copies_of_every_sessions_uploaded_fil
     its reconnect time never is; once nobody is connected the idle release drops them (a session keeps its own)."""
     from streamlit.runtime import Runtime
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.runtime import RuntimeState
     from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
     files = MemoryUploadedFileManager("/_stcore/upload_file")
     for session in ("closed-1", "closed-2"):
         files.add_file(session, UploadedFileRec("f", "t.npz", "application/octet-stream", b"x" * 1000))
     monkeypatch.setattr(Runtime, "exists", staticmethod(lambda: True))
-    runtime = SimpleNamespace(uploaded_file_mgr=files, is_active_session=lambda _sid: True)  # ui.background's look too
+    # ui.background's look and this process's idle watch, looking meanwhile, see a server with its sessions
+    connected = RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED
+    runtime = SimpleNamespace(uploaded_file_mgr=files, is_active_session=lambda _sid: True, state=connected)
     monkeypatch.setattr(Runtime, "instance", staticmethod(lambda: runtime))
     large = cached._new_session_results()
     large["f"] = (("key",), np.zeros(10))  # something to release
