@@ -15,8 +15,8 @@ import sys
 import numpy as np
 
 from moe_model.llama.batching import build_workload
-from moe_model.llama.lru_kernel import MODE_CACHE, MODE_PROBE
-from moe_model.llama.pool_rule import MAX_BATCH
+from moe_model.llama.lru_kernel import MODE_CACHE, MODE_SKIP
+from moe_model.llama.pool_rule import uses_pool
 from moe_model.policies import class_lru
 from moe_model.readers.traces import load_trace
 from moe_model.resources import data_path
@@ -35,10 +35,11 @@ BATCHINGS = {
 
 def nesting_breaks(work, n_layer: int, n_expert: int, k: int, **knobs) -> tuple[int, int]:
     """(checks where some pool holds a key its next-larger one does not, checks)."""
-    mode = np.where(work.rec_ntok <= MAX_BATCH, MODE_CACHE, MODE_PROBE).astype(np.int8)
-    large = (work.rec_ntok > 8).astype(np.int8)
     smallest = 4 * k * int(work.rec_ntok.max())  # every pool holds a record's experts
     caps = np.unique(np.linspace(max(64, smallest), n_layer * n_expert, 64).astype(int))
+    # a record past get_slot_map's guard changes no pool; the stats' ubatch class changes nothing a pool holds
+    mode = np.where(uses_pool(work.rec_ntok, k, n_expert, int(caps[0])), MODE_CACHE, MODE_SKIP).astype(np.int8)
+    large = np.zeros(work.n_records, dtype=np.int8)
     state = class_lru.new_state(caps, n_layer, n_expert, **knobs)
     broken, step = 0, 2 * n_layer
     for a in range(0, work.n_records, step):
